@@ -1,0 +1,255 @@
+"""TL001 backward on an accumulated total: positives with exact positions, look-alikes that must stay silent."""
+
+import pytest
+
+from tests.helpers import findings, fixed
+
+SEED = """\
+real_batchsize = 200
+
+for epoch in range(1, 5):
+    net.train()
+    total_loss = Variable(torch.zeros(1).cuda(), requires_grad=True)
+    iter_count = 0
+    for batch_idx, (input, target) in enumerate(train_loader):
+        input, target = Variable(input.cuda()), Variable(target.cuda())
+        output = net(input)
+        loss = F.nll_loss(output, target)
+        total_loss = total_loss + loss
+        if batch_idx % real_batchsize == 0:
+            iter_count += 1
+            ave_loss = total_loss/real_batchsize
+            ave_loss.backward()
+            optimizer.step()
+            if iter_count % 10 == 0:
+                print("Epoch:{}, iteration:{}, loss:{}".format(epoch, iter_count, ave_loss.data[0]))
+            total_loss.data.zero_()
+            optimizer.zero_grad()
+"""
+
+POSITIVE = {
+    "seed_manual_batching": (SEED, [(15, 13)]),
+    "augassign_every_iteration": (
+        """
+        total = 0
+        for x, y in loader:
+            total += criterion(model(x), y)
+            total.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+        [(5, 5)],
+    ),
+    "function_with_window": (
+        """
+        def train(model, loader, optimizer, k):
+            running = 0.0
+            for i, (x, y) in enumerate(loader):
+                loss = F.cross_entropy(model(x), y)
+                running = running + loss
+                if (i + 1) % k == 0:
+                    (running / k).backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        [(8, 13)],
+    ),
+    "trainer_method_attribute_total": (
+        """
+        class Trainer:
+            def fit(self, loader):
+                self.total = 0
+                for batch in tqdm(loader):
+                    loss = self.criterion(self.model(batch.x), batch.y)
+                    self.total = loss + self.total
+                    self.total.backward(retain_graph=True)
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+        """,
+        [(8, 13)],
+    ),
+    "list_then_stack": (
+        """
+        losses = []
+        for step, (x, y) in enumerate(zip(xs, ys)):
+            losses.append(loss_fn(model(x), y))
+            torch.stack(losses).mean().backward()
+            opt.step()
+            opt.zero_grad()
+        """,
+        [(5, 5)],
+    ),
+    "list_then_sum_in_window": (
+        """
+        losses = []
+        for i, batch in enumerate(loader):
+            loss = criterion(model(batch))
+            losses.append(loss)
+            if i % 4 == 3:
+                total = sum(losses)
+                total.backward()
+                optimizer_G.step()
+                optimizer_G.zero_grad()
+        """,
+        [(8, 9)],
+    ),
+    "while_loop_scaler": (
+        """
+        total_loss = torch.zeros(())
+        step = 0
+        while step < max_steps:
+            with torch.autocast("cuda"):
+                total_loss = total_loss + criterion(model(x), y)
+            scaler.scale(total_loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+            step += 1
+        """,
+        [(7, 5)],
+    ),
+    "nested_epoch_reset_only_per_epoch": (
+        """
+        for epoch in range(10):
+            epoch_loss = 0
+            for x, y in loader:
+                epoch_loss += criterion(model(x), y)
+                epoch_loss.backward(retain_graph=True)
+                opt.step()
+                opt.zero_grad()
+        """,
+        [(6, 9)],
+    ),
+    "gan_generator_total": (
+        """
+        g_total = 0
+        for real in loader:
+            fake = netG(noise())
+            d_loss = bce(netD(real), ones) + bce(netD(fake.detach()), zeros)
+            d_loss.backward()
+            optimizerD.step()
+            optimizerD.zero_grad()
+            g_total = g_total + bce(netD(fake), ones)
+            g_total.backward()
+            optimizerG.step()
+            optimizerG.zero_grad()
+        """,
+        [(10, 5)],
+    ),
+}
+
+NEGATIVE = {
+    "fresh_total_per_iteration": """
+        for x, y in loader:
+            outputs = model(x)
+            loss = 0
+            for head in outputs:
+                loss = loss + criterion(head, y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+    "reset_right_after_backward": """
+        total = 0
+        for i, (x, y) in enumerate(loader):
+            total = total + criterion(model(x), y)
+            if (i + 1) % 4 == 0:
+                total.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                total = 0
+        """,
+    "logging_total_with_item": """
+        running_loss = 0.0
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            running_loss += loss.item()
+        """,
+    "correct_accumulation_divided": """
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y) / accum
+            loss.backward()
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "list_cleared_after_backward": """
+        losses = []
+        for i, batch in enumerate(loader):
+            losses.append(criterion(model(batch)))
+            if i % 4 == 3:
+                torch.stack(losses).sum().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                losses = []
+        """,
+    "token_count_accumulated": """
+        n_tokens = 0
+        for x, y in loader:
+            n_tokens += x.numel()
+            loss = criterion(model(x), y) / n_tokens
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+    "validation_total_no_backward": """
+        with torch.no_grad():
+            val = 0
+            for x, y in val_loader:
+                val += criterion(model(x), y)
+        """,
+    "multi_task_sum_fresh": """
+        for batch in loader:
+            out = model(batch)
+            total = out.a_loss + out.b_loss
+            total += out.c_loss
+            total.backward()
+            opt.step()
+            opt.zero_grad()
+        """,
+    "del_after_backward": """
+        acc = 0
+        for x, y in loader:
+            acc = acc + criterion(model(x), y)
+            acc.backward()
+            del acc
+            acc = 0
+            opt.step()
+            opt.zero_grad()
+        """,
+}
+
+
+@pytest.mark.parametrize("name", POSITIVE)
+def test_positive(name):
+    src, expected = POSITIVE[name]
+    assert findings(src, "TL001") == expected
+
+
+@pytest.mark.parametrize("name", NEGATIVE)
+def test_negative(name):
+    assert findings(NEGATIVE[name], "TL001") == []
+
+
+def test_seed_fix_replaces_fake_reset_with_rebinding():
+    out = fixed(SEED, "TL001")
+    assert "total_loss.data.zero_()" not in out
+    assert "            total_loss = Variable(torch.zeros(1).cuda(), requires_grad=True)\n            optimizer.zero_grad()" in out
+    assert findings(out, "TL001") == []
+
+
+def test_fix_rebinds_after_step_and_is_idempotent():
+    src = POSITIVE["augassign_every_iteration"][0]
+    once = fixed(src, "TL001")
+    assert "    optimizer.zero_grad()\n    total = 0\n" in once
+    assert fixed(once, "TL001") == once
+
+
+def test_fix_is_unsafe_only():
+    src = POSITIVE["augassign_every_iteration"][0]
+    import textwrap
+
+    assert fixed(src, "TL001", unsafe=False) == textwrap.dedent(src)

@@ -1,0 +1,73 @@
+"""The data the training-loop model is made of: events in program order, with their guards and loops."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import libcst as cst
+
+
+class EventKind(str, Enum):
+    BACKWARD = "backward"  # loss.backward(), scaler.scale(loss).backward(), accelerator.backward(loss), autograd.grad
+    STEP = "step"  # optimizer.step(), scaler.step(optimizer)
+    ZERO_GRAD = "zero_grad"  # optimizer.zero_grad(), model.zero_grad(), p.grad = None, p.grad.zero_()
+    SCHED_STEP = "scheduler_step"
+    SCALER_UPDATE = "scaler_update"
+    SCALER_UNSCALE = "scaler_unscale"
+    CLIP = "clip_grad"
+    ASSIGN = "assign"  # x = ..., x += ..., x /= ...
+    APPEND = "append"  # xs.append(v)
+    RESET = "reset"  # del x, xs.clear(), x.detach_()
+    FAKE_RESET = "fake_reset"  # x.data.zero_(): clears the value, keeps the graph
+    LOCAL_CALL = "local_call"  # a call to a function of this file; expanded into the callee's events
+    METHOD = "method"  # a method call of interest, before classification
+
+
+@dataclass(frozen=True)
+class Guard:
+    """An `if` (or `except`/`case`) that an event sits under; `negated` for its `else` branch."""
+
+    test: cst.CSTNode
+    negated: bool = False
+    depth: int = 0  # how many loops enclosed the guard when it was entered
+
+
+@dataclass(frozen=True, eq=False)
+class Event:
+    kind: EventKind
+    node: cst.CSTNode  # the call / statement the event stands for; diagnostics point here
+    stmt: cst.CSTNode  # the statement line holding it (where fixes insert)
+    scope: cst.CSTNode  # the function (or module) whose names `value` and `target` refer to
+    loops: tuple[cst.CSTNode, ...] = ()  # enclosing for/while nodes, outermost first
+    guards: tuple[Guard, ...] = ()
+    contexts: tuple[str, ...] = ()  # "no_grad", "accumulate", "autocast", "no_sync", "enable_grad"
+    target: str | None = None  # optimizer / total / container / receiver, as a dotted name
+    value: cst.BaseExpression | None = None  # back-propagated expression, assigned or appended value
+    flavor: str = ""  # backward: tensor|scaler|accelerator|engine|lightning|autograd|grad; assign: the operator
+    retain_arg: cst.Arg | None = None  # the `retain_graph=True` argument of a backward
+    create_graph: bool = False
+    via: str | None = None  # the GradScaler involved, if any
+    callee: str | None = None  # LOCAL_CALL: "name" or "self.name"
+    inlined_from: cst.CSTNode | None = None  # the call site when the event comes from a helper
+    seq: int = 0
+
+    @property
+    def accumulates(self) -> bool:
+        """`t += x` or `t = t + x`: the value is added to what the target already holds."""
+        return self.kind is EventKind.ASSIGN and self.flavor in ("+=", "=+")
+
+    @property
+    def rebinds(self) -> bool:
+        """A plain assignment that drops what the target held (and with it any graph)."""
+        if self.kind is EventKind.ASSIGN:
+            return self.flavor in ("=", "tuple0", "tuple")
+        return self.kind is EventKind.RESET
+
+    def under(self, loop: cst.CSTNode) -> bool:
+        return loop in self.loops
+
+    def guards_within(self, loop: cst.CSTNode) -> tuple[Guard, ...]:
+        """Guards between `loop` and the event (ignoring those outside the loop)."""
+        depth = self.loops.index(loop) + 1 if loop in self.loops else 0
+        return tuple(g for g in self.guards if g.depth >= depth)

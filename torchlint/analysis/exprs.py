@@ -1,0 +1,166 @@
+"""Small, allocation-light queries on libcst expressions shared by the model and the rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+
+def dotted(node: cst.CSTNode | None) -> str | None:
+    """`a.b.c` for a chain of attribute accesses on a name, else None."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def last_part(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
+
+
+def is_true(node: cst.CSTNode | None) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def keyword(call: cst.Call, name: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def positional(call: cst.Call, index: int) -> cst.Arg | None:
+    pos = [a for a in call.args if a.keyword is None and not a.star]
+    return pos[index] if index < len(pos) else None
+
+
+class _NameCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        name = dotted(node)
+        if name is None:
+            return True
+        # Record every prefix: `self.total.data` depends on `self.total` and on `self`.
+        while True:
+            self.names.add(name)
+            if "." not in name:
+                return False
+            name = name.rsplit(".", 1)[0]
+
+    def visit_Name(self, node: cst.Name) -> bool:
+        self.names.add(node.value)
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+def names_in(node: cst.CSTNode) -> set[str]:
+    """Every variable name and dotted attribute chain that `node` reads."""
+    if isinstance(node, cst.Name):
+        return {node.value}
+    collector = _NameCollector()
+    node.visit(collector)
+    return collector.names
+
+
+@dataclass(frozen=True)
+class Detachment:
+    """An expression that cuts its operand out of the autograd graph."""
+
+    node: cst.BaseExpression  # the whole detaching expression, e.g. `loss.data[0]`
+    operand: cst.BaseExpression  # what is detached, e.g. `loss`
+    how: str  # ".data", ".data[...]", ".item()", ".detach()", "float()", ".tolist()"
+
+
+_DETACH_METHODS = {"item": ".item()", "detach": ".detach()", "tolist": ".tolist()"}
+
+
+def as_detachment(node: cst.CSTNode) -> Detachment | None:
+    if isinstance(node, cst.Attribute) and node.attr.value == "data":
+        return Detachment(node, node.value, ".data")
+    if (
+        isinstance(node, cst.Subscript)
+        and isinstance(node.value, cst.Attribute)
+        and node.value.attr.value == "data"
+    ):
+        return Detachment(node, node.value.value, ".data[...]")
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _DETACH_METHODS and not node.args:
+            return Detachment(node, func.value, _DETACH_METHODS[func.attr.value])
+        if (
+            isinstance(func, cst.Name)
+            and func.value == "float"
+            and len(node.args) == 1
+            and node.args[0].keyword is None
+            and not node.args[0].star
+        ):
+            return Detachment(node, node.args[0].value, "float()")
+    return None
+
+
+class _DetachCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.found: list[Detachment] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Lambda):
+            return False
+        found = as_detachment(node)
+        if found is not None:
+            self.found.append(found)
+            return False  # report the outermost wrapper only
+        return True
+
+
+def detachments_in(node: cst.CSTNode) -> list[Detachment]:
+    collector = _DetachCollector()
+    node.visit(collector)
+    return collector.found
+
+
+def is_self_accumulation(target: str, value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """For `t = t + x` (or `x + t`, `t + a + b`) return the added part's top expression, else None."""
+    if not isinstance(value, cst.BinaryOperation) or not isinstance(value.operator, cst.Add):
+        return None
+    node: cst.BaseExpression = value
+    # Walk the left spine of `t + a + b`; `t` must be one of the summands at the top level.
+    summands: list[cst.BaseExpression] = []
+    while isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        summands.append(node.right)
+        node = node.left
+    summands.append(node)
+    for i, s in enumerate(summands):
+        if dotted(s) == target:
+            rest = summands[:i] + summands[i + 1 :]
+            return rest[0] if len(rest) == 1 else value
+    return None
+
+
+def modulo_divisor(test: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The `k` of a gradient-accumulation guard such as `(i + 1) % k == 0` or `step % args.k == k - 1`."""
+    found: list[cst.BaseExpression] = []
+
+    class _Mod(cst.CSTVisitor):
+        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
+            if isinstance(node.operator, cst.Modulo) and not isinstance(node.left, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+                found.append(node.right)
+            return True
+
+        def visit_Call(self, node: cst.Call) -> bool:
+            return False  # `print("%d" % x)` style formatting inside calls is not a guard
+
+    test.visit(_Mod())
+    return found[0] if found else None
+
+
+def code_of(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)

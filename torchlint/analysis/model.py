@@ -1,0 +1,507 @@
+"""The training-loop model: one pass over a module builds, per function and for the module body, the ordered
+events of its loops; rules ask questions of it instead of walking the tree themselves."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Sequence
+
+import libcst as cst
+
+from torchlint.analysis.events import Event, EventKind, Guard
+from torchlint.analysis.exprs import dotted, is_self_accumulation, is_true, keyword, names_in, positional
+from torchlint.analysis.names import Kind, Symbols
+
+_METHODS = frozenset(
+    """backward manual_backward grad step zero_grad update unscale_ clip_grad_norm_ clip_grad_value_
+    append extend clear detach_ zero_ fill_""".split()
+)
+_CONTEXTS = {
+    "no_grad": "no_grad",
+    "inference_mode": "no_grad",
+    "enable_grad": "enable_grad",
+    "accumulate": "accumulate",
+    "autocast": "autocast",
+    "no_sync": "no_sync",
+}
+_INLINE_DEPTH = 2
+_Ctx = tuple  # (loops, guards, contexts)
+
+
+@dataclass(eq=False)
+class Scope:
+    """A function (or the module body) with its events in program order."""
+
+    node: cst.CSTNode
+    name: str
+    class_name: str | None
+    raw: list[Event] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)  # after classification and inlining of helpers
+    local_defs: dict[str, cst.CSTNode] = field(default_factory=dict)
+    _assigns: dict[str, list[Event]] | None = None
+    _depends: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def assignments(self, name: str) -> list[Event]:
+        """Every ASSIGN/APPEND event of this scope whose target is `name`."""
+        if self._assigns is None:
+            self._assigns = {}
+            for e in self.events:
+                if e.scope is self.node and e.kind in (EventKind.ASSIGN, EventKind.APPEND) and e.target:
+                    self._assigns.setdefault(e.target, []).append(e)
+        return self._assigns.get(name, [])
+
+    def depends(self, expr: cst.CSTNode) -> frozenset[str]:
+        """Names whose values flow into `expr`, through the assignments of this scope (flow-insensitive)."""
+        seen: set[str] = set()
+        todo = list(names_in(expr))
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for e in self.assignments(name):
+                if e.value is not None:
+                    todo.extend(n for n in names_in(e.value) if n not in seen)
+        return frozenset(seen)
+
+
+    def is_numeric(self, expr: cst.BaseExpression, _depth: int = 0) -> bool:
+        """True when `expr` is plainly a Python number or a size (`1`, `len(x)`, `x.size(0)`, `bs` = such)."""
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return True
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Name) and func.value in ("len", "int", "float", "round"):
+                return True
+            if isinstance(func, cst.Attribute) and func.attr.value in ("size", "numel", "item", "dim", "tolist"):
+                return True
+        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape":
+            return True
+        if isinstance(expr, cst.BinaryOperation):
+            return self.is_numeric(expr.left, _depth) and self.is_numeric(expr.right, _depth)
+        name = dotted(expr)
+        if name is not None and _depth < 3:
+            defs = [e for e in self.assignments(name) if e.value is not None]
+            return bool(defs) and all(self.is_numeric(e.value, _depth + 1) for e in defs)
+        return False
+
+    def is_loss(self, expr: cst.BaseExpression) -> bool:
+        """A value that is a training loss: named like one, or computed by a criterion / loss function."""
+        name = dotted(expr)
+        if name is None:
+            return False
+        last = name.rsplit(".", 1)[-1].lower()
+        if "loss" in last or "cost" in last or last in ("l", "nll", "objective"):
+            return True
+        for e in self.assignments(name):
+            if isinstance(e.value, cst.Call):
+                func = (dotted(e.value.func) or "").lower()
+                if any(w in func for w in _LOSS_FUNCS):
+                    return True
+        return False
+
+
+_LOSS_FUNCS = ("loss", "criterion", "crit", "cross_entropy", "mse", "nll", "bce", "l1", "huber", "kl_div")
+
+
+@dataclass(eq=False)
+class Loop:
+    node: cst.CSTNode
+    scope: Scope
+    events: list[Event]
+
+    def of(self, *kinds: EventKind) -> list[Event]:
+        return [e for e in self.events if e.kind in kinds]
+
+    def between(self, start: Event, end: Event) -> list[Event]:
+        """Events an iteration meets going from `start` to the next `end`, wrapping to the next iteration."""
+        if end.seq > start.seq:
+            return [e for e in self.events if start.seq < e.seq < end.seq]
+        return [e for e in self.events if e.seq > start.seq or e.seq < end.seq]
+
+    @property
+    def outermost(self) -> bool:
+        """Not nested in another loop of the same function."""
+        return self.events[0].loops[0] is self.node if self.events else True
+
+
+class FileModel:
+    """Everything rules may ask about one file."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self.symbols = Symbols()
+        self.scopes: list[Scope] = []
+        self._by_node: dict[cst.CSTNode, Scope] = {}
+        _Walker(self).walk_module(module)
+        for scope in self.scopes:
+            for e in scope.raw:
+                if e.kind is EventKind.ASSIGN and e.flavor in ("=", "tuple0", "tuple") and e.target and e.value:
+                    self.symbols.record(e.target, e.value, first=e.flavor != "tuple")
+        self._functions = {s.name: s for s in self.scopes if s.class_name is None and "." not in s.name}
+        self._methods = {(s.class_name, s.name): s for s in self.scopes if s.class_name is not None}
+        for scope in self.scopes:
+            scope.events = self._expand(scope, 0, frozenset())
+            for i, e in enumerate(scope.events):
+                scope.events[i] = dataclasses.replace(e, seq=i)
+        self.loops: list[Loop] = []
+        for scope in self.scopes:
+            seen: dict[cst.CSTNode, list[Event]] = {}
+            for e in scope.events:
+                for loop in e.loops:
+                    seen.setdefault(loop, []).append(e)
+            self.loops.extend(Loop(node, scope, evs) for node, evs in seen.items())
+
+    # -- queries -------------------------------------------------------------------------------------------------
+    def kind(self, name: str | None) -> Kind:
+        return self.symbols.kind(name)
+
+    def scope_of(self, event: Event) -> Scope:
+        return self._by_node[event.scope]
+
+    def innermost_loop(self, event: Event, scope: Scope) -> Loop | None:
+        if not event.loops:
+            return None
+        node = event.loops[-1]
+        for loop in self.loops:
+            if loop.node is node and loop.scope is scope:
+                return loop
+        return None
+
+    # -- construction --------------------------------------------------------------------------------------------
+    def _add_scope(self, scope: Scope) -> None:
+        self.scopes.append(scope)
+        self._by_node[scope.node] = scope
+
+    def resolve(self, caller: Scope, callee: str) -> Scope | None:
+        if callee.startswith("self."):
+            return self._methods.get((caller.class_name, callee[5:]))
+        local = caller.local_defs.get(callee)
+        if local is not None:
+            return self._by_node.get(local)
+        return self._functions.get(callee)
+
+    def _expand(self, scope: Scope, depth: int, active: frozenset) -> list[Event]:
+        out: list[Event] = []
+        for e in scope.raw:
+            if e.kind is EventKind.LOCAL_CALL:
+                callee = self.resolve(scope, e.callee or "")
+                if callee is None or depth >= _INLINE_DEPTH or callee.node in active:
+                    continue
+                for inner in self._expand(callee, depth + 1, active | {scope.node}):
+                    if inner.kind in (EventKind.ASSIGN, EventKind.APPEND, EventKind.RESET, EventKind.FAKE_RESET):
+                        continue  # the callee's own names mean nothing in the caller
+                    shift = len(e.loops)
+                    out.append(
+                        dataclasses.replace(
+                            inner,
+                            loops=e.loops + inner.loops,
+                            guards=e.guards + tuple(dataclasses.replace(g, depth=g.depth + shift) for g in inner.guards),
+                            contexts=e.contexts + inner.contexts,
+                            inlined_from=inner.inlined_from or e.node,
+                        )
+                    )
+            elif e.kind is EventKind.METHOD:
+                classified = self._classify(e)
+                if classified is not None:
+                    out.append(classified)
+            else:
+                out.append(e)
+        return out
+
+    def _classify(self, e: Event) -> Event | None:
+        call = e.node
+        assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+        method = call.func.attr.value
+        recv = call.func.value
+        recv_name = dotted(recv)
+        kind = self.symbols.kind(recv_name)
+        rep = dataclasses.replace
+        if method in ("backward", "manual_backward", "grad"):
+            return self._classify_backward(e, call, method, recv, recv_name, kind)
+        if method == "step":
+            if kind is Kind.SCALER:
+                arg = positional(call, 0)
+                opt = dotted(arg.value) if arg else None
+                return rep(e, kind=EventKind.STEP, target=opt, via=recv_name) if opt else None
+            if kind is Kind.OPTIMIZER:
+                return rep(e, kind=EventKind.STEP, target=recv_name)
+            if kind is Kind.SCHEDULER:
+                return rep(e, kind=EventKind.SCHED_STEP, target=recv_name)
+            return None
+        if method == "zero_grad":
+            flavor = "optimizer" if kind is Kind.OPTIMIZER else "model"
+            return rep(e, kind=EventKind.ZERO_GRAD, target=recv_name, flavor=flavor)
+        if method == "update" and kind is Kind.SCALER:
+            return rep(e, kind=EventKind.SCALER_UPDATE, target=recv_name)
+        if method == "unscale_" and kind is Kind.SCALER:
+            arg = positional(call, 0)
+            return rep(e, kind=EventKind.SCALER_UNSCALE, target=dotted(arg.value) if arg else None, via=recv_name)
+        if method in ("clip_grad_norm_", "clip_grad_value_"):
+            flavor = "accelerator" if kind is Kind.ACCELERATOR else "torch"
+            return rep(e, kind=EventKind.CLIP, flavor=flavor)
+        if recv_name is None:
+            return None
+        if method in ("append", "extend") and call.args:
+            return rep(e, kind=EventKind.APPEND, target=recv_name, value=call.args[-1].value)
+        if method == "clear":
+            return rep(e, kind=EventKind.RESET, target=recv_name)
+        if method == "detach_":
+            return rep(e, kind=EventKind.RESET, target=recv_name)
+        if method in ("zero_", "fill_"):
+            if recv_name.endswith(".grad") or recv_name.endswith(".grad.data"):
+                return rep(e, kind=EventKind.ZERO_GRAD, target=recv_name, flavor="param")
+            if recv_name.endswith(".data"):
+                return rep(e, kind=EventKind.FAKE_RESET, target=recv_name[: -len(".data")])
+        return None
+
+    def _classify_backward(
+        self, e: Event, call: cst.Call, method: str, recv: cst.BaseExpression, recv_name: str | None, kind: Kind
+    ) -> Event | None:
+        retain = keyword(call, "retain_graph")
+        create = keyword(call, "create_graph")
+        arg0 = positional(call, 0)
+        via = None
+        if method == "grad":
+            if recv_name not in ("torch.autograd", "autograd"):
+                return None
+            flavor, value = "grad", arg0.value if arg0 else None
+        elif method == "manual_backward":
+            flavor, value = "lightning", arg0.value if arg0 else None
+        elif recv_name in ("torch.autograd", "autograd"):
+            flavor, value = "autograd", arg0.value if arg0 else None
+        elif kind is Kind.ACCELERATOR:
+            flavor, value = "accelerator", arg0.value if arg0 else None
+        elif kind is Kind.ENGINE:
+            flavor, value = "engine", arg0.value if arg0 else None
+        elif (
+            isinstance(recv, cst.Call)
+            and isinstance(recv.func, cst.Attribute)
+            and recv.func.attr.value == "scale"
+            and self.symbols.is_(dotted(recv.func.value), Kind.SCALER)
+            and recv.args
+        ):
+            flavor, value, via = "scaler", recv.args[0].value, dotted(recv.func.value)
+        else:
+            flavor, value = "tensor", recv
+            if retain is None:
+                pos = positional(call, 1)
+                retain = pos if pos is not None else None
+        if value is None:
+            return None
+        return dataclasses.replace(
+            e,
+            kind=EventKind.BACKWARD,
+            value=value,
+            flavor=flavor,
+            via=via,
+            retain_arg=retain if retain is not None and is_true(retain.value) else None,
+            create_graph=create is not None and is_true(create.value),
+        )
+
+
+class _Walker:
+    """Walks statements by hand (cheap) and expressions with small visitors, emitting raw events."""
+
+    def __init__(self, model: FileModel) -> None:
+        self.model = model
+
+    def walk_module(self, module: cst.Module) -> None:
+        scope = Scope(module, "<module>", None)
+        self.model._add_scope(scope)
+        self._block(scope, module.body, ((), (), ()))
+
+    def _function(self, node: cst.FunctionDef, class_name: str | None, prefix: str) -> Scope:
+        scope = Scope(node, prefix + node.name.value, class_name)
+        self.model._add_scope(scope)
+        contexts: tuple[str, ...] = ()
+        for dec in node.decorators:
+            d = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+            name = dotted(d) or ""
+            ctx = _CONTEXTS.get(name.rsplit(".", 1)[-1])
+            if ctx:
+                contexts += (ctx,)
+        self._block(scope, node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body], ((), (), contexts))
+        return scope
+
+    def _block(self, scope: Scope, stmts: Sequence[cst.CSTNode], ctx: _Ctx) -> None:
+        for stmt in stmts:
+            self._stmt(scope, stmt, ctx)
+
+    def _body(self, scope: Scope, node: cst.CSTNode, ctx: _Ctx) -> None:
+        body = getattr(node, "body", None)
+        if isinstance(body, cst.IndentedBlock):
+            self._block(scope, body.body, ctx)
+        elif isinstance(body, cst.SimpleStatementSuite):
+            self._simple(scope, node, body.body, ctx)
+
+    def _stmt(self, scope: Scope, stmt: cst.CSTNode, ctx: _Ctx) -> None:
+        loops, guards, contexts = ctx
+        if isinstance(stmt, cst.SimpleStatementLine):
+            self._simple(scope, stmt, stmt.body, ctx)
+        elif isinstance(stmt, cst.If):
+            self._exprs(scope, stmt, [stmt.test], ctx)
+            g = Guard(stmt.test, False, len(loops))
+            self._body(scope, stmt, (loops, guards + (g,), contexts))
+            orelse = stmt.orelse
+            neg = guards + (Guard(stmt.test, True, len(loops)),)
+            if isinstance(orelse, cst.If):
+                self._stmt(scope, orelse, (loops, neg, contexts))
+            elif isinstance(orelse, cst.Else):
+                self._body(scope, orelse, (loops, neg, contexts))
+        elif isinstance(stmt, (cst.For, cst.While)):
+            head = [stmt.iter] if isinstance(stmt, cst.For) else [stmt.test]
+            if isinstance(stmt, cst.For):
+                self._assign_targets(scope, stmt, stmt.target, stmt.iter, ctx, "for")
+            self._exprs(scope, stmt, head, ctx)
+            self._body(scope, stmt, (loops + (stmt,), guards, contexts))
+            if stmt.orelse is not None:
+                self._body(scope, stmt.orelse, ctx)
+        elif isinstance(stmt, cst.With):
+            added: tuple[str, ...] = ()
+            for item in stmt.items:
+                expr = item.item
+                func = expr.func if isinstance(expr, cst.Call) else expr
+                name = dotted(func) or ""
+                kind = _CONTEXTS.get(name.rsplit(".", 1)[-1])
+                if kind:
+                    added += (kind,)
+            self._exprs(scope, stmt, [i.item for i in stmt.items], ctx)
+            self._body(scope, stmt, (loops, guards, contexts + added))
+        elif isinstance(stmt, (cst.Try, cst.TryStar)):
+            self._body(scope, stmt, ctx)
+            for handler in stmt.handlers:
+                self._body(scope, handler, (loops, guards + (Guard(handler, False, len(loops)),), contexts))
+            if stmt.orelse is not None:
+                self._body(scope, stmt.orelse, ctx)
+            if stmt.finalbody is not None:
+                self._body(scope, stmt.finalbody, ctx)
+        elif isinstance(stmt, cst.FunctionDef):
+            scope.local_defs[stmt.name.value] = stmt
+            prefix = "" if isinstance(scope.node, cst.Module) else scope.name + "."
+            self._function(stmt, scope.class_name, prefix)
+        elif isinstance(stmt, cst.ClassDef):
+            for item in stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else ():
+                if isinstance(item, cst.FunctionDef):
+                    self._function(item, stmt.name.value, "")
+                else:
+                    self._stmt(scope, item, ctx)
+        elif isinstance(stmt, cst.Match):
+            self._exprs(scope, stmt, [stmt.subject], ctx)
+            for case in stmt.cases:
+                self._body(scope, case, (loops, guards + (Guard(case, False, len(loops)),), contexts))
+
+    # -- simple statements ---------------------------------------------------------------------------------------
+    def _simple(self, scope: Scope, line: cst.CSTNode, smalls: Sequence[cst.CSTNode], ctx: _Ctx) -> None:
+        for small in smalls:
+            if isinstance(small, cst.Assign):
+                self._exprs(scope, line, [small.value], ctx)
+                for t in small.targets:
+                    self._assign_targets(scope, line, t.target, small.value, ctx, "=")
+            elif isinstance(small, cst.AnnAssign):
+                if small.value is not None:
+                    self._exprs(scope, line, [small.value], ctx)
+                    self._assign_targets(scope, line, small.target, small.value, ctx, "=")
+            elif isinstance(small, cst.AugAssign):
+                self._exprs(scope, line, [small.value], ctx)
+                op = small.operator.__class__.__name__
+                flavor = {"AddAssign": "+=", "DivideAssign": "/=", "MultiplyAssign": "*=", "SubtractAssign": "-="}.get(op, "op=")
+                target = _container(small.target)
+                if target:
+                    self._emit(scope, EventKind.ASSIGN, small, line, ctx, target=target, value=small.value, flavor=flavor)
+            elif isinstance(small, cst.Expr):
+                self._exprs(scope, line, [small.value], ctx)
+            elif isinstance(small, cst.Return) and small.value is not None:
+                self._exprs(scope, line, [small.value], ctx)
+            elif isinstance(small, cst.Del):
+                targets = small.target.elements if isinstance(small.target, cst.Tuple) else [small.target]
+                for t in targets:
+                    node = t.value if isinstance(t, cst.Element) else t
+                    name = dotted(node)
+                    if name:
+                        self._emit(scope, EventKind.RESET, small, line, ctx, target=name)
+
+    def _assign_targets(
+        self, scope: Scope, line: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression, ctx: _Ctx, how: str
+    ) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for i, el in enumerate(target.elements):
+                name = dotted(el.value)
+                if name:
+                    self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=value, flavor="tuple0" if i == 0 else "tuple")
+            return
+        name = dotted(target)
+        if name is None:
+            container = _container(target)
+            if container and how == "=":
+                # `d[k] = v` stores data in the container without rebinding it.
+                self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=container, value=value, flavor="item=")
+            return
+        if name.endswith(".grad") and isinstance(value, cst.Name) and value.value == "None":
+            self._emit(scope, EventKind.ZERO_GRAD, line, line, ctx, target=name, flavor="param")
+            return
+        if how == "for":
+            self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=value, flavor="for")
+            return
+        added = is_self_accumulation(name, value)
+        if added is not None:
+            self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=added, flavor="=+")
+        else:
+            self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=value, flavor="=")
+
+    def _exprs(self, scope: Scope, line: cst.CSTNode, exprs: Iterable[cst.CSTNode], ctx: _Ctx) -> None:
+        for expr in exprs:
+            calls = _CallCollector()
+            expr.visit(calls)
+            for call in calls.calls:
+                self._call(scope, line, call, ctx)
+
+    def _call(self, scope: Scope, line: cst.CSTNode, call: cst.Call, ctx: _Ctx) -> None:
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in _METHODS:
+                if method == "step" and call.args:
+                    closure = call.args[0].value
+                    if isinstance(closure, cst.Name):
+                        self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=closure.value)
+                    elif isinstance(closure, cst.Lambda):
+                        self._exprs(scope, line, [closure.body], ctx)
+                self._emit(scope, EventKind.METHOD, call, line, ctx)
+                return
+            name = dotted(func)
+            if name and name.startswith("self.") and name.count(".") == 1:
+                self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=name)
+        elif isinstance(func, cst.Name):
+            if func.value in ("clip_grad_norm_", "clip_grad_value_"):
+                self._emit(scope, EventKind.CLIP, call, line, ctx, flavor="torch")
+            else:
+                self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=func.value)
+
+    def _emit(self, scope: Scope, kind: EventKind, node: cst.CSTNode, line: cst.CSTNode, ctx: _Ctx, **kw) -> None:
+        loops, guards, contexts = ctx
+        scope.raw.append(Event(kind, node, line, scope.node, loops, guards, contexts, **kw))
+
+
+class _CallCollector(cst.CSTVisitor):
+    """Calls in evaluation order (post-order), not entering lambdas or nested definitions."""
+
+    def __init__(self) -> None:
+        self.calls: list[cst.Call] = []
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def leave_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+
+def _container(target: cst.BaseExpression) -> str | None:
+    while isinstance(target, cst.Subscript):
+        target = target.value
+    return dotted(target)
+
+
+def iter_events(events: Iterable[Event], *kinds: EventKind) -> Iterator[Event]:
+    return (e for e in events if e.kind in kinds)

@@ -1,0 +1,128 @@
+"""What a name stands for: optimizer, scheduler, GradScaler, Accelerate/Fabric object, DeepSpeed engine.
+
+Assignments in the file decide first (`opt = torch.optim.AdamW(...)`); conventional names decide otherwise
+(`optimizer_G`, `self.opt`, `scheduler`), since training functions usually receive these as parameters.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+
+import libcst as cst
+
+from torchlint.analysis.exprs import dotted, last_part
+
+
+class Kind(str, Enum):
+    OPTIMIZER = "optimizer"
+    SCHEDULER = "scheduler"
+    SCALER = "scaler"
+    ACCELERATOR = "accelerator"
+    ENGINE = "engine"
+    OTHER = "other"
+
+
+OPTIMIZER_CLASSES = frozenset(
+    """SGD Adam AdamW Adamax Adagrad Adadelta RMSprop Rprop LBFGS NAdam RAdam SparseAdam ASGD Adafactor
+    Lion Lamb LAMB FusedAdam FusedLAMB FusedSGD DeepSpeedCPUAdam Adam8bit AdamW8bit PagedAdamW PagedAdamW8bit
+    SGDW AdaBelief Ranger Shampoo Muon Sophia ZeroRedundancyOptimizer LARS Novograd AdamP SGDP Yogi""".split()
+)
+_SCHEDULER_CLASS = re.compile(r"(LR|LRScheduler|Scheduler|ReduceLROnPlateau|_schedule\w*|Schedule\w*)$")
+
+_OPTIMIZER_NAME = re.compile(
+    r"^(optimi[sz]ers?(_?[a-z0-9]+)?|optim(_[a-z0-9_]+|[a-z0-9])?|opt([a-z]|\d+|_[a-z0-9_]+)?"
+    r"|[a-z0-9_]+_(opt|optim|optimi[sz]er)|[a-z0-9]+optimi[sz]er)$"
+)
+_SCHEDULER_NAME = re.compile(r"(^|_)(lr_)?sched(uler)?s?(_?[a-z0-9]+)?$|^scheduler|^lr_schedule")
+_SCALER_NAME = re.compile(r"(^|_)(grad_|amp_)?scaler(_?[a-z0-9]+)?$")
+_ACCELERATOR_NAME = re.compile(r"^(accelerator|accel|fabric)$")
+_ENGINE_NAME = re.compile(r"^(engine|model_engine|ds_engine|ds_model|deepspeed_engine)$")
+_NOT_OPTIMIZER = frozenset({"opts", "optional", "option", "options", "optimize", "optimum"})
+
+
+def kind_of_value(value: cst.BaseExpression) -> Kind | None:
+    """What a right-hand side constructs, when it says so (`torch.optim.Adam(...)`, `GradScaler()`)."""
+    if isinstance(value, cst.Call):
+        name = dotted(value.func)
+        if name is None:
+            return None
+        last = last_part(name)
+        if "lr_scheduler" in name or _SCHEDULER_CLASS.search(last):
+            return Kind.SCHEDULER
+        if last in OPTIMIZER_CLASSES or name.startswith(("torch.optim.", "optim.")) or last == "optimizers":
+            return Kind.OPTIMIZER
+        if last == "GradScaler":
+            return Kind.SCALER
+        if last in ("Accelerator", "Fabric"):
+            return Kind.ACCELERATOR
+    return None
+
+
+def kind_of_name(name: str) -> Kind:
+    """What a conventional name stands for, from its last component."""
+    last = last_part(name).lower()
+    if _SCALER_NAME.search(last):
+        return Kind.SCALER
+    if _SCHEDULER_NAME.search(last):
+        return Kind.SCHEDULER
+    if _ACCELERATOR_NAME.match(last):
+        return Kind.ACCELERATOR
+    if _ENGINE_NAME.match(last):
+        return Kind.ENGINE
+    if last not in _NOT_OPTIMIZER and _OPTIMIZER_NAME.match(last):
+        return Kind.OPTIMIZER
+    return Kind.OTHER
+
+
+class Symbols:
+    """File-wide table of what names stand for, filled from assignments, queried by name."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, Kind] = {}
+        self.optimizer_models: dict[str, set[str]] = {}  # optimizer -> models whose parameters it owns
+
+    def record(self, target: str, value: cst.BaseExpression, first: bool = True) -> None:
+        """Learn from `target = value`; `first` is False for the later names of a tuple target."""
+        if isinstance(value, cst.Call) and dotted(value.func) == "deepspeed.initialize":
+            # `engine, optimizer, _, _ = deepspeed.initialize(...)`: the engine steps and zeroes by itself.
+            if first:
+                self._set(target, Kind.ENGINE)
+            return
+        kind = kind_of_value(value)
+        if kind is None:
+            return
+        self._set(target, kind)
+        if kind is Kind.OPTIMIZER and isinstance(value, cst.Call):
+            self.optimizer_models[target] = _models_in_params(value)
+
+    def _set(self, name: str, kind: Kind) -> None:
+        self._kinds[name] = kind
+        # `self.optimizer = ...` in __init__ names the same object as `optimizer` read elsewhere via self.
+        self._kinds.setdefault(last_part(name), kind)
+
+    def kind(self, name: str | None) -> Kind:
+        if name is None:
+            return Kind.OTHER
+        known = self._kinds.get(name)
+        if known is None and name.startswith("self."):
+            known = self._kinds.get(last_part(name))
+        return known if known is not None else kind_of_name(name)
+
+    def is_(self, name: str | None, kind: Kind) -> bool:
+        return self.kind(name) is kind
+
+
+def _models_in_params(call: cst.Call) -> set[str]:
+    """`Adam(netD.parameters())` -> {"netD"}: which model's zero_grad clears this optimizer."""
+    models: set[str] = set()
+    for arg in call.args:
+        node = arg.value
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in (
+            "parameters",
+            "named_parameters",
+        ):
+            name = dotted(node.func.value)
+            if name:
+                models.add(name)
+    return models

@@ -1,0 +1,224 @@
+"""The `torchlint` command: report, --fix/--diff, `rule` docs. A thin shell over torchlint.engine.
+
+Exit codes: 0 nothing found, 1 findings (or a --diff with changes), 2 usage, configuration or I/O error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import fnmatch
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from torchlint import __version__
+from torchlint.config import Config, ConfigError, find_pyproject, load, validate_codes
+from torchlint.diagnostic import Diagnostic
+from torchlint.engine import READ_ERROR, SourceError, decode, fix_source, lint_source, select_rules
+from torchlint.files import PathError, discover
+from torchlint.output import FORMATS
+from torchlint.rules import ALL_RULES, RULES_BY_CODE
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, as documented
+        self.exit(EXIT_ERROR, f"torchlint: error: {message}\n")
+
+
+def _codes(value: str) -> tuple[str, ...]:
+    return tuple(c for c in value.replace(" ", ",").split(",") if c)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="torchlint", description="Find and fix PyTorch training-loop mistakes.")
+    p.add_argument("paths", nargs="*", default=None, help="files or directories (default: .)")
+    p.add_argument("--select", type=_codes, help="rule codes or prefixes to enable (default: TL)")
+    p.add_argument("--ignore", type=_codes, help="rule codes or prefixes to disable")
+    p.add_argument("--extend-select", type=_codes, help="codes to enable in addition to the selected ones")
+    p.add_argument("--format", choices=sorted(FORMATS), default="text", help="output format")
+    p.add_argument("--exit-zero", action="store_true", help="exit 0 even when problems are found")
+    p.add_argument("--config", type=Path, help="a pyproject.toml (or TOML file) to read settings from")
+    p.add_argument("--isolated", action="store_true", help="ignore all configuration files")
+    p.add_argument("-q", "--quiet", action="store_true", help="print diagnostics only, no summary")
+    p.add_argument("--fix", action="store_true", help="apply safe fixes in place")
+    p.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that change behaviour")
+    p.add_argument("--diff", action="store_true", help="print the diff --fix would make; write nothing")
+    p.add_argument("--no-respect-gitignore", action="store_true", help="also check files that .gitignore lists")
+    p.add_argument("--version", action="version", version=f"torchlint {__version__}")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "rule":
+            return _rule_command(argv[1:])
+        if argv and argv[0] == "check":
+            argv = argv[1:]
+        return _check(build_parser().parse_args(argv))
+    except (ConfigError, PathError) as exc:
+        print(f"torchlint: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+def _rule_command(argv: list[str]) -> int:
+    from torchlint.rule_docs import FIX_WORDS, render
+
+    p = _Parser(prog="torchlint rule", description="Print a rule's documentation.")
+    p.add_argument("code", nargs="?")
+    p.add_argument("--all", action="store_true", help="list every rule with its fix safety")
+    args = p.parse_args(argv)
+    if args.all or not args.code:
+        for r in ALL_RULES:
+            print(f"{r.code}  {r.name:32} fix: {FIX_WORDS[r.fix_safety].split(' (')[0]:24} {r.summary}")
+        return EXIT_OK
+    rule = RULES_BY_CODE.get(args.code.upper())
+    if rule is None:
+        print(f"torchlint: error: unknown rule code {args.code!r} (known: {', '.join(RULES_BY_CODE)})", file=sys.stderr)
+        return EXIT_ERROR
+    sys.stdout.write(render(rule))
+    return EXIT_OK
+
+
+def _config(args: argparse.Namespace) -> Config:
+    if args.isolated:
+        cfg = Config(root=Path.cwd())
+    elif args.config is not None:
+        if not args.config.is_file():
+            raise ConfigError(f"config file {args.config} does not exist")
+        cfg = load(args.config)
+    else:
+        first = Path(args.paths[0]) if args.paths else Path.cwd()
+        cfg = load(find_pyproject(first if first.exists() else Path.cwd()))
+    from dataclasses import replace
+
+    if args.select:
+        cfg = replace(cfg, select=validate_codes(args.select, "--select"))
+    if args.extend_select:
+        cfg = replace(cfg, extend_select=cfg.extend_select + validate_codes(args.extend_select, "--extend-select"))
+    if args.ignore:
+        cfg = replace(cfg, ignore=cfg.ignore + validate_codes(args.ignore, "--ignore"))
+    if args.no_respect_gitignore:
+        cfg = replace(cfg, respect_gitignore=False)
+    if args.unsafe_fixes:
+        cfg = replace(cfg, unsafe_fixes=True)
+    return cfg
+
+
+def _file_codes(cfg: Config, path: Path, codes: list[str]) -> list[str]:
+    if not cfg.per_file_ignores:
+        return codes
+    try:
+        rel = path.resolve().relative_to(cfg.root).as_posix()
+    except ValueError:
+        rel = path.as_posix()
+    ignored: tuple[str, ...] = ()
+    for pattern, pcodes in cfg.per_file_ignores.items():
+        if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(path.name, pattern):
+            ignored += pcodes
+    return [c for c in codes if not any(c.startswith(i) for i in ignored)]
+
+
+def _enabled_meta(code: str, cfg: Config) -> bool:
+    """TL9xx (unreadable file, syntax error, internal error) are always shown unless ignored explicitly."""
+    return not any(code.startswith(i) for i in cfg.ignore if i.startswith("TL9"))
+
+
+def _check(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+    paths = args.paths or ["."]
+    codes = cfg.codes()
+    files = list(discover(paths, cfg))
+    diags: list[Diagnostic] = []
+    diffs: list[str] = []
+    fixed = 0
+    for path in files:
+        rules = select_rules(_file_codes(cfg, path, codes))
+        name = str(path)
+        try:
+            data = path.read_bytes()
+            decoded = decode(data)
+        except OSError as exc:
+            diags.append(Diagnostic(name, 1, 1, 1, 1, READ_ERROR, f"cannot read file: {exc.strerror}"))
+            continue
+        except SourceError as exc:
+            diags.append(Diagnostic(name, exc.line, 1, exc.line, 1, READ_ERROR, str(exc)))
+            continue
+        if args.fix or args.diff:
+            result = fix_source(decoded.text, name, rules, unsafe=cfg.unsafe_fixes)
+            diags.extend(result.remaining)
+            diags.extend(result.failed)
+            if result.text != decoded.text:
+                fixed += result.applied
+                if args.diff:
+                    diffs.append(_unified(name, decoded.text, result.text))
+                else:
+                    _write_atomic(path, result.text, decoded.encoding)
+        else:
+            diags.extend(lint_source(decoded.text, name, rules, with_edits=args.format == "json"))
+    diags = [d for d in diags if not d.code.startswith("TL9") or _enabled_meta(d.code, cfg)]
+    diags.sort(key=Diagnostic.sort_key)
+    out = sys.stdout
+    if args.diff:
+        out.write("".join(diffs))
+        if not args.quiet:
+            print(f"Would fix {fixed} problem{'s' if fixed != 1 else ''} in {len(diffs)} file{'s' if len(diffs) != 1 else ''}.", file=sys.stderr)
+        return EXIT_OK if args.exit_zero or not diffs else EXIT_FINDINGS
+    out.write(FORMATS[args.format](diags, cfg.unsafe_fixes))
+    if args.format == "text" and not args.quiet:
+        _summary(diags, fixed, len(files), cfg.unsafe_fixes, args.fix)
+    return EXIT_OK if args.exit_zero or not diags else EXIT_FINDINGS
+
+
+def _summary(diags: list[Diagnostic], fixed: int, nfiles: int, unsafe: bool, fixing: bool) -> None:
+    parts = []
+    if fixing:
+        parts.append(f"Fixed {fixed} problem{'s' if fixed != 1 else ''}.")
+    if not diags:
+        parts.append(f"All checks passed ({nfiles} file{'s' if nfiles != 1 else ''}).")
+    else:
+        safe = sum(1 for d in diags if d.fix and d.fix.applicability == "safe")
+        hidden = sum(1 for d in diags if d.fix and d.fix.applicability == "unsafe")
+        line = f"Found {len(diags)} problem{'s' if len(diags) != 1 else ''} in {nfiles} file{'s' if nfiles != 1 else ''}."
+        if safe:
+            line += f" {safe} fixable with --fix."
+        if hidden:
+            more = "more " if safe else ""
+            line += f" {hidden} {more}fixable with --fix --unsafe-fixes."
+        parts.append(line)
+    print(" ".join(parts))
+
+
+def _unified(name: str, before: str, after: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{name}", f"b/{name}"
+        )
+    )
+
+
+def _write_atomic(path: Path, text: str, encoding: str) -> None:
+    """Temp file in the same directory, same mode, then rename: a crash never leaves half a file."""
+    data = text.encode(encoding)
+    mode = path.stat().st_mode
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".torchlint", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

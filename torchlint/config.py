@@ -1,0 +1,131 @@
+"""`[tool.torchlint]` in the nearest pyproject.toml (or a file given with --config), merged with the CLI."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from torchlint.rules import ALL_RULES
+
+DEFAULT_EXCLUDE = (
+    ".git", ".hg", ".svn", ".venv", "venv", ".env", "env", ".tox", ".nox", "__pycache__", "build", "dist",
+    ".eggs", "*.egg-info", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".torchlint_cache", "node_modules",
+    "site-packages",
+)
+KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores",
+              "respect-gitignore", "unsafe-fixes"}
+
+
+class ConfigError(Exception):
+    """A user mistake in configuration or options (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Config:
+    select: tuple[str, ...] = ("TL",)
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    extend_exclude: tuple[str, ...] = ()
+    per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    respect_gitignore: bool = True
+    unsafe_fixes: bool = False
+    root: Path = Path(".")  # directory that relative patterns are resolved against
+
+    def codes(self) -> list[str]:
+        """Rule codes enabled by select/extend-select minus ignore (prefix matching, as ruff and flake8 do)."""
+        chosen = [r.code for r in ALL_RULES if _matches(r.code, self.select + self.extend_select)]
+        return [c for c in chosen if not _matches(c, self.ignore)]
+
+
+def _matches(code: str, prefixes: tuple[str, ...]) -> bool:
+    return any(p == "ALL" or code.startswith(p) for p in prefixes)
+
+
+def validate_codes(codes: tuple[str, ...], where: str) -> tuple[str, ...]:
+    """Every code or prefix must name at least one rule (or be one of the TL9xx diagnostics)."""
+    known = [r.code for r in ALL_RULES] + ["TL900", "TL901", "TL902", "TL903"]
+    out = []
+    for raw in codes:
+        code = raw.strip().upper()
+        if not code:
+            continue
+        if code != "ALL" and not any(k.startswith(code) for k in known):
+            raise ConfigError(f"unknown rule code {raw.strip()!r} in {where} (known: {', '.join(known[:-4])})")
+        out.append(code)
+    return tuple(out)
+
+
+def find_pyproject(start: Path) -> Path | None:
+    start = start.resolve()
+    for directory in [start, *start.parents] if start.is_dir() else [start.parent, *start.parent.parents]:
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                with candidate.open("rb") as fh:
+                    if "torchlint" in tomllib.load(fh).get("tool", {}):
+                        return candidate
+            except (OSError, tomllib.TOMLDecodeError):
+                continue
+    return None
+
+
+def load(path: Path | None) -> Config:
+    if path is None:
+        return Config(root=Path.cwd())
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML in {path}: {exc}") from None
+    section = data.get("tool", {}).get("torchlint", {}) if path.name == "pyproject.toml" else data.get("tool", {}).get("torchlint", data)
+    if not isinstance(section, dict):
+        raise ConfigError(f"[tool.torchlint] in {path} must be a table")
+    unknown = sorted(set(section) - KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown key {unknown[0]!r} in [tool.torchlint] of {path} (known: {', '.join(sorted(KNOWN_KEYS))})")
+    where = f"[tool.torchlint] of {path}"
+    cfg = Config(root=path.parent.resolve())
+
+    def codes(key: str) -> tuple[str, ...]:
+        value = section.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{key!r} in {where} must be a list of rule codes")
+        return validate_codes(tuple(value), where)
+
+    def strings(key: str) -> tuple[str, ...]:
+        value = section.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{key!r} in {where} must be a list of strings")
+        return tuple(value)
+
+    pfi = section.get("per-file-ignores", {})
+    if not isinstance(pfi, dict):
+        raise ConfigError(f"'per-file-ignores' in {where} must be a table of pattern = [codes]")
+    per_file = {}
+    for pattern, value in pfi.items():
+        if not isinstance(value, list):
+            raise ConfigError(f"'per-file-ignores' entry {pattern!r} in {where} must be a list of rule codes")
+        per_file[pattern] = validate_codes(tuple(value), where)
+    for flag in ("respect-gitignore", "unsafe-fixes"):
+        if flag in section and not isinstance(section[flag], bool):
+            raise ConfigError(f"{flag!r} in {where} must be true or false")
+    return replace(
+        cfg,
+        select=codes("select") or cfg.select,
+        ignore=codes("ignore"),
+        extend_select=codes("extend-select"),
+        exclude=strings("exclude") or cfg.exclude,
+        extend_exclude=strings("extend-exclude"),
+        per_file_ignores=per_file,
+        respect_gitignore=section.get("respect-gitignore", True),
+        unsafe_fixes=section.get("unsafe-fixes", False),
+    )

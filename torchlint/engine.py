@@ -1,0 +1,266 @@
+"""The one engine every front end calls: decode, prefilter, parse once, build the model, run rules,
+honour `# noqa`, and apply fixes to a fixpoint."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import io
+import re
+import tokenize
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from torchlint.analysis import FileModel
+from torchlint.diagnostic import Diagnostic, Edit, Fix, FixInfo
+from torchlint.rules import ALL_RULES, Finding, Rule
+
+READ_ERROR = "TL900"
+SYNTAX_ERROR = "TL901"
+INTERNAL_ERROR = "TL902"
+FIX_ERROR = "TL903"
+ISSUES_URL = "https://github.com/torchlint/torchlint/issues"
+MAX_FIX_ROUNDS = 10
+
+_NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
+
+
+class SourceError(Exception):
+    """A file that cannot be turned into text: reported as one TL900 diagnostic."""
+
+    def __init__(self, message: str, line: int = 1) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+@dataclass(frozen=True)
+class Decoded:
+    text: str
+    encoding: str  # as detected: "utf-8", "utf-8-sig" (BOM), "latin-1" (cookie) ...
+
+
+def decode(data: bytes) -> Decoded:
+    """Bytes to text the way Python itself reads a source file (BOM, coding cookie); newlines untouched."""
+    if b"\0" in data:
+        line = data.count(b"\n", 0, data.index(b"\0")) + 1
+        raise SourceError("file contains null bytes; it is not Python source", line)
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        raise SourceError(f"invalid encoding declaration: {exc}") from None
+    try:
+        return Decoded(data.decode(encoding), encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SourceError(f"cannot decode as {encoding}: byte 0x{data[exc.start]:02x} at line {line}", line) from None
+    except LookupError:
+        raise SourceError(f"unknown encoding {encoding!r}") from None
+
+
+def select_rules(codes: Iterable[str] | None = None) -> list[type[Rule]]:
+    if codes is None:
+        return list(ALL_RULES)
+    wanted = set(codes)
+    return [r for r in ALL_RULES if r.code in wanted]
+
+
+def can_have_findings(text: str, rules: Sequence[type[Rule]]) -> bool:
+    """The prefilter: a file none of whose rules' key words appear is not parsed at all."""
+    return any(word in text for rule in rules for word in rule.requires)
+
+
+@dataclass
+class _Analysis:
+    module: cst.Module | None
+    findings: list[tuple[type[Rule], Finding]]
+    errors: list[Diagnostic]
+
+
+def _syntax_error(text: str, path: str, exc: Exception) -> Diagnostic:
+    try:
+        compile(text, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as err:
+        line, col = err.lineno or 1, err.offset or 1
+        return Diagnostic(path, line, col, line, col, SYNTAX_ERROR, f"syntax error: {err.msg}; file not checked")
+    except (ValueError, RecursionError, MemoryError) as err:
+        return Diagnostic(path, 1, 1, 1, 1, SYNTAX_ERROR, f"cannot parse: {err}; file not checked")
+    line = getattr(exc, "raw_line", 1) or 1
+    col = (getattr(exc, "raw_column", 0) or 0) + 1
+    first = str(getattr(exc, "message", exc)).splitlines()[0] if str(exc) else type(exc).__name__
+    return Diagnostic(path, line, col, line, col, SYNTAX_ERROR, f"cannot parse with libcst ({first}); file not checked")
+
+
+def _analyze(text: str, path: str, rules: Sequence[type[Rule]]) -> _Analysis:
+    if not can_have_findings(text, rules):
+        return _Analysis(None, [], [])
+    try:
+        module = cst.parse_module(text)
+    except Exception as exc:  # libcst raises ParserSyntaxError, and RecursionError on absurd nesting
+        return _Analysis(None, [], [_syntax_error(text, path, exc)])
+    findings: list[tuple[type[Rule], Finding]] = []
+    errors: list[Diagnostic] = []
+    try:
+        model = FileModel(module)
+    except RecursionError:
+        return _Analysis(None, [], [Diagnostic(path, 1, 1, 1, 1, INTERNAL_ERROR, "nesting too deep to analyse; file not checked")])
+    except Exception as exc:  # a bug of ours must not stop the run
+        return _Analysis(None, [], [_internal(path, "the training-loop model", exc)])
+    seen: set[tuple[str, int]] = set()
+    for rule in rules:
+        try:
+            for finding in rule().check(model):
+                key = (rule.code, id(finding.node))
+                if key not in seen:
+                    seen.add(key)
+                    findings.append((rule, finding))
+        except Exception as exc:
+            errors.append(_internal(path, rule.code, exc))
+    return _Analysis(module, findings, errors)
+
+
+def _internal(path: str, where: str, exc: Exception) -> Diagnostic:
+    return Diagnostic(
+        path, 1, 1, 1, 1, INTERNAL_ERROR,
+        f"internal error in {where} ({type(exc).__name__}: {exc}); please report it at {ISSUES_URL} with this file",
+    )
+
+
+def _noqa_codes(line: str) -> set[str] | None:
+    """None: no noqa; empty set: bare `# noqa` (everything); else the listed codes."""
+    m = _NOQA.search(line)
+    if m is None:
+        return None
+    codes = m.group("codes")
+    return {c.upper() for c in re.split(r"[,\s]+", codes) if c} if codes else set()
+
+
+def suppressed(lines: Sequence[str], diag: Diagnostic) -> bool:
+    if not 1 <= diag.line <= len(lines):
+        return False
+    codes = _noqa_codes(lines[diag.line - 1])
+    return codes is not None and (not codes or diag.code in codes)
+
+
+def _positions(module: cst.Module) -> dict:
+    return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+
+def _apply(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
+    changes = {id(old): new for fix in fixes for old, new in fix.changes}
+    return module.visit(_Replacer(changes))
+
+
+class _Replacer(cst.CSTTransformer):
+    def __init__(self, changes: dict[int, object]) -> None:
+        self.changes = changes
+
+    def on_leave(self, original_node, updated_node):  # type: ignore[override]
+        return self.changes.get(id(original_node), updated_node)
+
+
+def _edits(before: str, after: str) -> tuple[Edit, ...]:
+    """Line-granular text edits turning `before` into `after`."""
+    a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    edits = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            edits.append(Edit(i1 + 1, 1, i2 + 1, 1, "".join(b[j1:j2])))
+    return tuple(edits)
+
+
+def lint_source(
+    text: str,
+    path: str = "<stdin>",
+    rules: Sequence[type[Rule]] | None = None,
+    *,
+    honour_noqa: bool = True,
+    with_edits: bool = False,
+) -> list[Diagnostic]:
+    """All diagnostics of one file's text, sorted by position."""
+    rules = list(ALL_RULES) if rules is None else rules
+    analysis = _analyze(text, path, rules)
+    diags = list(analysis.errors)
+    if analysis.findings and analysis.module is not None:
+        positions = _positions(analysis.module)
+        original = analysis.module.code if with_edits else ""
+        for rule, f in analysis.findings:
+            rng = positions[f.node]
+            info = None
+            if f.fix is not None:
+                edits = _edits(original, _apply(analysis.module, [f.fix]).code) if with_edits else ()
+                info = FixInfo(f.fix.applicability, f.fix.message, edits)
+            diags.append(
+                Diagnostic(
+                    path, rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1,
+                    rule.code, f.message, info,
+                )
+            )
+    if honour_noqa and diags:
+        lines = text.splitlines()
+        diags = [d for d in diags if not suppressed(lines, d)]
+    return sorted(diags, key=Diagnostic.sort_key)
+
+
+@dataclass(frozen=True)
+class FixResult:
+    text: str  # the fixed source (unchanged when nothing applied or the file did not parse)
+    applied: int  # number of fixes applied over all rounds
+    remaining: list[Diagnostic]  # diagnostics left after fixing
+    failed: list[Diagnostic]  # fixes whose result did not parse (discarded)
+
+
+def fix_source(
+    text: str,
+    path: str = "<stdin>",
+    rules: Sequence[type[Rule]] | None = None,
+    *,
+    unsafe: bool = False,
+) -> FixResult:
+    """Apply fixes round by round until none applies (at most MAX_FIX_ROUNDS rounds)."""
+    rules = list(ALL_RULES) if rules is None else rules
+    applied = 0
+    failed: list[Diagnostic] = []
+    bad_fixes: set[tuple[str, str]] = set()
+    for _ in range(MAX_FIX_ROUNDS):
+        analysis = _analyze(text, path, rules)
+        if analysis.module is None or not analysis.findings:
+            break
+        lines = text.splitlines()
+        positions = _positions(analysis.module)
+        chosen: list[Fix] = []
+        taken: list[tuple[tuple[int, int], tuple[int, int]]] = []
+        for rule, f in analysis.findings:
+            if f.fix is None or (f.fix.applicability == "unsafe" and not unsafe):
+                continue
+            start = positions[f.node].start
+            probe = Diagnostic(path, start.line, start.column + 1, start.line, start.column + 1, rule.code, "")
+            if suppressed(lines, probe) or (rule.code, f.message) in bad_fixes:
+                continue
+            spans = [positions[old] for old, _ in f.fix.changes]
+            ranges = [((r.start.line, r.start.column), (r.end.line, r.end.column)) for r in spans]
+            if any(s < te and ts < e for s, e in ranges for ts, te in taken):
+                continue  # overlaps a fix chosen this round: it gets its turn in the next round
+            # Check each fix on its own: one that yields invalid code is dropped and reported.
+            candidate = _apply(analysis.module, [f.fix]).code
+            try:
+                cst.parse_module(candidate)
+                compile(candidate, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+            except Exception:
+                bad_fixes.add((rule.code, f.message))
+                failed.append(Diagnostic(path, start.line, start.column + 1, start.line, start.column + 1, FIX_ERROR,
+                                         f"fix for {rule.code} produced invalid code and was discarded; please report it at {ISSUES_URL}"))
+                continue
+            chosen.append(f.fix)
+            taken.extend(ranges)
+        if not chosen:
+            break
+        new_text = _apply(analysis.module, chosen).code
+        if new_text == text:
+            break
+        text = new_text
+        applied += len(chosen)
+    remaining = lint_source(text, path, rules)
+    return FixResult(text, applied, remaining, failed)

@@ -1,0 +1,111 @@
+"""Which files to check: paths given, directories walked for *.py, minus excludes and .gitignore'd paths."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pathspec
+
+from torchlint.config import Config
+
+
+class PathError(Exception):
+    """A path given on the command line that does not exist (exit code 2)."""
+
+
+def _excluded(name: str, rel: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(rel, p) for p in patterns)
+
+
+def _git_root(start: Path) -> Path | None:
+    for d in [start, *start.parents]:
+        if (d / ".git").exists():
+            return d
+    return None
+
+
+def _gitignore_specs(directory: Path) -> list[tuple[Path, pathspec.PathSpec]]:
+    """The .gitignore files that apply to `directory`, from the repository root down."""
+    root = _git_root(directory)
+    if root is None:
+        return []
+    chain = [directory, *directory.parents]
+    chain = chain[: chain.index(root) + 1]
+    specs = []
+    for d in reversed(chain):
+        spec = _load_gitignore(d)
+        if spec is not None:
+            specs.append((d, spec))
+    return specs
+
+
+def _load_gitignore(directory: Path) -> pathspec.PathSpec | None:
+    path = directory / ".gitignore"
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec]]) -> bool:
+    for base, spec in specs:
+        try:
+            rel = path.relative_to(base).as_posix()
+        except ValueError:
+            continue
+        if spec.match_file(rel + ("/" if is_dir else "")):
+            return True
+    return False
+
+
+def discover(paths: list[str], config: Config) -> Iterator[Path]:
+    """Files to check, each once, in sorted order within each directory."""
+    patterns = config.exclude + config.extend_exclude
+    seen: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise PathError(f"{raw}: no such file or directory")
+        if path.is_file():
+            # A file named explicitly is always checked, as with ruff and flake8.
+            if path.resolve() not in seen:
+                seen.add(path.resolve())
+                yield path
+            continue
+        base_specs = _gitignore_specs(path.resolve()) if config.respect_gitignore else []
+        yield from _walk(path, path, patterns, base_specs, config.respect_gitignore, seen)
+
+
+def _walk(top: Path, directory: Path, patterns, specs, gitignore: bool, seen: set[Path]) -> Iterator[Path]:
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError:
+        return
+    if gitignore and directory != top:
+        local = _load_gitignore(directory)
+        if local is not None:
+            specs = specs + [(directory.resolve(), local)]
+    for entry in entries:
+        path = Path(entry.path)
+        rel = path.relative_to(top).as_posix()
+        if _excluded(entry.name, rel, patterns):
+            continue
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            continue
+        if specs and _ignored(path.resolve(), is_dir, specs):
+            continue
+        if is_dir:
+            if entry.is_symlink():
+                continue  # never follow directory links: no loops, no escaping the tree
+            yield from _walk(top, path, patterns, specs, gitignore, seen)
+        elif entry.name.endswith(".py") and entry.is_file():
+            resolved = path.resolve()
+            if resolved not in seen:
+                seen.add(resolved)
+                yield path

@@ -1,0 +1,23 @@
+"""A JSON array, one object per diagnostic: the stable machine contract (see README)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Sequence
+
+from torchlint.diagnostic import Diagnostic
+
+
+def render_json(diags: Sequence[Diagnostic], unsafe: bool = False) -> str:
+    items = []
+    for d in diags:
+        item = asdict(d)
+        if d.fix is not None:
+            item["fix"] = {
+                "applicability": d.fix.applicability,
+                "message": d.fix.message,
+                "edits": [asdict(e) for e in d.fix.edits],
+            }
+        items.append(item)
+    return json.dumps(items, indent=2) + "\n"

@@ -1,0 +1,46 @@
+"""Rule documentation: one Markdown page per rule, generated from the rule modules themselves.
+
+`python -m torchlint.rule_docs docs/rules` rewrites docs/rules/; a test keeps the pages in sync.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+from torchlint.rules import ALL_RULES, Rule
+
+FIX_WORDS = {
+    None: "no automatic fix",
+    "safe": "safe (applied by `--fix`)",
+    "unsafe": "unsafe (applied by `--fix --unsafe-fixes`)",
+    "safe or unsafe": "safe or unsafe depending on the code (see below)",
+}
+
+
+def render(rule: type[Rule]) -> str:
+    return (
+        f"# {rule.code} `{rule.name}`\n\n"
+        f"{rule.summary[0].upper() + rule.summary[1:]}.\n\n"
+        f"- Fix: {FIX_WORDS[rule.fix_safety]}\n"
+        f"- Suppress on a line: `# noqa: {rule.code}`; in configuration: `ignore = [\"{rule.code}\"]`\n"
+        + textwrap.dedent(rule.doc).rstrip()
+        + "\n"
+    )
+
+
+def index() -> str:
+    rows = [f"| [{r.code}]({r.code}.md) | `{r.name}` | {r.summary} | {FIX_WORDS[r.fix_safety].split(' (')[0]} |" for r in ALL_RULES]
+    return "# Rules\n\n| code | name | what it flags | fix |\n|---|---|---|---|\n" + "\n".join(rows) + "\n"
+
+
+def write(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for rule in ALL_RULES:
+        (directory / f"{rule.code}.md").write_text(render(rule), encoding="utf-8")
+    (directory / "README.md").write_text(index(), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/rules"))

@@ -1,0 +1,151 @@
+"""TL001: backward() on a running total that is carried across iterations.
+
+Each backward walks the graph of every earlier batch added into the total again: PyTorch stops with
+"Trying to backward through the graph a second time", or, with retain_graph=True, early batches are counted again and again.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis.exprs import as_detachment, code_of, dotted
+from torchlint.diagnostic import Fix
+from torchlint.rules.base import Finding, Rule
+
+
+class BackwardOnAccumulatedTotal(Rule):
+    code = "TL001"
+    name = "backward-on-accumulated-total"
+    summary = "backward() on a loss total that keeps the graphs of earlier iterations"
+    fix_safety = "unsafe"
+    requires = ("backward", "autograd")
+    doc = """
+## What it flags
+A `.backward()` (or `accelerator.backward`, `scaler.scale(...).backward()`, `torch.autograd.backward`) whose loss
+is — or is computed from — a running total that the loop keeps adding to (`total = total + loss`, `total += loss`,
+`losses.append(loss)` then `sum(losses)` / `torch.stack(losses)`), when nothing rebinds the total between that
+backward and the next addition. `total.data.zero_()` is not a reset: it zeroes the value and keeps the graph.
+
+## Why it is wrong
+The total's autograd graph reaches back through every batch ever added to it. The first backward frees those
+batches' saved tensors, so the next backward fails with
+
+    RuntimeError: Trying to backward through the graph a second time (or directly access saved tensors after
+    they have already been freed). Specify retain_graph=True if you need to backward through the graph a second time
+
+Adding `retain_graph=True` silences the error but makes it worse: every backward adds the gradients of all
+earlier batches again (the loss goes to nan), and memory grows without bound.
+
+## Example
+```python
+total_loss = 0
+for i, (x, y) in enumerate(loader):
+    total_loss = total_loss + criterion(model(x), y)
+    if (i + 1) % 8 == 0:
+        total_loss.backward()          # TL001
+        optimizer.step()
+        optimizer.zero_grad()
+        total_loss.data.zero_()        # does not drop the graph
+```
+
+## Fix
+Rebind the total to its initial value right after the window's optimizer step (or backward), so each window
+builds a fresh graph; a `total.data.zero_()` "reset" is replaced by that rebinding:
+
+```python
+        total_loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        total_loss = 0
+```
+The fix is **unsafe**: it changes what is computed (to the intended per-window gradient).
+
+## Correct look-alikes (not flagged)
+A total built fresh inside one iteration (`loss = 0` then the heads added, then one backward), a total reset right
+after its backward, and a running total of `loss.item()` used for logging.
+
+## Limits
+The total must be a plain name or attribute; totals kept in dict entries are not followed.
+"""
+
+    def check(self, model: FileModel) -> Iterator[Finding]:
+        for loop in model.loops:
+            for backward in loop.of(EventKind.BACKWARD):
+                scope = model.scope_of(backward)
+                if scope is not loop.scope:
+                    continue
+                deps = scope.depends(backward.value)
+                for acc in _accumulations(loop, deps):
+                    if acc.seq == backward.seq or _rebound_between(loop, backward, acc):
+                        continue
+                    yield Finding(
+                        backward.node,
+                        f"`{code_of(backward.node)}` back-propagates `{acc.target}`, a running total carried across "
+                        f"iterations: each backward re-walks the graphs of earlier batches ('Trying to backward "
+                        f"through the graph a second time'); rebind `{acc.target}` after the step",
+                        _fix(model, loop, backward, acc),
+                    )
+                    break
+
+
+def _accumulations(loop: Loop, deps: frozenset[str]) -> list[Event]:
+    """First accumulation of each total in `deps` whose added value is an attached tensor."""
+    seen: set[str] = set()
+    out = []
+    scope = loop.scope
+    for e in loop.events:
+        if e.scope is not scope.node or e.target not in deps or e.target in seen:
+            continue
+        if not (e.accumulates or e.kind is EventKind.APPEND) or e.value is None:
+            continue
+        if as_detachment(e.value) is not None or scope.is_numeric(e.value):
+            continue  # nothing attached is added: no graph grows (a detached term is TL003's concern)
+        seen.add(e.target)
+        out.append(e)
+    return out
+
+
+def _rebound_between(loop: Loop, backward: Event, acc: Event) -> bool:
+    return any(e.target == acc.target and e.rebinds for e in loop.between(backward, acc))
+
+
+def _initial_value(model: FileModel, loop: Loop, acc: Event) -> cst.BaseExpression | None:
+    """What the total is set to before the loop (`total = 0`, `losses = []`), if that is a plain literal/call."""
+    scope = loop.scope
+    inits = [e for e in scope.assignments(acc.target or "") if e.rebinds and e.seq < acc.seq and e.value is not None]
+    if not inits:
+        return cst.List([]) if acc.kind is EventKind.APPEND else cst.Integer("0")
+    value = inits[-1].value
+    if isinstance(value, (cst.Integer, cst.Float, cst.List)) or isinstance(value, cst.Call):
+        return value.deep_clone()
+    return None
+
+
+def _fix(model: FileModel, loop: Loop, backward: Event, acc: Event) -> Fix | None:
+    value = _initial_value(model, loop, acc)
+    target = acc.target
+    if value is None or target is None:
+        return None
+    rebind = cst.parse_statement(f"{target} = {code_of(value)}\n")
+    # Replace a `total.data.zero_()` pseudo-reset in the window with the rebinding.
+    for e in loop.between(backward, acc):
+        if e.kind is EventKind.FAKE_RESET and e.target == target and isinstance(e.stmt, cst.SimpleStatementLine):
+            if len(e.stmt.body) == 1:
+                new = e.stmt.with_changes(body=[rebind.body[0]])
+                return Fix("unsafe", f"rebind `{target}` instead of zeroing its data", ((e.stmt, new),))
+    # Otherwise rebind after the last step / zero_grad that follows the backward in the same block.
+    anchor = backward
+    for e in loop.between(backward, acc):
+        if e.kind in (EventKind.STEP, EventKind.ZERO_GRAD, EventKind.SCALER_UPDATE) and e.guards == backward.guards:
+            if e.stmt is not backward.stmt and e.scope is backward.scope:
+                anchor = e
+    if not isinstance(anchor.stmt, cst.SimpleStatementLine) or dotted(cst.parse_expression(target)) is None:
+        return None
+    return Fix(
+        "unsafe",
+        f"rebind `{target}` after the step so each window starts a fresh graph",
+        ((anchor.stmt, cst.FlattenSentinel([anchor.stmt, rebind])),),
+    )

@@ -1,0 +1,93 @@
+"""TL002: the last backward of an iteration keeps the graph (`retain_graph=True` / `create_graph=True`).
+
+Nothing later frees it, so the previous iteration's saved activations stay alive into the next forward:
+memory grows and training runs out of memory.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis.exprs import code_of
+from torchlint.diagnostic import Fix
+from torchlint.rules.base import Finding, Rule
+
+
+class RetainGraphNeverReleased(Rule):
+    code = "TL002"
+    name = "retain-graph-never-released"
+    summary = "retain_graph=True on the last backward of an iteration: the graph is never freed"
+    fix_safety = "safe or unsafe"
+    doc = """
+## What it flags
+In a training loop, the last `backward(...)` / `torch.autograd.grad(...)` of an iteration passes
+`retain_graph=True` (or `create_graph=True`) and no later backward in the iteration frees the graph.
+
+## Why it is wrong
+`retain_graph=True` tells autograd to keep every saved activation after the backward. It is needed only when
+a later backward goes through the same graph (a GAN's generator loss after the discriminator's, several
+task losses sharing a trunk). On the last backward nothing needs it: the saved tensors of the whole iteration
+stay alive into the next forward, memory use grows, and training ends in `CUDA out of memory`.
+It is also often added to silence "Trying to backward through the graph a second time" — which hides TL001.
+With `create_graph=True`, PyTorch warns that the parameter/gradient reference cycle can leak memory.
+
+## Example
+```python
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward(retain_graph=True)   # TL002
+    optimizer.step()
+    optimizer.zero_grad()
+```
+
+## Fix
+Drop `retain_graph=True`. The fix is **safe** (same gradients, less memory) when the back-propagated value is
+built fresh in the iteration; it is **unsafe** when the value depends on a running total carried across
+iterations (then the next backward would fail: fix TL001 first). `create_graph=True` has no automatic fix.
+
+## Correct look-alikes (not flagged)
+`d_loss.backward(retain_graph=True)` followed by a plain `g_loss.backward()`; per-head backwards with
+`retain_graph=True` followed by a final plain backward; a `retain_graph` given by a variable.
+"""
+
+    def check(self, model: FileModel) -> Iterator[Finding]:
+        for loop in model.loops:
+            if not loop.outermost:
+                continue
+            backwards = loop.of(EventKind.BACKWARD)
+            if not backwards:
+                continue
+            last = backwards[-1]
+            if last.retain_arg is None and not last.create_graph:
+                continue
+            what = "retain_graph=True" if last.retain_arg is not None else "create_graph=True"
+            yield Finding(
+                last.node,
+                f"`{code_of(last.node)}` is the last backward of the iteration and keeps the graph ({what}): the "
+                f"saved activations stay alive into the next iteration and memory grows until 'CUDA out of memory'",
+                _fix(model, loop, last),
+            )
+
+
+def _fix(model: FileModel, loop: Loop, last: Event) -> Fix | None:
+    call = last.node
+    if last.retain_arg is None or not isinstance(call, cst.Call):
+        return None
+    if last.create_graph:
+        return None
+    args = [a for a in call.args if a is not last.retain_arg]
+    if args:
+        # Keep the formatting of what remains; the last argument must not keep a dangling comma.
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    new_call = call.with_changes(args=args)
+    scope = model.scope_of(last)
+    deps = scope.depends(last.value)
+    carried = any(
+        (e.accumulates or e.kind is EventKind.APPEND) and e.target in deps and e.scope is scope.node
+        for e in loop.events
+    )
+    safety = "unsafe" if carried else "safe"
+    return Fix(safety, "drop `retain_graph=True` from the last backward of the iteration", ((call, new_call),))

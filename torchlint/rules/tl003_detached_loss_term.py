@@ -1,0 +1,100 @@
+"""TL003: a loss cut out of the graph (`.data`, `.item()`, `.detach()`, `float()`) and then added into the
+value that is back-propagated. That term gets no gradient: the loss never improves, or backward fails with
+"element 0 of tensors does not require grad and does not have a grad_fn".
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from torchlint.analysis import EventKind, FileModel
+from torchlint.analysis.exprs import Detachment, as_detachment, code_of
+from torchlint.diagnostic import Fix
+from torchlint.rules.base import Finding, Rule
+
+
+class DetachedLossTerm(Rule):
+    code = "TL003"
+    name = "detached-loss-term"
+    summary = "a detached loss (.data, .item(), .detach(), float()) is added into the back-propagated loss"
+    fix_safety = "unsafe"
+    doc = """
+## What it flags
+A loss value wrapped in `.data`, `.data[0]`, `.item()`, `.detach()`, `.tolist()` or `float(...)` that is then
+added (as a summand) into a value that is back-propagated: `total = total + loss.data[0]` followed by
+`total.backward()`, `losses.append(loss.item())` then `sum(losses).backward()`, `loss = a + b.detach()`.
+
+## Why it is wrong
+Those wrappers return a value outside the autograd graph. Added into the total, the term contributes nothing to
+the gradients: the model does not learn from it ("the loss stays the same"), or, when every term is detached,
+backward fails with
+
+    RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn
+
+Old (pre-0.4) code used `loss.data[0]` to read a loss; copied into a total that is back-propagated, it silently
+cuts the graph.
+
+## Example
+```python
+total_loss = total_loss + loss.data[0]   # TL003
+...
+total_loss.backward()
+```
+
+## Fix
+Remove the wrapper where the value flows into a backward (`loss.data[0]` → `loss`, `loss.item()` → `loss`).
+**Unsafe**: gradients now flow through that term (which is the intent). Keep `.item()` for logging totals.
+
+## Correct look-alikes (not flagged)
+`running_loss += loss.item()` used only for printing; `fake.detach()` in a GAN discriminator loss (not a loss);
+a detached loss used as a multiplicative weight (`w = loss_b.detach() / loss_a.detach()`).
+
+## Limits
+Only summands are checked; the detached value must be a loss (named like one or computed by a criterion).
+"""
+
+    def check(self, model: FileModel) -> Iterator[Finding]:
+        for scope in model.scopes:
+            backwards = [e for e in scope.events if e.kind is EventKind.BACKWARD and e.scope is scope.node]
+            if not backwards:
+                continue
+            deps: set[str] = set()
+            candidates: list[cst.BaseExpression] = []
+            for b in backwards:
+                deps |= scope.depends(b.value)
+                candidates.append(b.value)
+            for e in scope.events:
+                if e.kind in (EventKind.ASSIGN, EventKind.APPEND) and e.target in deps and e.value is not None:
+                    candidates.append(e.value)
+            for expr in candidates:
+                for d in _summand_detachments(expr):
+                    if not scope.is_loss(d.operand):
+                        continue
+                    operand = code_of(d.operand)
+                    yield Finding(
+                        d.node,
+                        f"`{code_of(d.node)}` cuts `{operand}` out of the graph ({d.how}), yet it is added into a "
+                        f"loss that is back-propagated: this term gets no gradient (loss never improves, or 'element "
+                        f"0 of tensors does not require grad')",
+                        Fix("unsafe", f"use `{operand}` itself", ((d.node, d.operand),)),
+                    )
+
+
+def _summand_detachments(expr: cst.BaseExpression) -> list[Detachment]:
+    """Detachments that are added terms of `expr` (not factors, not arguments of other calls)."""
+    found = as_detachment(expr)
+    if found is not None:
+        return [found]
+    if isinstance(expr, cst.BinaryOperation):
+        if isinstance(expr.operator, (cst.Add, cst.Subtract)):
+            return _summand_detachments(expr.left) + _summand_detachments(expr.right)
+        if isinstance(expr.operator, (cst.Multiply, cst.Divide)):
+            if isinstance(expr.right, (cst.Integer, cst.Float)):
+                return _summand_detachments(expr.left)
+            if isinstance(expr.left, (cst.Integer, cst.Float)) and isinstance(expr.operator, cst.Multiply):
+                return _summand_detachments(expr.right)
+    if isinstance(expr, cst.UnaryOperation):
+        return _summand_detachments(expr.expression)
+    return []

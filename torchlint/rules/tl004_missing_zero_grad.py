@@ -1,0 +1,110 @@
+"""TL004: a loop steps an optimizer after backward() but never clears that optimizer's gradients.
+
+backward() adds into `.grad`, so every step applies the sum of all gradients so far: training diverges or
+behaves as if the learning rate kept growing.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis.exprs import code_of
+from torchlint.diagnostic import Fix
+from torchlint.rules.base import Finding, Rule
+
+
+class MissingZeroGrad(Rule):
+    code = "TL004"
+    name = "missing-zero-grad"
+    summary = "optimizer.step() in a loop whose gradients are never cleared"
+    fix_safety = "unsafe"
+    requires = ("step",)
+    doc = """
+## What it flags
+A loop that calls an optimizer's `step()` (or `scaler.step(optimizer)`) after a backward, where nothing in the
+loop clears that optimizer's gradients: no `optimizer.zero_grad()`, no `model.zero_grad()` of a model it
+optimizes, no `p.grad = None` / `p.grad.zero_()`, also looking into closures (`optimizer.step(closure)`) and
+helper functions of the same file called from the loop. One finding per optimizer and loop, on its `step()`.
+
+## Why it is wrong
+`backward()` accumulates into `.grad`; it never overwrites. Without clearing, step *n* uses the sum of the
+gradients of steps 1..n: the update grows every iteration, the loss oscillates or becomes nan. Nothing raises.
+
+## Example
+```python
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()                 # TL004
+```
+
+## Fix
+Insert `optimizer.zero_grad()` right after the step (after `scaler.update()` when a GradScaler steps it), in the
+same block. **Unsafe**: it changes the computed updates (to the intended ones).
+
+## Correct look-alikes (not flagged)
+zero_grad at the top or end of the loop, under the same accumulation guard as the step, in a closure or helper,
+via `model.zero_grad()` or `set_to_none=True`; `env.step(action)`, `scheduler.step()`, `prof.step()`; DeepSpeed
+engines (`engine.step()` zeroes gradients itself).
+
+## Limits
+Helpers defined in other files are not followed; a loop that calls one is judged on what it shows.
+"""
+
+    def check(self, model: FileModel) -> Iterator[Finding]:
+        for loop in model.loops:
+            steps = loop.of(EventKind.STEP)
+            if not steps or not loop.of(EventKind.BACKWARD):
+                continue
+            clears = loop.of(EventKind.ZERO_GRAD)
+            reported: set[str] = set()
+            for step in steps:
+                opt = step.target
+                if opt is None or opt in reported or _cleared(model, opt, clears):
+                    continue
+                reported.add(opt)
+                yield Finding(
+                    step.node,
+                    f"`{code_of(step.node)}` runs in a loop that never clears `{opt}`'s gradients: backward() adds "
+                    f"into .grad, so each step applies the sum of all earlier gradients; call `{opt}.zero_grad()`",
+                    _fix(loop, step, opt),
+                )
+
+
+def _cleared(model: FileModel, opt: str, clears: list[Event]) -> bool:
+    owned = model.symbols.optimizer_models.get(opt) or model.symbols.optimizer_models.get(opt.rsplit(".", 1)[-1])
+    for c in clears:
+        if c.flavor == "param":
+            return True
+        if c.flavor == "optimizer":
+            if c.target == opt or c.target.rsplit(".", 1)[-1] == opt.rsplit(".", 1)[-1]:
+                return True
+            continue
+        # model.zero_grad(): clears the optimizer unless we know it optimizes other models.
+        if not owned or c.target == "self" or any(_related(c.target, m) for m in owned):
+            return True
+    return False
+
+
+def _related(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def _fix(loop: Loop, step: Event, opt: str) -> Fix | None:
+    anchor = step
+    if step.via:
+        for e in loop.events:
+            if e.kind is EventKind.SCALER_UPDATE and e.seq > step.seq and e.guards == step.guards and e.scope is step.scope:
+                anchor = e
+                break
+    if not isinstance(anchor.stmt, cst.SimpleStatementLine):
+        return None
+    insert = cst.parse_statement(f"{opt}.zero_grad()\n")
+    return Fix(
+        "unsafe",
+        f"insert `{opt}.zero_grad()` after the step",
+        ((anchor.stmt, cst.FlattenSentinel([anchor.stmt, insert])),),
+    )
