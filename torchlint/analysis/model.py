@@ -469,7 +469,9 @@ class _Walker:
                     elif isinstance(closure, cst.Lambda):
                         self._exprs(scope, line, [closure.body], ctx)
                 self._emit(scope, EventKind.METHOD, call, line, ctx)
-                return
+                if not (isinstance(func.value, cst.Name) and func.value.value == "self"):
+                    return
+                # `self.clear()` / `self.step()` may be methods of this class: follow them too.
             name = dotted(func)
             if name and name.startswith("self.") and name.count(".") == 1:
                 self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=name)

@@ -1,0 +1,216 @@
+"""TL002 retain_graph never released."""
+
+import pytest
+
+from tests.helpers import findings, fixed
+
+POSITIVE = {
+    "plain_script": (
+        """
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward(retain_graph=True)
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+        [(4, 5)],
+    ),
+    "seed_per_head_loop": (
+        """
+        for input, target_var in loader:
+            output = model(input)
+            for j in range(len(output)):
+                loss = criterion(output[j], target_var)
+                loss.backward(retain_graph=True)
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+        [(6, 9)],
+    ),
+    "function_positional_retain": (
+        """
+        def train(model, loader, opt):
+            for x, y in loader:
+                loss = F.mse_loss(model(x), y)
+                loss.backward(None, True)
+                opt.step()
+                opt.zero_grad()
+        """,
+        [(5, 9)],
+    ),
+    "trainer_method_while": (
+        """
+        class Trainer:
+            def run(self):
+                while self.step < self.max_steps:
+                    loss = self.compute_loss(next(self.it))
+                    self.optimizer.zero_grad()
+                    loss.backward(retain_graph=True)
+                    self.optimizer.step()
+        """,
+        [(7, 13)],
+    ),
+    "gan_both_retained": (
+        """
+        for real in loader:
+            d_loss = bce(netD(real), ones)
+            d_loss.backward(retain_graph=True)
+            optimizerD.step()
+            g_loss = bce(netD(netG(z)), ones)
+            g_loss.backward(retain_graph=True)
+            optimizerG.step()
+        """,
+        [(7, 5)],
+    ),
+    "scaler_retained": (
+        """
+        for x, y in loader:
+            with torch.autocast("cuda"):
+                loss = criterion(model(x), y)
+            scaler.scale(loss).backward(retain_graph=True)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+        """,
+        [(5, 5)],
+    ),
+    "autograd_grad_retained": (
+        """
+        for epoch in range(3):
+            for x in loader:
+                out = f(x)
+                grads = torch.autograd.grad(out.sum(), params, retain_graph=True)
+                apply(grads)
+        """,
+        [(5, 17)],
+    ),
+    "create_graph_last": (
+        """
+        for x, y in tqdm(loader):
+            loss = criterion(model(x), y)
+            loss.backward(create_graph=True)
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+        [(4, 5)],
+    ),
+    "accumulated_total_retained": (
+        """
+        total = 0
+        for x, y in loader:
+            total = total + criterion(model(x), y)
+            total.backward(retain_graph=True)
+            opt.step()
+            opt.zero_grad()
+        """,
+        [(5, 5)],
+    ),
+}
+
+NEGATIVE = {
+    "gan_then_plain": """
+        for real in loader:
+            d_loss = bce(netD(real), ones)
+            d_loss.backward(retain_graph=True)
+            optimizerD.step()
+            g_loss = bce(netD(fake), ones)
+            g_loss.backward()
+            optimizerG.step()
+        """,
+    "multi_task_then_plain": """
+        for x, y in loader:
+            shared = trunk(x)
+            loss_a = crit_a(head_a(shared), y)
+            loss_a.backward(retain_graph=True)
+            loss_b = crit_b(head_b(shared), y)
+            loss_b.backward()
+            opt.step()
+            opt.zero_grad()
+        """,
+    "per_head_then_final": """
+        for x, y in loader:
+            outs = model(x)
+            for o in outs[:-1]:
+                criterion(o, y).backward(retain_graph=True)
+            criterion(outs[-1], y).backward()
+            opt.step()
+            opt.zero_grad()
+        """,
+    "plain_backward": """
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+    "retain_false": """
+        for x, y in loader:
+            criterion(model(x), y).backward(retain_graph=False)
+            optimizer.step()
+        """,
+    "retain_variable": """
+        for i, (x, y) in enumerate(loader):
+            criterion(model(x), y).backward(retain_graph=keep)
+            optimizer.step()
+        """,
+    "outside_loop": """
+        loss = criterion(model(x), y)
+        loss.backward(retain_graph=True)
+        grads = [p.grad.clone() for p in model.parameters()]
+        """,
+    "gradient_penalty_then_backward": """
+        for real in loader:
+            gp_grad = torch.autograd.grad(d_out.sum(), interp, create_graph=True, retain_graph=True)[0]
+            d_loss = d_fake - d_real + 10 * ((gp_grad.norm(2, dim=1) - 1) ** 2).mean()
+            d_loss.backward()
+            optimizerD.step()
+            optimizerD.zero_grad()
+        """,
+    "lightning_manual_then_plain": """
+        class GAN(LightningModule):
+            def training_step(self, batch, idx):
+                for _ in range(2):
+                    opt_d, opt_g = self.optimizers()
+                    self.manual_backward(d_loss, retain_graph=True)
+                    opt_d.step()
+                    self.manual_backward(g_loss)
+                    opt_g.step()
+        """,
+}
+
+
+@pytest.mark.parametrize("name", POSITIVE)
+def test_positive(name):
+    src, expected = POSITIVE[name]
+    assert findings(src, "TL002") == expected
+
+
+@pytest.mark.parametrize("name", NEGATIVE)
+def test_negative(name):
+    assert findings(NEGATIVE[name], "TL002") == []
+
+
+def test_fix_drops_retain_graph_safely():
+    out = fixed(POSITIVE["plain_script"][0], "TL002", unsafe=False)
+    assert "    loss.backward()\n" in out
+    assert findings(out, "TL002") == []
+
+
+def test_fix_keeps_other_arguments():
+    src = """
+    for x in loader:
+        loss = f(x)
+        loss.backward(gradient=g,  retain_graph=True)
+    """
+    assert "loss.backward(gradient=g)" in fixed(src, "TL002", unsafe=False)
+
+
+def test_fix_on_carried_total_is_unsafe():
+    src = POSITIVE["accumulated_total_retained"][0]
+    assert "retain_graph=True" in fixed(src, "TL002", unsafe=False)
+    assert "retain_graph=True" not in fixed(src, "TL002", unsafe=True)
+
+
+def test_create_graph_has_no_fix():
+    src = POSITIVE["create_graph_last"][0]
+    assert "create_graph=True" in fixed(src, "TL002", unsafe=True)

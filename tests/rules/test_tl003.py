@@ -1,0 +1,191 @@
+"""TL003 detached term in a loss sum."""
+
+import pytest
+
+from tests.helpers import findings, fixed
+
+POSITIVE = {
+    "seed_data_index": (
+        """
+        total_loss = Variable(torch.zeros(1).cuda(), requires_grad=True)
+        for batch_idx, (input, target) in enumerate(train_loader):
+            output = net(input)
+            loss = F.nll_loss(output, target)
+            total_loss = total_loss + loss.data[0]
+            if batch_idx % real_batchsize == 0:
+                ave_loss = total_loss / real_batchsize
+                ave_loss.backward()
+                optimizer.step()
+        """,
+        [(6, 31)],
+    ),
+    "item_in_sum": (
+        """
+        for x, y in loader:
+            loss_a = crit(model(x), y)
+            loss_b = aux_loss(model)
+            loss = loss_a + loss_b.item()
+            loss.backward()
+        """,
+        [(5, 21)],
+    ),
+    "detach_in_sum_function": (
+        """
+        def step(model, batch, opt):
+            out = model(batch)
+            recon_loss = F.mse_loss(out, batch)
+            kl = kl_div(out)
+            total = kl + 0.5 * recon_loss.detach()
+            total.backward()
+            opt.step()
+        """,
+        [(6, 24)],
+    ),
+    "float_wrapper": (
+        """
+        for x, y in loader:
+            l = criterion(model(x), y)
+            objective = reg + float(l)
+            objective.backward()
+        """,
+        [(4, 23)],
+    ),
+    "dot_data": (
+        """
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            total = penalty + loss.data
+            total.backward()
+        """,
+        [(4, 23)],
+    ),
+    "append_item_then_sum": (
+        """
+        losses = []
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            losses.append(loss.item())
+            if i % 8 == 7:
+                batch_loss = sum(losses) + reg
+                batch_loss.backward()
+        """,
+        [(5, 19)],
+    ),
+    "method_self_attrs": (
+        """
+        class Trainer:
+            def train_step(self, batch):
+                for micro in batch:
+                    self.loss = self.criterion(self.model(micro.x), micro.y)
+                    self.total = self.total + self.loss.item()
+                    self.total.backward()
+        """,
+        [(6, 39)],
+    ),
+    "augassign_detached": (
+        """
+        for epoch in range(3):
+            total = 0
+            for x, y in loader:
+                ce_loss = criterion(model(x), y)
+                total += ce_loss.detach()
+            total.backward()
+        """,
+        [(6, 18)],
+    ),
+    "direct_in_backward": (
+        """
+        for x, y in loader:
+            main_loss = crit(model(x), y)
+            (aux + main_loss.detach()).backward()
+        """,
+        [(4, 12)],
+    ),
+}
+
+NEGATIVE = {
+    "logging_item": """
+        running_loss = 0.0
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            running_loss += loss.item()
+        """,
+    "gan_fake_detach": """
+        for real in loader:
+            fake = netG(z)
+            d_loss = bce(netD(real), ones) + bce(netD(fake.detach()), zeros)
+            d_loss.backward()
+        """,
+    "weight_from_detached_losses": """
+        for x, y in loader:
+            loss_a, loss_b = crit_a(model(x), y), crit_b(model(x), y)
+            w = loss_b.detach() / loss_a.detach()
+            loss = loss_a + w * loss_b
+            loss.backward()
+        """,
+    "target_network_detach": """
+        for s, a, r, s2 in buffer:
+            target = r + gamma * target_net(s2).max(1)[0].detach()
+            loss = F.smooth_l1_loss(q_net(s).gather(1, a), target)
+            loss.backward()
+        """,
+    "print_item": """
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            print(f"loss {loss.item():.3f}")
+        """,
+    "history_append_item": """
+        history = []
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            history.append(loss.item())
+        """,
+    "no_backward_in_function": """
+        def evaluate(model, loader):
+            total = 0
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                total = total + loss.item()
+            return total
+        """,
+    "tensor_data_not_loss": """
+        for x, y in loader:
+            pred = model(x.data)
+            loss = criterion(pred, y.data)
+            loss.backward()
+        """,
+    "scalar_metric_with_item": """
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            acc = (model(x).argmax(1) == y).float().mean().item()
+            loss.backward()
+            meter.update(loss.item(), acc)
+        """,
+}
+
+
+@pytest.mark.parametrize("name", POSITIVE)
+def test_positive(name):
+    src, expected = POSITIVE[name]
+    assert findings(src, "TL003") == expected
+
+
+@pytest.mark.parametrize("name", NEGATIVE)
+def test_negative(name):
+    assert findings(NEGATIVE[name], "TL003") == []
+
+
+def test_fix_removes_wrapper():
+    out = fixed(POSITIVE["seed_data_index"][0], "TL003")
+    assert "total_loss = total_loss + loss\n" in out
+    assert findings(out, "TL003") == []
+    assert fixed(out, "TL003") == out
+
+
+def test_fix_is_unsafe():
+    src = POSITIVE["item_in_sum"][0]
+    assert "loss_b.item()" in fixed(src, "TL003", unsafe=False)
+    assert "loss = loss_a + loss_b\n" in fixed(src, "TL003", unsafe=True)

@@ -1,0 +1,233 @@
+"""TL004 missing zero_grad."""
+
+import pytest
+
+from tests.helpers import findings, fixed
+
+POSITIVE = {
+    "script": (
+        """
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+        """,
+        [(5, 5)],
+    ),
+    "zero_grad_only_before_loop": (
+        """
+        def train(model, loader, opt):
+            opt.zero_grad()
+            for x, y in loader:
+                F.mse_loss(model(x), y).backward()
+                opt.step()
+        """,
+        [(6, 9)],
+    ),
+    "trainer_method": (
+        """
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+            def fit(self, loader):
+                for epoch in range(self.epochs):
+                    for batch in tqdm(loader):
+                        loss = self.model(batch).loss
+                        loss.backward()
+                        self.optim.step()
+        """,
+        [(12, 17)],
+    ),
+    "nested_zero_per_epoch_only": (
+        """
+        for epoch in range(10):
+            optimizer.zero_grad()
+            for x, y in loader:
+                criterion(model(x), y).backward()
+                optimizer.step()
+        """,
+        [(6, 9)],
+    ),
+    "gan_generator_never_cleared": (
+        """
+        optimizerD = optim.Adam(netD.parameters())
+        optimizerG = optim.Adam(netG.parameters())
+        for real in loader:
+            netD.zero_grad()
+            errD = bce(netD(real), ones)
+            errD.backward()
+            optimizerD.step()
+            errG = bce(netD(netG(z)), ones)
+            errG.backward()
+            optimizerG.step()
+        """,
+        [(11, 5)],
+    ),
+    "scaler_step": (
+        """
+        scaler = torch.cuda.amp.GradScaler()
+        for x, y in loader:
+            with torch.autocast("cuda"):
+                loss = criterion(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        """,
+        [(7, 5)],
+    ),
+    "while_with_enumerate_custom_name": (
+        """
+        sgd = torch.optim.SGD(net.parameters(), lr=0.1)
+        it = 0
+        while it < 100:
+            for i, (x, y) in enumerate(loader):
+                loss = loss_fn(net(x), y)
+                loss.backward()
+                sgd.step()
+            it += 1
+        """,
+        [(8, 9)],
+    ),
+    "helper_steps_without_zeroing": (
+        """
+        def update(loss, optimizer):
+            loss.backward()
+            optimizer.step()
+
+        for x, y in loader:
+            update(criterion(model(x), y), optimizer)
+        """,
+        [(4, 5)],
+    ),
+    "accumulation_without_zero": (
+        """
+        for i, (x, y) in enumerate(loader):
+            (criterion(model(x), y) / k).backward()
+            if (i + 1) % k == 0:
+                optimizer.step()
+        """,
+        [(5, 9)],
+    ),
+}
+
+NEGATIVE = {
+    "zero_at_top": """
+        for x, y in loader:
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+        """,
+    "zero_at_end_set_to_none": """
+        for x, y in loader:
+            criterion(model(x), y).backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        """,
+    "model_zero_grad": """
+        for x, y in loader:
+            model.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+        """,
+    "zero_in_helper": """
+        class Trainer:
+            def clear(self):
+                self.optimizer.zero_grad()
+
+            def fit(self):
+                for b in self.loader:
+                    self.clear()
+                    self.loss(b).backward()
+                    self.optimizer.step()
+        """,
+    "lbfgs_closure": """
+        optimizer = torch.optim.LBFGS(model.parameters())
+        for x, y in loader:
+            def closure():
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                return loss
+            optimizer.step(closure)
+        """,
+    "accumulation_guarded_zero": """
+        for i, (x, y) in enumerate(loader):
+            (criterion(model(x), y) / k).backward()
+            if (i + 1) % k == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "env_step_rl": """
+        for t in range(1000):
+            action = policy(obs)
+            obs, reward, done, info = env.step(action)
+            scheduler.step()
+            prof.step()
+        """,
+    "deepspeed_engine": """
+        model_engine, optimizer, _, _ = deepspeed.initialize(model=model, config=cfg)
+        for batch in loader:
+            loss = model_engine(batch)
+            model_engine.backward(loss)
+            model_engine.step()
+        """,
+    "param_grad_none": """
+        for x, y in loader:
+            for p in model.parameters():
+                p.grad = None
+            criterion(model(x), y).backward()
+            opt.step()
+        """,
+    "accelerate_loop": """
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        for batch in loader:
+            with accelerator.accumulate(model):
+                loss = model(**batch).loss
+                accelerator.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "lightning_manual": """
+        class Model(LightningModule):
+            def training_step(self, batch, idx):
+                opt = self.optimizers()
+                for micro in batch:
+                    opt.zero_grad()
+                    self.manual_backward(self.loss(micro))
+                    opt.step()
+        """,
+    "no_backward_in_loop": """
+        for epoch in range(10):
+            scheduler.step()
+            optimizer.step()
+        """,
+}
+
+
+@pytest.mark.parametrize("name", POSITIVE)
+def test_positive(name):
+    src, expected = POSITIVE[name]
+    assert findings(src, "TL004") == expected
+
+
+@pytest.mark.parametrize("name", NEGATIVE)
+def test_negative(name):
+    assert findings(NEGATIVE[name], "TL004") == []
+
+
+def test_fix_inserts_after_step():
+    out = fixed(POSITIVE["script"][0], "TL004")
+    assert "    optimizer.step()\n    optimizer.zero_grad()\n" in out
+    assert fixed(out, "TL004") == out
+
+
+def test_fix_after_scaler_update():
+    out = fixed(POSITIVE["scaler_step"][0], "TL004")
+    assert "    scaler.update()\n    opt.zero_grad()\n" in out
+
+
+def test_fix_under_accumulation_guard():
+    out = fixed(POSITIVE["accumulation_without_zero"][0], "TL004")
+    assert "        optimizer.step()\n        optimizer.zero_grad()\n" in out

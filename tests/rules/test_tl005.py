@@ -1,0 +1,240 @@
+"""TL005 unscaled gradient accumulation."""
+
+import pytest
+
+from tests.helpers import findings, fixed
+
+POSITIVE = {
+    "script": (
+        """
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward()
+            if (i + 1) % accum_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(4, 5)],
+    ),
+    "function_args_attr": (
+        """
+        def train(args, model, loader, optimizer):
+            for step, batch in enumerate(loader):
+                outputs = model(**batch)
+                outputs.loss.backward()
+                if step % args.gradient_accumulation_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        [(5, 9)],
+    ),
+    "trainer_method": (
+        """
+        class Trainer:
+            def train_epoch(self):
+                for i, batch in enumerate(tqdm(self.loader)):
+                    loss = self.criterion(self.model(batch.x), batch.y)
+                    loss.backward()
+                    if (i + 1) % self.accum == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """,
+        [(6, 13)],
+    ),
+    "amp_scaler": (
+        """
+        for i, (x, y) in enumerate(loader):
+            with torch.autocast("cuda"):
+                loss = criterion(model(x), y)
+            scaler.scale(loss).backward()
+            if (i + 1) % 4 == 0:
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
+        """,
+        [(5, 5)],
+    ),
+    "nested_epochs_literal": (
+        """
+        for epoch in range(epochs):
+            for it, (x, y) in enumerate(zip(xs, ys)):
+                l = F.nll_loss(net(x), y)
+                l.backward()
+                if it % 8 == 7:
+                    opt.step()
+                    opt.zero_grad()
+        """,
+        [(5, 9)],
+    ),
+    "while_counter": (
+        """
+        step = 0
+        while step < total_steps:
+            loss = model(next(it)).loss
+            loss.backward()
+            step += 1
+            if step % grad_accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(5, 5)],
+    ),
+    "divided_by_other_thing": (
+        """
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y) / x.size(0)
+            loss.backward()
+            if (i + 1) % k == 0 or i + 1 == len(loader):
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(4, 5)],
+    ),
+    "lightning_manual": (
+        """
+        class M(LightningModule):
+            def training_step(self, batch, batch_idx):
+                opt = self.optimizers()
+                for i, micro in enumerate(batch):
+                    loss = self.compute(micro)
+                    self.manual_backward(loss)
+                    if (i + 1) % N == 0:
+                        opt.step()
+                        opt.zero_grad()
+        """,
+        [(7, 13)],
+    ),
+    "gan_generator_accum": (
+        """
+        for i, real in enumerate(loader):
+            g_loss = adv_loss(netD(netG(z)), ones)
+            g_loss.backward()
+            if (i + 1) % accumulate == 0:
+                optimizerG.step()
+                optimizerG.zero_grad()
+        """,
+        [(4, 5)],
+    ),
+}
+
+NEGATIVE = {
+    "divided_inline": """
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y) / accum_steps
+            loss.backward()
+            if (i + 1) % accum_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "divided_augassign": """
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss /= args.accum
+            loss.backward()
+            if (i + 1) % args.accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "divided_in_backward": """
+        for i, (x, y) in enumerate(loader):
+            (criterion(model(x), y) / k).backward()
+            if (i + 1) % k == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "accelerate_accumulate": """
+        for step, batch in enumerate(loader):
+            with accelerator.accumulate(model):
+                loss = model(**batch).loss
+                accelerator.backward(loss)
+                if step % 4 == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+    "deepspeed_engine": """
+        for step, batch in enumerate(loader):
+            loss = model_engine(batch)
+            model_engine.backward(loss)
+            if step % gas == 0:
+                model_engine.step()
+        """,
+    "loss_function_divides": """
+        def compute_loss(model, batch):
+            return criterion(model(batch.x), batch.y) / GRAD_ACCUM
+
+        for i, batch in enumerate(loader):
+            loss = compute_loss(model, batch)
+            loss.backward()
+            if (i + 1) % GRAD_ACCUM == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "step_every_iteration_logging_guard": """
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            if i % 100 == 0:
+                print(loss.item())
+        """,
+    "backward_under_same_guard": """
+        for i, (x, y) in enumerate(loader):
+            total = total + criterion(model(x), y)
+            if i % k == 0:
+                (total / k).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "scale_factor_multiplied": """
+        scale = 1.0 / accum_steps
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y) * scale
+            loss.backward()
+            if (i + 1) % accum_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "eval_under_modulo_no_step": """
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            if i % eval_every == 0:
+                evaluate(model)
+        """,
+}
+
+
+@pytest.mark.parametrize("name", POSITIVE)
+def test_positive(name):
+    src, expected = POSITIVE[name]
+    assert findings(src, "TL005") == expected
+
+
+@pytest.mark.parametrize("name", NEGATIVE)
+def test_negative(name):
+    assert findings(NEGATIVE[name], "TL005") == []
+
+
+def test_fix_divides_tensor_backward():
+    out = fixed(POSITIVE["script"][0], "TL005")
+    assert "    (loss / accum_steps).backward()\n" in out
+    assert findings(out, "TL005") == []
+    assert fixed(out, "TL005") == out
+
+
+def test_fix_divides_inside_scaler():
+    out = fixed(POSITIVE["amp_scaler"][0], "TL005")
+    assert "scaler.scale(loss / 4).backward()" in out
+
+
+def test_fix_parenthesises_attribute_divisor_and_keeps_sum():
+    src = """
+    for step, batch in enumerate(loader):
+        (a + b).backward()
+        if step % args.k == 0:
+            optimizer.step()
+    """
+    assert "((a + b) / args.k).backward()" in fixed(src, "TL005")
