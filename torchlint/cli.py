@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _rule_command(argv: list[str]) -> int:
-    from torchlint.rule_docs import FIX_WORDS, render
+    from torchlint.rule_docs import FIX_SHORT, render
 
     p = _Parser(prog="torchlint rule", description="Print a rule's documentation.")
     p.add_argument("code", nargs="?")
@@ -77,7 +77,7 @@ def _rule_command(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.all or not args.code:
         for r in ALL_RULES:
-            print(f"{r.code}  {r.name:32} fix: {FIX_WORDS[r.fix_safety].split(' (')[0]:24} {r.summary}")
+            print(f"{r.code}  {r.name:32} fix: {FIX_SHORT[r.fix_safety]:12} {r.summary}")
         return EXIT_OK
     rule = RULES_BY_CODE.get(args.code.upper())
     if rule is None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from torchlint.rules import ALL_RULES, Rule
 
+FIX_SHORT = {None: "none", "safe": "safe", "unsafe": "unsafe", "safe or unsafe": "safe/unsafe"}
 FIX_WORDS = {
     None: "no automatic fix",
     "safe": "safe (applied by `--fix`)",
@@ -22,7 +23,7 @@ FIX_WORDS = {
 def render(rule: type[Rule]) -> str:
     return (
         f"# {rule.code} `{rule.name}`\n\n"
-        f"{rule.summary[0].upper() + rule.summary[1:]}.\n\n"
+        f"{rule.summary}.\n\n"
         f"- Fix: {FIX_WORDS[rule.fix_safety]}\n"
         f"- Suppress on a line: `# noqa: {rule.code}`; in configuration: `ignore = [\"{rule.code}\"]`\n"
         + textwrap.dedent(rule.doc).rstrip()
@@ -31,7 +32,7 @@ def render(rule: type[Rule]) -> str:
 
 
 def index() -> str:
-    rows = [f"| [{r.code}]({r.code}.md) | `{r.name}` | {r.summary} | {FIX_WORDS[r.fix_safety].split(' (')[0]} |" for r in ALL_RULES]
+    rows = [f"| [{r.code}]({r.code}.md) | `{r.name}` | {r.summary} | {FIX_SHORT[r.fix_safety]} |" for r in ALL_RULES]
     return "# Rules\n\n| code | name | what it flags | fix |\n|---|---|---|---|\n" + "\n".join(rows) + "\n"
 
 

@@ -1,0 +1,56 @@
+"""The pre-commit hook, tested the honest way: `pre-commit try-repo` against a temporary git repository."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import ROOT
+
+BUGGY = textwrap.dedent(
+    """\
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    """
+)
+
+
+def _git(*args, cwd):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def precommit_home(tmp_path_factory):
+    return tmp_path_factory.mktemp("pre-commit-home")
+
+
+def _try_repo(repo, home, *files):
+    env = dict(os.environ, PRE_COMMIT_HOME=str(home), GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), "torchlint", "--files", *files],
+        cwd=repo, capture_output=True, text=True, env=env, timeout=900,
+    )
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_hook_fails_on_buggy_file_and_passes_on_clean(tmp_path, precommit_home):
+    repo = tmp_path / "user-repo"
+    repo.mkdir()
+    _git("init", "-q", cwd=repo)
+    (repo / "train.py").write_text(BUGGY)
+    (repo / "clean.py").write_text("print('hello')\n")
+    _git("add", ".", cwd=repo)
+    r = _try_repo(repo, precommit_home, "train.py")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "train.py:4:5: TL004" in r.stdout
+    r = _try_repo(repo, precommit_home, "clean.py")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Passed" in r.stdout
