@@ -58,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv and argv[0] == "rule":
             return _rule_command(argv[1:])
+        if argv and argv[0] == "verify":
+            return _verify_command(argv[1:])
         if argv and argv[0] == "check":
             argv = argv[1:]
         return _check(build_parser().parse_args(argv))
@@ -85,6 +87,47 @@ def _rule_command(argv: list[str]) -> int:
         return EXIT_ERROR
     sys.stdout.write(render(rule))
     return EXIT_OK
+
+
+def _verify_command(argv: list[str]) -> int:
+    """Run a script and a reference with the same seeds; compare gradients and parameters at every step."""
+    p = _Parser(prog="torchlint verify", description=_verify_command.__doc__)
+    p.add_argument("script", type=Path, help="the training script to check (e.g. the output of --fix)")
+    p.add_argument("--reference", type=Path, required=True, help="a correct script it must match")
+    p.add_argument("--device", default=os.environ.get("TORCHLINT_DEVICE", "cpu"), help="cpu or cuda (default: $TORCHLINT_DEVICE or cpu)")
+    p.add_argument("--rtol", type=float, default=1e-4)
+    p.add_argument("--atol", type=float, default=1e-6)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    for path in (args.script, args.reference):
+        if not path.is_file():
+            raise PathError(f"{path}: no such file")
+    try:
+        from torchlint.verify import Tolerance, compare_records, run_scripts
+    except ImportError as exc:
+        print(f"torchlint: error: verify needs torch ({exc.name} is missing): pip install 'torchlint[verify]'", file=sys.stderr)
+        return EXIT_ERROR
+    if args.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            print("torchlint: error: --device cuda but no CUDA device is available", file=sys.stderr)
+            return EXIT_ERROR
+    try:
+        run, ref = run_scripts([args.script, args.reference], args.device, args.seed)
+    except RuntimeError as exc:
+        print(f"torchlint: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    tol = Tolerance(args.rtol, args.atol)
+    mismatch = compare_records(run, ref, tol)
+    if mismatch is None:
+        print(f"OK: {len(run['steps'])} optimizer steps match the reference on {args.device} "
+              f"(rtol={tol.rtol:g}, atol={tol.atol:g}; gradients and parameters at every step)")
+        return EXIT_OK
+    print(f"MISMATCH: {mismatch}")
+    if run["error"]:
+        print(f"{args.script} failed: {run['error']}")
+    return EXIT_FINDINGS
 
 
 def _config(args: argparse.Namespace) -> Config:

@@ -214,3 +214,19 @@ def test_fix_on_carried_total_is_unsafe():
 def test_create_graph_has_no_fix():
     src = POSITIVE["create_graph_last"][0]
     assert "create_graph=True" in fixed(src, "TL002", unsafe=True)
+
+
+def test_no_fix_when_call_runs_several_times_per_iteration():
+    src = POSITIVE["seed_per_head_loop"][0]
+    assert "retain_graph=True" in fixed(src, "TL002", unsafe=True)
+
+
+def test_fix_offered_in_nested_epoch_batch_loops():
+    src = """
+    for epoch in range(3):
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward(retain_graph=True)
+            optimizer.step()
+    """
+    assert "    loss.backward()\n" in fixed(src, "TL002", unsafe=False)

@@ -147,11 +147,13 @@ class FileModel:
                 scope.events[i] = dataclasses.replace(e, seq=i)
         self.loops: list[Loop] = []
         for scope in self.scopes:
-            seen: dict[cst.CSTNode, list[Event]] = {}
+            # Only the scope's own loops: a helper's loops belong to the helper's scope.
+            seen: dict[cst.CSTNode, list[Event]] = {loop: [] for e in scope.raw for loop in e.loops}
             for e in scope.events:
                 for loop in e.loops:
-                    seen.setdefault(loop, []).append(e)
-            self.loops.extend(Loop(node, scope, evs) for node, evs in seen.items())
+                    if loop in seen:
+                        seen[loop].append(e)
+            self.loops.extend(Loop(node, scope, evs) for node, evs in seen.items() if evs)
 
     # -- queries -------------------------------------------------------------------------------------------------
     def kind(self, name: str | None) -> Kind:
@@ -426,10 +428,11 @@ class _Walker:
         self, scope: Scope, line: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression, ctx: _Ctx, how: str
     ) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
-            for i, el in enumerate(target.elements):
-                name = dotted(el.value)
+            for i, el in enumerate(_flatten(target)):
+                name = dotted(el)
                 if name:
-                    self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=value, flavor="tuple0" if i == 0 else "tuple")
+                    flavor = "for" if how == "for" else ("tuple0" if i == 0 else "tuple")
+                    self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=value, flavor=flavor)
             return
         name = dotted(target)
         if name is None:
@@ -497,6 +500,15 @@ class _CallCollector(cst.CSTVisitor):
 
     def leave_Call(self, node: cst.Call) -> None:
         self.calls.append(node)
+
+
+def _flatten(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """`a, (b, c)` -> [a, b, c]; starred names included."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in _flatten(el.value)]
+    if isinstance(target, cst.StarredElement):
+        return [target.value]
+    return [target]
 
 
 def _container(target: cst.BaseExpression) -> str | None:

@@ -44,7 +44,8 @@ for x, y in loader:
 ```
 
 ## Fix
-Drop `retain_graph=True`. The fix is **safe** (same gradients, less memory) when the back-propagated value is
+Drop `retain_graph=True` (not offered when the call sits in an inner loop that runs it several times per
+iteration: the earlier runs need the graph — restructure to one backward of the summed losses). The fix is **safe** (same gradients, less memory) when the back-propagated value is
 built fresh in the iteration; it is **unsafe** when the value depends on a running total carried across
 iterations (then the next backward would fail: fix TL001 first). `create_graph=True` has no automatic fix.
 
@@ -78,16 +79,32 @@ def _fix(model: FileModel, loop: Loop, last: Event) -> Fix | None:
         return None
     if last.create_graph:
         return None
+    scope = model.scope_of(last)
+    deps = scope.depends(last.value)
+    if _graph_from_enclosing_iteration(scope, last, deps):
+        # The call runs several times over one graph (per head, per task): the earlier runs need it kept.
+        return None
     args = [a for a in call.args if a is not last.retain_arg]
     if args:
         # Keep the formatting of what remains; the last argument must not keep a dangling comma.
         args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     new_call = call.with_changes(args=args)
-    scope = model.scope_of(last)
-    deps = scope.depends(last.value)
     carried = any(
         (e.accumulates or e.kind is EventKind.APPEND) and e.target in deps and e.scope is scope.node
         for e in loop.events
     )
     safety = "unsafe" if carried else "safe"
     return Fix(safety, "drop `retain_graph=True` from the last backward of the iteration", ((call, new_call),))
+
+
+def _graph_from_enclosing_iteration(scope, last: Event, deps: frozenset[str]) -> bool:
+    """True when the back-propagated value uses something computed in an enclosing loop's iteration,
+    outside the innermost loop that runs the backward (the per-head loop of `output = model(x)`)."""
+    if len(last.loops) < 2:
+        return False
+    inner, enclosing = last.loops[-1], last.loops[:-1]
+    for name in deps:
+        for a in scope.assignments(name):
+            if a.flavor != "for" and inner not in a.loops and any(l in a.loops for l in enclosing):
+                return True
+    return False

@@ -90,6 +90,8 @@ def _cleared(model: FileModel, opt: str, clears: list[Event]) -> bool:
 
 
 def _related(a: str, b: str) -> bool:
+    """Same model, or one inside the other (`model` / `model.module`); `self.netD` is `netD` passed to __init__."""
+    a, b = a.removeprefix("self."), b.removeprefix("self.")
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 

@@ -1,0 +1,135 @@
+"""Run training scripts unchanged, with fixed seeds, recording each optimizer step.
+
+A global optimizer step post-hook records, at every step of every optimizer, each parameter's gradient and new
+value; a saved-tensors hook counts the autograd buffers alive at each step (what `retain_graph` keeps). Several
+scripts run in one process (torch is imported once), each with fresh seeds and a fresh record.
+
+    python -m torchlint.verify.runner --device cpu --out DIR a.py b.py   # writes DIR/0.pt, DIR/1.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import runpy
+import sys
+import traceback
+import subprocess
+import weakref
+from pathlib import Path
+from typing import Sequence
+
+
+def _deterministic(device: str, seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed)
+    except ImportError:
+        pass
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    if device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.benchmark = False
+
+
+class _Holder:
+    __slots__ = ("tensor", "__weakref__")
+
+    def __init__(self, tensor) -> None:
+        self.tensor = tensor
+
+
+def record_script(script: Path, device: str, seed: int = 0) -> dict:
+    """Run one script in this process and return its record: steps (grads, params, saved) and any error."""
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    _deterministic(device, seed)
+    steps: list[dict] = []
+    alive: list[weakref.ref] = []
+    optimizers: list[int] = []
+
+    def pack(t):
+        h = _Holder(t)
+        alive.append(weakref.ref(h))
+        return h
+
+    def unpack(h):
+        return h.tensor
+
+    def post_hook(optimizer, args, kwargs) -> None:
+        key = id(optimizer)
+        if key not in optimizers:
+            optimizers.append(key)
+        grads, params = [], []
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                grads.append(None if p.grad is None else p.grad.detach().to("cpu", copy=True))
+                params.append(p.detach().to("cpu", copy=True))
+        alive[:] = [r for r in alive if r() is not None]
+        steps.append({"optimizer": optimizers.index(key), "grads": grads, "params": params, "saved": len(alive)})
+
+    handle = register_optimizer_step_post_hook(post_hook)
+    previous = torch.get_default_device()
+    torch.set_default_device(device)
+    error = None
+    old_argv = sys.argv
+    sys.argv = [str(script)]
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            runpy.run_path(str(script), run_name="__main__")
+    except Exception as exc:  # the documented failure of a buggy script is a result, not a crash
+        error = f"{type(exc).__name__}: {exc}"
+        traceback.print_exc(limit=3)
+    finally:
+        sys.argv = old_argv
+        handle.remove()
+        torch.set_default_device(previous)
+    return {"script": str(script), "device": device, "steps": steps, "error": error}
+
+
+def run_scripts(scripts: Sequence[Path], device: str = "cpu", seed: int = 0, timeout: float = 600) -> list[dict]:
+    """Run scripts in a fresh subprocess (clean interpreter, same seeds) and return their records."""
+    import tempfile
+
+    import torch
+
+    with tempfile.TemporaryDirectory(prefix="torchlint-verify-") as tmp:
+        env = dict(os.environ, CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONHASHSEED=str(seed))
+        cmd = [sys.executable, "-m", "torchlint.verify.runner", "--device", device, "--seed", str(seed), "--out", tmp]
+        proc = subprocess.run(cmd + [str(Path(s).resolve()) for s in scripts], env=env, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"verify runner failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        return [torch.load(Path(tmp) / f"{i}.pt", weights_only=False) for i in range(len(scripts))]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import torch
+
+    p = argparse.ArgumentParser(prog="python -m torchlint.verify.runner")
+    p.add_argument("--device", default=os.environ.get("TORCHLINT_DEVICE", "cpu"))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("scripts", nargs="+", type=Path)
+    args = p.parse_args(argv)
+    for i, script in enumerate(args.scripts):
+        cwd = os.getcwd()
+        script = script.resolve()
+        try:
+            os.chdir(script.parent)
+            rec = record_script(script, args.device, args.seed)
+        finally:
+            os.chdir(cwd)
+        torch.save(rec, args.out / f"{i}.pt")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
