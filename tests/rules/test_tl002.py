@@ -230,3 +230,42 @@ def test_fix_offered_in_nested_epoch_batch_loops():
             optimizer.step()
     """
     assert "    loss.backward()\n" in fixed(src, "TL002", unsafe=False)
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        # The same graph back-propagated repeatedly: retain_graph=True is required.
+        """
+        loss = model(x).sum()
+        for _ in range(1000):
+            dist_autograd.backward(context_id, [loss], retain_graph=True)
+        """,
+        """
+        def warmup_backward(f, *args):
+            for _ in range(3):
+                f.backward(retain_graph=True)
+        """,
+        """
+        outs = fn(*inps)
+        for out in outs:
+            out.sum().backward(retain_graph=True)
+        """,
+        """
+        results = model(x)
+        for grads in choices:
+            torch.autograd.grad(results, leaves, grads, retain_graph=True)
+        """,
+    ],
+)
+def test_repeated_backward_of_one_graph_is_not_flagged(src):
+    assert findings(src, "TL002") == []
+
+
+def test_inline_forward_in_backward_is_flagged():
+    src = """
+    for x, y in loader:
+        criterion(model(x), y).backward(retain_graph=True)
+        opt.step()
+    """
+    assert findings(src, "TL002") == [(3, 5)]

@@ -231,3 +231,14 @@ def test_fix_after_scaler_update():
 def test_fix_under_accumulation_guard():
     out = fixed(POSITIVE["accumulation_without_zero"][0], "TL004")
     assert "        optimizer.step()\n        optimizer.zero_grad()\n" in out
+
+
+def test_optimizer_created_each_iteration_is_not_flagged():
+    src = """
+    for i in range(num_iterations):
+        pred = model(x)
+        pred.sum().backward()
+        optimizer_base = optim.SGD(model.parameters(), lr=0.01)
+        optimizer_base.step()
+    """
+    assert findings(src, "TL004") == []

@@ -273,6 +273,10 @@ class FileModel:
             flavor, value = "lightning", arg0.value if arg0 else None
         elif recv_name in ("torch.autograd", "autograd"):
             flavor, value = "autograd", arg0.value if arg0 else None
+        elif recv_name is not None and recv_name.endswith("autograd"):
+            # `dist_autograd.backward(context_id, roots, retain_graph=...)`: the roots come last.
+            last = positional(call, len([a for a in call.args if a.keyword is None]) - 1)
+            flavor, value = "autograd", last.value if last else None
         elif kind is Kind.ACCELERATOR:
             flavor, value = "accelerator", arg0.value if arg0 else None
         elif kind is Kind.ENGINE:
@@ -370,6 +374,9 @@ class _Walker:
                 if kind:
                     added += (kind,)
             self._exprs(scope, stmt, [i.item for i in stmt.items], ctx)
+            for item in stmt.items:
+                if item.asname is not None:  # `with amp.scale_loss(loss, opt) as scaled_loss:`
+                    self._assign_targets(scope, stmt, item.asname.name, item.item, ctx, "=")
             self._body(scope, stmt, (loops, guards, contexts + added))
         elif isinstance(stmt, (cst.Try, cst.TryStar)):
             self._body(scope, stmt, ctx)

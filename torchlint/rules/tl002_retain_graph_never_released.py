@@ -11,7 +11,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
-from torchlint.analysis.exprs import code_of
+from torchlint.analysis.exprs import code_of, dotted
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import Finding, Rule
 
@@ -64,6 +64,8 @@ iterations (then the next backward would fail: fix TL001 first). `create_graph=T
             last = backwards[-1]
             if last.retain_arg is None and not last.create_graph:
                 continue
+            if not _built_in_iteration(model, loop, last):
+                continue  # the same graph is back-propagated repeatedly: retain_graph is required there
             what = "retain_graph=True" if last.retain_arg is not None else "create_graph=True"
             yield Finding(
                 last.node,
@@ -108,3 +110,37 @@ def _graph_from_enclosing_iteration(scope, last: Event, deps: frozenset[str]) ->
             if a.flavor != "for" and inner not in a.loops and any(l in a.loops for l in enclosing):
                 return True
     return False
+
+
+def _built_in_iteration(model: FileModel, loop: Loop, last: Event) -> bool:
+    """The back-propagated value is computed anew in each iteration (a forward inside the loop)."""
+    scope = model.scope_of(last)
+    deps = scope.depends(last.value)
+    if scope is not loop.scope:  # a helper called from the loop: it computes what it back-propagates
+        return any(scope.assignments(name) for name in deps)
+    return any(
+        a.flavor != "for" and loop.node in a.loops for name in deps for a in scope.assignments(name)
+    ) or _calls_in(last.value)
+
+
+_NOT_A_FORWARD = frozenset({"sum", "float", "len", "abs", "max", "min", "list", "tuple"})
+
+
+def _calls_in(expr: cst.BaseExpression) -> bool:
+    """`criterion(model(x), y).backward(...)`: a forward (a call of a function or module) is in the expression,
+    not just tensor methods on a value from elsewhere (`out.sum()`)."""
+    found = []
+
+    class _Forward(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> bool:
+            func = node.func
+            if isinstance(func, cst.Name) and func.value not in _NOT_A_FORWARD:
+                found.append(node)
+            elif isinstance(func, cst.Attribute):
+                base = dotted(func.value)
+                if base is not None and (base.startswith("self.") or base in ("F", "nn.functional", "torch.nn.functional")):
+                    found.append(node)
+            return not found
+
+    expr.visit(_Forward())
+    return bool(found)

@@ -65,6 +65,8 @@ Helpers defined in other files are not followed; a loop that calls one is judged
                 opt = step.target
                 if opt is None or opt in reported or _cleared(model, opt, clears):
                     continue
+                if any(e.target == opt and e.rebinds for e in loop.of(EventKind.ASSIGN)):
+                    continue  # a new optimizer every iteration (a one-off check, not a training loop)
                 reported.add(opt)
                 yield Finding(
                     step.node,
