@@ -69,7 +69,8 @@ def select_rules(codes: Iterable[str] | None = None) -> list[type[Rule]]:
 
 def can_have_findings(text: str, rules: Sequence[type[Rule]]) -> bool:
     """The prefilter: a file none of whose rules' key words appear is not parsed at all."""
-    return any(word in text for rule in rules for word in rule.requires)
+    patterns = {rule.requires for rule in rules}
+    return any(p.search(text) for p in patterns)
 
 
 @dataclass

@@ -13,6 +13,7 @@ import libcst as cst
 from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import as_detachment, code_of, dotted
 from torchlint.diagnostic import Fix
+from torchlint.fixes import insert_after
 from torchlint.rules.base import Finding, Rule
 
 
@@ -21,7 +22,6 @@ class BackwardOnAccumulatedTotal(Rule):
     name = "backward-on-accumulated-total"
     summary = "backward() on a loss total that keeps the graphs of earlier iterations"
     fix_safety = "unsafe"
-    requires = ("backward", "autograd")
     doc = """
 ## What it flags
 A `.backward()` (or `accelerator.backward`, `scaler.scale(...).backward()`, `torch.autograd.backward`) whose loss
@@ -147,5 +147,5 @@ def _fix(model: FileModel, loop: Loop, backward: Event, acc: Event) -> Fix | Non
     return Fix(
         "unsafe",
         f"rebind `{target}` after the step so each window starts a fresh graph",
-        ((anchor.stmt, cst.FlattenSentinel([anchor.stmt, rebind])),),
+        (insert_after(anchor.stmt, f"{target} = {code_of(value)}\n"),),
     )

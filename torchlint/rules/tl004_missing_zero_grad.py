@@ -13,6 +13,7 @@ import libcst as cst
 from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import code_of
 from torchlint.diagnostic import Fix
+from torchlint.fixes import insert_after
 from torchlint.rules.base import Finding, Rule
 
 
@@ -21,7 +22,6 @@ class MissingZeroGrad(Rule):
     name = "missing-zero-grad"
     summary = "optimizer.step() in a loop whose gradients are never cleared"
     fix_safety = "unsafe"
-    requires = ("step",)
     doc = """
 ## What it flags
 A loop that calls an optimizer's `step()` (or `scaler.step(optimizer)`) after a backward, where nothing in the
@@ -106,9 +106,4 @@ def _fix(loop: Loop, step: Event, opt: str) -> Fix | None:
                 break
     if not isinstance(anchor.stmt, cst.SimpleStatementLine):
         return None
-    insert = cst.parse_statement(f"{opt}.zero_grad()\n")
-    return Fix(
-        "unsafe",
-        f"insert `{opt}.zero_grad()` after the step",
-        ((anchor.stmt, cst.FlattenSentinel([anchor.stmt, insert])),),
-    )
+    return Fix("unsafe", f"insert `{opt}.zero_grad()` after the step", (insert_after(anchor.stmt, f"{opt}.zero_grad()\n"),))

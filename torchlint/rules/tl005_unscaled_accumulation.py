@@ -26,7 +26,6 @@ class UnscaledAccumulation(Rule):
     name = "unscaled-gradient-accumulation"
     summary = "gradient accumulation without dividing the loss by the accumulation steps"
     fix_safety = "unsafe"
-    requires = ("step",)
     doc = """
 ## What it flags
 A loop whose backward runs every iteration while the optimizer steps only under a modulo guard

@@ -1,0 +1,63 @@
+"""Engine behaviour that every front end relies on: the prefilter, noqa parsing, internal errors."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from torchlint.engine import INTERNAL_ERROR, can_have_findings, lint_source
+from torchlint.rules import ALL_RULES
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("loss.backward()", True),
+        ("loss.backward ()", True),
+        ("self.manual_backward(loss)", True),
+        ("g = torch.autograd.grad(y, x)", True),
+        ("accelerator.backward(loss)", True),
+        ("class F(Function):\n    @staticmethod\n    def backward(ctx, g):\n        return g\n", False),
+        ("optimizer.step()\nenv.step(a)\n", False),
+        ("print('hello')", False),
+    ],
+)
+def test_prefilter(text, expected):
+    assert can_have_findings(text, ALL_RULES) is expected
+
+
+def test_prefilter_never_hides_a_finding():
+    """Every file with a finding in the fixtures and rule tests passes the prefilter."""
+    import importlib
+
+    sources = [p.read_text() for p in (ROOT / "fixtures").glob("*/*/bad.py")]
+    for code in ("tl001", "tl002", "tl003", "tl004", "tl005"):
+        mod = importlib.import_module(f"tests.rules.test_{code}")
+        sources += [textwrap.dedent(src) for src, _ in mod.POSITIVE.values()]
+    assert len(sources) >= 50
+    for src in sources:
+        assert lint_source(src, "t.py"), src
+        assert can_have_findings(src, ALL_RULES), src
+
+
+def test_rule_crash_becomes_one_diagnostic(monkeypatch):
+    from torchlint.rules.tl004_missing_zero_grad import MissingZeroGrad
+
+    def boom(self, model):
+        raise ValueError("boom")
+        yield
+
+    monkeypatch.setattr(MissingZeroGrad, "check", boom)
+    src = "for x in d:\n    loss.backward()\n    optimizer.step()\n"
+    diags = lint_source(src, "t.py")
+    assert [d.code for d in diags] == [INTERNAL_ERROR]
+    assert "internal error in TL004 (ValueError: boom)" in diags[0].message
+
+
+def test_deeply_nested_expression_does_not_crash():
+    src = "loss.backward()\nx = " + "(" * 200 + "1" + ")" * 200 + "\n"
+    diags = lint_source(src, "t.py")
+    assert all(d.code.startswith("TL9") for d in diags)
