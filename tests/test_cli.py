@@ -214,7 +214,10 @@ def test_rule_command(run_cli):
     assert r.stdout.startswith("# TL001 `backward-on-accumulated-total`")
     assert "Trying to backward through the graph a second time" in r.stdout
     r = run_cli("rule", "--all")
-    assert [line.split()[0] for line in r.stdout.splitlines()] == ["TL001", "TL002", "TL003", "TL004", "TL005"]
+    from torchlint.rules import ALL_RULES
+
+    assert [line.split()[0] for line in r.stdout.splitlines()] == [rule.code for rule in ALL_RULES]
+    assert len(ALL_RULES) == 11
     assert run_cli("rule", "TL404").returncode == 2
 
 

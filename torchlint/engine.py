@@ -104,7 +104,7 @@ def _analyze(text: str, path: str, rules: Sequence[type[Rule]]) -> _Analysis:
     findings: list[tuple[type[Rule], Finding]] = []
     errors: list[Diagnostic] = []
     try:
-        model = FileModel(module)
+        model = FileModel(module, text)
     except RecursionError:
         return _Analysis(None, [], [Diagnostic(path, 1, 1, 1, 1, INTERNAL_ERROR, "nesting too deep to analyse; file not checked")])
     except Exception as exc:  # a bug of ours must not stop the run

@@ -129,8 +129,9 @@ class Loop:
 class FileModel:
     """Everything rules may ask about one file."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, text: str = "") -> None:
         self.module = module
+        self.text = text  # the source, for cheap textual questions (is `total.item()` used anywhere?)
         self.symbols = Symbols()
         self.scopes: list[Scope] = []
         self._by_node: dict[cst.CSTNode, Scope] = {}

@@ -81,6 +81,7 @@ class Symbols:
     def __init__(self) -> None:
         self._kinds: dict[str, Kind] = {}
         self.optimizer_models: dict[str, set[str]] = {}  # optimizer -> models whose parameters it owns
+        self.scheduler_optimizer: dict[str, str] = {}  # scheduler -> the optimizer it was built on
 
     def record(self, target: str, value: cst.BaseExpression, first: bool = True) -> None:
         """Learn from `target = value`; `first` is False for the later names of a tuple target."""
@@ -95,6 +96,10 @@ class Symbols:
         self._set(target, kind)
         if kind is Kind.OPTIMIZER and isinstance(value, cst.Call):
             self.optimizer_models[target] = _models_in_params(value)
+        if kind is Kind.SCHEDULER and isinstance(value, cst.Call) and value.args:
+            opt = dotted(value.args[0].value)
+            if opt is not None:
+                self.scheduler_optimizer[target] = opt
 
     def _set(self, name: str, kind: Kind) -> None:
         self._kinds[name] = kind
@@ -126,3 +131,11 @@ def _models_in_params(call: cst.Call) -> set[str]:
             if name:
                 models.add(name)
     return models
+
+
+_ROLE_WORDS = re.compile(r"^(lr_)?(scheduler|sched|optimizer|optimiser|optim|opt)_?|_?(scheduler|sched|optimizer|optimiser|optim|opt)$")
+
+
+def role_suffix(name: str) -> str:
+    """`schedulerG` -> "g", `optimizer_G` -> "g", `opt_d` -> "d", `optimizer` -> "": pairs schedulers with optimizers."""
+    return _ROLE_WORDS.sub("", last_part(name).lower()).strip("_")

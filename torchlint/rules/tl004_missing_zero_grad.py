@@ -59,11 +59,11 @@ Helpers defined in other files are not followed; a loop that calls one is judged
             steps = loop.of(EventKind.STEP)
             if not steps or not loop.of(EventKind.BACKWARD):
                 continue
-            clears = loop.of(EventKind.ZERO_GRAD)
+            zero_grads = loop.of(EventKind.ZERO_GRAD)
             reported: set[str] = set()
             for step in steps:
                 opt = step.target
-                if opt is None or opt in reported or _cleared(model, opt, clears):
+                if opt is None or opt in reported or _cleared(model, opt, zero_grads):
                     continue
                 if any(e.target == opt and e.rebinds for e in loop.of(EventKind.ASSIGN)):
                     continue  # a new optimizer every iteration (a one-off check, not a training loop)
@@ -76,19 +76,20 @@ Helpers defined in other files are not followed; a loop that calls one is judged
                 )
 
 
-def _cleared(model: FileModel, opt: str, clears: list[Event]) -> bool:
+def _cleared(model: FileModel, opt: str, zero_grads: list[Event]) -> bool:
+    return any(clears(model, opt, z) for z in zero_grads)
+
+
+def clears(model: FileModel, opt: str, z: Event) -> bool:
+    """Does the ZERO_GRAD event `z` clear the gradients that optimizer `opt` steps with?"""
+    if z.flavor == "param":
+        return True
+    target = z.target or ""
+    if z.flavor == "optimizer":
+        return target == opt or target.rsplit(".", 1)[-1] == opt.rsplit(".", 1)[-1]
+    # model.zero_grad(): clears the optimizer unless we know it optimizes other models.
     owned = model.symbols.optimizer_models.get(opt) or model.symbols.optimizer_models.get(opt.rsplit(".", 1)[-1])
-    for c in clears:
-        if c.flavor == "param":
-            return True
-        if c.flavor == "optimizer":
-            if c.target == opt or c.target.rsplit(".", 1)[-1] == opt.rsplit(".", 1)[-1]:
-                return True
-            continue
-        # model.zero_grad(): clears the optimizer unless we know it optimizes other models.
-        if not owned or c.target == "self" or any(_related(c.target, m) for m in owned):
-            return True
-    return False
+    return not owned or target == "self" or any(_related(target, m) for m in owned)
 
 
 def _related(a: str, b: str) -> bool:

@@ -10,6 +10,7 @@ scripts run in one process (torch is imported once), each with fresh seeds and a
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import runpy
@@ -46,8 +47,22 @@ class _Holder:
         self.tensor = tensor
 
 
-def record_script(script: Path, device: str, seed: int = 0) -> dict:
-    """Run one script in this process and return its record: steps (grads, params, saved) and any error."""
+def _graph_nodes(torch) -> int:
+    """Autograd nodes reachable from every live tensor: what a graph kept across iterations costs (TL007)."""
+    seen: set = set()
+    stack = [o.grad_fn for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        stack.extend(fn for fn, _ in node.next_functions)
+    return len(seen)
+
+
+def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = False) -> dict:
+    """Run one script in this process and return its record: steps (grads, params, saved tensors alive and, with
+    count_graph, autograd nodes alive) and any error."""
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -74,7 +89,10 @@ def record_script(script: Path, device: str, seed: int = 0) -> dict:
                 grads.append(None if p.grad is None else p.grad.detach().to("cpu", copy=True))
                 params.append(p.detach().to("cpu", copy=True))
         alive[:] = [r for r in alive if r() is not None]
-        steps.append({"optimizer": optimizers.index(key), "grads": grads, "params": params, "saved": len(alive)})
+        steps.append({
+            "optimizer": optimizers.index(key), "grads": grads, "params": params, "saved": len(alive),
+            "graph_nodes": _graph_nodes(torch) if count_graph else 0,
+        })
 
     handle = register_optimizer_step_post_hook(post_hook)
     previous = torch.get_default_device()
@@ -95,7 +113,9 @@ def record_script(script: Path, device: str, seed: int = 0) -> dict:
     return {"script": str(script), "device": device, "steps": steps, "error": error}
 
 
-def run_scripts(scripts: Sequence[Path], device: str = "cpu", seed: int = 0, timeout: float = 600) -> list[dict]:
+def run_scripts(
+    scripts: Sequence[Path], device: str = "cpu", seed: int = 0, timeout: float = 600, count_graph: bool = False
+) -> list[dict]:
     """Run scripts in a fresh subprocess (clean interpreter, same seeds) and return their records."""
     import tempfile
 
@@ -104,6 +124,8 @@ def run_scripts(scripts: Sequence[Path], device: str = "cpu", seed: int = 0, tim
     with tempfile.TemporaryDirectory(prefix="torchlint-verify-") as tmp:
         env = dict(os.environ, CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONHASHSEED=str(seed))
         cmd = [sys.executable, "-m", "torchlint.verify.runner", "--device", device, "--seed", str(seed), "--out", tmp]
+        if count_graph:
+            cmd.append("--count-graph")
         proc = subprocess.run(cmd + [str(Path(s).resolve()) for s in scripts], env=env, capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:
             raise RuntimeError(f"verify runner failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -117,6 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--device", default=os.environ.get("TORCHLINT_DEVICE", "cpu"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--count-graph", action="store_true", help="also count live autograd nodes at each step (slower)")
     p.add_argument("scripts", nargs="+", type=Path)
     args = p.parse_args(argv)
     for i, script in enumerate(args.scripts):
@@ -124,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         script = script.resolve()
         try:
             os.chdir(script.parent)
-            rec = record_script(script, args.device, args.seed)
+            rec = record_script(script, args.device, args.seed, args.count_graph)
         finally:
             os.chdir(cwd)
         torch.save(rec, args.out / f"{i}.pt")

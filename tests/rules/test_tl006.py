@@ -1,0 +1,204 @@
+"""TL006 zero_grad between backward and step (and per-micro-step zero_grad during accumulation)."""
+
+import pytest
+
+from tests.helpers import findings, fixed
+
+POSITIVE = {
+    "script": (
+        """
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.zero_grad()
+            optimizer.step()
+        """,
+        [(5, 5)],
+    ),
+    "model_zero_grad_between": (
+        """
+        def train(model, loader, opt):
+            for x, y in loader:
+                F.mse_loss(model(x), y).backward()
+                model.zero_grad()
+                opt.step()
+        """,
+        [(5, 9)],
+    ),
+    "accumulation_top_of_loop": (
+        """
+        for i, (x, y) in enumerate(loader):
+            optimizer.zero_grad()
+            (criterion(model(x), y) / k).backward()
+            if (i + 1) % k == 0:
+                optimizer.step()
+        """,
+        [(3, 5)],
+    ),
+    "accumulation_after_backward_trainer": (
+        """
+        class Trainer:
+            def fit(self):
+                for step, batch in enumerate(self.loader):
+                    loss = self.model(batch).loss / self.accum
+                    loss.backward()
+                    self.optimizer.zero_grad()
+                    if step % self.accum == 0:
+                        self.optimizer.step()
+        """,
+        [(7, 13)],
+    ),
+    "accelerate_model_zero_grad": (
+        """
+        for batch in loader:
+            with accelerator.accumulate(model):
+                loss = model(**batch).loss
+                accelerator.backward(loss)
+                optimizer.step()
+                model.zero_grad()
+        """,
+        [(7, 9)],
+    ),
+    "scaler_between": (
+        """
+        for x, y in loader:
+            scaler.scale(criterion(model(x), y)).backward()
+            optimizer.zero_grad(set_to_none=True)
+            scaler.step(optimizer)
+            scaler.update()
+        """,
+        [(4, 5)],
+    ),
+    "nested_while": (
+        """
+        for epoch in range(3):
+            it = 0
+            while it < n:
+                loss = loss_fn(net(xs[it]), ys[it])
+                loss.backward()
+                opt_g.zero_grad()
+                opt_g.step()
+                it += 1
+        """,
+        [(7, 9)],
+    ),
+    "gan_wrong_network_order": (
+        """
+        optimizerG = optim.Adam(netG.parameters())
+        for real in loader:
+            errG = bce(netD(netG(z)), ones)
+            errG.backward()
+            netG.zero_grad()
+            optimizerG.step()
+        """,
+        [(6, 5)],
+    ),
+}
+
+NEGATIVE = {
+    "top_of_loop": """
+        for x, y in loader:
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+        """,
+    "after_step": """
+        for x, y in loader:
+            criterion(model(x), y).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+    "accumulation_guarded_zero": """
+        for i, (x, y) in enumerate(loader):
+            (criterion(model(x), y) / k).backward()
+            if (i + 1) % k == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "accumulation_zero_at_window_start": """
+        for i, (x, y) in enumerate(loader):
+            if i % k == 0:
+                optimizer.zero_grad()
+            (criterion(model(x), y) / k).backward()
+            if (i + 1) % k == 0:
+                optimizer.step()
+        """,
+    "accelerate_optimizer_zero_grad": """
+        for batch in loader:
+            with accelerator.accumulate(model):
+                accelerator.backward(model(**batch).loss)
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "dcgan_clears_other_network": """
+        optimizerD = optim.Adam(netD.parameters())
+        optimizerG = optim.Adam(netG.parameters())
+        for real in loader:
+            netD.zero_grad()
+            errD = bce(netD(real), ones)
+            errD.backward()
+            optimizerD.step()
+            netG.zero_grad()
+            errG = bce(netD(netG(z)), ones)
+            errG.backward()
+            optimizerG.step()
+        """,
+    "gan_zero_other_optimizer": """
+        for real in loader:
+            d_loss.backward()
+            opt_d.step()
+            g_loss.backward()
+            opt_d.zero_grad()
+            opt_g.step()
+            opt_g.zero_grad()
+        """,
+    "param_grad_none_top": """
+        for x, y in loader:
+            for p in model.parameters():
+                p.grad = None
+            criterion(model(x), y).backward()
+            optimizer.step()
+        """,
+    "lbfgs_closure": """
+        for x, y in loader:
+            def closure():
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                return loss
+            optimizer.step(closure)
+        """,
+}
+
+
+@pytest.mark.parametrize("name", POSITIVE)
+def test_positive(name):
+    src, expected = POSITIVE[name]
+    assert findings(src, "TL006") == expected
+
+
+@pytest.mark.parametrize("name", NEGATIVE)
+def test_negative(name):
+    assert findings(NEGATIVE[name], "TL006") == []
+
+
+def test_fix_moves_after_step():
+    out = fixed(POSITIVE["script"][0], "TL006")
+    assert out.endswith("    loss.backward()\n    optimizer.step()\n    optimizer.zero_grad()\n")
+    assert fixed(out, "TL006") == out
+
+
+def test_fix_moves_into_accumulation_guard():
+    out = fixed(POSITIVE["accumulation_top_of_loop"][0], "TL006")
+    assert "        optimizer.step()\n        optimizer.zero_grad()\n" in out
+    assert out.count("zero_grad") == 1
+
+
+def test_fix_after_scaler_update():
+    out = fixed(POSITIVE["scaler_between"][0], "TL006")
+    assert out.endswith("    scaler.update()\n    optimizer.zero_grad(set_to_none=True)\n")
+
+
+def test_fix_accelerate_uses_optimizer():
+    out = fixed(POSITIVE["accelerate_model_zero_grad"][0], "TL006")
+    assert "        optimizer.zero_grad()\n" in out and "model.zero_grad()" not in out

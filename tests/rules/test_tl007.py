@@ -1,0 +1,208 @@
+"""TL007 graph-attached loss kept across iterations only for logging."""
+
+import pytest
+
+from tests.helpers import findings, fixed
+
+POSITIVE = {
+    "running_loss": (
+        """
+        running_loss = 0.0
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            running_loss += loss
+        print(running_loss / len(loader))
+        """,
+        [(8, 5)],
+    ),
+    "assign_plus": (
+        """
+        def train(model, loader, opt):
+            total = 0
+            for x, y in loader:
+                loss = F.mse_loss(model(x), y)
+                loss.backward()
+                opt.step()
+                total = total + loss
+            return total
+        """,
+        [(8, 9)],
+    ),
+    "history_append": (
+        """
+        history = []
+        for epoch in range(10):
+            for x, y in loader:
+                loss = loss_fn(net(x), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                history.append(loss)
+        """,
+        [(9, 9)],
+    ),
+    "outputs_append": (
+        """
+        outputs = []
+        for x, y in loader:
+            output = model(x)
+            loss = criterion(output, y)
+            loss.backward()
+            optimizer.step()
+            outputs.append(output)
+        """,
+        [(8, 5)],
+    ),
+    "stats_dict": (
+        """
+        stats = {"loss": 0.0}
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            stats["loss"] += loss
+        """,
+        [(7, 5)],
+    ),
+    "trainer_self_total": (
+        """
+        class Trainer:
+            def fit(self, loader):
+                for batch in loader:
+                    loss = self.model(batch).loss
+                    loss.backward()
+                    self.optimizer.step()
+                    self.epoch_loss += loss
+        """,
+        [(8, 13)],
+    ),
+    "while_loop_losses_list": (
+        """
+        losses = []
+        step = 0
+        while step < n:
+            l = crit(model(xs[step]), ys[step])
+            l.backward()
+            opt.step()
+            losses.append(l)
+            step += 1
+        """,
+        [(8, 5)],
+    ),
+    "gan_logging": (
+        """
+        G_losses, D_losses = [], []
+        for i, data in enumerate(dataloader):
+            errD = criterion(netD(data), label)
+            errD.backward()
+            optimizerD.step()
+            errG = criterion(netD(netG(noise)), label)
+            errG.backward()
+            optimizerG.step()
+            G_losses.append(errG)
+            D_losses.append(errD)
+        """,
+        [(10, 5), (11, 5)],
+    ),
+}
+
+NEGATIVE = {
+    "item": """
+        running_loss = 0.0
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            running_loss += loss.item()
+        """,
+    "detach_append": """
+        history = []
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            history.append(loss.detach())
+        """,
+    "total_is_backpropagated": """
+        total = 0
+        for x, y in loader:
+            total = total + criterion(model(x), y)
+            total.backward()
+        """,
+    "no_grad_validation": """
+        val_losses = []
+        for epoch in range(3):
+            for x, y in loader:
+                criterion(model(x), y).backward()
+            with torch.no_grad():
+                for x, y in val_loader:
+                    val_losses.append(criterion(model(x), y))
+        """,
+    "eval_loop_without_backward": """
+        preds = []
+        for x in test_loader:
+            preds.append(model(x))
+        """,
+    "forward_collects_features": """
+        class Net(nn.Module):
+            def forward(self, x):
+                feats = []
+                for layer in self.layers:
+                    x = layer(x)
+                    feats.append(x)
+                return feats
+        """,
+    "list_reset_each_iteration": """
+        for x, y in loader:
+            parts = []
+            for head in heads:
+                parts.append(crit(head(x), y))
+            loss = sum(parts)
+            loss.backward()
+        """,
+    "chunked_accumulation_backpropagated": """
+        losses = []
+        for x, y in loader:
+            losses.append(criterion(model(x), y))
+            torch.stack(losses).sum().backward(retain_graph=True)
+        """,
+    "count_of_samples": """
+        seen = 0
+        for x, y in loader:
+            criterion(model(x), y).backward()
+            seen += x.size(0)
+        """,
+}
+
+
+@pytest.mark.parametrize("name", POSITIVE)
+def test_positive(name):
+    src, expected = POSITIVE[name]
+    assert findings(src, "TL007") == expected
+
+
+@pytest.mark.parametrize("name", NEGATIVE)
+def test_negative(name):
+    assert findings(NEGATIVE[name], "TL007") == []
+
+
+def test_fix_item_for_numbers_is_safe():
+    out = fixed(POSITIVE["running_loss"][0], "TL007", unsafe=False)
+    assert "    running_loss += loss.item()\n" in out
+    assert fixed(out, "TL007") == out
+
+
+def test_fix_detach_for_lists_and_tensor_use():
+    out = fixed(POSITIVE["history_append"][0], "TL007", unsafe=False)
+    assert "history.append(loss.detach())" in out
+    src = """
+    total = 0
+    for x, y in loader:
+        loss = crit(model(x), y)
+        loss.backward()
+        total = total + loss
+    print(total.item())
+    """
+    assert "total = total + loss.detach()" in fixed(src, "TL007", unsafe=False)

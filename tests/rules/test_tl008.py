@@ -1,0 +1,193 @@
+"""TL008 recurrent hidden state carried across batches without detach."""
+
+import pytest
+
+from tests.helpers import findings, fixed
+
+POSITIVE = {
+    "script_init_hidden": (
+        """
+        hidden = model.init_hidden(batch_size)
+        for x, y in batches:
+            output, hidden = model(x, hidden)
+            loss = criterion(output, y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+        [(4, 22)],
+    ),
+    "function_zeros": (
+        """
+        def train(rnn, data, opt):
+            h = torch.zeros(1, 4, 8)
+            for i in range(0, len(data) - 1, bptt):
+                out, h = rnn(data[i], h)
+                F.mse_loss(out, data[i + 1]).backward()
+                opt.step()
+                opt.zero_grad()
+        """,
+        [(5, 18)],
+    ),
+    "tuple_state_lstm": (
+        """
+        state = (torch.zeros(1, 2, 3), torch.zeros(1, 2, 3))
+        for x, y in loader:
+            out, state = lstm(x, state)
+            loss_fn(out, y).backward()
+            opt.step()
+        """,
+        [(4, 18)],
+    ),
+    "trainer_self_hidden": (
+        """
+        class Trainer:
+            def fit(self, loader):
+                for x, y in loader:
+                    logits, self.hidden = self.model(x, self.hidden)
+                    loss = self.criterion(logits, y)
+                    loss.backward()
+                    self.optimizer.step()
+        """,
+        [(5, 35)],
+    ),
+    "none_initial": (
+        """
+        hx = None
+        for x, y in loader:
+            y_hat, hx = gru(x, hx)
+            criterion(y_hat, y).backward()
+            optimizer.step()
+        """,
+        [(4, 17)],
+    ),
+    "while_loop": (
+        """
+        hidden = init()
+        i = 0
+        while i < n:
+            pred, hidden = net(seq[i], hidden)
+            loss = mse(pred, target[i])
+            loss.backward()
+            opt.step()
+            i += 1
+        """,
+        [(5, 20)],
+    ),
+    "nested_epochs_keyword": (
+        """
+        for epoch in range(5):
+            hidden = model.init_hidden(bs)
+            for batch in loader:
+                out, hidden = model(batch.x, hidden=hidden)
+                loss = crit(out, batch.y)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(5, 23)],
+    ),
+    "accumulation_variant": (
+        """
+        h = model.init_hidden(1)
+        for i, (x, y) in enumerate(stream):
+            out, h = model(x, h)
+            (criterion(out, y) / k).backward()
+            if (i + 1) % k == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(4, 14)],
+    ),
+}
+
+NEGATIVE = {
+    "repackage": """
+        hidden = model.init_hidden(bs)
+        for x, y in batches:
+            hidden = repackage_hidden(hidden)
+            output, hidden = model(x, hidden)
+            criterion(output, y).backward()
+        """,
+    "detach_method": """
+        hidden = model.init_hidden(bs)
+        for x, y in batches:
+            hidden = hidden.detach()
+            output, hidden = model(x, hidden)
+            criterion(output, y).backward()
+        """,
+    "detach_in_place": """
+        h = torch.zeros(1, 4, 8)
+        for x, y in batches:
+            h.detach_()
+            out, h = rnn(x, h)
+            criterion(out, y).backward()
+        """,
+    "tuple_detach": """
+        state = init()
+        for x, y in batches:
+            state = tuple(s.detach() for s in state)
+            out, state = lstm(x, state)
+            criterion(out, y).backward()
+        """,
+    "reinit_each_batch": """
+        for x, y in batches:
+            hidden = model.init_hidden(x.size(0))
+            output, hidden = model(x, hidden)
+            criterion(output, y).backward()
+        """,
+    "reset_to_none_each_batch": """
+        hx = None
+        for x, y in batches:
+            out, hx = gru(x, hx)
+            criterion(out, y).backward()
+            hx = None
+        """,
+    "generation_without_backward": """
+        hidden = model.init_hidden(1)
+        for t in range(100):
+            logits, hidden = model(token, hidden)
+            token = logits.argmax(-1)
+        """,
+    "state_only_passed_in": """
+        hidden = model.init_hidden(bs)
+        for x, y in batches:
+            output = model(x, hidden)
+            criterion(output, y).backward()
+        """,
+    "validation_no_grad": """
+        hidden = model.init_hidden(bs)
+        for x, y in batches:
+            with torch.no_grad():
+                out, hidden = model(x, hidden)
+            total += crit(out, y).item()
+        """,
+}
+
+
+@pytest.mark.parametrize("name", POSITIVE)
+def test_positive(name):
+    src, expected = POSITIVE[name]
+    assert findings(src, "TL008") == expected
+
+
+@pytest.mark.parametrize("name", NEGATIVE)
+def test_negative(name):
+    assert findings(NEGATIVE[name], "TL008") == []
+
+
+def test_fix_tensor_state():
+    out = fixed(POSITIVE["function_zeros"][0], "TL008")
+    assert "        h = h.detach()\n        out, h = rnn(data[i], h)\n" in out
+    assert findings(out, "TL008") == [] and fixed(out, "TL008") == out
+
+
+def test_fix_tuple_state():
+    out = fixed(POSITIVE["tuple_state_lstm"][0], "TL008")
+    assert "    state = tuple(h.detach() for h in state)\n    out, state = lstm(x, state)\n" in out
+
+
+def test_fix_none_initial_state():
+    out = fixed(POSITIVE["none_initial"][0], "TL008")
+    assert "    if hx is not None:\n        hx = hx.detach() if hasattr(hx, 'detach') else tuple(h.detach() for h in hx)\n" in out
+    assert findings(out, "TL008") == []

@@ -1,0 +1,172 @@
+"""TL009 optimizer.step() before loss.backward()."""
+
+import pytest
+
+from tests.helpers import findings, fixed
+
+POSITIVE = {
+    "script": (
+        """
+        for x, y in loader:
+            optimizer.zero_grad()
+            optimizer.step()
+            loss = criterion(model(x), y)
+            loss.backward()
+        """,
+        [(4, 5)],
+    ),
+    "step_first_line": (
+        """
+        def train(model, loader, opt):
+            for x, y in loader:
+                opt.step()
+                opt.zero_grad()
+                F.mse_loss(model(x), y).backward()
+        """,
+        [(4, 9)],
+    ),
+    "trainer": (
+        """
+        class Trainer:
+            def fit(self):
+                for batch in self.loader:
+                    self.optimizer.zero_grad()
+                    self.optimizer.step()
+                    self.model(batch).loss.backward()
+        """,
+        [(6, 13)],
+    ),
+    "scaler_step_first": (
+        """
+        for x, y in loader:
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+            scaler.scale(criterion(model(x), y)).backward()
+        """,
+        [(3, 5)],
+    ),
+    "nested_epoch": (
+        """
+        for epoch in range(10):
+            for i, (x, y) in enumerate(loader):
+                optimizer.step()
+                loss = crit(model(x), y)
+                loss.backward()
+        """,
+        [(4, 9)],
+    ),
+    "while_loop": (
+        """
+        while step < n:
+            opt.zero_grad()
+            opt.step()
+            l = loss_fn(net(xs[step]), ys[step])
+            l.backward()
+            step += 1
+        """,
+        [(4, 5)],
+    ),
+    "gan_generator_step_first": (
+        """
+        for real in loader:
+            optimizerG.step()
+            optimizerG.zero_grad()
+            errG = bce(netD(netG(z)), ones)
+            errG.backward()
+        """,
+        [(3, 5)],
+    ),
+    "lightning_manual": (
+        """
+        class M(LightningModule):
+            def training_step(self, batch, idx):
+                opt = self.optimizers()
+                for micro in batch:
+                    opt.step()
+                    opt.zero_grad()
+                    self.manual_backward(self.loss(micro))
+        """,
+        [(6, 13)],
+    ),
+}
+
+NEGATIVE = {
+    "correct_order": """
+        for x, y in loader:
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+        """,
+    "lbfgs_closure": """
+        for x, y in loader:
+            def closure():
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                return loss
+            optimizer.step(closure)
+        """,
+    "guarded_window_start": """
+        for i, (x, y) in enumerate(loader):
+            if i > 0 and i % k == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+            (criterion(model(x), y) / k).backward()
+        """,
+    "scheduler_first": """
+        for x, y in loader:
+            scheduler.step()
+            criterion(model(x), y).backward()
+        """,
+    "env_step_first": """
+        for t in range(1000):
+            obs, r, done, _ = env.step(policy(obs).sample())
+            loss = -r * logp
+            loss.backward()
+            optimizer.step()
+        """,
+    "step_after_backward_in_inner_loop": """
+        for epoch in range(3):
+            for x, y in loader:
+                criterion(model(x), y).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "step_after_per_head_loop": """
+        for x, y in loader:
+            for head in heads:
+                crit(head(x), y).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+    "no_backward_in_loop": """
+        for epoch in range(3):
+            train_one_epoch(model, loader)
+            swa_optimizer.step()
+        """,
+}
+
+
+@pytest.mark.parametrize("name", POSITIVE)
+def test_positive(name):
+    src, expected = POSITIVE[name]
+    assert findings(src, "TL009") == expected
+
+
+@pytest.mark.parametrize("name", NEGATIVE)
+def test_negative(name):
+    assert findings(NEGATIVE[name], "TL009") == []
+
+
+def test_fix_moves_step_after_backward():
+    out = fixed(POSITIVE["script"][0], "TL009")
+    assert out.endswith("    optimizer.zero_grad()\n    loss = criterion(model(x), y)\n    loss.backward()\n    optimizer.step()\n")
+    assert fixed(out, "TL009") == out
+
+
+def test_no_fix_for_scaler_step():
+    src = POSITIVE["scaler_step_first"][0]
+    import textwrap
+
+    assert fixed(src, "TL009") == textwrap.dedent(src)

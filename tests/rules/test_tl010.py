@@ -1,0 +1,195 @@
+"""TL010 GradScaler misuse."""
+
+import pytest
+
+from tests.helpers import findings, fixed
+
+POSITIVE = {
+    "direct_step": (
+        """
+        scaler = torch.cuda.amp.GradScaler()
+        for x, y in loader:
+            with torch.autocast("cuda"):
+                loss = criterion(model(x), y)
+            scaler.scale(loss).backward()
+            optimizer.step()
+            scaler.update()
+            optimizer.zero_grad()
+        """,
+        [(7, 5)],
+    ),
+    "clip_before_unscale": (
+        """
+        for x, y in loader:
+            scaler.scale(criterion(model(x), y)).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+        """,
+        [(4, 5)],
+    ),
+    "no_update": (
+        """
+        def train(model, loader, opt, scaler):
+            for x, y in loader:
+                scaler.scale(F.mse_loss(model(x), y)).backward()
+                scaler.step(opt)
+                opt.zero_grad()
+        """,
+        [(5, 9)],
+    ),
+    "trainer_direct_step": (
+        """
+        class Trainer:
+            def fit(self):
+                for batch in self.loader:
+                    loss = self.model(batch).loss
+                    self.scaler.scale(loss).backward()
+                    self.optimizer.step()
+                    self.scaler.update()
+                    self.optimizer.zero_grad()
+        """,
+        [(7, 13)],
+    ),
+    "clip_value_before_unscale_nested": (
+        """
+        for epoch in range(3):
+            for x, y in loader:
+                amp_scaler.scale(crit(model(x), y)).backward()
+                clip_grad_value_(model.parameters(), 0.5)
+                amp_scaler.step(opt)
+                amp_scaler.update()
+                opt.zero_grad()
+        """,
+        [(5, 9)],
+    ),
+    "accumulation_no_update": (
+        """
+        for i, (x, y) in enumerate(loader):
+            scaler.scale(criterion(model(x), y) / k).backward()
+            if (i + 1) % k == 0:
+                scaler.step(optimizer)
+                optimizer.zero_grad()
+        """,
+        [(5, 9)],
+    ),
+    "unscale_then_direct_step": (
+        """
+        for x, y in loader:
+            scaler.scale(criterion(model(x), y)).backward()
+            scaler.unscale_(optimizer)
+            optimizer.step()
+            scaler.update()
+        """,
+        [(5, 5)],
+    ),
+    "while_gan_direct": (
+        """
+        while it < n:
+            scaler.scale(d_loss).backward()
+            optimizerD.step()
+            scaler.update()
+            it += 1
+        """,
+        [(4, 5)],
+    ),
+}
+
+NEGATIVE = {
+    "recipe": """
+        for x, y in loader:
+            optimizer.zero_grad()
+            with torch.autocast("cuda"):
+                loss = criterion(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+        """,
+    "no_scaler": """
+        for x, y in loader:
+            criterion(model(x), y).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+    "accelerator_clip": """
+        for batch in loader:
+            scaler.scale(model(batch).loss).backward()
+            accelerator.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+        """,
+    "two_optimizers_one_update": """
+        for real in loader:
+            scaler.scale(d_loss).backward()
+            scaler.step(optimizerD)
+            scaler.scale(g_loss).backward()
+            scaler.step(optimizerG)
+            scaler.update()
+        """,
+    "update_in_helper": """
+        class T:
+            def finish(self):
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+
+            def fit(self):
+                for b in self.loader:
+                    self.scaler.scale(self.loss(b)).backward()
+                    self.finish()
+        """,
+    "accumulation_recipe": """
+        for i, (x, y) in enumerate(loader):
+            scaler.scale(criterion(model(x), y) / k).backward()
+            if (i + 1) % k == 0:
+                scaler.unscale_(optimizer)
+                clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
+        """,
+    "step_before_scaled_backward_other_opt": """
+        for x, y in loader:
+            aux_loss.backward()
+            aux_opt.step()
+            scaler.scale(main_loss).backward()
+            scaler.step(main_opt)
+            scaler.update()
+        """,
+    "clip_without_scaler": """
+        for x in loader:
+            loss.backward()
+            clip_grad_norm_(params, 1.0)
+            opt.step()
+        """,
+}
+
+
+@pytest.mark.parametrize("name", POSITIVE)
+def test_positive(name):
+    src, expected = POSITIVE[name]
+    assert findings(src, "TL010") == expected
+
+
+@pytest.mark.parametrize("name", NEGATIVE)
+def test_negative(name):
+    assert findings(NEGATIVE[name], "TL010") == []
+
+
+def test_fix_scaler_step():
+    out = fixed(POSITIVE["direct_step"][0], "TL010")
+    assert "    scaler.step(optimizer)\n    scaler.update()\n" in out
+    assert fixed(out, "TL010") == out
+
+
+def test_fix_unscale_before_clip():
+    out = fixed(POSITIVE["clip_before_unscale"][0], "TL010")
+    assert "    scaler.unscale_(optimizer)\n    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n" in out
+
+
+def test_fix_insert_update():
+    out = fixed(POSITIVE["accumulation_no_update"][0], "TL010")
+    assert "        scaler.step(optimizer)\n        scaler.update()\n        optimizer.zero_grad()\n" in out

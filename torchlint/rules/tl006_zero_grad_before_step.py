@@ -1,0 +1,123 @@
+"""TL006: zero_grad() between backward() and step(), so the step sees no (or only the last micro-batch's) gradients.
+
+Also zero_grad on every micro-step while step() runs only every k-th, and `model.zero_grad()` inside
+`accelerator.accumulate`: the model trains on one batch in k, or not at all, and nothing raises.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis.exprs import code_of, modulo_divisor
+from torchlint.diagnostic import Fix
+from torchlint.fixes import movable, move_after
+from torchlint.rules.base import Finding, Rule
+from torchlint.rules.tl004_missing_zero_grad import clears
+
+
+class ZeroGradBeforeStep(Rule):
+    code = "TL006"
+    name = "zero-grad-before-step"
+    summary = "zero_grad() between backward() and step() wipes the gradients the step needs"
+    fix_safety = "unsafe"
+    doc = """
+## What it flags
+- `optimizer.zero_grad()` (or `model.zero_grad()`) after `loss.backward()` and before that optimizer's `step()`
+  in the same iteration;
+- gradient accumulation where `zero_grad()` runs on every micro-step while `step()` runs only under a modulo
+  guard (`if (i + 1) % k == 0:`): each step sees only the last micro-batch;
+- an unguarded `model.zero_grad()` inside `with accelerator.accumulate(model):` (Accelerate makes the prepared
+  optimizer's `zero_grad()` a no-op between sync steps, but not the model's).
+
+## Why it is wrong
+`step()` updates with whatever is in `.grad`. Cleared just before, the update is zero (plain SGD) or driven only
+by momentum and weight decay; cleared every micro-step, accumulation silently becomes "train on 1 batch in k".
+
+## Example
+```python
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.zero_grad()     # TL006
+    optimizer.step()
+```
+
+## Fix
+Move the `zero_grad()` to right after the step (inside the accumulation guard when there is one); inside
+`accelerator.accumulate`, call the prepared optimizer's `zero_grad()` after its step instead of the model's.
+**Unsafe**: the updates change, to the intended ones.
+
+## Correct look-alikes (not flagged)
+`zero_grad()` at the top of the iteration before the backward, after the step, or under the same accumulation
+guard as the step; `optimizer.zero_grad()` inside `accelerator.accumulate`; GANs that clear one network while
+stepping the other (`netD.zero_grad()` before `optimizerG.step()` when `optimizerG` owns only `netG`).
+"""
+
+    def check(self, model: FileModel) -> Iterator[Finding]:
+        for loop in model.loops:
+            steps = loop.of(EventKind.STEP)
+            if not steps or not loop.of(EventKind.BACKWARD):
+                continue
+            for z in loop.of(EventKind.ZERO_GRAD):
+                if z.flavor == "param":
+                    continue
+                found = _between(model, loop, z, steps) or _every_micro_step(model, loop, z, steps)
+                if found is not None:
+                    step, why = found
+                    yield Finding(z.node, f"`{code_of(z.node)}` {why}", _fix(loop, z, step))
+
+
+def _between(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
+    """backward ... zero_grad ... step, in one pass through the iteration."""
+    for step in steps:
+        if step.seq < z.seq or step.target is None or not clears(model, step.target, z):
+            continue
+        before = [e for e in loop.events if e.seq < z.seq and e.kind is EventKind.BACKWARD]
+        after = [e for e in loop.events if z.seq < e.seq < step.seq and e.kind is EventKind.BACKWARD]
+        if before and not after and set(z.guards) <= set(step.guards):
+            return step, (f"clears the gradients between `{code_of(before[-1].node)}` and `{code_of(step.node)}`: "
+                          f"the step applies zero gradients; move it after the step")
+        return None
+    return None
+
+
+def _every_micro_step(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
+    """zero_grad every iteration while the step waits for k backwards (modulo guard or accelerate)."""
+    z_guards = z.guards_within(loop.node)
+    if any(modulo_divisor(g.test) is not None for g in z_guards if not g.negated):
+        return None
+    for step in steps:
+        if step.target is None or not clears(model, step.target, z):
+            continue
+        if "accumulate" in z.contexts and z.flavor == "model":
+            return step, ("runs on every micro-step inside `accelerator.accumulate`: the model's gradients are "
+                          "cleared before they are accumulated; use the prepared optimizer's zero_grad()")
+        for g in step.guards_within(loop.node):
+            k = modulo_divisor(g.test) if not g.negated else None
+            if k is not None and not any(g2.test is g.test for g2 in z_guards):
+                return step, (f"runs on every iteration but `{code_of(step.node)}` only every `{code_of(k)}`: "
+                              f"gradient accumulation is lost, each step sees one micro-batch; move it after the step")
+    return None
+
+
+def _fix(loop: Loop, z: Event, step: Event) -> Fix | None:
+    if z.scope is not step.scope or z.inlined_from is not None or step.inlined_from is not None:
+        return None
+    anchor = step
+    if step.via:
+        for e in loop.events:
+            if e.kind is EventKind.SCALER_UPDATE and e.seq > step.seq and e.guards == step.guards:
+                anchor = e
+                break
+    if not movable(z.stmt) or not movable(anchor.stmt) or z.stmt is anchor.stmt:
+        return None
+    if "accumulate" in z.contexts and z.flavor == "model" and step.target:
+        import libcst as cst
+
+        new = z.stmt.with_changes(body=[cst.Expr(cst.parse_expression(f"{step.target}.zero_grad()"))])
+        if z.seq > anchor.seq:
+            return Fix("unsafe", f"call `{step.target}.zero_grad()` instead", ((z.stmt, new),))
+        return Fix("unsafe", f"call `{step.target}.zero_grad()` after the step instead",
+                   ((z.stmt, cst.RemovalSentinel.REMOVE), (anchor.stmt, cst.FlattenSentinel([anchor.stmt, new]))))
+    return Fix("unsafe", "move zero_grad() after the step", move_after(z.stmt, anchor.stmt))

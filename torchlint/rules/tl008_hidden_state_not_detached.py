@@ -1,0 +1,134 @@
+"""TL008: a recurrent hidden state fed back into the model batch after batch without `.detach()`.
+
+Each backward reaches back into the previous batch's graph, already freed: "Trying to backward through the
+graph a second time" (or, with retain_graph, backprop through the whole history and growing memory).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
+from torchlint.analysis.exprs import code_of, dotted, names_in
+from torchlint.diagnostic import Fix
+from torchlint.fixes import insert_before
+from torchlint.rules.base import Finding, Rule
+
+_DETACHING_CALLS = ("detach", "repackage", "init_hidden", "init_state", "zeros", "zeros_like", "randn", "new_zeros")
+
+
+class HiddenStateNotDetached(Rule):
+    code = "TL008"
+    name = "hidden-state-not-detached"
+    summary = "recurrent hidden state carried across batches without .detach() (truncated BPTT)"
+    fix_safety = "unsafe"
+    doc = """
+## What it flags
+A training loop (backward every iteration) where the state a model returns is fed back into it in the next
+iteration — `output, hidden = model(x, hidden)` — and nothing in the loop detaches or re-initialises it
+(`hidden = hidden.detach()`, `repackage_hidden(hidden)`, `model.init_hidden(...)`, `h.detach_()`).
+Reported on the call that feeds the state back.
+
+## Why it is wrong
+The state carries the graph of the previous batch. The next backward walks into it, but that graph's buffers
+were freed by the previous backward:
+
+    RuntimeError: Trying to backward through the graph a second time (or directly access saved tensors after
+    they have already been freed)
+
+With `retain_graph=True` it "works" by back-propagating through the whole history: slower every batch, memory
+grows, and the gradients are not the truncated-BPTT ones you meant.
+
+## Example
+```python
+hidden = model.init_hidden(batch_size)
+for x, y in batches:
+    output, hidden = model(x, hidden)      # TL008
+    loss = criterion(output, y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+```
+
+## Fix
+Detach the state at the top of the iteration, before it is fed back: `hidden = hidden.detach()` for a tensor
+that starts as a tensor, `tuple(h.detach() for h in hidden)` for a tuple (LSTM), a form that handles both when
+the code does not show which. **Unsafe**: gradients stop at the batch boundary (truncated BPTT, the intent).
+
+## Correct look-alikes (not flagged)
+`repackage_hidden(hidden)` / `.detach()` / re-initialisation each batch; a state reset every batch
+(`hidden = None`); a state that is only passed in, not returned; loops without a backward (generation).
+"""
+
+    def check(self, model: FileModel) -> Iterator[Finding]:
+        for loop in model.loops:
+            if not any(b.scope is loop.scope.node for b in loop.of(EventKind.BACKWARD)):
+                continue
+            scope = loop.scope
+            for e in loop.of(EventKind.ASSIGN):
+                if e.scope is not scope.node or e.flavor not in ("tuple0", "tuple", "=") or e.target is None:
+                    continue
+                call = e.value
+                if not isinstance(call, cst.Call) or not _feeds_back(call, e.target) or _detaching(call):
+                    continue
+                if _released(scope, loop, e.target) or not _carried_in(scope, loop, e.target):
+                    continue
+                yield Finding(
+                    call,
+                    f"`{e.target}` returned by `{code_of(call.func)}` is fed back into it on the next batch without "
+                    f".detach(): backward reaches into the previous batch's freed graph ('Trying to backward through "
+                    f"the graph a second time'); detach it at the top of the iteration",
+                    _fix(scope, loop, e),
+                )
+
+
+def _feeds_back(call: cst.Call, state: str) -> bool:
+    for arg in call.args:
+        if dotted(arg.value) == state:
+            return True
+    return False
+
+
+def _released(scope: Scope, loop: Loop, state: str) -> bool:
+    """Anything in the loop that detaches or re-initialises the state."""
+    for e in loop.events:
+        if e.scope is not scope.node:
+            continue
+        if e.kind is EventKind.RESET and e.target == state:
+            return True
+        if e.kind is EventKind.ASSIGN and e.target == state and e.value is not None:
+            value = e.value
+            if isinstance(value, cst.Name) and value.value == "None":
+                return True
+            if _detaching(value):
+                return True
+    return False
+
+
+def _detaching(value: cst.BaseExpression) -> bool:
+    text = code_of(value)
+    return any(word in text for word in _DETACHING_CALLS)
+
+
+def _carried_in(scope: Scope, loop: Loop, state: str) -> bool:
+    """The state is bound before the loop (or on self), so the next iteration sees this one's value."""
+    return state.startswith("self.") or any(loop.node not in a.loops for a in scope.assignments(state))
+
+
+def _fix(scope: Scope, loop: Loop, e: Event) -> Fix | None:
+    if not isinstance(e.stmt, cst.SimpleStatementLine):
+        return None
+    state = e.target
+    inits = [a for a in scope.assignments(state or "") if loop.node not in a.loops and a.value is not None]
+    init = inits[-1].value if inits else None
+    if isinstance(init, (cst.Tuple, cst.List)):
+        line = f"{state} = tuple(h.detach() for h in {state})\n"
+    elif isinstance(init, cst.Call) and (dotted(init.func) or "").startswith("torch."):
+        line = f"{state} = {state}.detach()\n"
+    else:
+        line = (f"{state} = {state}.detach() if hasattr({state}, 'detach') else tuple(h.detach() for h in {state})\n")
+    if isinstance(init, cst.Name) and init.value == "None":
+        line = f"if {state} is not None:\n    {line}"
+    return Fix("unsafe", f"detach `{state}` before feeding it back", (insert_before(e.stmt, line),))

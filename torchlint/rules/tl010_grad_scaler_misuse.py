@@ -1,0 +1,123 @@
+"""TL010: GradScaler misuse after `scaler.scale(loss).backward()`.
+
+`optimizer.step()` applies gradients still multiplied by the scale (65536 by default) and skips the inf/nan
+check; clipping before `scaler.unscale_()` clips the scaled gradients; without `scaler.update()` the scale never
+adapts, so fp16 overflow keeps skipping steps.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis.exprs import code_of
+from torchlint.diagnostic import Fix
+from torchlint.fixes import insert_after, insert_before, movable
+from torchlint.rules.base import Finding, Rule
+
+
+class GradScalerMisuse(Rule):
+    code = "TL010"
+    name = "grad-scaler-misuse"
+    summary = "GradScaler misuse: optimizer.step() instead of scaler.step(), clipping scaled grads, no update()"
+    fix_safety = "unsafe"
+    doc = """
+## What it flags
+In a loop that back-propagates through a GradScaler (`scaler.scale(loss).backward()`):
+1. `optimizer.step()` called directly instead of `scaler.step(optimizer)`;
+2. `clip_grad_norm_` / `clip_grad_value_` with no `scaler.unscale_(optimizer)` between the backward and the clip;
+3. `scaler.step(...)` with no `scaler.update()` in the iteration.
+
+## Why it is wrong
+1. The gradients are still multiplied by the loss scale (65536 at first): the update is tens of thousands of
+   times too large, and the step is not skipped when the gradients contain inf/nan.
+2. The clipping threshold is compared with scaled gradients, so it clips far too hard (effectively always).
+3. The scale never shrinks after an overflow nor grows back: steps keep being skipped, or precision is lost.
+
+## Example
+```python
+scaler.scale(loss).backward()
+torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)   # TL010: clip before unscale_
+optimizer.step()                                          # TL010: not scaler.step(optimizer)
+```
+
+## Fix
+1. `optimizer.step()` → `scaler.step(optimizer)`; 2. insert `scaler.unscale_(optimizer)` before the clip;
+3. insert `scaler.update()` after the last `scaler.step(...)`. **Unsafe**: the updates change, to the correct ones.
+
+## Correct look-alikes (not flagged)
+The documented AMP recipe (`scale → backward → unscale_ → clip → scaler.step → scaler.update`);
+`accelerator.clip_grad_norm_` (it unscales); loops that do not use a GradScaler; a disabled scaler's
+`scaler.step` is still used the same way.
+"""
+
+    def check(self, model: FileModel) -> Iterator[Finding]:
+        for loop in model.loops:
+            scaled = [b for b in loop.of(EventKind.BACKWARD) if b.flavor == "scaler"]
+            if not scaled:
+                continue
+            scaler = scaled[0].via or "scaler"
+            yield from _direct_steps(loop, scaled, scaler)
+            yield from _clip_before_unscale(loop, scaled, scaler)
+            yield from _no_update(loop, scaler)
+
+
+def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Finding]:
+    for step in loop.of(EventKind.STEP):
+        if step.via is not None or step.target is None or not any(b.seq < step.seq for b in scaled):
+            continue
+        call = step.node
+        fix = None
+        if isinstance(call, cst.Call) and not call.args:
+            new = cst.parse_expression(f"{scaler}.step({step.target})")
+            fix = Fix("unsafe", f"use `{scaler}.step({step.target})`", ((call, new),))
+        yield Finding(
+            call,
+            f"`{code_of(call)}` after `{scaler}.scale(...).backward()` applies gradients still multiplied by the loss "
+            f"scale and skips the inf/nan check; call `{scaler}.step({step.target})`",
+            fix,
+        )
+
+
+def _clip_before_unscale(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Finding]:
+    for clip in loop.of(EventKind.CLIP):
+        if clip.flavor == "accelerator":
+            continue
+        before = [b for b in scaled if b.seq < clip.seq]
+        if not before:
+            continue
+        last = before[-1]
+        if any(e.kind is EventKind.SCALER_UNSCALE and last.seq < e.seq < clip.seq for e in loop.events):
+            continue
+        steps = [s for s in loop.of(EventKind.STEP) if s.seq > clip.seq and s.target]
+        opt = steps[0].target if steps else None
+        fix = None
+        if opt and movable(clip.stmt) and clip.inlined_from is None:
+            fix = Fix("unsafe", f"insert `{scaler}.unscale_({opt})` before clipping",
+                      (insert_before(clip.stmt, f"{scaler}.unscale_({opt})\n"),))
+        yield Finding(
+            clip.node,
+            f"`{code_of(clip.node.func) if isinstance(clip.node, cst.Call) else 'clipping'}` clips gradients still "
+            f"multiplied by the loss scale: call `{scaler}.unscale_({opt or 'optimizer'})` before it",
+            fix,
+        )
+
+
+def _no_update(loop: Loop, scaler: str) -> Iterator[Finding]:
+    steps = [s for s in loop.of(EventKind.STEP) if s.via is not None]
+    if not steps or loop.of(EventKind.SCALER_UPDATE):
+        return
+    if steps[-1].loops[-1] is not loop.node:
+        return  # stepped in an inner loop; judged there
+    last = steps[-1]
+    fix = None
+    if movable(last.stmt) and last.inlined_from is None:
+        fix = Fix("unsafe", f"insert `{last.via}.update()` after the step", (insert_after(last.stmt, f"{last.via}.update()\n"),))
+    yield Finding(
+        last.node,
+        f"`{code_of(last.node)}` without `{last.via}.update()` in the iteration: the loss scale never adapts, so "
+        f"overflowing steps keep being skipped; call `{last.via}.update()` after the step",
+        fix,
+    )
