@@ -102,6 +102,12 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "model_wrapped_in_loop": """
+        for rank in ranks:
+            model = nn.parallel.DistributedDataParallel(model, device_ids=[rank])
+            model(x).sum().backward()
+            model = torch.compile(model)
+        """,
     "repackage": """
         hidden = model.init_hidden(bs)
         for x, y in batches:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from torchlint.analysis.walk import walk
+
 
 def dotted(node: cst.CSTNode | None) -> str | None:
     """`a.b.c` for a chain of attribute accesses on a name, else None."""
@@ -39,36 +41,31 @@ def positional(call: cst.Call, index: int) -> cst.Arg | None:
     return pos[index] if index < len(pos) else None
 
 
-class _NameCollector(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        name = dotted(node)
-        if name is None:
-            return True
-        # Record every prefix: `self.total.data` depends on `self.total` and on `self`.
-        while True:
-            self.names.add(name)
-            if "." not in name:
-                return False
-            name = name.rsplit(".", 1)[0]
-
-    def visit_Name(self, node: cst.Name) -> bool:
-        self.names.add(node.value)
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-
 def names_in(node: cst.CSTNode) -> set[str]:
-    """Every variable name and dotted attribute chain that `node` reads."""
+    """Every variable name and dotted attribute chain that `node` reads (`self.total.data` gives
+    `self.total.data`, `self.total` and `self`)."""
     if isinstance(node, cst.Name):
         return {node.value}
-    collector = _NameCollector()
-    node.visit(collector)
-    return collector.names
+    names: set[str] = set()
+
+    def dotted_prefixes(n: cst.CSTNode) -> bool:
+        if isinstance(n, cst.Name):
+            names.add(n.value)
+            return True
+        if isinstance(n, cst.Attribute):
+            name = dotted(n)
+            if name is not None:
+                while True:
+                    names.add(name)
+                    if "." not in name:
+                        return True
+                    name = name.rsplit(".", 1)[0]
+            return False
+        return False
+
+    for _ in walk(node, prune=dotted_prefixes):
+        pass
+    return names
 
 
 @dataclass(frozen=True)
@@ -107,24 +104,20 @@ def as_detachment(node: cst.CSTNode) -> Detachment | None:
     return None
 
 
-class _DetachCollector(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.found: list[Detachment] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.Lambda):
-            return False
-        found = as_detachment(node)
-        if found is not None:
-            self.found.append(found)
-            return False  # report the outermost wrapper only
-        return True
-
-
 def detachments_in(node: cst.CSTNode) -> list[Detachment]:
-    collector = _DetachCollector()
-    node.visit(collector)
-    return collector.found
+    """Detaching expressions in `node`, outermost only (`loss.detach().item()` is one)."""
+    found: list[Detachment] = []
+
+    def record(n: cst.CSTNode) -> bool:
+        d = as_detachment(n)
+        if d is not None:
+            found.append(d)
+            return True
+        return False
+
+    for _ in walk(node, prune=record):
+        pass
+    return found
 
 
 def is_self_accumulation(target: str, value: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -146,20 +139,16 @@ def is_self_accumulation(target: str, value: cst.BaseExpression) -> cst.BaseExpr
 
 
 def modulo_divisor(test: cst.BaseExpression) -> cst.BaseExpression | None:
-    """The `k` of a gradient-accumulation guard such as `(i + 1) % k == 0` or `step % args.k == k - 1`."""
-    found: list[cst.BaseExpression] = []
-
-    class _Mod(cst.CSTVisitor):
-        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
-            if isinstance(node.operator, cst.Modulo) and not isinstance(node.left, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
-                found.append(node.right)
-            return True
-
-        def visit_Call(self, node: cst.Call) -> bool:
-            return False  # `print("%d" % x)` style formatting inside calls is not a guard
-
-    test.visit(_Mod())
-    return found[0] if found else None
+    """The `k` of a gradient-accumulation guard such as `(i + 1) % k == 0` or `step % args.k == k - 1`.
+    Calls are not entered: `print("%d" % x)` formatting is not a guard."""
+    for n in walk(test, prune=lambda n: isinstance(n, cst.Call)):
+        if (
+            isinstance(n, cst.BinaryOperation)
+            and isinstance(n.operator, cst.Modulo)
+            and not isinstance(n.left, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+        ):
+            return n.right
+    return None
 
 
 def code_of(node: cst.CSTNode) -> str:

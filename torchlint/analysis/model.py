@@ -12,6 +12,7 @@ import libcst as cst
 from torchlint.analysis.events import Event, EventKind, Guard
 from torchlint.analysis.exprs import dotted, is_self_accumulation, is_true, keyword, names_in, positional
 from torchlint.analysis.names import Kind, Symbols
+from torchlint.analysis.walk import calls_in_evaluation_order
 
 _METHODS = frozenset(
     """backward manual_backward grad step zero_grad update unscale_ clip_grad_norm_ clip_grad_value_
@@ -463,9 +464,7 @@ class _Walker:
 
     def _exprs(self, scope: Scope, line: cst.CSTNode, exprs: Iterable[cst.CSTNode], ctx: _Ctx) -> None:
         for expr in exprs:
-            calls = _CallCollector()
-            expr.visit(calls)
-            for call in calls.calls:
+            for call in calls_in_evaluation_order(expr):
                 self._call(scope, line, call, ctx)
 
     def _call(self, scope: Scope, line: cst.CSTNode, call: cst.Call, ctx: _Ctx) -> None:
@@ -495,19 +494,6 @@ class _Walker:
     def _emit(self, scope: Scope, kind: EventKind, node: cst.CSTNode, line: cst.CSTNode, ctx: _Ctx, **kw) -> None:
         loops, guards, contexts = ctx
         scope.raw.append(Event(kind, node, line, scope.node, loops, guards, contexts, **kw))
-
-
-class _CallCollector(cst.CSTVisitor):
-    """Calls in evaluation order (post-order), not entering lambdas or nested definitions."""
-
-    def __init__(self) -> None:
-        self.calls: list[cst.Call] = []
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def leave_Call(self, node: cst.Call) -> None:
-        self.calls.append(node)
 
 
 def _flatten(target: cst.BaseExpression) -> list[cst.BaseExpression]:

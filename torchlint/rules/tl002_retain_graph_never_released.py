@@ -12,6 +12,7 @@ import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import code_of, dotted
+from torchlint.analysis.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import Finding, Rule
 
@@ -129,18 +130,14 @@ _NOT_A_FORWARD = frozenset({"sum", "float", "len", "abs", "max", "min", "list", 
 def _calls_in(expr: cst.BaseExpression) -> bool:
     """`criterion(model(x), y).backward(...)`: a forward (a call of a function or module) is in the expression,
     not just tensor methods on a value from elsewhere (`out.sum()`)."""
-    found = []
-
-    class _Forward(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> bool:
-            func = node.func
-            if isinstance(func, cst.Name) and func.value not in _NOT_A_FORWARD:
-                found.append(node)
-            elif isinstance(func, cst.Attribute):
-                base = dotted(func.value)
-                if base is not None and (base.startswith("self.") or base in ("F", "nn.functional", "torch.nn.functional")):
-                    found.append(node)
-            return not found
-
-    expr.visit(_Forward())
-    return bool(found)
+    for node in walk(expr):
+        if not isinstance(node, cst.Call):
+            continue
+        func = node.func
+        if isinstance(func, cst.Name) and func.value not in _NOT_A_FORWARD:
+            return True
+        if isinstance(func, cst.Attribute):
+            base = dotted(func.value)
+            if base is not None and (base.startswith("self.") or base in ("F", "nn.functional", "torch.nn.functional")):
+                return True
+    return False

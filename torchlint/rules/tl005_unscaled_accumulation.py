@@ -13,6 +13,7 @@ import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import code_of, modulo_divisor, names_in
+from torchlint.analysis.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import Finding, Rule
 
@@ -104,9 +105,13 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
         return text == k_code or bool(names_in(divisor) & k_names) or bool(_ACCUM_NAME.search(text))
 
     def divides(node: cst.CSTNode) -> bool:
-        finder = _DivisionFinder(divisor_matches)
-        node.visit(finder)
-        return finder.found
+        for n in walk(node):
+            if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, (cst.Divide, cst.FloorDivide)):
+                if divisor_matches(n.right):
+                    return True
+            elif isinstance(n, cst.AugAssign) and isinstance(n.operator, cst.DivideAssign) and divisor_matches(n.value):
+                return True
+        return False
 
     if divides(value):
         return True
@@ -124,22 +129,6 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
         if callee is not None and divides(callee.node):
             return True
     return False
-
-
-class _DivisionFinder(cst.CSTVisitor):
-    def __init__(self, matches) -> None:
-        self.matches = matches
-        self.found = False
-
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
-        if isinstance(node.operator, (cst.Divide, cst.FloorDivide)) and self.matches(node.right):
-            self.found = True
-        return not self.found
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> bool:
-        if isinstance(node.operator, cst.DivideAssign) and self.matches(node.value):
-            self.found = True
-        return not self.found
 
 
 def _fix(loop: Loop, b: Event, k: cst.BaseExpression) -> Fix | None:

@@ -85,6 +85,11 @@ the code does not show which. **Unsafe**: gradients stop at the batch boundary (
 
 
 def _feeds_back(call: cst.Call, state: str) -> bool:
+    """`model(x, hidden)` returning `hidden`: a forward call, not a wrapper (`model = DDP(model)`, `torch.compile`)."""
+    func = dotted(call.func) or ""
+    last = func.rsplit(".", 1)[-1]
+    if not last or last[0].isupper() or func.startswith(("torch.", "nn.", "F.", "np.")):
+        return False
     for arg in call.args:
         if dotted(arg.value) == state:
             return True

@@ -1,0 +1,74 @@
+"""Read-only traversal of libcst trees.
+
+libcst's own `node.visit(visitor)` rebuilds every node it passes (it is a transformer underneath), which costs
+more than parsing. The model only reads, so it walks the dataclass fields directly, skipping whitespace and
+punctuation, with explicit stacks (no recursion limit on long expressions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable, Iterator
+
+import libcst as cst
+
+_SKIP = re.compile(
+    r"whitespace|^(lpar|rpar|comma|semicolon|colon|first_colon|second_colon|dot|equal|star|leading_lines"
+    r"|lines_after_decorators|header|footer|newline|indent|lbrace|rbrace|lbracket|rbracket|operator|asynchronous"
+    r"|empty_lines|comment|trailing_comma|encoding|default_indent|default_newline|has_trailing_newline|relative"
+    r"|conversion|keyword)$"
+)
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_SCOPES = (cst.Lambda, cst.FunctionDef, cst.ClassDef)
+
+
+def _fields(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(cls) if not _SKIP.search(f.name))
+        _FIELDS[cls] = names
+    return names
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The child nodes that can hold expressions, in source order."""
+    out: list[cst.CSTNode] = []
+    for name in _fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            out.append(value)
+        elif isinstance(value, (list, tuple)):
+            out.extend(v for v in value if isinstance(v, cst.CSTNode))
+    return out
+
+
+def walk(node: cst.CSTNode, prune: Callable[[cst.CSTNode], bool] | None = None) -> Iterator[cst.CSTNode]:
+    """Pre-order, source order. Does not enter lambdas or nested definitions, nor nodes where `prune` is true
+    (those are still yielded)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        if n is not node and isinstance(n, _SCOPES):
+            continue
+        if prune is not None and prune(n):
+            continue
+        stack.extend(reversed(children(n)))
+
+
+def calls_in_evaluation_order(node: cst.CSTNode) -> list[cst.Call]:
+    """Calls inside `node`, inner before outer (`scaler.scale(loss)` before its `.backward()`)."""
+    out: list[cst.Call] = []
+    stack: list[tuple[cst.CSTNode, bool]] = [(node, False)]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            out.append(n)  # type: ignore[arg-type]
+            continue
+        if n is not node and isinstance(n, _SCOPES):
+            continue
+        if isinstance(n, cst.Call):
+            stack.append((n, True))
+        stack.extend((c, False) for c in reversed(children(n)))
+    return out
