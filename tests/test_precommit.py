@@ -31,26 +31,44 @@ def precommit_home(tmp_path_factory):
     return tmp_path_factory.mktemp("pre-commit-home")
 
 
-def _try_repo(repo, home, *files):
-    env = dict(os.environ, PRE_COMMIT_HOME=str(home), GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+ENV = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+
+
+@pytest.fixture(scope="module")
+def hook_repo(tmp_path_factory):
+    """A committed snapshot of this working tree (tracked and new files), as a user's pre-commit would fetch it."""
+    dest = tmp_path_factory.mktemp("torchlint-repo")
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    for rel in listed:
+        src = ROOT / rel
+        if src.is_file() and not rel.startswith("fixtures/"):
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "snapshot"]):
+        subprocess.run(["git", *args], cwd=dest, check=True, capture_output=True, env=ENV)
+    return dest
+
+
+def _try_repo(repo, home, hook_repo, *files):
+    env = dict(ENV, PRE_COMMIT_HOME=str(home))
     return subprocess.run(
-        [sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), "torchlint", "--files", *files],
+        [sys.executable, "-m", "pre_commit", "try-repo", str(hook_repo), "torchlint", "--files", *files],
         cwd=repo, capture_output=True, text=True, env=env, timeout=900,
     )
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_hook_fails_on_buggy_file_and_passes_on_clean(tmp_path, precommit_home):
+def test_hook_fails_on_buggy_file_and_passes_on_clean(tmp_path, precommit_home, hook_repo):
     repo = tmp_path / "user-repo"
     repo.mkdir()
     _git("init", "-q", cwd=repo)
     (repo / "train.py").write_text(BUGGY)
     (repo / "clean.py").write_text("print('hello')\n")
     _git("add", ".", cwd=repo)
-    r = _try_repo(repo, precommit_home, "train.py")
+    r = _try_repo(repo, precommit_home, hook_repo, "train.py")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "train.py:4:5: TL004" in r.stdout
-    r = _try_repo(repo, precommit_home, "clean.py")
+    r = _try_repo(repo, precommit_home, hook_repo, "clean.py")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Passed" in r.stdout

@@ -10,14 +10,14 @@ import difflib
 import fnmatch
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
 from torchlint import __version__
+from torchlint.batch import Job
+from torchlint.batch import run as run_jobs
 from torchlint.config import Config, ConfigError, find_pyproject, load, validate_codes
 from torchlint.diagnostic import Diagnostic
-from torchlint.engine import READ_ERROR, SourceError, decode, fix_source, lint_source, select_rules
 from torchlint.files import PathError, discover
 from torchlint.output import FORMATS
 from torchlint.rules import ALL_RULES, RULES_BY_CODE
@@ -32,6 +32,13 @@ class _Parser(argparse.ArgumentParser):
 
 def _codes(value: str) -> tuple[str, ...]:
     return tuple(c for c in value.replace(" ", ",").split(",") if c)
+
+
+def _positive_int(value: str) -> int:
+    n = int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError("must be 0 (one per CPU) or more")
+    return n
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that change behaviour")
     p.add_argument("--diff", action="store_true", help="print the diff --fix would make; write nothing")
     p.add_argument("--no-respect-gitignore", action="store_true", help="also check files that .gitignore lists")
+    p.add_argument("-j", "--jobs", type=_positive_int, default=0, help="worker processes (default: one per CPU)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write .torchlint_cache/")
+    p.add_argument("--file-timeout", type=float, default=60.0, help="seconds allowed per file (0: no limit)")
     p.add_argument("--version", action="version", version=f"torchlint {__version__}")
     return p
 
@@ -179,33 +189,20 @@ def _check(args: argparse.Namespace) -> int:
     paths = args.paths or ["."]
     codes = cfg.codes()
     files = list(discover(paths, cfg))
+    mode = "diff" if args.diff else "fix" if args.fix else "check"
+    jobs = [
+        Job(str(path), tuple(_file_codes(cfg, path, codes)), mode, cfg.unsafe_fixes, args.format == "json", args.file_timeout)
+        for path in files
+    ]
+    cache_root = None if args.no_cache or mode != "check" else cfg.root
     diags: list[Diagnostic] = []
     diffs: list[str] = []
     fixed = 0
-    for path in files:
-        rules = select_rules(_file_codes(cfg, path, codes))
-        name = str(path)
-        try:
-            data = path.read_bytes()
-            decoded = decode(data)
-        except OSError as exc:
-            diags.append(Diagnostic(name, 1, 1, 1, 1, READ_ERROR, f"cannot read file: {exc.strerror}"))
-            continue
-        except SourceError as exc:
-            diags.append(Diagnostic(name, exc.line, 1, exc.line, 1, READ_ERROR, str(exc)))
-            continue
-        if args.fix or args.diff:
-            result = fix_source(decoded.text, name, rules, unsafe=cfg.unsafe_fixes)
-            diags.extend(result.remaining)
-            diags.extend(result.failed)
-            if result.text != decoded.text:
-                fixed += result.applied
-                if args.diff:
-                    diffs.append(_unified(name, decoded.text, result.text))
-                else:
-                    _write_atomic(path, result.text, decoded.encoding)
-        else:
-            diags.extend(lint_source(decoded.text, name, rules, with_edits=args.format == "json"))
+    for outcome in run_jobs(jobs, args.jobs, cache_root):
+        diags.extend(outcome.diags)
+        fixed += outcome.applied
+        if outcome.before is not None and outcome.after is not None:
+            diffs.append(_unified(outcome.path, outcome.before, outcome.after))
     diags = [d for d in diags if not d.code.startswith("TL9") or _enabled_meta(d.code, cfg)]
     diags.sort(key=Diagnostic.sort_key)
     out = sys.stdout
@@ -245,22 +242,6 @@ def _unified(name: str, before: str, after: str) -> str:
             before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{name}", f"b/{name}"
         )
     )
-
-
-def _write_atomic(path: Path, text: str, encoding: str) -> None:
-    """Temp file in the same directory, same mode, then rename: a crash never leaves half a file."""
-    data = text.encode(encoding)
-    mode = path.stat().st_mode
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".torchlint", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 if __name__ == "__main__":

@@ -9,12 +9,13 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from torchlint.analysis import FileModel
+from torchlint.analysis.walk import walk
 from torchlint.diagnostic import Diagnostic, Edit, Fix, FixInfo
 from torchlint.rules import ALL_RULES, Finding, Rule
 
@@ -145,8 +146,59 @@ def suppressed(lines: Sequence[str], diag: Diagnostic) -> bool:
     return codes is not None and (not codes or diag.code in codes)
 
 
-def _positions(module: cst.Module) -> dict:
-    return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+def _positions(module: cst.Module, text: str, nodes: Sequence[cst.CSTNode]) -> Mapping[cst.CSTNode, CodeRange]:
+    """Positions of `nodes`. libcst's PositionProvider generates the code of the whole module (seconds on a big
+    file), so it runs only on the top-level statements that hold the nodes, shifted by the line where `ast`
+    says each statement starts; the whole-module provider is the fallback."""
+    try:
+        return _positions_by_statement(module, text, nodes)
+    except (_Unmapped, SyntaxError, ValueError, RecursionError, MemoryError):
+        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+
+class _Unmapped(Exception):
+    pass
+
+
+def _positions_by_statement(module: cst.Module, text: str, nodes: Sequence[cst.CSTNode]) -> dict:
+    wanted = {id(n) for n in nodes}
+    holders: list[int] = []
+    for index, stmt in enumerate(module.body):
+        if any(id(n) in wanted for n in walk(stmt, descend_scopes=True)):
+            holders.append(index)
+    if not holders:
+        raise _Unmapped
+    starts = _statement_lines(module, ast.parse(text))
+    out: dict = {}
+    for index in holders:
+        stmt = module.body[index]
+        local = MetadataWrapper(cst.Module(body=[stmt]), unsafe_skip_copy=True).resolve(PositionProvider)
+        shift = starts[index] - local[stmt].start.line
+        for node, rng in local.items():
+            if id(node) in wanted:
+                out[node] = CodeRange(
+                    CodePosition(rng.start.line + shift, rng.start.column), CodePosition(rng.end.line + shift, rng.end.column)
+                )
+    if len(out) != len(wanted):
+        raise _Unmapped
+    return out
+
+
+def _statement_lines(module: cst.Module, tree: ast.Module) -> list[int]:
+    """First line of each libcst top-level statement (decorators included), from the `ast` of the same text:
+    a libcst line of `a; b` is two ast statements, every other statement is one."""
+    lines: list[int] = []
+    i = 0
+    for stmt in module.body:
+        if i >= len(tree.body):
+            raise _Unmapped
+        node = tree.body[i]
+        decorators = getattr(node, "decorator_list", None) or []
+        lines.append(min([node.lineno] + [d.lineno for d in decorators]))
+        i += len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
+    if i != len(tree.body):
+        raise _Unmapped
+    return lines
 
 
 def _apply(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
@@ -185,7 +237,7 @@ def lint_source(
     analysis = _analyze(text, path, rules)
     diags = list(analysis.errors)
     if analysis.findings and analysis.module is not None:
-        positions = _positions(analysis.module)
+        positions = _positions(analysis.module, text, [f.node for _, f in analysis.findings])
         original = analysis.module.code if with_edits else ""
         for rule, f in analysis.findings:
             rng = positions[f.node]
@@ -230,7 +282,10 @@ def fix_source(
         if analysis.module is None or not analysis.findings:
             break
         lines = text.splitlines()
-        positions = _positions(analysis.module)
+        positions = _positions(
+            analysis.module, text,
+            [f.node for _, f in analysis.findings] + [old for _, f in analysis.findings if f.fix for old, _ in f.fix.changes],
+        )
         chosen: list[Fix] = []
         taken: list[tuple[tuple[int, int], tuple[int, int]]] = []
         for rule, f in analysis.findings:

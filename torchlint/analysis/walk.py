@@ -43,14 +43,16 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     return out
 
 
-def walk(node: cst.CSTNode, prune: Callable[[cst.CSTNode], bool] | None = None) -> Iterator[cst.CSTNode]:
-    """Pre-order, source order. Does not enter lambdas or nested definitions, nor nodes where `prune` is true
-    (those are still yielded)."""
+def walk(
+    node: cst.CSTNode, prune: Callable[[cst.CSTNode], bool] | None = None, descend_scopes: bool = False
+) -> Iterator[cst.CSTNode]:
+    """Pre-order, source order. Does not enter lambdas or nested definitions (unless `descend_scopes`), nor
+    nodes where `prune` is true (those are still yielded)."""
     stack = [node]
     while stack:
         n = stack.pop()
         yield n
-        if n is not node and isinstance(n, _SCOPES):
+        if n is not node and not descend_scopes and isinstance(n, _SCOPES):
             continue
         if prune is not None and prune(n):
             continue

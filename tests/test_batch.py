@@ -1,0 +1,111 @@
+"""Many files: parallel jobs, the content-hash cache, per-file time limit, odd files."""
+
+from __future__ import annotations
+
+import libcst
+import pytest
+
+from torchlint import batch
+from torchlint.batch import Job
+
+BUGGY = "for x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n    optimizer.step()\n"
+CODES = ("TL001", "TL002", "TL003", "TL004", "TL005")
+
+
+def make_tree(root, n=12):
+    for i in range(n):
+        sub = root / f"pkg{i % 3}"
+        sub.mkdir(exist_ok=True)
+        (sub / f"m{i}.py").write_text(BUGGY if i % 2 else "print('no training here')\n")
+
+
+def test_jobs_give_the_same_output(tmp_path, run_cli):
+    make_tree(tmp_path)
+    one = run_cli("-q", "--no-cache", "--jobs", "1", cwd=tmp_path)
+    two = run_cli("-q", "--no-cache", "--jobs", "2", cwd=tmp_path)
+    assert one.returncode == two.returncode == 1
+    assert one.stdout == two.stdout
+    assert len(one.stdout.splitlines()) == 6
+    assert one.stdout.splitlines() == sorted(one.stdout.splitlines(), key=lambda l: (l.split(":")[0], int(l.split(":")[1])))
+
+
+def test_cache_is_created_ignored_and_reused(tmp_path, run_cli):
+    make_tree(tmp_path)
+    cold = run_cli("-q", cwd=tmp_path)
+    assert (tmp_path / ".torchlint_cache" / ".gitignore").read_text().endswith("*\n")
+    warm = run_cli("-q", cwd=tmp_path)
+    assert cold.stdout == warm.stdout and warm.returncode == 1
+    (tmp_path / "pkg1" / "m1.py").write_text(BUGGY.replace("optimizer.step()", "optimizer.step()\n    optimizer.zero_grad()"))
+    changed = run_cli("-q", cwd=tmp_path)
+    assert len(changed.stdout.splitlines()) == 5
+
+
+def test_no_cache_writes_nothing(tmp_path, run_cli):
+    make_tree(tmp_path, 2)
+    run_cli("-q", "--no-cache", cwd=tmp_path)
+    assert not (tmp_path / ".torchlint_cache").exists()
+
+
+def test_warm_run_parses_nothing(tmp_path, monkeypatch):
+    make_tree(tmp_path, 6)
+    jobs = [Job(str(p), CODES) for p in sorted(tmp_path.rglob("*.py"))]
+    cold = list(batch.run(jobs, 1, tmp_path))
+    calls = []
+    real = libcst.parse_module
+    monkeypatch.setattr(libcst, "parse_module", lambda *a, **k: calls.append(1) or real(*a, **k))
+    warm = list(batch.run(jobs, 1, tmp_path))
+    assert calls == []
+    assert all(o.cached for o in warm)
+    assert [o.diags for o in warm] == [o.diags for o in cold]
+
+
+def test_cache_key_depends_on_rules_and_content(tmp_path):
+    cache = batch.Cache(tmp_path)
+    assert cache.key(b"x", Job("a.py", ("TL001",))) != cache.key(b"x", Job("a.py", ("TL002",)))
+    assert cache.key(b"x", Job("a.py", CODES)) != cache.key(b"y", Job("a.py", CODES))
+    assert cache.key(b"x", Job("a.py", CODES)) == cache.key(b"x", Job("b.py", CODES))
+
+
+def test_per_file_time_limit(tmp_path, run_cli):
+    body = "".join(
+        f"for x{i} in loader:\n    loss{i} = crit(model(x{i}))\n    total = total + loss{i}\n    total.backward()\n"
+        for i in range(400)
+    )
+    (tmp_path / "huge.py").write_text("total = 0\n" + body)
+    r = run_cli("-q", "--no-cache", "--file-timeout", "0.01", "huge.py", cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stdout == "huge.py:1:1: TL904 checking took longer than 0.01s; file not checked\n"
+
+
+def test_unreadable_file(tmp_path, monkeypatch):
+    """CI runs as root, which reads everything: the failure is simulated at the read itself."""
+    p = tmp_path / "secret.py"
+    p.write_text(BUGGY)
+
+    def refuse(self):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(type(p), "read_bytes", refuse)
+    (outcome,) = batch.run([Job(str(p), CODES)], 1, None)
+    assert [(d.code, d.message) for d in outcome.diags] == [("TL900", "cannot read file: Permission denied")]
+
+
+def test_symlink_loop_and_not_python(tmp_path, run_cli):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "loop").symlink_to(tmp_path / "a", target_is_directory=True)
+    (tmp_path / "a" / "train.py").write_text(BUGGY)
+    (tmp_path / "notes.py").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    (tmp_path / "prose.py").write_text("This is not Python at all, loss.backward() notwithstanding.\n")
+    r = run_cli("-q", cwd=tmp_path)
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("a/train.py:4:5: TL004")
+    assert lines[1].startswith("notes.py:3:1: TL900 file contains null bytes")
+    assert lines[2].startswith("prose.py:1:") and " TL901 syntax error" in lines[2]
+    assert len(lines) == 3
+
+
+def test_huge_single_line(tmp_path, run_cli):
+    line = "x = [" + ", ".join(str(i) for i in range(50_000)) + "]\n"
+    (tmp_path / "big.py").write_text(line + BUGGY)
+    r = run_cli("-q", "--no-cache", "big.py", cwd=tmp_path)
+    assert r.stdout.startswith("big.py:5:5: TL004")

@@ -1,0 +1,195 @@
+"""Checking many files: one job per file, in a process pool (`--jobs`), with a content-hash cache.
+
+Each job reads, decodes, lints or fixes one file and returns a small `Outcome`; nothing holds more than one
+file's tree at a time, so memory does not grow with the corpus. Results come back in input order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+from torchlint import __version__
+from torchlint.diagnostic import Diagnostic, Edit, FixInfo
+from torchlint.engine import READ_ERROR, SourceError, decode, fix_source, lint_source, select_rules
+
+TIMEOUT = "TL904"
+CACHE_DIR = ".torchlint_cache"
+
+
+@dataclass(frozen=True)
+class Job:
+    path: str
+    codes: tuple[str, ...]
+    mode: str = "check"  # "check", "fix" (write in place) or "diff" (return both texts)
+    unsafe: bool = False
+    with_edits: bool = False
+    timeout: float = 0.0  # seconds per file; 0: none
+
+
+@dataclass(frozen=True)
+class Outcome:
+    path: str
+    diags: tuple[Diagnostic, ...]
+    applied: int = 0
+    before: str | None = None  # "diff" mode: the text before and after fixing, when they differ
+    after: str | None = None
+    cached: bool = False
+
+
+class _Timeout(BaseException):  # not an Exception: the engine must not swallow it
+    pass
+
+
+def _alarm(signum, frame):  # pragma: no cover - runs in a signal handler
+    raise _Timeout
+
+
+def process(job: Job, cache: "Cache | None" = None) -> Outcome:
+    path = Path(job.path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return Outcome(job.path, (Diagnostic(job.path, 1, 1, 1, 1, READ_ERROR, f"cannot read file: {exc.strerror or exc}"),))
+    key = cache.key(data, job) if cache is not None and job.mode == "check" else None
+    if key is not None:
+        hit = cache.get(key, job.path)
+        if hit is not None:
+            return Outcome(job.path, hit, cached=True)
+    timer = job.timeout > 0 and hasattr(signal, "setitimer")
+    if timer:
+        previous = signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, job.timeout)
+    try:
+        outcome = _run(job, path, data)
+    except _Timeout:
+        outcome = Outcome(job.path, (Diagnostic(job.path, 1, 1, 1, 1, TIMEOUT,
+                                                f"checking took longer than {job.timeout:g}s; file not checked"),))
+    finally:
+        if timer:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    if key is not None and cache is not None and not any(d.code == TIMEOUT for d in outcome.diags):
+        cache.put(key, outcome.diags)
+    return outcome
+
+
+def _run(job: Job, path: Path, data: bytes) -> Outcome:
+    try:
+        decoded = decode(data)
+    except SourceError as exc:
+        return Outcome(job.path, (Diagnostic(job.path, exc.line, 1, exc.line, 1, READ_ERROR, str(exc)),))
+    rules = select_rules(job.codes)
+    if job.mode == "check":
+        return Outcome(job.path, tuple(lint_source(decoded.text, job.path, rules, with_edits=job.with_edits)))
+    result = fix_source(decoded.text, job.path, rules, unsafe=job.unsafe)
+    diags = tuple(result.remaining) + tuple(result.failed)
+    if result.text == decoded.text:
+        return Outcome(job.path, diags)
+    if job.mode == "diff":
+        return Outcome(job.path, diags, result.applied, decoded.text, result.text)
+    write_atomic(path, result.text, decoded.encoding)
+    return Outcome(job.path, diags, result.applied)
+
+
+def write_atomic(path: Path, text: str, encoding: str) -> None:
+    """Temp file in the same directory, same mode, then rename: a crash never leaves half a file."""
+    import tempfile
+
+    data = text.encode(encoding)
+    mode = path.stat().st_mode
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".torchlint", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class Cache:
+    """Diagnostics by hash of (file bytes, torchlint version, enabled rules, output options)."""
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root / CACHE_DIR / __version__
+        self._ready = False
+
+    def key(self, data: bytes, job: Job) -> str:
+        h = hashlib.blake2b(data, digest_size=20)
+        h.update(f"\0{__version__}\0{','.join(job.codes)}\0{job.with_edits}".encode())
+        return h.hexdigest()
+
+    def _path(self, key: str) -> Path:
+        return self.dir / key[:2] / f"{key}.json"
+
+    def get(self, key: str, path: str) -> tuple[Diagnostic, ...] | None:
+        try:
+            items = json.loads(self._path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return tuple(_diag_from(item, path) for item in items)
+
+    def put(self, key: str, diags: Iterable[Diagnostic]) -> None:
+        try:
+            if not self._ready:
+                top = self.dir.parent
+                top.mkdir(parents=True, exist_ok=True)
+                ignore = top / ".gitignore"
+                if not ignore.exists():
+                    ignore.write_text("# created by torchlint\n*\n", encoding="utf-8")
+                self._ready = True
+            target = self._path(key)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps([asdict(d) for d in diags]), encoding="utf-8")
+            os.replace(tmp, target)
+        except OSError:
+            pass  # a read-only tree still gets checked, just not cached
+
+
+def _diag_from(item: dict, path: str) -> Diagnostic:
+    fix = item.get("fix")
+    info = None
+    if fix is not None:
+        info = FixInfo(fix["applicability"], fix["message"], tuple(Edit(**e) for e in fix["edits"]))
+    return Diagnostic(path, item["line"], item["column"], item["end_line"], item["end_column"], item["code"],
+                      item["message"], info)
+
+
+def _process_uncached(job: Job) -> Outcome:
+    return process(job, None)
+
+
+_WORKER_CACHE: Cache | None = None
+
+
+def _init_worker(cache_root: str | None) -> None:
+    global _WORKER_CACHE
+    _WORKER_CACHE = Cache(Path(cache_root)) if cache_root else None
+
+
+def _process_in_worker(job: Job) -> Outcome:
+    return process(job, _WORKER_CACHE)
+
+
+def run(jobs: Sequence[Job], n_jobs: int = 0, cache_root: Path | None = None) -> Iterator[Outcome]:
+    """Outcomes in the order of `jobs`. `n_jobs` 0 means one per CPU; 1 runs in this process."""
+    n = n_jobs or os.cpu_count() or 1
+    n = max(1, min(n, len(jobs)))
+    if n == 1:
+        cache = Cache(cache_root) if cache_root else None
+        for job in jobs:
+            yield process(job, cache)
+        return
+    chunk = max(1, min(64, len(jobs) // (n * 8) or 1))
+    with ProcessPoolExecutor(n, initializer=_init_worker, initargs=(str(cache_root) if cache_root else None,)) as pool:
+        yield from pool.map(_process_in_worker, jobs, chunksize=chunk)
