@@ -8,7 +8,7 @@ import difflib
 import io
 import re
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 import libcst as cst
@@ -16,6 +16,7 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 
 from torchlint.analysis import FileModel
 from torchlint.analysis.walk import walk
+from torchlint.prune import prune
 from torchlint.diagnostic import Diagnostic, Edit, Fix, FixInfo
 from torchlint.rules import ALL_RULES, Finding, Rule
 
@@ -79,6 +80,8 @@ class _Analysis:
     module: cst.Module | None
     findings: list[tuple[type[Rule], Finding]]
     errors: list[Diagnostic]
+    source: str = ""  # what was parsed: the text, or the text with irrelevant functions blanked (same lines)
+    tops: dict = field(default_factory=dict)  # FileModel.top_of
 
 
 def _syntax_error(text: str, path: str, exc: Exception) -> Diagnostic:
@@ -95,13 +98,17 @@ def _syntax_error(text: str, path: str, exc: Exception) -> Diagnostic:
     return Diagnostic(path, line, col, line, col, SYNTAX_ERROR, f"cannot parse with libcst ({first}); file not checked")
 
 
-def _analyze(text: str, path: str, rules: Sequence[type[Rule]]) -> _Analysis:
+def _analyze(text: str, path: str, rules: Sequence[type[Rule]], whole: bool = True) -> _Analysis:
+    """Parse and run the rules. With `whole` False (reporting only), functions that cannot matter are blanked
+    out before parsing (torchlint.prune); fixing always parses the whole text, since it rewrites it."""
     if not can_have_findings(text, rules):
         return _Analysis(None, [], [])
+    source = text if whole else prune(text, {rule.requires for rule in rules})
     try:
-        module = cst.parse_module(text)
+        module = cst.parse_module(source)
     except Exception as exc:  # libcst raises ParserSyntaxError, and RecursionError on absurd nesting
         return _Analysis(None, [], [_syntax_error(text, path, exc)])
+    text = source
     findings: list[tuple[type[Rule], Finding]] = []
     errors: list[Diagnostic] = []
     try:
@@ -120,7 +127,7 @@ def _analyze(text: str, path: str, rules: Sequence[type[Rule]]) -> _Analysis:
                     findings.append((rule, finding))
         except Exception as exc:
             errors.append(_internal(path, rule.code, exc))
-    return _Analysis(module, findings, errors)
+    return _Analysis(module, findings, errors, source, model.top_of)
 
 
 def _internal(path: str, where: str, exc: Exception) -> Diagnostic:
@@ -146,12 +153,14 @@ def suppressed(lines: Sequence[str], diag: Diagnostic) -> bool:
     return codes is not None and (not codes or diag.code in codes)
 
 
-def _positions(module: cst.Module, text: str, nodes: Sequence[cst.CSTNode]) -> Mapping[cst.CSTNode, CodeRange]:
+def _positions(
+    module: cst.Module, text: str, nodes: Sequence[cst.CSTNode], tops: Mapping[int, int] | None = None
+) -> Mapping[cst.CSTNode, CodeRange]:
     """Positions of `nodes`. libcst's PositionProvider generates the code of the whole module (seconds on a big
     file), so it runs only on the top-level statements that hold the nodes, shifted by the line where `ast`
     says each statement starts; the whole-module provider is the fallback."""
     try:
-        return _positions_by_statement(module, text, nodes)
+        return _positions_by_statement(module, text, nodes, tops or {})
     except (_Unmapped, SyntaxError, ValueError, RecursionError, MemoryError):
         return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
 
@@ -160,12 +169,20 @@ class _Unmapped(Exception):
     pass
 
 
-def _positions_by_statement(module: cst.Module, text: str, nodes: Sequence[cst.CSTNode]) -> dict:
+def _positions_by_statement(module: cst.Module, text: str, nodes: Sequence[cst.CSTNode], tops: Mapping[int, int]) -> dict:
     wanted = {id(n) for n in nodes}
-    holders: list[int] = []
-    for index, stmt in enumerate(module.body):
-        if any(id(n) in wanted for n in walk(stmt, descend_scopes=True)):
-            holders.append(index)
+    holder_set = {tops[i] for i in wanted if i in tops}
+    unknown = {i for i in wanted if i not in tops}
+    if unknown:  # nodes no event points at (a detached subexpression): look for them, likeliest places first
+        order = sorted(holder_set) + [i for i in range(len(module.body)) if i not in holder_set]
+        for index in order:
+            found = {id(n) for n in walk(module.body[index], descend_scopes=True)} & unknown
+            if found:
+                holder_set.add(index)
+                unknown -= found
+                if not unknown:
+                    break
+    holders = sorted(holder_set)
     if not holders:
         raise _Unmapped
     starts = _statement_lines(module, ast.parse(text))
@@ -234,10 +251,10 @@ def lint_source(
 ) -> list[Diagnostic]:
     """All diagnostics of one file's text, sorted by position."""
     rules = list(ALL_RULES) if rules is None else rules
-    analysis = _analyze(text, path, rules)
+    analysis = _analyze(text, path, rules, whole=with_edits)
     diags = list(analysis.errors)
     if analysis.findings and analysis.module is not None:
-        positions = _positions(analysis.module, text, [f.node for _, f in analysis.findings])
+        positions = _positions(analysis.module, analysis.source, [f.node for _, f in analysis.findings], analysis.tops)
         original = analysis.module.code if with_edits else ""
         for rule, f in analysis.findings:
             rng = positions[f.node]
@@ -285,6 +302,7 @@ def fix_source(
         positions = _positions(
             analysis.module, text,
             [f.node for _, f in analysis.findings] + [old for _, f in analysis.findings if f.fix for old, _ in f.fix.changes],
+            analysis.tops,
         )
         chosen: list[Fix] = []
         taken: list[tuple[tuple[int, int], tuple[int, int]]] = []

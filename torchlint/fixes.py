@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import libcst as cst
 
 from torchlint.diagnostic import Replacement
@@ -12,15 +14,25 @@ def movable(stmt: cst.CSTNode) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
 
 
+@lru_cache(maxsize=512)
+def statements(code: str) -> tuple[cst.BaseStatement, ...]:
+    """Parsed once per distinct snippet: rules build the same few lines (`optimizer.zero_grad()`) again and
+    again, and a libcst parse has a fixed cost. Nodes are immutable, so sharing them is safe."""
+    return tuple(cst.parse_module(code).body)
+
+
+@lru_cache(maxsize=512)
+def expression(code: str) -> cst.BaseExpression:
+    return cst.parse_expression(code)
+
+
 def insert_after(anchor: cst.CSTNode, code: str) -> tuple[cst.CSTNode, Replacement]:
     """Insert the statement(s) `code` right after `anchor`, at its indentation."""
-    new = cst.parse_module(code).body
-    return anchor, cst.FlattenSentinel([anchor, *new])
+    return anchor, cst.FlattenSentinel([anchor, *statements(code)])
 
 
 def insert_before(anchor: cst.CSTNode, code: str) -> tuple[cst.CSTNode, Replacement]:
-    new = cst.parse_module(code).body
-    return anchor, cst.FlattenSentinel([*new, anchor])
+    return anchor, cst.FlattenSentinel([*statements(code), anchor])
 
 
 def move_after(stmt: cst.CSTNode, anchor: cst.CSTNode) -> tuple[tuple[cst.CSTNode, Replacement], ...]:

@@ -49,10 +49,11 @@ def names_in(node: cst.CSTNode) -> set[str]:
     names: set[str] = set()
 
     def dotted_prefixes(n: cst.CSTNode) -> bool:
-        if isinstance(n, cst.Name):
-            names.add(n.value)
+        cls = type(n)
+        if cls is cst.Name:
+            names.add(n.value)  # type: ignore[attr-defined]
             return True
-        if isinstance(n, cst.Attribute):
+        if cls is cst.Attribute:
             name = dotted(n)
             if name is not None:
                 while True:

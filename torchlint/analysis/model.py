@@ -42,6 +42,7 @@ class Scope:
     local_defs: dict[str, cst.CSTNode] = field(default_factory=dict)
     _assigns: dict[str, list[Event]] | None = None
     _depends: dict[str, frozenset[str]] = field(default_factory=dict)
+    _value_names: dict[int, set[str]] = field(default_factory=dict)
 
     def assignments(self, name: str) -> list[Event]:
         """Every ASSIGN/APPEND event of this scope whose target is `name`."""
@@ -54,17 +55,33 @@ class Scope:
 
     def depends(self, expr: cst.CSTNode) -> frozenset[str]:
         """Names whose values flow into `expr`, through the assignments of this scope (flow-insensitive)."""
+        out: set[str] = set()
+        for name in names_in(expr):
+            out |= self._closure(name)
+        return frozenset(out)
+
+    def _closure(self, name: str) -> frozenset[str]:
+        cached = self._depends.get(name)
+        if cached is not None:
+            return cached
         seen: set[str] = set()
-        todo = list(names_in(expr))
+        todo = [name]
         while todo:
-            name = todo.pop()
-            if name in seen:
+            n = todo.pop()
+            if n in seen:
                 continue
-            seen.add(name)
-            for e in self.assignments(name):
+            seen.add(n)
+            for e in self.assignments(n):
                 if e.value is not None:
-                    todo.extend(n for n in names_in(e.value) if n not in seen)
-        return frozenset(seen)
+                    todo.extend(m for m in self._names(e.value) if m not in seen)
+        result = self._depends[name] = frozenset(seen)
+        return result
+
+    def _names(self, value: cst.CSTNode) -> set[str]:
+        cached = self._value_names.get(id(value))
+        if cached is None:
+            cached = self._value_names[id(value)] = names_in(value)
+        return cached
 
 
     def is_numeric(self, expr: cst.BaseExpression, _depth: int = 0) -> bool:
@@ -136,6 +153,9 @@ class FileModel:
         self.symbols = Symbols()
         self.scopes: list[Scope] = []
         self._by_node: dict[cst.CSTNode, Scope] = {}
+        # id(node) -> index of the module-level statement holding it, for the nodes events point at
+        # (positions are computed per module-level statement, see engine._positions).
+        self.top_of: dict[int, int] = {}
         _Walker(self).walk_module(module)
         for scope in self.scopes:
             for e in scope.raw:
@@ -146,7 +166,8 @@ class FileModel:
         for scope in self.scopes:
             scope.events = self._expand(scope, 0, frozenset())
             for i, e in enumerate(scope.events):
-                scope.events[i] = dataclasses.replace(e, seq=i)
+                # Each event object sits in one scope's list (inlined ones are copies): number it in place.
+                object.__setattr__(e, "seq", i)
         self.loops: list[Loop] = []
         for scope in self.scopes:
             # Only the scope's own loops: a helper's loops belong to the helper's scope.
@@ -314,11 +335,14 @@ class _Walker:
 
     def __init__(self, model: FileModel) -> None:
         self.model = model
+        self._top = 0  # index of the module-level statement being walked
 
     def walk_module(self, module: cst.Module) -> None:
         scope = Scope(module, "<module>", None)
         self.model._add_scope(scope)
-        self._block(scope, module.body, ((), (), ()))
+        for index, stmt in enumerate(module.body):
+            self._top = index
+            self._stmt(scope, stmt, ((), (), ()))
 
     def _function(self, node: cst.FunctionDef, class_name: str | None, prefix: str) -> Scope:
         scope = Scope(node, prefix + node.name.value, class_name)
@@ -493,7 +517,12 @@ class _Walker:
 
     def _emit(self, scope: Scope, kind: EventKind, node: cst.CSTNode, line: cst.CSTNode, ctx: _Ctx, **kw) -> None:
         loops, guards, contexts = ctx
-        scope.raw.append(Event(kind, node, line, scope.node, loops, guards, contexts, **kw))
+        event = Event(kind, node, line, scope.node, loops, guards, contexts, **kw)
+        scope.raw.append(event)
+        top = self.model.top_of
+        top[id(node)] = top[id(line)] = self._top
+        if event.value is not None:
+            top[id(event.value)] = self._top
 
 
 def _flatten(target: cst.BaseExpression) -> list[cst.BaseExpression]:

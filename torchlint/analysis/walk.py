@@ -20,7 +20,8 @@ _SKIP = re.compile(
     r"|conversion|keyword)$"
 )
 _FIELDS: dict[type, tuple[str, ...]] = {}
-_SCOPES = (cst.Lambda, cst.FunctionDef, cst.ClassDef)
+_IS_NODE: dict[type, bool] = {}  # CSTNode is an ABC: isinstance() on it is slow, a dict of types is not
+_SCOPES = frozenset({cst.Lambda, cst.FunctionDef, cst.ClassDef})  # compared by type: isinstance on ABCs is slow
 
 
 def _fields(cls: type) -> tuple[str, ...]:
@@ -31,15 +32,24 @@ def _fields(cls: type) -> tuple[str, ...]:
     return names
 
 
+def _is_node(value: object) -> bool:
+    cls = type(value)
+    known = _IS_NODE.get(cls)
+    if known is None:
+        known = _IS_NODE[cls] = issubclass(cls, cst.CSTNode)
+    return known
+
+
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The child nodes that can hold expressions, in source order."""
     out: list[cst.CSTNode] = []
-    for name in _fields(type(node)):
+    for name in _FIELDS.get(type(node)) or _fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        cls = type(value)
+        if cls is list or cls is tuple:
+            out.extend(v for v in value if _is_node(v))
+        elif _is_node(value):
             out.append(value)
-        elif isinstance(value, (list, tuple)):
-            out.extend(v for v in value if isinstance(v, cst.CSTNode))
     return out
 
 
@@ -52,7 +62,7 @@ def walk(
     while stack:
         n = stack.pop()
         yield n
-        if n is not node and not descend_scopes and isinstance(n, _SCOPES):
+        if n is not node and not descend_scopes and type(n) in _SCOPES:
             continue
         if prune is not None and prune(n):
             continue
@@ -68,9 +78,10 @@ def calls_in_evaluation_order(node: cst.CSTNode) -> list[cst.Call]:
         if done:
             out.append(n)  # type: ignore[arg-type]
             continue
-        if n is not node and isinstance(n, _SCOPES):
+        cls = type(n)
+        if n is not node and cls in _SCOPES:
             continue
-        if isinstance(n, cst.Call):
+        if cls is cst.Call:
             stack.append((n, True))
         stack.extend((c, False) for c in reversed(children(n)))
     return out

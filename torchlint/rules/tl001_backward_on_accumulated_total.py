@@ -13,7 +13,7 @@ import libcst as cst
 from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import as_detachment, code_of, dotted
 from torchlint.diagnostic import Fix
-from torchlint.fixes import insert_after
+from torchlint.fixes import insert_after, statements
 from torchlint.rules.base import Finding, Rule
 
 
@@ -129,12 +129,12 @@ def _fix(model: FileModel, loop: Loop, backward: Event, acc: Event) -> Fix | Non
     target = acc.target
     if value is None or target is None:
         return None
-    rebind = cst.parse_statement(f"{target} = {code_of(value)}\n")
+    rebind = statements(f"{target} = {code_of(value)}\n")[0]
     # Replace a `total.data.zero_()` pseudo-reset in the window with the rebinding.
     for e in loop.between(backward, acc):
         if e.kind is EventKind.FAKE_RESET and e.target == target and isinstance(e.stmt, cst.SimpleStatementLine):
             if len(e.stmt.body) == 1:
-                new = e.stmt.with_changes(body=[rebind.body[0]])
+                new = e.stmt.with_changes(body=[rebind.body[0]])  # type: ignore[attr-defined]
                 return Fix("unsafe", f"rebind `{target}` instead of zeroing its data", ((e.stmt, new),))
     # Otherwise rebind after the last step / zero_grad that follows the backward in the same block.
     anchor = backward
@@ -142,7 +142,7 @@ def _fix(model: FileModel, loop: Loop, backward: Event, acc: Event) -> Fix | Non
         if e.kind in (EventKind.STEP, EventKind.ZERO_GRAD, EventKind.SCALER_UPDATE) and e.guards == backward.guards:
             if e.stmt is not backward.stmt and e.scope is backward.scope:
                 anchor = e
-    if not isinstance(anchor.stmt, cst.SimpleStatementLine) or dotted(cst.parse_expression(target)) is None:
+    if not isinstance(anchor.stmt, cst.SimpleStatementLine):
         return None
     return Fix(
         "unsafe",

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import libcst as cst
+
 from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import code_of, modulo_divisor
 from torchlint.diagnostic import Fix
-from torchlint.fixes import movable, move_after
+from torchlint.fixes import expression, movable, move_after
 from torchlint.rules.base import Finding, Rule
 from torchlint.rules.tl004_missing_zero_grad import clears
 
@@ -113,9 +115,7 @@ def _fix(loop: Loop, z: Event, step: Event) -> Fix | None:
     if not movable(z.stmt) or not movable(anchor.stmt) or z.stmt is anchor.stmt:
         return None
     if "accumulate" in z.contexts and z.flavor == "model" and step.target:
-        import libcst as cst
-
-        new = z.stmt.with_changes(body=[cst.Expr(cst.parse_expression(f"{step.target}.zero_grad()"))])
+        new = z.stmt.with_changes(body=[cst.Expr(expression(f"{step.target}.zero_grad()"))])
         if z.seq > anchor.seq:
             return Fix("unsafe", f"call `{step.target}.zero_grad()` instead", ((z.stmt, new),))
         return Fix("unsafe", f"call `{step.target}.zero_grad()` after the step instead",

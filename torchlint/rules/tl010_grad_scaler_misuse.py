@@ -14,7 +14,7 @@ import libcst as cst
 from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import code_of
 from torchlint.diagnostic import Fix
-from torchlint.fixes import insert_after, insert_before, movable
+from torchlint.fixes import expression, insert_after, insert_before, movable
 from torchlint.rules.base import Finding, Rule
 
 
@@ -71,7 +71,7 @@ def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Find
         call = step.node
         fix = None
         if isinstance(call, cst.Call) and not call.args:
-            new = cst.parse_expression(f"{scaler}.step({step.target})")
+            new = expression(f"{scaler}.step({step.target})")
             fix = Fix("unsafe", f"use `{scaler}.step({step.target})`", ((call, new),))
         yield Finding(
             call,

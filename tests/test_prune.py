@@ -1,0 +1,102 @@
+"""Pruning before parsing (torchlint.prune) keeps line numbers and never changes what is found."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import textwrap
+
+import pytest
+
+from tests.conftest import ROOT
+from torchlint.engine import lint_source
+from torchlint.prune import MIN_LINES, prune
+from torchlint.rules import ALL_RULES
+
+TRIGGERS = {rule.requires for rule in ALL_RULES}
+
+UNRELATED = "".join(
+    f"\n\ndef unrelated_{i}(a, b):\n    # nothing to do with training\n    return [a * j + b for j in range({i})]\n"
+    for i in range(120)
+)
+TRAINER = textwrap.dedent(
+    """
+    class Trainer:
+        def __init__(self, model):
+            self.model = model
+            self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def describe(self):
+            return repr(self.model)
+
+        def clear(self):
+            self.optimizer.zero_grad()
+
+        def fit(self, loader):
+            for x, y in loader:
+                self.clear()
+                loss = compute(self.model, x, y)
+                loss.backward()
+                self.optimizer.step()
+    """
+)
+
+
+SAMPLE = "import torch\n" + UNRELATED + TRAINER + textwrap.dedent(
+    """
+
+    def compute(model, x, y):
+        return F.mse_loss(model(x), y)
+
+
+    total = 0
+    for x, y in loader:
+        total = total + F.mse_loss(model(x), y)
+        total.backward()
+        opt.step()
+    """
+)
+
+
+def test_prunes_unrelated_functions_and_keeps_lines():
+    assert len(SAMPLE.splitlines()) >= MIN_LINES
+    pruned = prune(SAMPLE, TRIGGERS)
+    assert len(pruned.splitlines()) == len(SAMPLE.splitlines())
+    tree = ast.parse(pruned)
+    names = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    assert "unrelated_7" not in names and "describe" not in names
+    assert {"fit", "clear", "compute", "__init__"} <= names  # helpers called from fit, and __init__, are kept
+    assert "total = total + F.mse_loss(model(x), y)" in pruned
+
+
+def test_same_findings_with_and_without_pruning():
+    whole = lint_source(SAMPLE, "t.py", with_edits=True)  # with_edits parses the whole text
+    pruned = lint_source(SAMPLE, "t.py")
+    assert [(d.line, d.column, d.code) for d in pruned] == [(d.line, d.column, d.code) for d in whole]
+    assert {d.code for d in whole} == {"TL001", "TL004"}
+
+
+def _sources():
+    for path in sorted(ROOT.glob("fixtures/TL*/*/bad.py")):
+        yield path.read_text()
+    for code in [r.code.lower() for r in ALL_RULES]:
+        mod = importlib.import_module(f"tests.rules.test_{code}")
+        for src, _ in mod.POSITIVE.values():
+            yield textwrap.dedent(src)
+
+
+@pytest.mark.parametrize("padding", ["before", "after"])
+def test_rule_examples_survive_pruning(padding):
+    """Every positive example, padded past MIN_LINES with unrelated functions, is found at the same place."""
+    for src in _sources():
+        padded = UNRELATED + "\n" + src if padding == "before" else src + "\n" + UNRELATED
+        offset = len((UNRELATED + "\n").splitlines()) if padding == "before" else 0
+        expected = [(d.line + offset, d.column, d.code) for d in lint_source(src, "t.py")]
+        assert prune(padded, TRIGGERS) != padded
+        assert [(d.line, d.column, d.code) for d in lint_source(padded, "t.py")] == expected, src
+
+
+def test_small_or_unparsable_files_are_left_alone():
+    assert prune("def f():\n    pass\n", TRIGGERS) == "def f():\n    pass\n"
+    broken = UNRELATED + "\ndef (:\n"
+    assert prune(broken, TRIGGERS) == broken
