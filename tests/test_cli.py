@@ -68,7 +68,7 @@ def test_json_contract(tmp_path, run_cli):
     items = json.loads(r.stdout)
     assert len(items) == 1
     item = items[0]
-    assert set(item) == {"path", "line", "column", "end_line", "end_column", "code", "message", "fix"}
+    assert set(item) == {"path", "line", "column", "end_line", "end_column", "code", "message", "fix", "url"}
     assert (item["path"], item["line"], item["column"], item["end_line"], item["end_column"], item["code"]) == (
         "train.py", 4, 5, 4, 21, "TL004")
     assert item["fix"]["applicability"] == "unsafe"

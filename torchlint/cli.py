@@ -19,7 +19,7 @@ from torchlint.batch import run as run_jobs
 from torchlint.config import Config, ConfigError, find_pyproject, load, validate_codes
 from torchlint.diagnostic import Diagnostic
 from torchlint.files import PathError, discover
-from torchlint.output import FORMATS
+from torchlint.output import FORMATS, render_statistics
 from torchlint.rules import ALL_RULES, RULES_BY_CODE
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that change behaviour")
     p.add_argument("--diff", action="store_true", help="print the diff --fix would make; write nothing")
     p.add_argument("--no-respect-gitignore", action="store_true", help="also check files that .gitignore lists")
+    p.add_argument("--statistics", action="store_true", help="print the number of findings per rule instead")
+    p.add_argument("-o", "--output-file", type=Path, help="write the report to this file instead of stdout")
     p.add_argument("-j", "--jobs", type=_positive_int, default=0, help="worker processes (default: one per CPU)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write .torchlint_cache/")
     p.add_argument("--file-timeout", type=float, default=60.0, help="seconds allowed per file (0: no limit)")
@@ -191,7 +193,8 @@ def _check(args: argparse.Namespace) -> int:
     files = list(discover(paths, cfg))
     mode = "diff" if args.diff else "fix" if args.fix else "check"
     jobs = [
-        Job(str(path), tuple(_file_codes(cfg, path, codes)), mode, cfg.unsafe_fixes, args.format == "json", args.file_timeout)
+        Job(str(path), tuple(_file_codes(cfg, path, codes)), mode, cfg.unsafe_fixes, args.format in ("json", "sarif"),
+            args.file_timeout)
         for path in files
     ]
     cache_root = None if args.no_cache or mode != "check" else cfg.root
@@ -211,8 +214,16 @@ def _check(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"Would fix {fixed} problem{'s' if fixed != 1 else ''} in {len(diffs)} file{'s' if len(diffs) != 1 else ''}.", file=sys.stderr)
         return EXIT_OK if args.exit_zero or not diffs else EXIT_FINDINGS
-    out.write(FORMATS[args.format](diags, cfg.unsafe_fixes))
-    if args.format == "text" and not args.quiet:
+    render = render_statistics if args.statistics else FORMATS[args.format]
+    report = render(diags, cfg.unsafe_fixes)
+    if args.output_file is not None:
+        try:
+            args.output_file.write_text(report, encoding="utf-8")
+        except OSError as exc:
+            raise PathError(f"cannot write {args.output_file}: {exc.strerror}") from None
+    else:
+        out.write(report)
+    if (args.format == "text" or args.output_file is not None) and not args.quiet:
         _summary(diags, fixed, len(files), cfg.unsafe_fixes, args.fix)
     return EXIT_OK if args.exit_zero or not diags else EXIT_FINDINGS
 

@@ -50,14 +50,17 @@ def _matches(code: str, prefixes: tuple[str, ...]) -> bool:
 
 def validate_codes(codes: tuple[str, ...], where: str) -> tuple[str, ...]:
     """Every code or prefix must name at least one rule (or be one of the TL9xx diagnostics)."""
-    known = [r.code for r in ALL_RULES] + ["TL900", "TL901", "TL902", "TL903"]
+    from torchlint.rule_docs import META_RULES
+
+    rules = [r.code for r in ALL_RULES]
+    known = rules + list(META_RULES)
     out = []
     for raw in codes:
         code = raw.strip().upper()
         if not code:
             continue
         if code != "ALL" and not any(k.startswith(code) for k in known):
-            raise ConfigError(f"unknown rule code {raw.strip()!r} in {where} (known: {', '.join(known[:-4])})")
+            raise ConfigError(f"unknown rule code {raw.strip()!r} in {where} (known: {', '.join(rules)})")
         out.append(code)
     return tuple(out)
 

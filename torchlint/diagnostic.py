@@ -49,6 +49,7 @@ class Diagnostic:
     code: str
     message: str
     fix: FixInfo | None = None
+    cell: int | None = None  # notebooks: 1-based cell number; `line` then counts within the cell
 
     def sort_key(self) -> tuple:
-        return (self.path, self.line, self.column, self.code)
+        return (self.path, self.cell or 0, self.line, self.column, self.code)

@@ -20,6 +20,28 @@ FIX_WORDS = {
 }
 
 
+DOCS_URL = "https://github.com/torchlint/torchlint/blob/main/docs/rules/{code}.md"
+# Diagnostics about the run itself rather than the code's training logic.
+META_RULES = {
+    "TL900": ("unreadable-file", "the file cannot be read or decoded as Python source"),
+    "TL901": ("syntax-error", "the file does not parse; it is not checked and never rewritten"),
+    "TL902": ("internal-error", "torchlint failed on this file; please report it"),
+    "TL903": ("invalid-fix", "a fix produced code that does not parse and was discarded"),
+    "TL904": ("timeout", "checking the file took longer than --file-timeout"),
+}
+
+
+def doc_url(code: str) -> str:
+    return DOCS_URL.format(code=code if code in {r.code for r in ALL_RULES} else "README")
+
+
+def rule_name(code: str) -> str:
+    for rule in ALL_RULES:
+        if rule.code == code:
+            return rule.name
+    return META_RULES.get(code, (code, ""))[0]
+
+
 def render(rule: type[Rule]) -> str:
     return (
         f"# {rule.code} `{rule.name}`\n\n"
@@ -33,7 +55,10 @@ def render(rule: type[Rule]) -> str:
 
 def index() -> str:
     rows = [f"| [{r.code}]({r.code}.md) | `{r.name}` | {r.summary} | {FIX_SHORT[r.fix_safety]} |" for r in ALL_RULES]
-    return "# Rules\n\n| code | name | what it flags | fix |\n|---|---|---|---|\n" + "\n".join(rows) + "\n"
+    meta = [f"| {code} | `{name}` | {summary} | none |" for code, (name, summary) in META_RULES.items()]
+    return (
+        "# Rules\n\n| code | name | what it flags | fix |\n|---|---|---|---|\n" + "\n".join(rows + meta) + "\n"
+    )
 
 
 def write(directory: Path) -> None:

@@ -7,12 +7,16 @@ from dataclasses import asdict
 from typing import Sequence
 
 from torchlint.diagnostic import Diagnostic
+from torchlint.rule_docs import doc_url
 
 
 def render_json(diags: Sequence[Diagnostic], unsafe: bool = False) -> str:
     items = []
     for d in diags:
         item = asdict(d)
+        if d.cell is None:
+            del item["cell"]
+        item["url"] = doc_url(d.code)
         if d.fix is not None:
             item["fix"] = {
                 "applicability": d.fix.applicability,

