@@ -50,10 +50,10 @@ def hook_repo(tmp_path_factory):
     return dest
 
 
-def _try_repo(repo, home, hook_repo, *files):
+def _try_repo(repo, home, hook_repo, *files, hook="torchlint"):
     env = dict(ENV, PRE_COMMIT_HOME=str(home))
     return subprocess.run(
-        [sys.executable, "-m", "pre_commit", "try-repo", str(hook_repo), "torchlint", "--files", *files],
+        [sys.executable, "-m", "pre_commit", "try-repo", str(hook_repo), hook, "--files", *files],
         cwd=repo, capture_output=True, text=True, env=env, timeout=900,
     )
 
@@ -72,3 +72,47 @@ def test_hook_fails_on_buggy_file_and_passes_on_clean(tmp_path, precommit_home, 
     r = _try_repo(repo, precommit_home, hook_repo, "clean.py")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Passed" in r.stdout
+
+
+SAFE_ONLY = textwrap.dedent(
+    """\
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward(retain_graph=True)
+        optimizer.step()
+    """
+)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_fix_hook_rewrites_then_passes(tmp_path, precommit_home, hook_repo):
+    repo = tmp_path / "user-repo"
+    repo.mkdir()
+    _git("init", "-q", cwd=repo)
+    (repo / "train.py").write_text(SAFE_ONLY)
+    _git("add", ".", cwd=repo)
+    first = _try_repo(repo, precommit_home, hook_repo, "train.py", hook="torchlint-fix")
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "files were modified by this hook" in first.stdout
+    assert (repo / "train.py").read_text() == SAFE_ONLY.replace("retain_graph=True", "")
+    _git("add", ".", cwd=repo)
+    second = _try_repo(repo, precommit_home, hook_repo, "train.py", hook="torchlint-fix")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "Passed" in second.stdout
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_hook_checks_notebooks(tmp_path, precommit_home, hook_repo):
+    import json
+
+    repo = tmp_path / "nb-repo"
+    repo.mkdir()
+    _git("init", "-q", cwd=repo)
+    nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                     "source": BUGGY.splitlines(keepends=True)}],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (repo / "train.ipynb").write_text(json.dumps(nb, indent=1, sort_keys=True) + "\n")
+    _git("add", ".", cwd=repo)
+    r = _try_repo(repo, precommit_home, hook_repo, "train.ipynb")
+    assert r.returncode == 1 and "train.ipynb:cell 1:4:5: TL004" in r.stdout, r.stdout

@@ -86,6 +86,8 @@ def _run(job: Job, path: Path, data: bytes) -> Outcome:
     except SourceError as exc:
         return Outcome(job.path, (Diagnostic(job.path, exc.line, 1, exc.line, 1, READ_ERROR, str(exc)),))
     rules = select_rules(job.codes)
+    if job.path.endswith(".ipynb"):
+        return _run_notebook(job, path, decoded.text, decoded.encoding, rules)
     if job.mode == "check":
         return Outcome(job.path, tuple(lint_source(decoded.text, job.path, rules, with_edits=job.with_edits)))
     result = fix_source(decoded.text, job.path, rules, unsafe=job.unsafe)
@@ -96,6 +98,20 @@ def _run(job: Job, path: Path, data: bytes) -> Outcome:
         return Outcome(job.path, diags, result.applied, decoded.text, result.text)
     write_atomic(path, result.text, decoded.encoding)
     return Outcome(job.path, diags, result.applied)
+
+
+def _run_notebook(job: Job, path: Path, text: str, encoding: str, rules) -> Outcome:
+    from torchlint.notebook import fix_notebook, lint_notebook
+
+    if job.mode == "check":
+        return Outcome(job.path, tuple(lint_notebook(text, job.path, rules)))
+    result = fix_notebook(text, job.path, rules, job.unsafe)
+    if result.text == text:
+        return Outcome(job.path, tuple(result.diags))
+    if job.mode == "diff":
+        return Outcome(job.path, tuple(result.diags), result.applied, text, result.text)
+    write_atomic(path, result.text, encoding)
+    return Outcome(job.path, tuple(result.diags), result.applied)
 
 
 def write_atomic(path: Path, text: str, encoding: str) -> None:

@@ -12,6 +12,9 @@ import pathspec
 from torchlint.config import Config
 
 
+SOURCE_SUFFIXES = (".py", ".ipynb")
+
+
 class PathError(Exception):
     """A path given on the command line that does not exist (exit code 2)."""
 
@@ -104,7 +107,7 @@ def _walk(top: Path, directory: Path, patterns, specs, gitignore: bool, seen: se
             if entry.is_symlink():
                 continue  # never follow directory links: no loops, no escaping the tree
             yield from _walk(top, path, patterns, specs, gitignore, seen)
-        elif entry.name.endswith(".py") and entry.is_file():
+        elif entry.name.endswith(SOURCE_SUFFIXES) and entry.is_file():
             resolved = path.resolve()
             if resolved not in seen:
                 seen.add(resolved)

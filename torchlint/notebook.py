@@ -1,0 +1,205 @@
+"""Jupyter notebooks: the code cells, joined into one module (cells share state: the optimizer of cell 3 is
+stepped in cell 7), are checked like a file; findings map back to (cell, line); fixes are written back into
+the fixed cells only.
+
+IPython syntax is kept out of the parser: a cell magic (`%%time`) makes the whole cell opaque, and line magics,
+shell escapes (`!pip ...`, `x = !ls`) and help lines (`obj?`) become `pass` placeholders that are put back
+verbatim on write. The notebook JSON is written with the formatting it was read with (checked by re-serialising
+the unmodified notebook byte for byte); a notebook whose formatting cannot be reproduced is never rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from torchlint.diagnostic import Diagnostic, FixInfo
+from torchlint.engine import fix_source, lint_source
+from torchlint.rules import Rule
+
+NOTEBOOK_ERROR = "TL900"
+_MARKER = "# torchlint-cell {index}\n"
+_MARKER_RE = re.compile(r"^# torchlint-cell (\d+)\n", re.MULTILINE)
+_MAGIC_LINE = re.compile(r"^\s*(%|!)|^[^#'\"]*=\s*(%|!)\w|^\s*[\w.]+\?\??\s*$")
+_PLACEHOLDER = "pass  # torchlint-magic {n}"
+_PLACEHOLDER_RE = re.compile(r"^([ \t]*)pass  # torchlint-magic (\d+)$", re.MULTILINE)
+
+
+class NotebookError(Exception):
+    """Not a notebook we can read: reported as one TL900 diagnostic."""
+
+
+@dataclass(frozen=True)
+class _Cell:
+    index: int  # position in the notebook's cell list (0-based)
+    start: int  # first line of the cell's code in the joined module (1-based)
+    lines: int  # number of lines it occupies there
+    magics: tuple[str, ...]  # original magic lines, by placeholder number
+
+
+@dataclass(frozen=True)
+class Joined:
+    text: str
+    cells: tuple[_Cell, ...]
+
+    def locate(self, line: int) -> tuple[int, int] | None:
+        """Joined-module line -> (1-based cell number, line within the cell)."""
+        for cell in self.cells:
+            if cell.start <= line < cell.start + cell.lines:
+                return cell.index + 1, line - cell.start + 1
+        return None
+
+
+def load(text: str) -> dict:
+    try:
+        nb = json.loads(text)
+    except ValueError as exc:
+        raise NotebookError(f"not a valid notebook (JSON error: {exc})") from None
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise NotebookError("not a valid notebook (no cell list)")
+    return nb
+
+
+def _source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else str(src)
+
+
+def join(nb: dict) -> Joined:
+    parts: list[str] = []
+    cells: list[_Cell] = []
+    line = 1
+    magic_number = 0
+    for index, cell in enumerate(nb["cells"]):
+        if cell.get("cell_type") != "code":
+            continue
+        src = _source(cell)
+        if src.lstrip().startswith("%%"):
+            continue  # a cell magic: the whole cell is another language or a timing wrapper
+        out_lines: list[str] = []
+        magics: list[str] = []
+        for raw in src.splitlines():
+            if _MAGIC_LINE.match(raw):
+                indent = raw[: len(raw) - len(raw.lstrip())]
+                out_lines.append(indent + _PLACEHOLDER.format(n=magic_number + len(magics)))
+                magics.append(raw)
+            else:
+                out_lines.append(raw)
+        magic_number += len(magics)
+        body = "".join(l + "\n" for l in out_lines)
+        parts.append(_MARKER.format(index=index))
+        line += 1
+        parts.append(body)
+        cells.append(_Cell(index, line, len(out_lines), tuple(magics)))
+        line += len(out_lines)
+    return Joined("".join(parts), tuple(cells))
+
+
+def _to_cells(joined: Joined, diags: Sequence[Diagnostic]) -> list[Diagnostic]:
+    out = []
+    for d in diags:
+        where = joined.locate(d.line)
+        if where is None:
+            continue
+        cell, line = where
+        end = joined.locate(d.end_line)
+        end_line = end[1] if end is not None and end[0] == cell else line
+        fix = None
+        if d.fix is not None:
+            fix = FixInfo(d.fix.applicability, d.fix.message, ())  # edits are per file; notebooks use --fix
+        out.append(replace(d, line=line, end_line=end_line, cell=cell, fix=fix))
+    return out
+
+
+def lint_notebook(text: str, path: str, rules: Sequence[type[Rule]]) -> list[Diagnostic]:
+    try:
+        nb = load(text)
+    except NotebookError as exc:
+        return [Diagnostic(path, 1, 1, 1, 1, NOTEBOOK_ERROR, str(exc))]
+    joined = join(nb)
+    return _to_cells(joined, lint_source(joined.text, path, rules))
+
+
+@dataclass(frozen=True)
+class NotebookFix:
+    text: str  # the notebook file's new text (unchanged when nothing applied or it could not be written)
+    applied: int
+    diags: list[Diagnostic]
+
+
+def fix_notebook(text: str, path: str, rules: Sequence[type[Rule]], unsafe: bool) -> NotebookFix:
+    try:
+        nb = load(text)
+    except NotebookError as exc:
+        return NotebookFix(text, 0, [Diagnostic(path, 1, 1, 1, 1, NOTEBOOK_ERROR, str(exc))])
+    joined = join(nb)
+    result = fix_source(joined.text, path, rules, unsafe=unsafe)
+    if result.text == joined.text:
+        return NotebookFix(text, 0, _to_cells(joined, list(result.remaining) + list(result.failed)))
+    style = _json_style(nb, text)
+    new_cells = _split(result.text, joined, nb)
+    if style is None or new_cells is None:
+        reason = ("its JSON formatting could not be reproduced" if style is None
+                  else "the fixed code no longer maps onto its cells")
+        kept = lint_notebook(text, path, rules)
+        note = Diagnostic(path, 1, 1, 1, 1, NOTEBOOK_ERROR, f"notebook not rewritten: {reason}")
+        return NotebookFix(text, 0, [note] + kept)
+    for index, code in new_cells.items():
+        cell = nb["cells"][index]
+        if code == _source(cell):
+            continue
+        if isinstance(cell.get("source"), list):
+            cell["source"] = code.splitlines(keepends=True)
+        else:
+            cell["source"] = code
+    new_text = _dump(nb, style)
+    fixed_joined = join(nb)
+    remaining = _to_cells(fixed_joined, lint_source(fixed_joined.text, path, rules))
+    return NotebookFix(new_text, result.applied, remaining + _to_cells(joined, list(result.failed)))
+
+
+def _split(fixed: str, joined: Joined, nb: dict) -> dict[int, str] | None:
+    """The fixed module cut back into cells at the markers, magic lines put back, and each cell's last
+    newline as it was (Jupyter stores sources without one)."""
+    marks = list(_MARKER_RE.finditer(fixed))
+    if [int(m.group(1)) for m in marks] != [c.index for c in joined.cells]:
+        return None
+    out: dict[int, str] = {}
+    all_magics = [m for c in joined.cells for m in c.magics]
+    for i, (mark, cell) in enumerate(zip(marks, joined.cells)):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(fixed)
+        code = fixed[mark.end() : end]
+        code = _PLACEHOLDER_RE.sub(lambda m: all_magics[int(m.group(2))], code)
+        if not _source(nb["cells"][cell.index]).endswith("\n") and code.endswith("\n"):
+            code = code[:-1]
+        out[cell.index] = code
+    return out
+
+
+_STYLES = [
+    {"indent": 1, "sort_keys": True, "ensure_ascii": False},  # what Jupyter (nbformat) writes
+    {"indent": 1, "sort_keys": False, "ensure_ascii": False},
+    {"indent": 2, "sort_keys": False, "ensure_ascii": False},
+    {"indent": 2, "sort_keys": True, "ensure_ascii": False},
+    {"indent": 4, "sort_keys": False, "ensure_ascii": False},
+    {"indent": 1, "sort_keys": True, "ensure_ascii": True},
+    {"indent": 2, "sort_keys": False, "ensure_ascii": True},
+]
+
+
+def _json_style(nb: dict, text: str) -> tuple[dict, str] | None:
+    """The json.dumps settings (and trailing text) that reproduce `text` exactly, if any."""
+    for style in _STYLES:
+        dumped = json.dumps(nb, **style)
+        if text == dumped:
+            return style, ""
+        if text == dumped + "\n":
+            return style, "\n"
+    return None
+
+
+def _dump(nb: dict, style: tuple[dict, str]) -> str:
+    settings, tail = style
+    return json.dumps(nb, **settings) + tail
