@@ -70,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv and argv[0] == "rule":
             return _rule_command(argv[1:])
+        if argv and argv[0] == "server":
+            return _server_command(argv[1:])
         if argv and argv[0] == "verify":
             return _verify_command(argv[1:])
         if argv and argv[0] == "check":
@@ -99,6 +101,20 @@ def _rule_command(argv: list[str]) -> int:
         return EXIT_ERROR
     sys.stdout.write(render(rule))
     return EXIT_OK
+
+
+def _server_command(argv: list[str]) -> int:
+    """Run the language server on stdin/stdout (for editors)."""
+    p = _Parser(prog="torchlint server", description=_server_command.__doc__)
+    p.add_argument("--stdio", action="store_true", help="accepted for editors that pass it; stdio is the only transport")
+    p.parse_args(argv)
+    try:
+        from torchlint.lsp_server import main as serve
+    except ImportError as exc:
+        print(f"torchlint: error: the language server needs pygls ({exc.name} is missing): pip install 'torchlint[lsp]'",
+              file=sys.stderr)
+        return EXIT_ERROR
+    return serve()
 
 
 def _verify_command(argv: list[str]) -> int:
