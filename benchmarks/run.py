@@ -19,12 +19,10 @@ import importlib.util
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent

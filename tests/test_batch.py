@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import libcst
-import pytest
 
 from torchlint import batch
 from torchlint.batch import Job

@@ -7,7 +7,6 @@ import os
 import stat
 import textwrap
 
-import pytest
 
 BUGGY = textwrap.dedent(
     """\

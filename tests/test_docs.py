@@ -12,7 +12,7 @@ SECTIONS = ("## What it flags", "## Why it is wrong", "## Example", "## Fix", "#
 def test_pages_are_current():
     for rule in ALL_RULES:
         page = ROOT / "docs" / "rules" / f"{rule.code}.md"
-        assert page.read_text(encoding="utf-8") == render(rule), f"run: python -m torchlint.rule_docs docs/rules"
+        assert page.read_text(encoding="utf-8") == render(rule), "run: python -m torchlint.rule_docs docs/rules"
     assert (ROOT / "docs" / "rules" / "README.md").read_text(encoding="utf-8") == index()
 
 

@@ -228,7 +228,8 @@ def _check(args: argparse.Namespace) -> int:
     if args.diff:
         out.write("".join(diffs))
         if not args.quiet:
-            print(f"Would fix {fixed} problem{'s' if fixed != 1 else ''} in {len(diffs)} file{'s' if len(diffs) != 1 else ''}.", file=sys.stderr)
+            problems = f"{fixed} problem{'s' if fixed != 1 else ''}"
+            print(f"Would fix {problems} in {len(diffs)} file{'s' if len(diffs) != 1 else ''}.", file=sys.stderr)
         return EXIT_OK if args.exit_zero or not diffs else EXIT_FINDINGS
     render = render_statistics if args.statistics else FORMATS[args.format]
     report = render(diags, cfg.unsafe_fixes)

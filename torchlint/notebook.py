@@ -88,7 +88,7 @@ def join(nb: dict) -> Joined:
             else:
                 out_lines.append(raw)
         magic_number += len(magics)
-        body = "".join(l + "\n" for l in out_lines)
+        body = "".join(text + "\n" for text in out_lines)
         parts.append(_MARKER.format(index=index))
         line += 1
         parts.append(body)

@@ -83,7 +83,6 @@ class Scope:
             cached = self._value_names[id(value)] = names_in(value)
         return cached
 
-
     def is_numeric(self, expr: cst.BaseExpression, _depth: int = 0) -> bool:
         """True when `expr` is plainly a Python number or a size (`1`, `len(x)`, `x.size(0)`, `bs` = such)."""
         if isinstance(expr, (cst.Integer, cst.Float)):
@@ -137,6 +136,16 @@ class Loop:
         if end.seq > start.seq:
             return [e for e in self.events if start.seq < e.seq < end.seq]
         return [e for e in self.events if e.seq > start.seq or e.seq < end.seq]
+
+    def after_step(self, step: Event) -> Event:
+        """Where code that must follow this optimizer step goes: the step itself, or the `scaler.update()`
+        that follows a `scaler.step(optimizer)` in the same block."""
+        if step.via:
+            for e in self.events:
+                if (e.kind is EventKind.SCALER_UPDATE and e.seq > step.seq and e.guards == step.guards
+                        and e.scope is step.scope):
+                    return e
+        return step
 
     @property
     def outermost(self) -> bool:

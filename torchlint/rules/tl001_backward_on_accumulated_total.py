@@ -11,7 +11,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
-from torchlint.analysis.exprs import as_detachment, code_of, dotted
+from torchlint.analysis.exprs import as_detachment, code_of
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after, statements
 from torchlint.rules.base import Finding, Rule

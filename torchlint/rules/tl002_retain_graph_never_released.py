@@ -46,7 +46,8 @@ for x, y in loader:
 
 ## Fix
 Drop `retain_graph=True` (not offered when the call sits in an inner loop that runs it several times per
-iteration: the earlier runs need the graph — restructure to one backward of the summed losses). The fix is **safe** (same gradients, less memory) when the back-propagated value is
+iteration: the earlier runs need the graph — restructure to one backward of the summed losses).
+The fix is **safe** (same gradients, less memory) when the back-propagated value is
 built fresh in the iteration; it is **unsafe** when the value depends on a running total carried across
 iterations (then the next backward would fail: fix TL001 first). `create_graph=True` has no automatic fix.
 
@@ -108,7 +109,7 @@ def _graph_from_enclosing_iteration(scope, last: Event, deps: frozenset[str]) ->
     inner, enclosing = last.loops[-1], last.loops[:-1]
     for name in deps:
         for a in scope.assignments(name):
-            if a.flavor != "for" and inner not in a.loops and any(l in a.loops for l in enclosing):
+            if a.flavor != "for" and inner not in a.loops and any(outer in a.loops for outer in enclosing):
                 return True
     return False
 

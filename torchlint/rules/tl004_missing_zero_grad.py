@@ -99,12 +99,7 @@ def _related(a: str, b: str) -> bool:
 
 
 def _fix(loop: Loop, step: Event, opt: str) -> Fix | None:
-    anchor = step
-    if step.via:
-        for e in loop.events:
-            if e.kind is EventKind.SCALER_UPDATE and e.seq > step.seq and e.guards == step.guards and e.scope is step.scope:
-                anchor = e
-                break
+    anchor = loop.after_step(step)
     if not isinstance(anchor.stmt, cst.SimpleStatementLine):
         return None
     return Fix("unsafe", f"insert `{opt}.zero_grad()` after the step", (insert_after(anchor.stmt, f"{opt}.zero_grad()\n"),))

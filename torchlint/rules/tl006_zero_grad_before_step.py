@@ -106,12 +106,7 @@ def _every_micro_step(model: FileModel, loop: Loop, z: Event, steps: list[Event]
 def _fix(loop: Loop, z: Event, step: Event) -> Fix | None:
     if z.scope is not step.scope or z.inlined_from is not None or step.inlined_from is not None:
         return None
-    anchor = step
-    if step.via:
-        for e in loop.events:
-            if e.kind is EventKind.SCALER_UPDATE and e.seq > step.seq and e.guards == step.guards:
-                anchor = e
-                break
+    anchor = loop.after_step(step)
     if not movable(z.stmt) or not movable(anchor.stmt) or z.stmt is anchor.stmt:
         return None
     if "accumulate" in z.contexts and z.flavor == "model" and step.target:

@@ -11,7 +11,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
-from torchlint.analysis.exprs import code_of, dotted, names_in
+from torchlint.analysis.exprs import code_of, dotted
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_before
 from torchlint.rules.base import Finding, Rule

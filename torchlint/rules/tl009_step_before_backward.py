@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis import Event, EventKind, FileModel
 from torchlint.analysis.exprs import code_of
 from torchlint.diagnostic import Fix
 from torchlint.fixes import movable, move_after

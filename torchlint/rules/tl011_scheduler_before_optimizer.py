@@ -96,12 +96,7 @@ def _scheduled(model: FileModel, sched: Event, steps: list[Event]) -> list[Event
 
 
 def _fix(loop: Loop, sched: Event, opt: Event) -> Fix | None:
-    anchor = opt
-    if opt.via:
-        for e in loop.events:
-            if e.kind is EventKind.SCALER_UPDATE and e.seq > opt.seq and e.guards == opt.guards:
-                anchor = e
-                break
+    anchor = loop.after_step(opt)
     if sched.scope is not anchor.scope or sched.contexts != anchor.contexts:
         return None
     if not movable(sched.stmt) or not movable(anchor.stmt):
