@@ -60,3 +60,28 @@ def test_deeply_nested_expression_does_not_crash():
     src = "loss.backward()\nx = " + "(" * 200 + "1" + ")" * 200 + "\n"
     diags = lint_source(src, "t.py")
     assert all(d.code.startswith("TL9") for d in diags)
+
+
+def test_fix_producing_invalid_code_is_discarded_and_reported(monkeypatch):
+    """A fix whose result does not parse is never applied; it is reported as TL903 and the text is unchanged."""
+    import libcst as cst
+
+    from torchlint.diagnostic import Fix
+    from torchlint.engine import FIX_ERROR, fix_source
+    from torchlint.rules.base import Finding
+    from torchlint.rules.tl004_missing_zero_grad import MissingZeroGrad
+
+    real_check = MissingZeroGrad.check
+
+    def broken_fix(self, model):
+        for f in real_check(self, model):
+            # A compound statement where an expression belongs: the tree prints, the code does not parse.
+            bad = cst.parse_statement("if x:\n    pass\n")
+            yield Finding(f.node, f.message, Fix("unsafe", "broken", ((f.node, bad),)))
+
+    monkeypatch.setattr(MissingZeroGrad, "check", broken_fix)
+    src = "for x in d:\n    loss.backward()\n    optimizer.step()\n"
+    result = fix_source(src, "t.py", unsafe=True)
+    assert result.text == src and result.applied == 0
+    assert [d.code for d in result.failed] == [FIX_ERROR]
+    assert "fix for TL004 produced invalid code and was discarded" in result.failed[0].message

@@ -139,7 +139,9 @@ def test_comparison_can_fail(records):
 
 
 def test_verify_command(run_cli):
-    pytest.importorskip("torch")
+    torch = pytest.importorskip("torch")
+    if DEVICE.startswith("cuda") and not torch.cuda.is_available():
+        pytest.skip("TORCHLINT_DEVICE=cuda but no CUDA device is available")
     ok = run_cli("verify", "fixtures/TL005/script/fixed.py", "--reference", "fixtures/TL005/script/reference.py",
                  "--device", DEVICE, cwd=ROOT)
     assert ok.returncode == 0 and ok.stdout.startswith("OK: 3 optimizer steps match"), ok.stdout + ok.stderr
