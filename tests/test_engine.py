@@ -85,3 +85,12 @@ def test_fix_producing_invalid_code_is_discarded_and_reported(monkeypatch):
     assert result.text == src and result.applied == 0
     assert [d.code for d in result.failed] == [FIX_ERROR]
     assert "fix for TL004 produced invalid code and was discarded" in result.failed[0].message
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_positions_of_identical_statements_and_crlf(newline):
+    """Positions are computed per module-level statement; identical statements still get their own lines."""
+    loop = "for x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n    optimizer.step()\n"
+    src = ("# header\n\n" + loop + "\n" + loop + "print('done')\n" + loop).replace("\n", newline)
+    got = [(d.line, d.column, d.end_line, d.end_column, d.code) for d in lint_source(src, "t.py")]
+    assert got == [(6, 5, 6, 21, "TL004"), (11, 5, 11, 21, "TL004"), (16, 5, 16, 21, "TL004")]

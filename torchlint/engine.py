@@ -185,12 +185,22 @@ def _positions_by_statement(module: cst.Module, text: str, nodes: Sequence[cst.C
     holders = sorted(holder_set)
     if not holders:
         raise _Unmapped
-    starts = _statement_lines(module, ast.parse(text))
+    starts: list[int] | None = None
     out: dict = {}
     for index in holders:
         stmt = module.body[index]
-        local = MetadataWrapper(cst.Module(body=[stmt]), unsafe_skip_copy=True).resolve(PositionProvider)
-        shift = starts[index] - local[stmt].start.line
+        sub = cst.Module(body=[stmt], default_newline=module.default_newline, default_indent=module.default_indent)
+        local = MetadataWrapper(sub, unsafe_skip_copy=True).resolve(PositionProvider)
+        # Where the statement's text (leading comments included) starts in the file: found by a plain search
+        # when it occurs once; otherwise from `ast`, whose statement lines are exact.
+        code = sub.code
+        at = text.find(code)
+        if at >= 0 and text.find(code, at + 1) < 0:
+            shift = text.count("\n", 0, at)
+        else:
+            if starts is None:
+                starts = _statement_lines(module, ast.parse(text))
+            shift = starts[index] - local[stmt].start.line
         for node, rng in local.items():
             if id(node) in wanted:
                 out[node] = CodeRange(
