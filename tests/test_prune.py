@@ -100,3 +100,23 @@ def test_small_or_unparsable_files_are_left_alone():
     assert prune("def f():\n    pass\n", TRIGGERS) == "def f():\n    pass\n"
     broken = UNRELATED + "\ndef (:\n"
     assert prune(broken, TRIGGERS) == broken
+
+
+def test_callers_of_relevant_helpers_are_kept():
+    """The loop lives in `fit`, which has no trigger itself: it calls the helper that back-propagates."""
+    src = UNRELATED + textwrap.dedent(
+        """
+        class Trainer:
+            def train_step(self, batch):
+                loss = self.model(batch).loss
+                loss.backward()
+                self.optimizer.step()
+
+            def fit(self, loader):
+                for batch in loader:
+                    self.train_step(batch)
+        """
+    )
+    assert [(d.code, d.line) for d in lint_source(src, "t.py")] == [
+        (d.code, d.line) for d in lint_source(src, "t.py", with_edits=True)
+    ] == [("TL004", len(src.splitlines()) - 4)]

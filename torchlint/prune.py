@@ -3,7 +3,8 @@
 A file that passes the text prefilter often holds one training loop among hundreds of unrelated functions
 (a test module, a utilities file). libcst parsing is the linter's whole budget, so before it, `ast` (about ten
 times faster) finds the functions and methods whose text cannot matter: those that match none of the rules'
-trigger patterns and are not called from one that does (two levels, as deep as the model follows helpers).
+trigger patterns, are not called from one that does and do not call one (two levels, as deep as the model
+follows helpers).
 Their lines are blanked out, keeping every line number, and libcst parses the rest.
 
 This never hides a finding: every rule needs a trigger (a backward call, a scheduler) in the scope it reports
@@ -20,6 +21,10 @@ from typing import Iterable
 
 MIN_LINES = 300  # below this, pruning saves less than the `ast` pass costs
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+# Every trigger and _DEFINES alternative contains one of these: a text without any is irrelevant, found with
+# fast substring search before any regular expression runs.
+_WORDS = ("backward", "grad(", "sched", "LR", "chedul", "optim", "Adam", "SGD", "Ada", "RMSprop", "Rprop", "LBFGS",
+          "Lion", "Scaler", "Accelerator", "Fabric", "deepspeed", "__init__")
 _DEF_START = re.compile(r"(?m)^(?=[ \t]{0,8}(?:@|(?:async[ \t]+)?def[ \t]|class[ \t]))")
 # Functions that build what names stand for (optimizers and the models they own, schedulers, scalers,
 # Accelerate/DeepSpeed objects) are kept: the model reads their assignments.
@@ -37,8 +42,11 @@ def prune(text: str, triggers: Iterable[re.Pattern[str]]) -> str:
     patterns = list(triggers)
     # Cheap estimate first: when most of the text sits in definitions that match a trigger anyway (a file of
     # training code), the `ast` pass would cost more than it saves.
+    def matters(chunk: str) -> bool:
+        return any(w in chunk for w in _WORDS) and (any(p.search(chunk) for p in patterns) or bool(_DEFINES.search(chunk)))
+
     chunks = _DEF_START.split(text)
-    matching = sum(len(c) for c in chunks if any(p.search(c) for p in patterns) or _DEFINES.search(c))
+    matching = sum(len(c) for c in chunks if matters(c))
     if matching > len(text) // 2:
         return text
     try:
@@ -49,31 +57,46 @@ def prune(text: str, triggers: Iterable[re.Pattern[str]]) -> str:
     if not defs:
         return text
 
-    def segment(node: ast.AST) -> str:
-        return "".join(lines[_first_line(node) - 1 : node.end_lineno])
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    segments: dict[int, str] = {}
 
-    relevant = [d for d in defs if any(p.search(segment(d)) for p in patterns) or _DEFINES.search(segment(d))]
+    def segment(node: ast.AST) -> str:
+        key = id(node)
+        seg = segments.get(key)
+        if seg is None:
+            seg = segments[key] = text[starts[_first_line(node) - 1] : starts[node.end_lineno or node.lineno]]
+        return seg
+
+    relevant = [d for d in defs if matters(segment(d))]
     if len(relevant) == len(defs):
         return text
     keep = {id(d) for d in relevant}
-    # Helpers called from relevant code (or from module level), two levels deep, are kept too.
-    module_level = "".join(
-        segment(node) for node in tree.body if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-    )
-    frontier = "".join(segment(d) for d in relevant) + module_level
     by_name: dict[str, list[ast.AST]] = {}
     for d in defs:
         by_name.setdefault(d.name, []).append(d)  # type: ignore[attr-defined]
+    calls = {id(d): set(_CALLED.findall(segment(d))) for d in defs}
+    # Helpers called from relevant code or from module level are kept (the model inlines them), and so are
+    # the callers of relevant code (the loop that calls `self.train_step(batch)` lives there): two levels.
+    module_level = "".join(
+        segment(node) for node in tree.body if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    )
+    frontier = list(relevant)
+    called = set(_CALLED.findall(module_level))
     for _ in range(2):
+        names = called | {n for d in frontier for n in calls[id(d)]}
+        frontier_names = {d.name for d in frontier}  # type: ignore[attr-defined]
         added = []
-        for name in set(_CALLED.findall(frontier)):
-            for d in by_name.get(name, ()):
-                if id(d) not in keep:
-                    keep.add(id(d))
-                    added.append(d)
+        for d in defs:
+            if id(d) in keep:
+                continue
+            if d.name in names or calls[id(d)] & frontier_names:  # type: ignore[attr-defined]
+                keep.add(id(d))
+                added.append(d)
         if not added:
             break
-        frontier = "".join(segment(d) for d in added)
+        frontier, called = added, set()
     drop = [d for d in defs if id(d) not in keep]
     if not drop:
         return text
