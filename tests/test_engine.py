@@ -94,3 +94,11 @@ def test_positions_of_identical_statements_and_crlf(newline):
     src = ("# header\n\n" + loop + "\n" + loop + "print('done')\n" + loop).replace("\n", newline)
     got = [(d.line, d.column, d.end_line, d.end_column, d.code) for d in lint_source(src, "t.py")]
     assert got == [(6, 5, 6, 21, "TL004"), (11, 5, 11, 21, "TL004"), (16, 5, 16, 21, "TL004")]
+
+
+def test_users_syntax_warnings_are_not_printed(tmp_path, run_cli):
+    """`x is 1` makes CPython's parser warn; that is the user's business, not noise on torchlint's stderr."""
+    src = "x = 1\nif x is 1:\n    pass\n" + "".join(f"def f{i}():\n    return {i}\n" for i in range(200))
+    (tmp_path / "t.py").write_text(src + "for a in b:\n    loss.backward()\n    opt.step()\n")
+    r = run_cli("-q", "--no-cache", "t.py", cwd=tmp_path)
+    assert r.returncode == 1 and r.stderr == ""

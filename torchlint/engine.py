@@ -16,6 +16,7 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 
 from torchlint.analysis import FileModel
 from torchlint.analysis.walk import walk
+from torchlint import pyast
 from torchlint.prune import prune
 from torchlint.diagnostic import Diagnostic, Edit, Fix, FixInfo
 from torchlint.rules import ALL_RULES, Finding, Rule
@@ -86,7 +87,7 @@ class _Analysis:
 
 def _syntax_error(text: str, path: str, exc: Exception) -> Diagnostic:
     try:
-        compile(text, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        pyast.parse(text, path)
     except SyntaxError as err:
         line, col = err.lineno or 1, err.offset or 1
         return Diagnostic(path, line, col, line, col, SYNTAX_ERROR, f"syntax error: {err.msg}; file not checked")
@@ -199,7 +200,7 @@ def _positions_by_statement(module: cst.Module, text: str, nodes: Sequence[cst.C
             shift = text.count("\n", 0, at)
         else:
             if starts is None:
-                starts = _statement_lines(module, ast.parse(text))
+                starts = _statement_lines(module, pyast.parse(text))
             shift = starts[index] - local[stmt].start.line
         for node, rng in local.items():
             if id(node) in wanted:
@@ -331,7 +332,7 @@ def fix_source(
             candidate = _apply(analysis.module, [f.fix]).code
             try:
                 cst.parse_module(candidate)
-                compile(candidate, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+                pyast.parse(candidate, path)
             except Exception:
                 bad_fixes.add((rule.code, f.message))
                 failed.append(Diagnostic(path, start.line, start.column + 1, start.line, start.column + 1, FIX_ERROR,

@@ -19,6 +19,8 @@ import ast
 import re
 from typing import Iterable
 
+from torchlint import pyast
+
 MIN_LINES = 300  # below this, pruning saves less than the `ast` pass costs
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 # Every trigger and _DEFINES alternative contains one of these: a text without any is irrelevant, found with
@@ -40,17 +42,18 @@ def prune(text: str, triggers: Iterable[re.Pattern[str]]) -> str:
     if len(lines) < MIN_LINES:
         return text
     patterns = list(triggers)
-    # Cheap estimate first: when most of the text sits in definitions that match a trigger anyway (a file of
-    # training code), the `ast` pass would cost more than it saves.
+
     def matters(chunk: str) -> bool:
         return any(w in chunk for w in _WORDS) and (any(p.search(chunk) for p in patterns) or bool(_DEFINES.search(chunk)))
 
+    # Cheap estimate first: when most of the text sits in definitions that match a trigger anyway (a file of
+    # training code), the `ast` pass would cost more than it saves.
     chunks = _DEF_START.split(text)
     matching = sum(len(c) for c in chunks if matters(c))
     if matching > len(text) // 2:
         return text
     try:
-        tree = ast.parse(text)
+        tree = pyast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return text  # libcst will report it
     defs = _definitions(tree)
