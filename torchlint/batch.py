@@ -181,10 +181,6 @@ def _diag_from(item: dict, path: str) -> Diagnostic:
                       item["message"], info)
 
 
-def _process_uncached(job: Job) -> Outcome:
-    return process(job, None)
-
-
 _WORKER_CACHE: Cache | None = None
 
 

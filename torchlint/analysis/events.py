@@ -64,9 +64,6 @@ class Event:
             return self.flavor in ("=", "tuple0", "tuple")
         return self.kind is EventKind.RESET
 
-    def under(self, loop: cst.CSTNode) -> bool:
-        return loop in self.loops
-
     def guards_within(self, loop: cst.CSTNode) -> tuple[Guard, ...]:
         """Guards between `loop` and the event (ignoring those outside the loop)."""
         depth = self.loops.index(loop) + 1 if loop in self.loops else 0

@@ -105,22 +105,6 @@ def as_detachment(node: cst.CSTNode) -> Detachment | None:
     return None
 
 
-def detachments_in(node: cst.CSTNode) -> list[Detachment]:
-    """Detaching expressions in `node`, outermost only (`loss.detach().item()` is one)."""
-    found: list[Detachment] = []
-
-    def record(n: cst.CSTNode) -> bool:
-        d = as_detachment(n)
-        if d is not None:
-            found.append(d)
-            return True
-        return False
-
-    for _ in walk(node, prune=record):
-        pass
-    return found
-
-
 def is_self_accumulation(target: str, value: cst.BaseExpression) -> cst.BaseExpression | None:
     """For `t = t + x` (or `x + t`, `t + a + b`) return the added part's top expression, else None."""
     if not isinstance(value, cst.BinaryOperation) or not isinstance(value.operator, cst.Add):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Sequence
 
 import libcst as cst
 
@@ -547,7 +547,3 @@ def _container(target: cst.BaseExpression) -> str | None:
     while isinstance(target, cst.Subscript):
         target = target.value
     return dotted(target)
-
-
-def iter_events(events: Iterable[Event], *kinds: EventKind) -> Iterator[Event]:
-    return (e for e in events if e.kind in kinds)
