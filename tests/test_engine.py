@@ -102,3 +102,17 @@ def test_users_syntax_warnings_are_not_printed(tmp_path, run_cli):
     (tmp_path / "t.py").write_text(src + "for a in b:\n    loss.backward()\n    opt.step()\n")
     r = run_cli("-q", "--no-cache", "t.py", cwd=tmp_path)
     assert r.returncode == 1 and r.stderr == ""
+
+
+def test_position_fallback_matches_fast_path(monkeypatch):
+    """The fast position path (one code generation) and libcst's public provider agree."""
+    from torchlint import engine
+
+    src = "# c\n" + "for x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n    optimizer.step()\n"
+    fast = [(d.line, d.column, d.end_line, d.end_column) for d in lint_source(src, "t.py")]
+
+    def no_internals(self, module):
+        raise AttributeError("simulated: provider internals changed")
+
+    monkeypatch.setattr(engine._CodeKeepingPositions, "_gen_impl", no_internals)
+    assert [(d.line, d.column, d.end_line, d.end_column) for d in lint_source(src, "t.py")] == fast == [(5, 5, 5, 21)]

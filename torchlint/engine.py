@@ -191,10 +191,9 @@ def _positions_by_statement(module: cst.Module, text: str, nodes: Sequence[cst.C
     for index in holders:
         stmt = module.body[index]
         sub = cst.Module(body=[stmt], default_newline=module.default_newline, default_indent=module.default_indent)
-        local = MetadataWrapper(sub, unsafe_skip_copy=True).resolve(PositionProvider)
+        local, code = _positions_and_code(sub)
         # Where the statement's text (leading comments included) starts in the file: found by a plain search
         # when it occurs once; otherwise from `ast`, whose statement lines are exact.
-        code = sub.code
         at = text.find(code)
         if at >= 0 and text.find(code, at + 1) < 0:
             shift = text.count("\n", 0, at)
@@ -210,6 +209,32 @@ def _positions_by_statement(module: cst.Module, text: str, nodes: Sequence[cst.C
     if len(out) != len(wanted):
         raise _Unmapped
     return out
+
+
+class _CodeKeepingPositions(PositionProvider):
+    """PositionProvider that also keeps the code it generates, so positions and text cost one code generation
+    (libcst's provider API: `_gen_impl` fills `_computed`; checked at import, with the public path as fallback)."""
+
+    code = ""
+
+    def _gen_impl(self, module: cst.Module) -> None:
+        from libcst.metadata.position_provider import PositionProvidingCodegenState
+
+        state = PositionProvidingCodegenState(
+            default_indent=module.default_indent, default_newline=module.default_newline, provider=self
+        )
+        module._codegen(state)
+        self.code = "".join(state.tokens)
+
+
+def _positions_and_code(sub: cst.Module) -> tuple[Mapping[cst.CSTNode, CodeRange], str]:
+    provider = _CodeKeepingPositions()
+    try:
+        provider._gen_impl(sub)
+        computed = provider._computed
+    except (AttributeError, ImportError):  # a libcst whose provider internals differ: the public, slower path
+        return MetadataWrapper(sub, unsafe_skip_copy=True).resolve(PositionProvider), sub.code
+    return computed, provider.code
 
 
 def _statement_lines(module: cst.Module, tree: ast.Module) -> list[int]:
