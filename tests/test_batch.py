@@ -25,7 +25,7 @@ def test_jobs_give_the_same_output(tmp_path, run_cli):
     assert one.returncode == two.returncode == 1
     assert one.stdout == two.stdout
     assert len(one.stdout.splitlines()) == 6
-    assert one.stdout.splitlines() == sorted(one.stdout.splitlines(), key=lambda l: (l.split(":")[0], int(l.split(":")[1])))
+    assert one.stdout.splitlines() == sorted(one.stdout.splitlines(), key=lambda s: (s.split(":")[0], int(s.split(":")[1])))
 
 
 def test_cache_is_created_ignored_and_reused(tmp_path, run_cli):

@@ -162,7 +162,8 @@ def test_pyproject_config(tmp_path, run_cli):
           '[tool.torchlint.per-file-ignores]\n"legacy/*.py" = ["TL005"]\n')
     write(tmp_path, "train.py", BUGGY)
     write(tmp_path, "vendored/train.py", BUGGY)
-    accum = "for i, (x, y) in enumerate(d):\n    l = crit(m(x), y)\n    l.backward()\n    if i % k == 0:\n        optimizer.step()\n        optimizer.zero_grad()\n"
+    accum = ("for i, (x, y) in enumerate(d):\n    l = crit(m(x), y)\n    l.backward()\n"
+             "    if i % k == 0:\n        optimizer.step()\n        optimizer.zero_grad()\n")
     write(tmp_path, "legacy/old.py", accum)
     write(tmp_path, "new/old.py", accum)
     r = run_cli("-q", cwd=tmp_path)

@@ -23,8 +23,8 @@ UNSAFE = "for x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backw
 def apply(text: str, edits: list[lsp.TextEdit]) -> str:
     lines = text.splitlines(keepends=True)
     for e in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
-        start = sum(len(l) for l in lines[: e.range.start.line]) + e.range.start.character
-        end = sum(len(l) for l in lines[: e.range.end.line]) + e.range.end.character
+        start = sum(len(line) for line in lines[: e.range.start.line]) + e.range.start.character
+        end = sum(len(line) for line in lines[: e.range.end.line]) + e.range.end.character
         text = "".join(lines)
         text = text[:start] + e.new_text + text[end:]
         lines = text.splitlines(keepends=True)
