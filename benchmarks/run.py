@@ -212,7 +212,8 @@ def main() -> int:
             sys.exit(f"torchlint did not see the {n} files of {root}: {seen}")
         results[f"{label}/ast"] = record(label, "ast.parse, every file (1 process)", n, [PY, str(floor), "ast", "1", str(root)])
         results[f"{label}/cst1"] = record(label, "libcst.parse_module, every file (1 process)", n, [PY, str(floor), "cst", "1", str(root)])
-        results[f"{label}/cst"] = record(label, f"libcst.parse_module, every file ({jobs} processes)", n, [PY, str(floor), "cst", str(jobs), str(root)])
+        results[f"{label}/cst"] = record(label, f"libcst.parse_module, every file ({jobs} processes)", n,
+                                         [PY, str(floor), "cst", str(jobs), str(root)])
         results[f"{label}/cold"] = record(label, f"torchlint cold (--no-cache, {jobs} jobs)", n, tl + ["--no-cache", str(root)])
         results[f"{label}/cold1"] = record(label, "torchlint cold (--no-cache, --jobs 1)", n, tl + ["--no-cache", "--jobs", "1", str(root)])
         cache_home = CORPUS / f"cache-{label}"
