@@ -17,9 +17,8 @@ from typing import Iterable, Iterator, Sequence
 
 from torchlint import __version__
 from torchlint.diagnostic import Diagnostic, Edit, FixInfo
-from torchlint.engine import READ_ERROR, SourceError, decode, fix_source, lint_source, select_rules
+from torchlint.codes import READ_ERROR, TIMEOUT
 
-TIMEOUT = "TL904"
 CACHE_DIR = ".torchlint_cache"
 
 
@@ -81,6 +80,9 @@ def process(job: Job, cache: "Cache | None" = None) -> Outcome:
 
 
 def _run(job: Job, path: Path, data: bytes) -> Outcome:
+    # Imported here: a run answered from the cache never loads libcst and the rules.
+    from torchlint.engine import SourceError, decode, fix_source, lint_source, select_rules
+
     try:
         decoded = decode(data)
     except SourceError as exc:

@@ -20,7 +20,6 @@ from torchlint.config import Config, ConfigError, find_pyproject, load, validate
 from torchlint.diagnostic import Diagnostic
 from torchlint.files import PathError, discover
 from torchlint.output import FORMATS, render_statistics
-from torchlint.rules import ALL_RULES, RULES_BY_CODE
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -86,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _rule_command(argv: list[str]) -> int:
     from torchlint.rule_docs import FIX_SHORT, render
+    from torchlint.rules import ALL_RULES, RULES_BY_CODE
 
     p = _Parser(prog="torchlint rule", description="Print a rule's documentation.")
     p.add_argument("code", nargs="?")

@@ -11,7 +11,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from torchlint.rules import ALL_RULES
+from torchlint.codes import META_RULES, RULE_CODES
 
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".venv", "venv", ".env", "env", ".tox", ".nox", "__pycache__", "build", "dist",
@@ -40,7 +40,7 @@ class Config:
 
     def codes(self) -> list[str]:
         """Rule codes enabled by select/extend-select minus ignore (prefix matching, as ruff and flake8 do)."""
-        chosen = [r.code for r in ALL_RULES if _matches(r.code, self.select + self.extend_select)]
+        chosen = [code for code in RULE_CODES if _matches(code, self.select + self.extend_select)]
         return [c for c in chosen if not _matches(c, self.ignore)]
 
 
@@ -50,9 +50,7 @@ def _matches(code: str, prefixes: tuple[str, ...]) -> bool:
 
 def validate_codes(codes: tuple[str, ...], where: str) -> tuple[str, ...]:
     """Every code or prefix must name at least one rule (or be one of the TL9xx diagnostics)."""
-    from torchlint.rule_docs import META_RULES
-
-    rules = [r.code for r in ALL_RULES]
+    rules = list(RULE_CODES)
     known = rules + list(META_RULES)
     out = []
     for raw in codes:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import TYPE_CHECKING
 
-import libcst as cst
+if TYPE_CHECKING:  # libcst is not imported to read results from the cache
+    import libcst as cst
 
-Replacement = Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]
+    from torchlint.fixes import Replacement
 
 
 @dataclass(frozen=True)
@@ -16,7 +17,7 @@ class Fix:
 
     applicability: str  # "safe" keeps behaviour; "unsafe" changes it, to the correct behaviour
     message: str
-    changes: tuple[tuple[cst.CSTNode, Replacement], ...]
+    changes: tuple[tuple["cst.CSTNode", "Replacement"], ...]
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,7 @@ from torchlint.prune import prune
 from torchlint.diagnostic import Diagnostic, Edit, Fix, FixInfo
 from torchlint.rules import ALL_RULES, Finding, Rule
 
-READ_ERROR = "TL900"
-SYNTAX_ERROR = "TL901"
-INTERNAL_ERROR = "TL902"
-FIX_ERROR = "TL903"
+from torchlint.codes import FIX_ERROR, INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR  # noqa: E402,F401
 ISSUES_URL = "https://github.com/torchlint/torchlint/issues"
 MAX_FIX_ROUNDS = 10
 

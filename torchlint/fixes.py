@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Union
 
 import libcst as cst
 
-from torchlint.diagnostic import Replacement
+# What a node may be replaced with in a Fix: a node, several statements, or nothing.
+Replacement = Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]
 
 
 def movable(stmt: cst.CSTNode) -> bool:

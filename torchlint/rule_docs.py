@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from torchlint.codes import META_RULES, doc_url  # noqa: F401  (doc_url is re-exported)
 from torchlint.rules import ALL_RULES, Rule
 
 FIX_SHORT = {None: "none", "safe": "safe", "unsafe": "unsafe", "safe or unsafe": "safe/unsafe"}
@@ -18,21 +19,6 @@ FIX_WORDS = {
     "unsafe": "unsafe (applied by `--fix --unsafe-fixes`)",
     "safe or unsafe": "safe or unsafe depending on the code (see below)",
 }
-
-
-DOCS_URL = "https://github.com/torchlint/torchlint/blob/main/docs/rules/{code}.md"
-# Diagnostics about the run itself rather than the code's training logic.
-META_RULES = {
-    "TL900": ("unreadable-file", "the file cannot be read or decoded as Python source"),
-    "TL901": ("syntax-error", "the file does not parse; it is not checked and never rewritten"),
-    "TL902": ("internal-error", "torchlint failed on this file; please report it"),
-    "TL903": ("invalid-fix", "a fix produced code that does not parse and was discarded"),
-    "TL904": ("timeout", "checking the file took longer than --file-timeout"),
-}
-
-
-def doc_url(code: str) -> str:
-    return DOCS_URL.format(code=code if code in {r.code for r in ALL_RULES} else "README")
 
 
 def rule_name(code: str) -> str:

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from typing import Sequence
 
 from torchlint.diagnostic import Diagnostic
-from torchlint.rule_docs import doc_url
+from torchlint.codes import doc_url
 
 
 def render_json(diags: Sequence[Diagnostic], unsafe: bool = False) -> str:

@@ -9,13 +9,15 @@ from typing import Sequence
 
 from torchlint import __version__
 from torchlint.diagnostic import Diagnostic
-from torchlint.rule_docs import META_RULES, doc_url, render
-from torchlint.rules import ALL_RULES
+from torchlint.codes import META_RULES, doc_url
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def _rules() -> list[dict]:
+    from torchlint.rule_docs import render
+    from torchlint.rules import ALL_RULES
+
     rules = []
     for rule in ALL_RULES:
         rules.append({
