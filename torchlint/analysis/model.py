@@ -43,6 +43,7 @@ class Scope:
     _assigns: dict[str, list[Event]] | None = None
     _depends: dict[str, frozenset[str]] = field(default_factory=dict)
     _value_names: dict[int, set[str]] = field(default_factory=dict)
+    _backpropagated: frozenset[str] | None = None
 
     def assignments(self, name: str) -> list[Event]:
         """Every ASSIGN/APPEND event of this scope whose target is `name`."""
@@ -52,6 +53,19 @@ class Scope:
                 if e.scope is self.node and e.kind in (EventKind.ASSIGN, EventKind.APPEND) and e.target:
                     self._assigns.setdefault(e.target, []).append(e)
         return self._assigns.get(name, [])
+
+    def own_backwards(self) -> list[Event]:
+        """BACKWARD events whose names are this scope's (not those inlined from helpers)."""
+        return [e for e in self.events if e.kind is EventKind.BACKWARD and e.scope is self.node and e.value is not None]
+
+    def backpropagated(self) -> frozenset[str]:
+        """Every name whose value flows into a backward of this scope."""
+        if self._backpropagated is None:
+            names: set[str] = set()
+            for b in self.own_backwards():
+                names |= self.depends(b.value)
+            self._backpropagated = frozenset(names)
+        return self._backpropagated
 
     def depends(self, expr: cst.CSTNode) -> frozenset[str]:
         """Names whose values flow into `expr`, through the assignments of this scope (flow-insensitive)."""

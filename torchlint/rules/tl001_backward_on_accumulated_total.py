@@ -86,7 +86,7 @@ The total must be a plain name or attribute; totals kept in dict entries are not
                         f"`{code_of(backward.node)}` back-propagates `{acc.target}`, a running total carried across "
                         f"iterations: each backward re-walks the graphs of earlier batches ('Trying to backward "
                         f"through the graph a second time'); rebind `{acc.target}` after the step",
-                        _fix(model, loop, backward, acc),
+                        _fix(loop, backward, acc),
                     )
                     break
 
@@ -112,7 +112,7 @@ def _rebound_between(loop: Loop, backward: Event, acc: Event) -> bool:
     return any(e.target == acc.target and e.rebinds for e in loop.between(backward, acc))
 
 
-def _initial_value(model: FileModel, loop: Loop, acc: Event) -> cst.BaseExpression | None:
+def _initial_value(loop: Loop, acc: Event) -> cst.BaseExpression | None:
     """What the total is set to before the loop (`total = 0`, `losses = []`), if that is a plain literal/call."""
     scope = loop.scope
     inits = [e for e in scope.assignments(acc.target or "") if e.rebinds and e.seq < acc.seq and e.value is not None]
@@ -124,8 +124,8 @@ def _initial_value(model: FileModel, loop: Loop, acc: Event) -> cst.BaseExpressi
     return None
 
 
-def _fix(model: FileModel, loop: Loop, backward: Event, acc: Event) -> Fix | None:
-    value = _initial_value(model, loop, acc)
+def _fix(loop: Loop, backward: Event, acc: Event) -> Fix | None:
+    value = _initial_value(loop, acc)
     target = acc.target
     if value is None or target is None:
         return None

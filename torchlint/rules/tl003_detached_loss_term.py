@@ -57,14 +57,11 @@ Only summands are checked; the detached value must be a loss (named like one or 
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         for scope in model.scopes:
-            backwards = [e for e in scope.events if e.kind is EventKind.BACKWARD and e.scope is scope.node]
+            backwards = scope.own_backwards()
             if not backwards:
                 continue
-            deps: set[str] = set()
-            candidates: list[cst.BaseExpression] = []
-            for b in backwards:
-                deps |= scope.depends(b.value)
-                candidates.append(b.value)
+            deps = scope.backpropagated()
+            candidates: list[cst.BaseExpression] = [b.value for b in backwards]
             for e in scope.events:
                 if e.kind in (EventKind.ASSIGN, EventKind.APPEND) and e.target in deps and e.value is not None:
                     candidates.append(e.value)

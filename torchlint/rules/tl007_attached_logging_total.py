@@ -60,7 +60,7 @@ features of one call in a list; loops without a backward (evaluation code).
             if not loop.of(EventKind.BACKWARD):
                 continue
             scope = loop.scope
-            backprop = _backpropagated(model, scope)
+            backprop = scope.backpropagated()
             reported: set[str] = set()
             for e in loop.events:
                 if e.scope is not scope.node or e.target is None or e.value is None or e.target in reported:
@@ -79,14 +79,6 @@ features of one call in a list; loops without a backward (evaluation code).
                     f"`{code_of(e.value)}.item()` or `.detach()`",
                     _fix(model, scope, e),
                 )
-
-
-def _backpropagated(model: FileModel, scope: Scope) -> frozenset[str]:
-    names: set[str] = set()
-    for b in scope.events:
-        if b.kind is EventKind.BACKWARD and b.scope is scope.node and b.value is not None:
-            names |= scope.depends(b.value)
-    return frozenset(names)
 
 
 def _attached(scope: Scope, value: cst.BaseExpression) -> bool:
