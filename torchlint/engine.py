@@ -284,10 +284,17 @@ def lint_source(
 ) -> list[Diagnostic]:
     """All diagnostics of one file's text, sorted by position."""
     rules = list(ALL_RULES) if rules is None else rules
-    analysis = _analyze(text, path, rules, whole=with_edits)
+    return _diagnostics(_analyze(text, path, rules, whole=with_edits), text, path, honour_noqa, with_edits)
+
+
+def _diagnostics(
+    analysis: _Analysis, text: str, path: str, honour_noqa: bool = True, with_edits: bool = False, positions=None
+) -> list[Diagnostic]:
+    """The analysis's findings and errors as sorted diagnostics (`positions` reused when already computed)."""
     diags = list(analysis.errors)
     if analysis.findings and analysis.module is not None:
-        positions = _positions(analysis.module, analysis.source, [f.node for _, f in analysis.findings], analysis.tops)
+        if positions is None:
+            positions = _positions(analysis.module, analysis.source, [f.node for _, f in analysis.findings], analysis.tops)
         original = analysis.module.code if with_edits else ""
         for rule, f in analysis.findings:
             rng = positions[f.node]
@@ -327,8 +334,10 @@ def fix_source(
     applied = 0
     failed: list[Diagnostic] = []
     bad_fixes: set[tuple[str, str]] = set()
+    analysis: _Analysis | None = None
+    positions = None
     for _ in range(MAX_FIX_ROUNDS):
-        analysis = _analyze(text, path, rules)
+        analysis, positions = _analyze(text, path, rules), None
         if analysis.module is None or not analysis.findings:
             break
         lines = text.splitlines()
@@ -367,7 +376,8 @@ def fix_source(
         new_text = _apply(analysis.module, chosen).code
         if new_text == text:
             break
-        text = new_text
+        text, analysis = new_text, None
         applied += len(chosen)
-    remaining = lint_source(text, path, rules)
+    # The last analysis is of the final text unless the round limit stopped right after a rewrite.
+    remaining = lint_source(text, path, rules) if analysis is None else _diagnostics(analysis, text, path, positions=positions)
     return FixResult(text, applied, remaining, failed)

@@ -156,7 +156,9 @@ def fix_notebook(text: str, path: str, rules: Sequence[type[Rule]], unsafe: bool
             cell["source"] = code
     new_text = _dump(nb, style)
     fixed_joined = join(nb)
-    remaining = _to_cells(fixed_joined, lint_source(fixed_joined.text, path, rules))
+    # The rejoined cells are the fixed module again (same markers and placeholders): reuse its diagnostics.
+    found = result.remaining if fixed_joined.text == result.text else lint_source(fixed_joined.text, path, rules)
+    remaining = _to_cells(fixed_joined, found)
     return NotebookFix(new_text, result.applied, remaining + _to_cells(joined, list(result.failed)))
 
 
