@@ -94,7 +94,7 @@ def test_symlink_loop_and_not_python(tmp_path, run_cli):
     (tmp_path / "a" / "loop").symlink_to(tmp_path / "a", target_is_directory=True)
     (tmp_path / "a" / "train.py").write_text(BUGGY)
     (tmp_path / "notes.py").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
-    (tmp_path / "prose.py").write_text("This is not Python at all, loss.backward() notwithstanding.\n")
+    (tmp_path / "prose.py").write_text("This is not Python: for every batch, loss.backward() runs.\n")
     r = run_cli("-q", cwd=tmp_path)
     lines = r.stdout.splitlines()
     assert lines[0].startswith("a/train.py:4:5: TL004")

@@ -111,7 +111,7 @@ def test_exit_zero(tmp_path, run_cli):
 
 
 def test_syntax_error_reported_and_others_checked(tmp_path, run_cli):
-    write(tmp_path, "a_broken.py", "def f(:\n    loss.backward()\n")
+    write(tmp_path, "a_broken.py", "def f(:\n    for b in data:\n        loss.backward()\n")
     write(tmp_path, "b_train.py", BUGGY)
     r = run_cli(".", "-q", cwd=tmp_path)
     assert r.returncode == 1

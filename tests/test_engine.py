@@ -14,13 +14,17 @@ from torchlint.rules import ALL_RULES
 @pytest.mark.parametrize(
     "text,expected",
     [
-        ("loss.backward()", True),
-        ("loss.backward ()", True),
-        ("self.manual_backward(loss)", True),
-        ("g = torch.autograd.grad(y, x)", True),
-        ("accelerator.backward(loss)", True),
+        ("for x in data:\n    loss.backward()", True),
+        ("for x in data:\n    loss.backward ()", True),
+        ("while True:\n    self.manual_backward(loss)", True),
+        ("for x in xs:\n    g = torch.autograd.grad(y, x)", True),
+        ("for b in loader:\n    accelerator.backward(loss)", True),
+        ("loss = a + b.item()\nloss.backward()", True),  # TL003 needs no loop
+        ("for _ in range(3):\n    scheduler.step()\n    optimizer.step()\n", True),  # TL011 needs no backward
+        ("loss.backward()", False),  # one backward, no loop, nothing detached: no rule can fire
         ("class F(Function):\n    @staticmethod\n    def backward(ctx, g):\n        return g\n", False),
-        ("optimizer.step()\nenv.step(a)\n", False),
+        ("for _ in range(3):\n    optimizer.step()\n    env.step(a)\n", False),  # steps, no backward or scheduler
+        ("class Scheduler:\n    def run(self):\n        for n in self.nodes:\n            n.codegen()\n", False),
         ("print('hello')", False),
     ],
 )
@@ -28,17 +32,27 @@ def test_prefilter(text, expected):
     assert can_have_findings(text, ALL_RULES) is expected
 
 
-def test_prefilter_never_hides_a_finding():
-    """Every file with a finding in the fixtures and rule tests passes the prefilter."""
+def _positive_sources():
     import importlib
 
-    sources = [p.read_text() for p in (ROOT / "fixtures").glob("*/*/bad.py")]
-    for code in ("tl001", "tl002", "tl003", "tl004", "tl005"):
-        mod = importlib.import_module(f"tests.rules.test_{code}")
-        sources += [textwrap.dedent(src) for src, _ in mod.POSITIVE.values()]
-    assert len(sources) >= 50
-    for src in sources:
-        assert lint_source(src, "t.py"), src
+    for path in sorted((ROOT / "fixtures").glob("TL*/*/bad.py")):
+        yield path.parent.parent.name, path.read_text()
+    for rule in ALL_RULES:
+        mod = importlib.import_module(f"tests.rules.test_{rule.code.lower()}")
+        for src, _ in mod.POSITIVE.values():
+            yield rule.code, textwrap.dedent(src)
+
+
+def test_prefilter_never_hides_a_finding():
+    """Every fixture and rule-test positive passes its own rule's necessary text, and the prefilter."""
+    sources = list(_positive_sources())
+    assert len(sources) >= 11 * 8
+    by_code = {rule.code: rule for rule in ALL_RULES}
+    for code, src in sources:
+        found = {d.code for d in lint_source(src, "t.py")}
+        assert code in found, src
+        for c in found:
+            assert by_code[c].may_fire(src), (c, src)
         assert can_have_findings(src, ALL_RULES), src
 
 
@@ -116,3 +130,21 @@ def test_position_fallback_matches_fast_path(monkeypatch):
 
     monkeypatch.setattr(engine._CodeKeepingPositions, "_gen_impl", no_internals)
     assert [(d.line, d.column, d.end_line, d.end_column) for d in lint_source(src, "t.py")] == fast == [(5, 5, 5, 21)]
+
+
+def test_text_patterns_are_linear_on_hostile_text():
+    """The prefilter and pruning patterns run on every file: none may backtrack exponentially (a banner comment
+    of '#' after a comma once took seconds per file). Inputs where an exponential pattern would run for years."""
+    import time
+
+    from torchlint import prune
+
+    patterns = {p for r in ALL_RULES for p in r.requires + r.scope_patterns()}
+    patterns |= {prune._DEFINES, prune._DEF_START, prune._BARE_NAME, prune._SELF_ATTRIBUTE}
+    hostile = ["#" * 5000, "# " * 5000, ", " * 2000 + "#" * 3000, "." * 5000, "a" * 5000 + "(", "self . " * 2000,
+               "x.data " * 2000, "\t" * 5000 + "def", "schedule" * 1000, ", #" * 2000 + "\n" * 10 + "True"]
+    for p in patterns:
+        start = time.perf_counter()
+        for text in hostile:
+            p.findall(text + "\n" + text)
+        assert time.perf_counter() - start < 2.0, p.pattern

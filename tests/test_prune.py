@@ -13,7 +13,7 @@ from torchlint.engine import lint_source
 from torchlint.prune import MIN_LINES, prune
 from torchlint.rules import ALL_RULES
 
-TRIGGERS = {rule.requires for rule in ALL_RULES}
+TRIGGERS = [rule.scope_patterns() for rule in ALL_RULES]
 
 UNRELATED = "".join(
     f"\n\ndef unrelated_{i}(a, b):\n    # nothing to do with training\n    return [a * j + b for j in range({i})]\n"
@@ -120,3 +120,100 @@ def test_callers_of_relevant_helpers_are_kept():
     assert [(d.code, d.line) for d in lint_source(src, "t.py")] == [
         (d.code, d.line) for d in lint_source(src, "t.py", with_edits=True)
     ] == [("TL004", len(src.splitlines()) - 4)]
+
+
+def _same_findings(src: str) -> list[tuple[str, int]]:
+    pruned = [(d.code, d.line, d.column) for d in lint_source(src, "t.py")]
+    whole = [(d.code, d.line, d.column) for d in lint_source(src, "t.py", with_edits=True)]
+    assert pruned == whole
+    return [(c, line) for c, line, _ in pruned]
+
+
+def test_helpers_two_levels_deep_are_kept():
+    """The loop in `fit`, the step one call down, the backward two calls down: all three are kept."""
+    src = UNRELATED + textwrap.dedent(
+        """
+        class Trainer:
+            def do_backward(self, loss):
+                loss.backward()
+
+            def step_batch(self, batch):
+                self.do_backward(self.model(batch).loss)
+                self.optimizer.step()
+
+            def fit(self, loader):
+                for batch in loader:
+                    self.step_batch(batch)
+        """
+    )
+    pruned = prune(src, TRIGGERS)
+    assert "loss.backward()" in pruned and "self.optimizer.step()" in pruned and "unrelated_7" not in pruned
+    assert _same_findings(src) == [("TL004", len(src.splitlines()) - 4)]
+
+
+def test_scheduler_built_elsewhere_keeps_its_builder_and_the_loop():
+    """The scheduler is known only from `configure` (not __init__); the loop steps it with no backward in sight."""
+    src = UNRELATED + textwrap.dedent(
+        """
+        class Trainer:
+            def configure(self):
+                self.opt = make_optimizer()
+                self.lr_policy = StepLR(self.opt, 10)
+
+            def fit(self, loader):
+                for batch in loader:
+                    self.lr_policy.step()
+                    self.opt.step()
+        """
+    )
+    pruned = prune(src, TRIGGERS)
+    assert "StepLR(self.opt, 10)" in pruned and "self.lr_policy.step()" in pruned
+    assert _same_findings(src) == [("TL011", len(src.splitlines()) - 1)]
+
+
+def test_closure_passed_by_name_is_kept():
+    src = UNRELATED + textwrap.dedent(
+        """
+        def closure():
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+
+
+        def train(optimizer):
+            for _ in range(10):
+                optimizer.step(closure)
+        """
+    )
+    assert "loss.backward()" in prune(src, TRIGGERS)
+    assert _same_findings(src) == [("TL004", len(src.splitlines()))]
+
+
+def test_functions_that_cannot_hold_a_finding_are_dropped():
+    """A test that back-propagates once (no loop, nothing detached) and a method that only mentions a
+    Scheduler class hold nothing: both go, the training loop stays."""
+    src = UNRELATED + textwrap.dedent(
+        """
+        def test_gradient():
+            x = torch.ones(3, requires_grad=True)
+            (x * 2).sum().backward()
+            assert x.grad is not None
+
+
+        class Scheduler:
+            def codegen(self):
+                for node in self.nodes:
+                    node.step_forward()
+
+
+        def train(model, loader, opt):
+            for x, y in loader:
+                loss = F.mse_loss(model(x), y)
+                loss.backward()
+                opt.step()
+        """
+    )
+    pruned = prune(src, TRIGGERS)
+    assert "(x * 2).sum().backward()" not in pruned and "node.step_forward()" not in pruned
+    assert "opt.step()" in pruned and len(pruned.splitlines()) == len(src.splitlines())
+    assert _same_findings(src) == [("TL004", len(src.splitlines()))]

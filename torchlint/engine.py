@@ -67,10 +67,23 @@ def select_rules(codes: Iterable[str] | None = None) -> list[type[Rule]]:
     return [r for r in ALL_RULES if r.code in wanted]
 
 
+def rules_that_may_fire(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
+    """The rules whose necessary text (`Rule.requires`) the file holds; each pattern is searched at most once,
+    and most files fail the first (a backward call, a step call)."""
+    found: dict[re.Pattern[str], bool] = {}
+
+    def has(p: re.Pattern[str]) -> bool:
+        hit = found.get(p)
+        if hit is None:
+            hit = found[p] = p.search(text) is not None
+        return hit
+
+    return [rule for rule in rules if all(has(p) for p in rule.requires)]
+
+
 def can_have_findings(text: str, rules: Sequence[type[Rule]]) -> bool:
-    """The prefilter: a file none of whose rules' key words appear is not parsed at all."""
-    patterns = {rule.requires for rule in rules}
-    return any(p.search(text) for p in patterns)
+    """The prefilter: a file that lacks some necessary text of every rule is not parsed at all."""
+    return bool(rules_that_may_fire(text, rules))
 
 
 @dataclass
@@ -99,9 +112,10 @@ def _syntax_error(text: str, path: str, exc: Exception) -> Diagnostic:
 def _analyze(text: str, path: str, rules: Sequence[type[Rule]], whole: bool = True) -> _Analysis:
     """Parse and run the rules. With `whole` False (reporting only), functions that cannot matter are blanked
     out before parsing (torchlint.prune); fixing always parses the whole text, since it rewrites it."""
-    if not can_have_findings(text, rules):
+    firing = rules_that_may_fire(text, rules)
+    if not firing:
         return _Analysis(None, [], [])
-    source = text if whole else prune(text, {rule.requires for rule in rules})
+    source = text if whole else prune(text, {rule.scope_patterns() for rule in firing})
     try:
         module = cst.parse_module(source)
     except Exception as exc:  # libcst raises ParserSyntaxError, and RecursionError on absurd nesting
@@ -116,7 +130,7 @@ def _analyze(text: str, path: str, rules: Sequence[type[Rule]], whole: bool = Tr
     except Exception as exc:  # a bug of ours must not stop the run
         return _Analysis(None, [], [_internal(path, "the training-loop model", exc)])
     seen: set[tuple[str, int]] = set()
-    for rule in rules:
+    for rule in firing:
         try:
             for finding in rule().check(model):
                 key = (rule.code, id(finding.node))

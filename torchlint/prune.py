@@ -1,56 +1,80 @@
 """Parse only what can hold a finding.
 
-A file that passes the text prefilter often holds one training loop among hundreds of unrelated functions
-(a test module, a utilities file). libcst parsing is the linter's whole budget, so before it, `ast` (about ten
-times faster) finds the functions and methods whose text cannot matter: those that match none of the rules'
-trigger patterns, are not called from one that does and do not call one (two levels, as deep as the model
-follows helpers).
-Their lines are blanked out, keeping every line number, and libcst parses the rest.
+A file that passes the prefilter often holds one training loop among hundreds of unrelated functions (a test
+module, a compiler pass that mentions "Scheduler"). libcst parsing is the linter's whole budget, so before it,
+`ast` (about ten times faster) finds the functions and methods that cannot hold a finding, and their lines are
+blanked out, keeping every line number; libcst parses the rest.
 
-This never hides a finding: every rule needs a trigger (a backward call, a scheduler) in the scope it reports
-on or in a helper that scope calls, and module-level code, class bodies and all assignments outside functions
-are kept, and so are `__init__` and every function that constructs an optimizer, scheduler, scaler or
-Accelerate/DeepSpeed object (they define what names stand for).
+Each rule states the text a function must contain to hold one of its findings (`Rule.scope_patterns`: a backward
+call, a loop, a step ...), read together with the helpers of the same file it calls, two levels deep, exactly as
+deep as the model inlines them. A function is kept when, with its helpers, it contains every pattern of some rule
+that can fire on the file; so are those helpers (their events are inlined), `__init__` and every function that
+constructs an optimizer, scheduler, scaler or Accelerate/DeepSpeed object (the model reads what names stand for
+from those assignments, anywhere in the file). Module-level code and class bodies are always kept, and the helpers
+they call when they themselves could hold a finding. Calls are matched by name, over-approximating the model's
+resolution (any identifier naming a function of the file counts, which also covers LBFGS closures passed by
+name), so this never hides a finding.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from typing import Iterable
+from bisect import bisect_left
+from typing import Iterable, Sequence
 
 from torchlint import pyast
 
 MIN_LINES = 300  # below this, pruning saves less than the `ast` pass costs
-_CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
-# Every trigger and _DEFINES alternative contains one of these: a text without any is irrelevant, found with
-# fast substring search before any regular expression runs.
-_WORDS = ("backward", "grad(", "sched", "LR", "chedul", "optim", "Adam", "SGD", "Ada", "RMSprop", "Rprop", "LBFGS",
-          "Lion", "Scaler", "Accelerator", "Fabric", "deepspeed", "__init__")
+# How the model resolves a call: a bare name is a function of the module (or a closure passed by name), `self.x`
+# a method of the caller's class; attributes of anything else are not followed.
+_BARE_NAME = re.compile(r"(?<![\w.])(?<!def )[A-Za-z_]\w*")
+_SELF_ATTRIBUTE = re.compile(r"\bself\s*\.\s*([A-Za-z_]\w*)")
 _DEF_START = re.compile(r"(?m)^(?=[ \t]{0,8}(?:@|(?:async[ \t]+)?def[ \t]|class[ \t]))")
-# Functions that build what names stand for (optimizers and the models they own, schedulers, scalers,
-# Accelerate/DeepSpeed objects) are kept: the model reads their assignments.
+# Every call that torchlint.analysis.names.kind_of_value recognises (optimizer classes and `optim.*`, scheduler
+# classes and `lr_scheduler.*`, GradScaler, Accelerator/Fabric, deepspeed.initialize) contains one of these.
 _DEFINES = re.compile(
-    r"\boptim\.\w+\(|\b(SGD|Adam\w*|RMSprop|Rprop|LBFGS|Adagrad|Adadelta|Adamax|NAdam|RAdam|Lion|GradScaler|Accelerator"
-    r"|Fabric)\(|deepspeed\.initialize|lr_scheduler|Schedule|LR\(|\bdef __init__\b"
+    r"\boptim\.|\boptimizers\s*\(|lr_scheduler|LR\s*\(|ReduceLROnPlateau|_schedule\w*\s*\(|Schedule\w*\s*\("
+    r"|\b(?:GradScaler|Accelerator|Fabric)\s*\(|deepspeed\.initialize|\bdef __init__\b|\b(?:"
+    + "|".join(sorted(
+        """SGD Adam AdamW Adamax Adagrad Adadelta RMSprop Rprop LBFGS NAdam RAdam SparseAdam ASGD Adafactor
+        Lion Lamb LAMB FusedAdam FusedLAMB FusedSGD DeepSpeedCPUAdam Adam8bit AdamW8bit PagedAdamW PagedAdamW8bit
+        SGDW AdaBelief Ranger Shampoo Muon Sophia ZeroRedundancyOptimizer LARS Novograd AdamP SGDP Yogi""".split()
+    ))
+    + r")\s*\("
 )
+_INLINE_DEPTH = 2  # torchlint.analysis.model inlines helpers this deep
 
 
-def prune(text: str, triggers: Iterable[re.Pattern[str]]) -> str:
-    """`text` with irrelevant function definitions replaced by blank lines (same line count)."""
+def prune(text: str, conditions: Iterable[Sequence[re.Pattern[str]]]) -> str:
+    """`text` with irrelevant function definitions replaced by blank lines (same line count).
+
+    `conditions`: for each rule that can fire on the file, the patterns a function (with its helpers) must
+    all contain to hold one of its findings."""
     lines = text.splitlines(keepends=True)
     if len(lines) < MIN_LINES:
         return text
-    patterns = list(triggers)
+    conds = [tuple(c) for c in conditions]
+    patterns = list(dict.fromkeys(p for c in conds for p in c))
+    bit = {p: 1 << i for i, p in enumerate(patterns)}
+    needs = [sum(bit[p] for p in c) for c in conds]
+    hits = {p: [m.start() for m in p.finditer(text)] for p in patterns}
 
-    def matters(chunk: str) -> bool:
-        return any(w in chunk for w in _WORDS) and (any(p.search(chunk) for p in patterns) or bool(_DEFINES.search(chunk)))
+    def mask(start: int, end: int) -> int:
+        m = 0
+        for p, pos in hits.items():
+            i = bisect_left(pos, start)
+            if i < len(pos) and pos[i] < end:
+                m |= bit[p]
+        return m
 
-    # Cheap estimate first: when most of the text sits in definitions that match a trigger anyway (a file of
-    # training code), the `ast` pass would cost more than it saves.
-    chunks = _DEF_START.split(text)
-    matching = sum(len(c) for c in chunks if matters(c))
-    if matching > len(text) // 2:
+    def sufficient(m: int) -> bool:
+        return any(m & n == n for n in needs)
+
+    # Cheap estimate first: when most of the text sits in definitions that could hold a finding by themselves
+    # (a file of training code), the `ast` pass would cost more than it saves.
+    bounds = [m.start() for m in _DEF_START.finditer(text)] + [len(text)]
+    if sum(b - a for a, b in zip(bounds, bounds[1:]) if sufficient(mask(a, b))) > len(text) // 2:
         return text
     try:
         tree = pyast.parse(text)
@@ -63,49 +87,70 @@ def prune(text: str, triggers: Iterable[re.Pattern[str]]) -> str:
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line))
-    segments: dict[int, str] = {}
 
-    def segment(node: ast.AST) -> str:
-        key = id(node)
-        seg = segments.get(key)
-        if seg is None:
-            seg = segments[key] = text[starts[_first_line(node) - 1] : starts[node.end_lineno or node.lineno]]
-        return seg
+    def span(node: ast.AST) -> tuple[int, int]:
+        return starts[_first_line(node) - 1], starts[node.end_lineno or node.lineno]  # type: ignore[attr-defined]
 
-    relevant = [d for d in defs if matters(segment(d))]
-    if len(relevant) == len(defs):
-        return text
-    keep = {id(d) for d in relevant}
-    by_name: dict[str, list[ast.AST]] = {}
-    for d in defs:
-        by_name.setdefault(d.name, []).append(d)  # type: ignore[attr-defined]
-    calls = {id(d): set(_CALLED.findall(segment(d))) for d in defs}
-    # Helpers called from relevant code or from module level are kept (the model inlines them), and so are
-    # the callers of relevant code (the loop that calls `self.train_step(batch)` lives there): two levels.
-    module_level = "".join(
-        segment(node) for node in tree.body if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-    )
-    frontier = list(relevant)
-    called = set(_CALLED.findall(module_level))
-    for _ in range(2):
-        names = called | {n for d in frontier for n in calls[id(d)]}
-        frontier_names = {d.name for d in frontier}  # type: ignore[attr-defined]
-        added = []
-        for d in defs:
-            if id(d) in keep:
-                continue
-            if d.name in names or calls[id(d)] & frontier_names:  # type: ignore[attr-defined]
-                keep.add(id(d))
-                added.append(d)
-        if not added:
-            break
-        frontier, called = added, set()
-    drop = [d for d in defs if id(d) not in keep]
+    spans = [span(d) for d, _ in defs]
+    functions: dict[str, list[int]] = {}
+    methods: dict[tuple[str, str], list[int]] = {}
+    for i, (d, cls) in enumerate(defs):
+        if cls is None:
+            functions.setdefault(d.name, []).append(i)  # type: ignore[attr-defined]
+        else:
+            methods.setdefault((cls, d.name), []).append(i)  # type: ignore[attr-defined]
+
+    def callees(start: int, end: int, cls: str | None = None) -> set[int]:
+        found = {j for n in set(_BARE_NAME.findall(text, start, end)) & functions.keys() for j in functions[n]}
+        if cls is not None:
+            for n in set(_SELF_ATTRIBUTE.findall(text, start, end)):
+                found.update(methods.get((cls, n), ()))
+        return found
+
+    own = [mask(a, b) for a, b in spans]
+    calls = [callees(a, b, cls) for (a, b), (_, cls) in zip(spans, defs)]
+
+    def reach(first: set[int]) -> set[int]:
+        """Helpers reached from calls `first`, as deep as the model inlines."""
+        seen, frontier = set(first), set(first)
+        for _ in range(_INLINE_DEPTH - 1):
+            frontier = {j for i in frontier for j in calls[i]} - seen
+            seen |= frontier
+        return seen
+
+    keep: set[int] = set()
+    for i, (a, b) in enumerate(spans):
+        helpers = reach(calls[i])
+        closure = own[i]
+        for j in helpers:
+            closure |= own[j]
+        if sufficient(closure):
+            keep.add(i)
+            keep |= helpers
+        elif _DEFINES.search(text, a, b):
+            keep.add(i)
+    # Module-level code and class bodies: always kept; their helpers too when they could hold a finding.
+    outside, pos = [], 0
+    for a, b in spans:
+        outside.append((pos, a))
+        pos = b
+    outside.append((pos, len(text)))
+    helpers = set().union(*(callees(a, b) for a, b in outside))
+    helpers = reach(helpers)
+    closure = 0
+    for a, b in outside:
+        closure |= mask(a, b)
+    for j in helpers:
+        closure |= own[j]
+    if sufficient(closure):
+        keep |= helpers
+
+    drop = [d for i, (d, _) in enumerate(defs) if i not in keep]
     if not drop:
         return text
     out = list(lines)
     for d in drop:
-        first, last = _first_line(d), d.end_lineno or d.lineno
+        first, last = _first_line(d), d.end_lineno or d.lineno  # type: ignore[attr-defined]
         if not _owns_lines(lines, d, first, last):
             continue
         indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
@@ -117,14 +162,15 @@ def prune(text: str, triggers: Iterable[re.Pattern[str]]) -> str:
     return "".join(out)
 
 
-def _definitions(tree: ast.Module) -> list[ast.AST]:
-    """Module-level functions and the methods of module-level classes (nested ones stay with their parent)."""
-    found: list[ast.AST] = []
+def _definitions(tree: ast.Module) -> list[tuple[ast.AST, str | None]]:
+    """Module-level functions and the methods of module-level classes (with the class name); nested ones stay
+    with their parent."""
+    found: list[tuple[ast.AST, str | None]] = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            found.append(node)
+            found.append((node, None))
         elif isinstance(node, ast.ClassDef):
-            found.extend(n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+            found.extend((n, node.name) for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     return found
 
 

@@ -12,7 +12,10 @@ from torchlint.analysis import FileModel
 from torchlint.diagnostic import Fix
 
 
+# Text patterns rules require (see Rule.requires). Each must match wherever the model could see the event.
 BACKWARD_CALL = re.compile(r"\.backward\s*\(|manual_backward\s*\(|autograd\.grad\s*\(")
+STEP_CALL = re.compile(r"\.\s*step\s*\(")  # optimizer.step(), scaler.step(opt), scheduler.step()
+LOOP = re.compile(r"\b(?:for|while)\b")
 
 
 @dataclass(frozen=True)
@@ -27,10 +30,23 @@ class Rule:
     name: ClassVar[str]  # kebab-case, e.g. "missing-zero-grad"
     summary: ClassVar[str]  # one line
     fix_safety: ClassVar[str | None] = None  # "safe", "unsafe", "safe or unsafe", or None when there is no fix
-    # A file whose text does not match this cannot hold a finding of this rule and is not parsed for it.
-    # Default: a backward call of any kind (all five mission rules need one, in the same file).
-    requires: ClassVar[re.Pattern[str]] = BACKWARD_CALL
+    # Necessary text: a file that does not match every one of these patterns cannot hold a finding of this rule
+    # and is not parsed for it (the prefilter). Each must be a necessary condition, never a heuristic.
+    requires: ClassVar[tuple[re.Pattern[str], ...]] = (BACKWARD_CALL, LOOP)
+    # Necessary text of the function that holds a finding, read together with the helpers of the same file it
+    # calls, two levels deep, as the model inlines them (torchlint.prune drops functions that fail it).
+    # None: the same as `requires`; a rule whose trigger may sit elsewhere (a scheduler built in __init__) says
+    # which part is local.
+    scope_requires: ClassVar[tuple[re.Pattern[str], ...] | None] = None
     doc: ClassVar[str]  # Markdown: why it is wrong, examples, fix, limits
+
+    @classmethod
+    def may_fire(cls, text: str) -> bool:
+        return all(p.search(text) for p in cls.requires)
+
+    @classmethod
+    def scope_patterns(cls) -> tuple[re.Pattern[str], ...]:
+        return cls.requires if cls.scope_requires is None else cls.scope_requires
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         raise NotImplementedError

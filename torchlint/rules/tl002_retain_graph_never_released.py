@@ -6,6 +6,7 @@ memory grows and training runs out of memory.
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 import libcst as cst
@@ -14,7 +15,9 @@ from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import code_of, dotted
 from torchlint.analysis.walk import walk
 from torchlint.diagnostic import Fix
-from torchlint.rules.base import Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, LOOP, Finding, Rule
+
+RETAIN = re.compile(r"retain_graph|create_graph|,(?:\s|#[^\n]*\n)*True\b")  # also `backward(g, True)`
 
 
 class RetainGraphNeverReleased(Rule):
@@ -22,6 +25,8 @@ class RetainGraphNeverReleased(Rule):
     name = "retain-graph-never-released"
     summary = "retain_graph=True on the last backward of an iteration: the graph is never freed"
     fix_safety = "safe or unsafe"
+    # The last backward of an iteration keeps the graph: retain_graph=/create_graph=, or True passed by position.
+    requires = (BACKWARD_CALL, LOOP, RETAIN)
     doc = """
 ## What it flags
 In a training loop, the last `backward(...)` / `torch.autograd.grad(...)` of an iteration passes

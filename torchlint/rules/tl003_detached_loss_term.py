@@ -5,6 +5,7 @@ value that is back-propagated. That term gets no gradient: the loss never improv
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 import libcst as cst
@@ -12,7 +13,9 @@ import libcst as cst
 from torchlint.analysis import EventKind, FileModel
 from torchlint.analysis.exprs import Detachment, as_detachment, code_of
 from torchlint.diagnostic import Fix
-from torchlint.rules.base import Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
+
+DETACHING = re.compile(r"\.\s*(?:data\b|(?:item|detach|tolist)\s*\()|\bfloat\s*\(")
 
 
 class DetachedLossTerm(Rule):
@@ -20,6 +23,8 @@ class DetachedLossTerm(Rule):
     name = "detached-loss-term"
     summary = "a detached loss (.data, .item(), .detach(), float()) is added into the back-propagated loss"
     fix_safety = "unsafe"
+    # A backward whose loss has a detached term (no loop needed: one backward is enough).
+    requires = (BACKWARD_CALL, DETACHING)
     doc = """
 ## What it flags
 A loss value wrapped in `.data`, `.data[0]`, `.item()`, `.detach()`, `.tolist()` or `float(...)` that is then

@@ -14,7 +14,7 @@ from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import code_of
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after
-from torchlint.rules.base import Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
 
 
 class MissingZeroGrad(Rule):
@@ -22,6 +22,7 @@ class MissingZeroGrad(Rule):
     name = "missing-zero-grad"
     summary = "optimizer.step() in a loop whose gradients are never cleared"
     fix_safety = "unsafe"
+    requires = (BACKWARD_CALL, LOOP, STEP_CALL)
     doc = """
 ## What it flags
 A loop that calls an optimizer's `step()` (or `scaler.step(optimizer)`) after a backward, where nothing in the

@@ -15,11 +15,13 @@ from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import code_of, modulo_divisor, names_in
 from torchlint.analysis.walk import walk
 from torchlint.diagnostic import Fix
-from torchlint.rules.base import Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
 
 _ACCUM_NAME = re.compile(r"accum|accumulation|grad_acc|update_freq|iters_to_acc", re.IGNORECASE)
 # These divide the loss by the accumulation steps themselves (Accelerate, DeepSpeed, Fabric).
 _SELF_SCALING = ("accelerator", "engine")
+
+MODULO = re.compile(r"%")  # the accumulation guard `(i + 1) % k == 0`
 
 
 class UnscaledAccumulation(Rule):
@@ -27,6 +29,7 @@ class UnscaledAccumulation(Rule):
     name = "unscaled-gradient-accumulation"
     summary = "gradient accumulation without dividing the loss by the accumulation steps"
     fix_safety = "unsafe"
+    requires = (BACKWARD_CALL, LOOP, STEP_CALL, MODULO)
     doc = """
 ## What it flags
 A loop whose backward runs every iteration while the optimizer steps only under a modulo guard

@@ -6,6 +6,7 @@ Also zero_grad on every micro-step while step() runs only every k-th, and `model
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 import libcst as cst
@@ -14,8 +15,10 @@ from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import code_of, modulo_divisor
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, movable, move_after
-from torchlint.rules.base import Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
 from torchlint.rules.tl004_missing_zero_grad import clears
+
+ZERO_GRAD = re.compile(r"zero_grad")
 
 
 class ZeroGradBeforeStep(Rule):
@@ -23,6 +26,7 @@ class ZeroGradBeforeStep(Rule):
     name = "zero-grad-before-step"
     summary = "zero_grad() between backward() and step() wipes the gradients the step needs"
     fix_safety = "unsafe"
+    requires = (BACKWARD_CALL, LOOP, STEP_CALL, ZERO_GRAD)
     doc = """
 ## What it flags
 - `optimizer.zero_grad()` (or `model.zero_grad()`) after `loss.backward()` and before that optimizer's `step()`

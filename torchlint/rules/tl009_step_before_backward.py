@@ -12,7 +12,7 @@ from torchlint.analysis import Event, EventKind, FileModel
 from torchlint.analysis.exprs import code_of
 from torchlint.diagnostic import Fix
 from torchlint.fixes import movable, move_after
-from torchlint.rules.base import Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
 
 
 class StepBeforeBackward(Rule):
@@ -20,6 +20,7 @@ class StepBeforeBackward(Rule):
     name = "step-before-backward"
     summary = "optimizer.step() before loss.backward() in the same iteration"
     fix_safety = "unsafe"
+    requires = (BACKWARD_CALL, LOOP, STEP_CALL)
     doc = """
 ## What it flags
 An unconditional `optimizer.step()` (or `scaler.step(optimizer)`) that runs in an iteration before any backward

@@ -7,6 +7,7 @@ adapts, so fp16 overflow keeps skipping steps.
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 import libcst as cst
@@ -15,7 +16,9 @@ from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import code_of
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, insert_after, insert_before, movable
-from torchlint.rules.base import Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, LOOP, Finding, Rule
+
+SCALE_CALL = re.compile(r"\.\s*scale\s*\(")  # scaler.scale(loss).backward()
 
 
 class GradScalerMisuse(Rule):
@@ -23,6 +26,7 @@ class GradScalerMisuse(Rule):
     name = "grad-scaler-misuse"
     summary = "GradScaler misuse: optimizer.step() instead of scaler.step(), clipping scaled grads, no update()"
     fix_safety = "unsafe"
+    requires = (BACKWARD_CALL, LOOP, SCALE_CALL)
     doc = """
 ## What it flags
 In a loop that back-propagates through a GradScaler (`scaler.scale(loss).backward()`):

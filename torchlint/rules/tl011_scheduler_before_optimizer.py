@@ -16,7 +16,10 @@ from torchlint.analysis.exprs import code_of
 from torchlint.analysis.names import role_suffix
 from torchlint.diagnostic import Fix
 from torchlint.fixes import movable, move_after
-from torchlint.rules.base import Finding, Rule
+from torchlint.rules.base import LOOP, STEP_CALL, Finding, Rule
+
+# Every name or constructor torchlint.analysis.names takes for a scheduler contains one of these.
+SCHEDULER = re.compile(r"(?i:sched)|LR\s*\(|ReduceLROnPlateau")
 
 
 class SchedulerBeforeOptimizer(Rule):
@@ -24,8 +27,11 @@ class SchedulerBeforeOptimizer(Rule):
     name = "scheduler-before-optimizer"
     summary = "lr_scheduler.step() before optimizer.step() in the same iteration"
     fix_safety = "unsafe"
-    # Any scheduler name or class: `scheduler.step(`, `lr_sched.step(`, `StepLR(`, `get_linear_schedule_with_warmup`.
-    requires = re.compile(r"sched\w*\.step\s*\(|LR\s*\(|[Ss]chedule|ReduceLROnPlateau")
+    # A scheduler is known by its name (`lr_sched`, `schedulerG`) or its constructor (`StepLR(`,
+    # `get_linear_schedule_with_warmup(`), which may sit elsewhere in the file (`__init__`); the function with the
+    # finding steps both in a loop.
+    requires = (STEP_CALL, LOOP, SCHEDULER)
+    scope_requires = (STEP_CALL, LOOP)
     doc = """
 ## What it flags
 In one iteration of a loop, `scheduler.step()` (no argument) before the `optimizer.step()` it schedules —
