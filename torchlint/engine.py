@@ -8,7 +8,10 @@ import difflib
 import io
 import re
 import tokenize
+from bisect import bisect_right
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Iterable, Mapping, Sequence
 
 import libcst as cst
@@ -21,10 +24,16 @@ from torchlint.prune import prune
 from torchlint.diagnostic import Diagnostic, Edit, Fix, FixInfo
 from torchlint.rules import ALL_RULES, Finding, Rule
 
+try:  # libcst's code generation state: internal, so a libcst that moves it gets the public (slower) path
+    from libcst._nodes.internal import CodegenState
+except ImportError:  # pragma: no cover - depends on the installed libcst
+    CodegenState = object  # type: ignore[assignment,misc]
+
 from torchlint.codes import FIX_ERROR, INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR  # noqa: E402,F401
 ISSUES_URL = "https://github.com/torchlint/torchlint/issues"
 MAX_FIX_ROUNDS = 10
 
+_NEWLINE = re.compile(r"\r\n?|\n")  # what libcst counts as a line break
 _NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 
 
@@ -168,12 +177,14 @@ def suppressed(lines: Sequence[str], diag: Diagnostic) -> bool:
 def _positions(
     module: cst.Module, text: str, nodes: Sequence[cst.CSTNode], tops: Mapping[int, int] | None = None
 ) -> Mapping[cst.CSTNode, CodeRange]:
-    """Positions of `nodes`. libcst's PositionProvider generates the code of the whole module (seconds on a big
-    file), so it runs only on the top-level statements that hold the nodes, shifted by the line where `ast`
-    says each statement starts; the whole-module provider is the fallback."""
+    """Positions of `nodes`, as libcst's PositionProvider gives them. Generating code is the cost, so only the
+    top-level statements that hold the nodes are generated, with token marks instead of the provider's
+    per-token bookkeeping (`_MarkingCodegenState`), and shifted by the line where each statement starts; the
+    whole-module provider is the fallback."""
     try:
         return _positions_by_statement(module, text, nodes, tops or {})
-    except (_Unmapped, SyntaxError, ValueError, RecursionError, MemoryError):
+    except (_Unmapped, SyntaxError, ValueError, RecursionError, MemoryError, AttributeError, TypeError):
+        # TypeError/AttributeError: a libcst whose code generation internals differ from the ones we mark.
         return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
 
 
@@ -182,7 +193,8 @@ class _Unmapped(Exception):
 
 
 def _positions_by_statement(module: cst.Module, text: str, nodes: Sequence[cst.CSTNode], tops: Mapping[int, int]) -> dict:
-    wanted = {id(n) for n in nodes}
+    by_id = {id(n): n for n in nodes}
+    wanted = set(by_id)
     holder_set = {tops[i] for i in wanted if i in tops}
     unknown = {i for i in wanted if i not in tops}
     if unknown:  # nodes no event points at (a detached subexpression): look for them, likeliest places first
@@ -202,7 +214,7 @@ def _positions_by_statement(module: cst.Module, text: str, nodes: Sequence[cst.C
     for index in holders:
         stmt = module.body[index]
         sub = cst.Module(body=[stmt], default_newline=module.default_newline, default_indent=module.default_indent)
-        local, code = _positions_and_code(sub)
+        local, code = _positions_and_code(sub, wanted | {id(stmt)})
         # Where the statement's text (leading comments included) starts in the file: found by a plain search
         # when it occurs once; otherwise from `ast`, whose statement lines are exact.
         at = text.find(code)
@@ -211,10 +223,10 @@ def _positions_by_statement(module: cst.Module, text: str, nodes: Sequence[cst.C
         else:
             if starts is None:
                 starts = _statement_lines(module, pyast.parse(text))
-            shift = starts[index] - local[stmt].start.line
-        for node, rng in local.items():
-            if id(node) in wanted:
-                out[node] = CodeRange(
+            shift = starts[index] - local[id(stmt)].start.line
+        for key, rng in local.items():
+            if key in wanted:
+                out[by_id[key]] = CodeRange(
                     CodePosition(rng.start.line + shift, rng.start.column), CodePosition(rng.end.line + shift, rng.end.column)
                 )
     if len(out) != len(wanted):
@@ -222,30 +234,62 @@ def _positions_by_statement(module: cst.Module, text: str, nodes: Sequence[cst.C
     return out
 
 
-class _CodeKeepingPositions(PositionProvider):
-    """PositionProvider that also keeps the code it generates, so positions and text cost one code generation
-    (libcst's provider API: `_gen_impl` fills `_computed`; checked at import, with the public path as fallback)."""
+@dataclass
+class _MarkingCodegenState(CodegenState):
+    """Plain code generation that notes, per node, the token indexes where it starts and ends — the same ranges
+    libcst's PositionProvider computes (syntactic where a node records one, else whitespace-inclusive), without
+    tracking line and column on every token, which makes the provider five times slower than code generation.
+    Only the nodes asked for are turned into lines and columns, afterwards."""
 
-    code = ""
+    marks: dict[int, tuple[int, int]] = field(default_factory=dict)
+    _starts: list[int] = field(default_factory=list)
+    popped: list[str] = field(default_factory=list)
 
-    def _gen_impl(self, module: cst.Module) -> None:
-        from libcst.metadata.position_provider import PositionProvidingCodegenState
+    def pop_trailing_newline(self) -> None:
+        # The provider's positions still count the newline a file without one at its end loses here.
+        if self.tokens:
+            self.popped.append(self.tokens.pop())
 
-        state = PositionProvidingCodegenState(
-            default_indent=module.default_indent, default_newline=module.default_newline, provider=self
-        )
-        module._codegen(state)
-        self.code = "".join(state.tokens)
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        self._starts.append(len(self.tokens))
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        start = self._starts.pop()
+        if id(node) not in self.marks:
+            self.marks[id(node)] = (start, len(self.tokens) + len(self.popped))
+
+    @contextmanager
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None):  # type: ignore[override]
+        start = len(self.tokens)
+        try:
+            yield
+        finally:
+            marks = self.marks
+            marks[id(node)] = (
+                marks[id(start_node)][0] if start_node is not None else start,
+                marks[id(end_node)][1] if end_node is not None else len(self.tokens),
+            )
 
 
-def _positions_and_code(sub: cst.Module) -> tuple[Mapping[cst.CSTNode, CodeRange], str]:
-    provider = _CodeKeepingPositions()
-    try:
-        provider._gen_impl(sub)
-        computed = provider._computed
-    except (AttributeError, ImportError):  # a libcst whose provider internals differ: the public, slower path
-        return MetadataWrapper(sub, unsafe_skip_copy=True).resolve(PositionProvider), sub.code
-    return computed, provider.code
+def _positions_and_code(sub: cst.Module, wanted: set[int] | None = None) -> tuple[dict[int, CodeRange], str]:
+    """The code of `sub` and the ranges of its nodes (those in `wanted`, or all), keyed by id()."""
+    state = _MarkingCodegenState(default_indent=sub.default_indent, default_newline=sub.default_newline)
+    sub._codegen(state)
+    code = "".join(state.tokens)
+    tokens = state.tokens + state.popped
+    offsets = list(accumulate(map(len, tokens), initial=0))
+    line_starts = [0] + [m.end() for m in _NEWLINE.finditer("".join(tokens))]
+
+    def position(token_index: int) -> CodePosition:
+        offset = offsets[token_index]
+        line = bisect_right(line_starts, offset)
+        return CodePosition(line, offset - line_starts[line - 1])
+
+    return {
+        key: CodeRange(position(a), position(b))
+        for key, (a, b) in state.marks.items()
+        if wanted is None or key in wanted
+    }, code
 
 
 def _statement_lines(module: cst.Module, tree: ast.Module) -> list[int]:
