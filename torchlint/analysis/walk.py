@@ -22,6 +22,8 @@ _SKIP = re.compile(
 _FIELDS: dict[type, tuple[str, ...]] = {}
 _IS_NODE: dict[type, bool] = {}  # CSTNode is an ABC: isinstance() on it is slow, a dict of types is not
 _SCOPES = frozenset({cst.Lambda, cst.FunctionDef, cst.ClassDef})  # compared by type: isinstance on ABCs is slow
+# Nodes with no expression inside: nothing to walk into (most leaves of an expression tree).
+_LEAVES = frozenset({cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.Ellipsis})
 
 
 def _fields(cls: type) -> tuple[str, ...]:
@@ -62,9 +64,10 @@ def walk(
     while stack:
         n = stack.pop()
         yield n
-        if n is not node and not descend_scopes and type(n) in _SCOPES:
+        cls = type(n)
+        if n is not node and not descend_scopes and cls in _SCOPES:
             continue
-        if prune is not None and prune(n):
+        if (prune is not None and prune(n)) or cls in _LEAVES:
             continue
         stack.extend(reversed(children(n)))
 
@@ -79,7 +82,7 @@ def calls_in_evaluation_order(node: cst.CSTNode) -> list[cst.Call]:
             out.append(n)  # type: ignore[arg-type]
             continue
         cls = type(n)
-        if n is not node and cls in _SCOPES:
+        if cls in _LEAVES or (n is not node and cls in _SCOPES):
             continue
         if cls is cst.Call:
             stack.append((n, True))
