@@ -217,3 +217,28 @@ def test_functions_that_cannot_hold_a_finding_are_dropped():
     assert "(x * 2).sum().backward()" not in pruned and "node.step_forward()" not in pruned
     assert "opt.step()" in pruned and len(pruned.splitlines()) == len(src.splitlines())
     assert _same_findings(src) == [("TL004", len(src.splitlines()))]
+
+
+def test_builders_kept_are_those_the_model_reads():
+    """Pruning keeps every function that constructs something `names.kind_of_value` recognises: whatever it
+    takes for an optimizer, scheduler, scaler or Accelerate/DeepSpeed object matches prune._DEFINES."""
+    import libcst as cst
+
+    from torchlint import prune as pruning
+    from torchlint.analysis.names import OPTIMIZER_CLASSES, kind_of_value
+
+    calls = [f"{prefix}{cls}(params)" for cls in sorted(OPTIMIZER_CLASSES) for prefix in ("", "torch.optim.", "optim.")]
+    calls += [
+        "torch.optim.lr_scheduler.LambdaLR(opt, f)", "StepLR(opt, 10)", "OneCycleLR (opt, 1.0)", "CosineLRScheduler(opt)",
+        "MyScheduler(opt)", "get_linear_schedule_with_warmup(opt, 10, 100)", "transformers.get_cosine_schedule(opt)",
+        "WarmupSchedule(opt)", "ReduceLROnPlateau(opt)", "GradScaler()", "torch.cuda.amp.GradScaler()",
+        "Accelerator()", "L.Fabric()", "self.optimizers()", "torch.optim.Foo(p)",
+        "make_model(x)", "nn.Linear(3, 4)", "DataLoader(ds)", "scheduler_config(x)",
+    ]
+    recognised = 0
+    for call in calls:
+        if kind_of_value(cst.parse_expression(call)) is not None:
+            recognised += 1
+            assert pruning._DEFINES.search(f"    x = {call}\n"), call
+    assert recognised == len(calls) - 4  # the last four are not builders
+    assert pruning._DEFINES.search("    engine, opt, _, _ = deepspeed.initialize(model=m)\n")  # Symbols.record

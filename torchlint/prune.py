@@ -24,6 +24,8 @@ from bisect import bisect_left
 from typing import Iterable, Sequence
 
 from torchlint import pyast
+from torchlint.analysis.model import INLINE_DEPTH  # how deep the model inlines helpers
+from torchlint.analysis.names import OPTIMIZER_CLASSES
 
 MIN_LINES = 300  # below this, pruning saves less than the `ast` pass costs
 # How the model resolves a call: a bare name is a function of the module (or a closure passed by name), `self.x`
@@ -35,15 +37,9 @@ _DEF_START = re.compile(r"(?m)^(?=[ \t]{0,8}(?:@|(?:async[ \t]+)?def[ \t]|class[
 # classes and `lr_scheduler.*`, GradScaler, Accelerator/Fabric, deepspeed.initialize) contains one of these.
 _DEFINES = re.compile(
     r"\boptim\.|\boptimizers\s*\(|lr_scheduler|LR\s*\(|ReduceLROnPlateau|_schedule\w*\s*\(|Schedule\w*\s*\("
-    r"|\b(?:GradScaler|Accelerator|Fabric)\s*\(|deepspeed\.initialize|\bdef __init__\b|\b(?:"
-    + "|".join(sorted(
-        """SGD Adam AdamW Adamax Adagrad Adadelta RMSprop Rprop LBFGS NAdam RAdam SparseAdam ASGD Adafactor
-        Lion Lamb LAMB FusedAdam FusedLAMB FusedSGD DeepSpeedCPUAdam Adam8bit AdamW8bit PagedAdamW PagedAdamW8bit
-        SGDW AdaBelief Ranger Shampoo Muon Sophia ZeroRedundancyOptimizer LARS Novograd AdamP SGDP Yogi""".split()
-    ))
-    + r")\s*\("
+    r"|\b(?:GradScaler|Accelerator|Fabric)\s*\(|deepspeed\.initialize|\bdef __init__\b"
+    r"|\b(?:" + "|".join(sorted(OPTIMIZER_CLASSES)) + r")\s*\("
 )
-_INLINE_DEPTH = 2  # torchlint.analysis.model inlines helpers this deep
 
 
 def prune(text: str, conditions: Iterable[Sequence[re.Pattern[str]]]) -> str:
@@ -113,7 +109,7 @@ def prune(text: str, conditions: Iterable[Sequence[re.Pattern[str]]]) -> str:
     def reach(first: set[int]) -> set[int]:
         """Helpers reached from calls `first`, as deep as the model inlines."""
         seen, frontier = set(first), set(first)
-        for _ in range(_INLINE_DEPTH - 1):
+        for _ in range(INLINE_DEPTH - 1):
             frontier = {j for i in frontier for j in calls[i]} - seen
             seen |= frontier
         return seen

@@ -26,7 +26,7 @@ _CONTEXTS = {
     "autocast": "autocast",
     "no_sync": "no_sync",
 }
-_INLINE_DEPTH = 2
+INLINE_DEPTH = 2
 _Ctx = tuple  # (loops, guards, contexts)
 
 
@@ -235,7 +235,7 @@ class FileModel:
         for e in scope.raw:
             if e.kind is EventKind.LOCAL_CALL:
                 callee = self.resolve(scope, e.callee or "")
-                if callee is None or depth >= _INLINE_DEPTH or callee.node in active:
+                if callee is None or depth >= INLINE_DEPTH or callee.node in active:
                     continue
                 for inner in self._expand(callee, depth + 1, active | {scope.node}):
                     if inner.kind in (EventKind.ASSIGN, EventKind.APPEND, EventKind.RESET, EventKind.FAKE_RESET):
