@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def positive_sources() -> Iterator[tuple[str, str]]:
+    """(rule code, source) of every fixture's bad.py and every positive example in tests/rules/."""
+    from torchlint.rules import ALL_RULES
+
+    for path in sorted((ROOT / "fixtures").glob("TL*/*/bad.py")):
+        yield path.parent.parent.name, path.read_text()
+    for rule in ALL_RULES:
+        mod = importlib.import_module(f"tests.rules.test_{rule.code.lower()}")
+        for src, _ in mod.POSITIVE.values():
+            yield rule.code, textwrap.dedent(src)
 
 
 @pytest.fixture

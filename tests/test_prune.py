@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import ast
-import importlib
 import textwrap
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import positive_sources
 from torchlint.engine import lint_source
 from torchlint.prune import MIN_LINES, prune
 from torchlint.rules import ALL_RULES
@@ -76,19 +75,10 @@ def test_same_findings_with_and_without_pruning():
     assert {d.code for d in whole} == {"TL001", "TL004"}
 
 
-def _sources():
-    for path in sorted(ROOT.glob("fixtures/TL*/*/bad.py")):
-        yield path.read_text()
-    for code in [r.code.lower() for r in ALL_RULES]:
-        mod = importlib.import_module(f"tests.rules.test_{code}")
-        for src, _ in mod.POSITIVE.values():
-            yield textwrap.dedent(src)
-
-
 @pytest.mark.parametrize("padding", ["before", "after"])
 def test_rule_examples_survive_pruning(padding):
     """Every positive example, padded past MIN_LINES with unrelated functions, is found at the same place."""
-    for src in _sources():
+    for _, src in positive_sources():
         padded = UNRELATED + "\n" + src if padding == "before" else src + "\n" + UNRELATED
         offset = len((UNRELATED + "\n").splitlines()) if padding == "before" else 0
         expected = [(d.line + offset, d.column, d.code) for d in lint_source(src, "t.py")]

@@ -77,8 +77,8 @@ def select_rules(codes: Iterable[str] | None = None) -> list[type[Rule]]:
 
 
 def rules_that_may_fire(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
-    """The rules whose necessary text (`Rule.requires`) the file holds; each pattern is searched at most once,
-    and most files fail the first (a backward call, a step call)."""
+    """The prefilter: the rules whose necessary text (`Rule.requires`) the file holds; with none, the file is not
+    parsed. Each pattern is searched at most once, and most files fail the first (a backward call, a step call)."""
     found: dict[re.Pattern[str], bool] = {}
 
     def has(p: re.Pattern[str]) -> bool:
@@ -88,11 +88,6 @@ def rules_that_may_fire(text: str, rules: Sequence[type[Rule]]) -> list[type[Rul
         return hit
 
     return [rule for rule in rules if all(has(p) for p in rule.requires)]
-
-
-def can_have_findings(text: str, rules: Sequence[type[Rule]]) -> bool:
-    """The prefilter: a file that lacks some necessary text of every rule is not parsed at all."""
-    return bool(rules_that_may_fire(text, rules))
 
 
 @dataclass

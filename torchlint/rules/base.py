@@ -41,10 +41,6 @@ class Rule:
     doc: ClassVar[str]  # Markdown: why it is wrong, examples, fix, limits
 
     @classmethod
-    def may_fire(cls, text: str) -> bool:
-        return all(p.search(text) for p in cls.requires)
-
-    @classmethod
     def scope_patterns(cls) -> tuple[re.Pattern[str], ...]:
         return cls.requires if cls.scope_requires is None else cls.scope_requires
 
