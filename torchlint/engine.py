@@ -295,9 +295,7 @@ def _statement_lines(module: cst.Module, tree: ast.Module) -> list[int]:
     for stmt in module.body:
         if i >= len(tree.body):
             raise _Unmapped
-        node = tree.body[i]
-        decorators = getattr(node, "decorator_list", None) or []
-        lines.append(min([node.lineno] + [d.lineno for d in decorators]))
+        lines.append(pyast.first_line(tree.body[i]))
         i += len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
     if i != len(tree.body):
         raise _Unmapped

@@ -85,7 +85,7 @@ def prune(text: str, conditions: Iterable[Sequence[re.Pattern[str]]]) -> str:
         starts.append(starts[-1] + len(line))
 
     def span(node: ast.AST) -> tuple[int, int]:
-        return starts[_first_line(node) - 1], starts[node.end_lineno or node.lineno]  # type: ignore[attr-defined]
+        return starts[pyast.first_line(node) - 1], starts[node.end_lineno or node.lineno]  # type: ignore[attr-defined]
 
     spans = [span(d) for d, _ in defs]
     functions: dict[str, list[int]] = {}
@@ -146,7 +146,7 @@ def prune(text: str, conditions: Iterable[Sequence[re.Pattern[str]]]) -> str:
         return text
     out = list(lines)
     for d in drop:
-        first, last = _first_line(d), d.end_lineno or d.lineno  # type: ignore[attr-defined]
+        first, last = pyast.first_line(d), d.end_lineno or d.lineno  # type: ignore[attr-defined]
         if not _owns_lines(lines, d, first, last):
             continue
         indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
@@ -168,11 +168,6 @@ def _definitions(tree: ast.Module) -> list[tuple[ast.AST, str | None]]:
         elif isinstance(node, ast.ClassDef):
             found.extend((n, node.name) for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     return found
-
-
-def _first_line(node: ast.AST) -> int:
-    decorators = getattr(node, "decorator_list", [])
-    return min([node.lineno] + [d.lineno for d in decorators])  # type: ignore[attr-defined]
 
 
 def _owns_lines(lines: list[str], node: ast.AST, first: int, last: int) -> bool:

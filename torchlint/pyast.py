@@ -11,3 +11,9 @@ def parse(text: str, path: str = "<unknown>") -> ast.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # `x is 1` in the user's code is not our message to print
         return ast.parse(text, path)
+
+
+def first_line(node: ast.AST) -> int:
+    """The line a statement starts on, its decorators included (where libcst's statement starts too)."""
+    decorators = getattr(node, "decorator_list", None) or []
+    return min([node.lineno] + [d.lineno for d in decorators])  # type: ignore[attr-defined]
