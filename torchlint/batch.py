@@ -82,38 +82,30 @@ def process(job: Job, cache: "Cache | None" = None) -> Outcome:
 def _run(job: Job, path: Path, data: bytes) -> Outcome:
     # Imported here: a run answered from the cache never loads libcst and the rules.
     from torchlint.engine import SourceError, decode, fix_source, lint_source, select_rules
+    from torchlint.notebook import fix_notebook, lint_notebook
 
     try:
         decoded = decode(data)
     except SourceError as exc:
         return Outcome(job.path, (Diagnostic(job.path, exc.line, 1, exc.line, 1, READ_ERROR, str(exc)),))
-    rules = select_rules(job.codes)
-    if job.path.endswith(".ipynb"):
-        return _run_notebook(job, path, decoded.text, decoded.encoding, rules)
+    text, rules = decoded.text, select_rules(job.codes)
+    notebook = job.path.endswith(".ipynb")
     if job.mode == "check":
-        return Outcome(job.path, tuple(lint_source(decoded.text, job.path, rules, with_edits=job.with_edits)))
-    result = fix_source(decoded.text, job.path, rules, unsafe=job.unsafe)
-    diags = tuple(result.remaining) + tuple(result.failed)
-    if result.text == decoded.text:
+        if notebook:
+            return Outcome(job.path, tuple(lint_notebook(text, job.path, rules)))
+        return Outcome(job.path, tuple(lint_source(text, job.path, rules, with_edits=job.with_edits)))
+    if notebook:
+        fixed = fix_notebook(text, job.path, rules, job.unsafe)
+        new_text, diags, applied = fixed.text, tuple(fixed.diags), fixed.applied
+    else:
+        result = fix_source(text, job.path, rules, unsafe=job.unsafe)
+        new_text, diags, applied = result.text, tuple(result.remaining) + tuple(result.failed), result.applied
+    if new_text == text:
         return Outcome(job.path, diags)
     if job.mode == "diff":
-        return Outcome(job.path, diags, result.applied, decoded.text, result.text)
-    write_atomic(path, result.text, decoded.encoding)
-    return Outcome(job.path, diags, result.applied)
-
-
-def _run_notebook(job: Job, path: Path, text: str, encoding: str, rules) -> Outcome:
-    from torchlint.notebook import fix_notebook, lint_notebook
-
-    if job.mode == "check":
-        return Outcome(job.path, tuple(lint_notebook(text, job.path, rules)))
-    result = fix_notebook(text, job.path, rules, job.unsafe)
-    if result.text == text:
-        return Outcome(job.path, tuple(result.diags))
-    if job.mode == "diff":
-        return Outcome(job.path, tuple(result.diags), result.applied, text, result.text)
-    write_atomic(path, result.text, encoding)
-    return Outcome(job.path, tuple(result.diags), result.applied)
+        return Outcome(job.path, diags, applied, text, new_text)
+    write_atomic(path, new_text, decoded.encoding)
+    return Outcome(job.path, diags, applied)
 
 
 def write_atomic(path: Path, text: str, encoding: str) -> None:
