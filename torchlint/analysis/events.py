@@ -22,6 +22,7 @@ class EventKind(str, Enum):
     FAKE_RESET = "fake_reset"  # x.data.zero_(): clears the value, keeps the graph
     LOCAL_CALL = "local_call"  # a call to a function of this file; expanded into the callee's events
     METHOD = "method"  # a method call of interest, before classification
+    RETURN = "return"  # `return value`: what the function summary's return kind is computed from
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class Event:
     via: str | None = None  # the GradScaler involved, if any
     callee: str | None = None  # LOCAL_CALL: "name" or "self.name"
     inlined_from: cst.CSTNode | None = None  # the call site when the event comes from a helper
+    site: cst.CSTNode | None = None  # the statement of the owning scope where it happens (the call, if inlined)
+    path: tuple[cst.CSTNode, ...] = ()  # the call statements from the owning scope down to `stmt`, then `stmt`
+    index: int = -1  # ASSIGN to one name of a tuple target: its position (`out, hidden = model(x, hidden)`)
     seq: int = 0
 
     @property

@@ -10,22 +10,17 @@ from typing import Iterable, Sequence
 import libcst as cst
 
 from torchlint.analysis.events import Event, EventKind, Guard
+from torchlint.analysis.flow import FlowGraph
+from torchlint.analysis.kinds import Kinds
 from torchlint.analysis.exprs import dotted, is_self_accumulation, is_true, keyword, names_in, positional
 from torchlint.analysis.names import Kind, Symbols
+from torchlint.analysis.semantics import IN_PLACE_DETACH, context_of, gradients_go_to
 from torchlint.analysis.walk import calls_in_evaluation_order
 
 _METHODS = frozenset(
     """backward manual_backward grad step zero_grad update unscale_ clip_grad_norm_ clip_grad_value_
     append extend clear detach_ zero_ fill_""".split()
 )
-_CONTEXTS = {
-    "no_grad": "no_grad",
-    "inference_mode": "no_grad",
-    "enable_grad": "enable_grad",
-    "accumulate": "accumulate",
-    "autocast": "autocast",
-    "no_sync": "no_sync",
-}
 INLINE_DEPTH = 2
 _Ctx = tuple  # (loops, guards, contexts)
 
@@ -44,6 +39,12 @@ class Scope:
     _depends: dict[str, frozenset[str]] = field(default_factory=dict)
     _value_names: dict[int, set[str]] = field(default_factory=dict)
     _backpropagated: frozenset[str] | None = None
+    flow: FlowGraph | None = None
+    params: dict[str, cst.Param] = field(default_factory=dict)
+    _def_nodes: dict[str, frozenset[int]] | None = None
+    _kill_events: dict[str, list[Event]] | None = None
+    stmt_scope: dict[int, "Scope"] = field(default_factory=dict)  # shared by a file's scopes: id(stmt) -> scope
+    _reaching: dict[tuple[str, int], tuple[tuple[Event, ...], bool]] = field(default_factory=dict)
 
     def assignments(self, name: str) -> list[Event]:
         """Every ASSIGN/APPEND event of this scope whose target is `name`."""
@@ -54,18 +55,115 @@ class Scope:
                     self._assigns.setdefault(e.target, []).append(e)
         return self._assigns.get(name, [])
 
+    # -- flow ----------------------------------------------------------------------------------------------------
+    def flow_node(self, event: Event) -> int | None:
+        """The flow node where `event` happens in this scope (the call statement, for a helper's event)."""
+        assert self.flow is not None
+        return self.flow.node(event.site if event.site is not None else event.stmt)
+
+    def may_follow(self, a: Event, b: Event, loop: cst.CSTNode | None = None) -> bool:
+        """Can `b` run after `a` (within one iteration of `loop`, when given)? Events of helpers are placed at
+        their call; two events of the same call are ordered by the helper's own flow graph."""
+        for i, (sa, sb) in enumerate(zip(a.path, b.path)):
+            if sa is sb:
+                continue
+            owner = self.stmt_scope.get(id(sa)) if i else self
+            if owner is None or owner.flow is None:
+                break
+            na, nb = owner.flow.node(sa), owner.flow.node(sb)
+            if na is None or nb is None:
+                break
+            if na == nb:
+                break
+            within = loop if i == 0 else _innermost_common(
+                tuple(x for x in a.loops if id(x) in owner.flow.loop_head),
+                tuple(x for x in b.loops if id(x) in owner.flow.loop_head),
+            )
+            return owner.flow.may_follow(na, nb, within)
+        return b.seq > a.seq
+
+    def exclusive(self, a: Event, b: Event) -> bool:
+        """`a` and `b` never run in the same pass: different arms of an if/elif/else, match or try/except."""
+        loop = _innermost_common(a.loops, b.loops)
+        return not self.may_follow(a, b, loop) and not self.may_follow(b, a, loop)
+
+    def reaching(self, name: str, at: Event) -> tuple[tuple[Event, ...], bool]:
+        """The definitions of `name` (assignments, `del`, in-place resets) that reach `at`, and whether a path
+        from the scope's entry (a parameter, a global, an attribute set elsewhere) reaches it too."""
+        assert self.flow is not None
+        node = self.flow_node(at)
+        if node is None:
+            return tuple(e for e in self.assignments(name) if e.seq < at.seq), False
+        same = [e for e in self._defs_in(name, node) if e.seq < at.seq]
+        if same:
+            return (same[-1],), False
+        key = (name, node)
+        cached = self._reaching.get(key)
+        if cached is None:
+            stops = self.def_nodes().get(name, frozenset())
+            found, entry = self.flow.backward(node, stops)
+            defs = tuple(self._defs_in(name, n)[-1] for n in sorted(found))
+            cached = self._reaching[key] = (defs, entry)
+        return cached
+
+    def def_nodes(self) -> dict[str, frozenset[int]]:
+        if self._def_nodes is None:
+            nodes: dict[str, set[int]] = {}
+            for e in self.events:
+                if e.scope is self.node and e.target and _kills(e):
+                    n = self.flow_node(e)
+                    if n is not None:
+                        nodes.setdefault(e.target, set()).add(n)
+            self._def_nodes = {k: frozenset(v) for k, v in nodes.items()}
+        return self._def_nodes
+
+    def _defs_in(self, name: str, node: int) -> list[Event]:
+        if self._kill_events is None:
+            self._kill_events = {}
+            for e in self.events:
+                if e.scope is self.node and e.target and _kills(e):
+                    self._kill_events.setdefault(e.target, []).append(e)
+        return [e for e in self._kill_events.get(name, ()) if self.flow_node(e) == node]
+
     def own_backwards(self) -> list[Event]:
         """BACKWARD events whose names are this scope's (not those inlined from helpers)."""
         return [e for e in self.events if e.kind is EventKind.BACKWARD and e.scope is self.node and e.value is not None]
 
     def backpropagated(self) -> frozenset[str]:
-        """Every name whose value flows into a backward of this scope."""
+        """Every name whose value flows into a backward of this scope (through the definitions that reach it)."""
         if self._backpropagated is None:
             names: set[str] = set()
             for b in self.own_backwards():
-                names |= self.depends(b.value)
+                names |= {d.target for d in self.flow_defs(b.value, b) if d.target}
+                names |= names_in(b.value)
             self._backpropagated = frozenset(names)
         return self._backpropagated
+
+    def flow_defs(self, expr: cst.BaseExpression, at: Event) -> list[Event]:
+        """The definitions whose values flow into `expr` evaluated at `at`: reaching definitions, followed
+        transitively, plus what is appended or stored into the containers involved."""
+        out: list[Event] = []
+        seen_defs: set[int] = set()
+        seen: set[tuple[str, int]] = set()
+        todo = [(n, at) for n in names_in(expr)]
+        while todo:
+            name, where = todo.pop()
+            key = (name, id(where))
+            if key in seen:
+                continue
+            seen.add(key)
+            defs, _ = self.reaching(name, where)
+            adds = [e for e in self.assignments(name) if e.kind is EventKind.APPEND or e.flavor == "item="]
+            for d in (*defs, *adds):
+                if id(d) in seen_defs:
+                    continue
+                seen_defs.add(id(d))
+                out.append(d)
+                if d.value is not None:
+                    todo.extend((n, d) for n in self._names(d.value))
+                if d.accumulates and d.target:
+                    todo.append((d.target, d))
+        return out
 
     def depends(self, expr: cst.CSTNode) -> frozenset[str]:
         """Names whose values flow into `expr`, through the assignments of this scope (flow-insensitive)."""
@@ -161,6 +259,14 @@ class Loop:
                     return e
         return step
 
+    def may_follow(self, a: Event, b: Event) -> bool:
+        """Can `b` run after `a` within one iteration of this loop (inner loops included)?"""
+        return self.scope.may_follow(a, b, self.node)
+
+    def backwards_into_grad(self) -> list[Event]:
+        """The backwards of the iteration that add into `.grad` (not `autograd.grad`, not dist_autograd)."""
+        return [b for b in self.of(EventKind.BACKWARD) if gradients_go_to(b.flavor) == "grad"]
+
     @property
     def outermost(self) -> bool:
         """Not nested in another loop of the same function."""
@@ -175,15 +281,23 @@ class FileModel:
         self.text = text  # the source, for cheap textual questions (is `total.item()` used anywhere?)
         self.symbols = Symbols()
         self.scopes: list[Scope] = []
+        self._kinds: Kinds | None = None
         self._by_node: dict[cst.CSTNode, Scope] = {}
         # id(node) -> index of the module-level statement holding it, for the nodes events point at
         # (positions are computed per module-level statement, see engine._positions).
         self.top_of: dict[int, int] = {}
+        self.classes: dict[str, cst.ClassDef] = {}
+        self.imported: set[str] = set()  # names bound by import statements
         _Walker(self).walk_module(module)
         for scope in self.scopes:
             for e in scope.raw:
                 if e.kind is EventKind.ASSIGN and e.flavor in ("=", "tuple0", "tuple") and e.target and e.value:
                     self.symbols.record(e.target, e.value, first=e.flavor != "tuple")
+        stmt_scope: dict[int, Scope] = {}
+        for scope in self.scopes:
+            scope.stmt_scope = stmt_scope
+            if scope.flow is not None:
+                stmt_scope.update(dict.fromkeys(scope.flow.node_of, scope))
         self._functions = {s.name: s for s in self.scopes if s.class_name is None and "." not in s.name}
         self._methods = {(s.class_name, s.name): s for s in self.scopes if s.class_name is not None}
         for scope in self.scopes:
@@ -202,6 +316,26 @@ class FileModel:
             self.loops.extend(Loop(node, scope, evs) for node, evs in seen.items() if evs)
 
     # -- queries -------------------------------------------------------------------------------------------------
+    @property
+    def kinds(self) -> Kinds:
+        if self._kinds is None:
+            self._kinds = Kinds(self)
+        return self._kinds
+
+    def is_module_class(self, name: str, _seen: frozenset[str] = frozenset()) -> bool:
+        """A class of this file that derives from nn.Module (directly or through another class of the file)."""
+        cls = self.classes.get(name)
+        if cls is None or name in _seen:
+            return False
+        for base in cls.bases:
+            base_name = dotted(base.value) or ""
+            last = base_name.rsplit(".", 1)[-1]
+            if last in ("Module", "LightningModule", "Sequential", "ModuleList", "ModuleDict"):
+                return True
+            if self.is_module_class(base_name, _seen | {name}):
+                return True
+        return False
+
     def kind(self, name: str | None) -> Kind:
         return self.symbols.kind(name)
 
@@ -238,7 +372,8 @@ class FileModel:
                 if callee is None or depth >= INLINE_DEPTH or callee.node in active:
                     continue
                 for inner in self._expand(callee, depth + 1, active | {scope.node}):
-                    if inner.kind in (EventKind.ASSIGN, EventKind.APPEND, EventKind.RESET, EventKind.FAKE_RESET):
+                    if inner.kind in (EventKind.ASSIGN, EventKind.APPEND, EventKind.RESET, EventKind.FAKE_RESET,
+                                      EventKind.RETURN):
                         continue  # the callee's own names mean nothing in the caller
                     shift = len(e.loops)
                     out.append(
@@ -248,6 +383,8 @@ class FileModel:
                             guards=e.guards + tuple(dataclasses.replace(g, depth=g.depth + shift) for g in inner.guards),
                             contexts=e.contexts + inner.contexts,
                             inlined_from=inner.inlined_from or e.node,
+                            site=e.stmt,
+                            path=(e.stmt,) + inner.path,
                         )
                     )
             elif e.kind is EventKind.METHOD:
@@ -274,7 +411,9 @@ class FileModel:
                 opt = dotted(arg.value) if arg else None
                 return rep(e, kind=EventKind.STEP, target=opt, via=recv_name) if opt else None
             if kind is Kind.OPTIMIZER:
-                return rep(e, kind=EventKind.STEP, target=recv_name)
+                # `DistributedOptimizer.step(context_id)` reads the gradients of a dist_autograd context.
+                flavor = "context" if "dist_autograd" in e.contexts and call.args else ""
+                return rep(e, kind=EventKind.STEP, target=recv_name, flavor=flavor)
             if kind is Kind.SCHEDULER:
                 return rep(e, kind=EventKind.SCHED_STEP, target=recv_name)
             return None
@@ -290,12 +429,16 @@ class FileModel:
             flavor = "accelerator" if kind is Kind.ACCELERATOR else "torch"
             return rep(e, kind=EventKind.CLIP, flavor=flavor)
         if recv_name is None:
+            container = _container(recv)
+            if method in IN_PLACE_DETACH and container is not None:
+                # `hidden[0].detach_()`: the state's tensors are cut from their graph in place
+                return rep(e, kind=EventKind.RESET, target=container, flavor="item")
             return None
         if method in ("append", "extend") and call.args:
             return rep(e, kind=EventKind.APPEND, target=recv_name, value=call.args[-1].value)
         if method == "clear":
             return rep(e, kind=EventKind.RESET, target=recv_name)
-        if method == "detach_":
+        if method in IN_PLACE_DETACH:
             return rep(e, kind=EventKind.RESET, target=recv_name)
         if method in ("zero_", "fill_"):
             if recv_name.endswith(".grad") or recv_name.endswith(".grad.data"):
@@ -320,9 +463,10 @@ class FileModel:
         elif recv_name in ("torch.autograd", "autograd"):
             flavor, value = "autograd", arg0.value if arg0 else None
         elif recv_name is not None and recv_name.endswith("autograd"):
-            # `dist_autograd.backward(context_id, roots, retain_graph=...)`: the roots come last.
+            # `dist_autograd.backward(context_id, roots, retain_graph=...)`: the roots come last, and the
+            # gradients go to the context, not to `.grad`.
             last = positional(call, len([a for a in call.args if a.keyword is None]) - 1)
-            flavor, value = "autograd", last.value if last else None
+            flavor, value = "dist", last.value if last else None
         elif kind is Kind.ACCELERATOR:
             flavor, value = "accelerator", arg0.value if arg0 else None
         elif kind is Kind.ENGINE:
@@ -361,23 +505,27 @@ class _Walker:
         self._top = 0  # index of the module-level statement being walked
 
     def walk_module(self, module: cst.Module) -> None:
-        scope = Scope(module, "<module>", None)
+        scope = Scope(module, "<module>", None, flow=FlowGraph(module.body))
         self.model._add_scope(scope)
         for index, stmt in enumerate(module.body):
             self._top = index
             self._stmt(scope, stmt, ((), (), ()))
 
     def _function(self, node: cst.FunctionDef, class_name: str | None, prefix: str) -> Scope:
-        scope = Scope(node, prefix + node.name.value, class_name)
+        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
+        scope = Scope(node, prefix + node.name.value, class_name, flow=FlowGraph(body))
+        p = node.params
+        for param in (*p.posonly_params, *p.params, *p.kwonly_params):
+            scope.params[param.name.value] = param
         self.model._add_scope(scope)
         contexts: tuple[str, ...] = ()
         for dec in node.decorators:
             d = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
             name = dotted(d) or ""
-            ctx = _CONTEXTS.get(name.rsplit(".", 1)[-1])
+            ctx = context_of(name)
             if ctx:
                 contexts += (ctx,)
-        self._block(scope, node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body], ((), (), contexts))
+        self._block(scope, body, ((), (), contexts))
         return scope
 
     def _block(self, scope: Scope, stmts: Sequence[cst.CSTNode], ctx: _Ctx) -> None:
@@ -419,7 +567,7 @@ class _Walker:
                 expr = item.item
                 func = expr.func if isinstance(expr, cst.Call) else expr
                 name = dotted(func) or ""
-                kind = _CONTEXTS.get(name.rsplit(".", 1)[-1])
+                kind = context_of(name)
                 if kind:
                     added += (kind,)
             self._exprs(scope, stmt, [i.item for i in stmt.items], ctx)
@@ -440,6 +588,7 @@ class _Walker:
             prefix = "" if isinstance(scope.node, cst.Module) else scope.name + "."
             self._function(stmt, scope.class_name, prefix)
         elif isinstance(stmt, cst.ClassDef):
+            self.model.classes.setdefault(stmt.name.value, stmt)
             for item in stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else ():
                 if isinstance(item, cst.FunctionDef):
                     self._function(item, stmt.name.value, "")
@@ -472,6 +621,13 @@ class _Walker:
                 self._exprs(scope, line, [small.value], ctx)
             elif isinstance(small, cst.Return) and small.value is not None:
                 self._exprs(scope, line, [small.value], ctx)
+                self._emit(scope, EventKind.RETURN, small, line, ctx, value=small.value)
+            elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                for alias in small.names:
+                    bound = alias.asname.name if alias.asname is not None else alias.name
+                    name = dotted(bound)  # type: ignore[arg-type]
+                    if name:
+                        self.model.imported.add(name.split(".", 1)[0])
             elif isinstance(small, cst.Del):
                 targets = small.target.elements if isinstance(small.target, cst.Tuple) else [small.target]
                 for t in targets:
@@ -488,7 +644,8 @@ class _Walker:
                 name = dotted(el)
                 if name:
                     flavor = "for" if how == "for" else ("tuple0" if i == 0 else "tuple")
-                    self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=value, flavor=flavor)
+                    self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=value, flavor=flavor,
+                               index=i)
             return
         name = dotted(target)
         if name is None:
@@ -540,7 +697,7 @@ class _Walker:
 
     def _emit(self, scope: Scope, kind: EventKind, node: cst.CSTNode, line: cst.CSTNode, ctx: _Ctx, **kw) -> None:
         loops, guards, contexts = ctx
-        event = Event(kind, node, line, scope.node, loops, guards, contexts, **kw)
+        event = Event(kind, node, line, scope.node, loops, guards, contexts, site=line, path=(line,), **kw)
         scope.raw.append(event)
         top = self.model.top_of
         top[id(node)] = top[id(line)] = self._top
@@ -561,3 +718,19 @@ def _container(target: cst.BaseExpression) -> str | None:
     while isinstance(target, cst.Subscript):
         target = target.value
     return dotted(target)
+
+
+def _kills(e: Event) -> bool:
+    """An event that gives `e.target` a new value (what the name held before no longer reaches later uses)."""
+    if e.kind is EventKind.ASSIGN:
+        return e.flavor != "item="
+    return e.kind is EventKind.RESET
+
+
+def _innermost_common(a: tuple[cst.CSTNode, ...], b: tuple[cst.CSTNode, ...]) -> cst.CSTNode | None:
+    common = None
+    for x, y in zip(a, b):
+        if x is not y:
+            break
+        common = x
+    return common

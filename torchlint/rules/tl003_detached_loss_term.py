@@ -65,11 +65,14 @@ Only summands are checked; the detached value must be a loss (named like one or 
             backwards = scope.own_backwards()
             if not backwards:
                 continue
-            deps = scope.backpropagated()
-            candidates: list[cst.BaseExpression] = [b.value for b in backwards]
-            for e in scope.events:
-                if e.kind in (EventKind.ASSIGN, EventKind.APPEND) and e.target in deps and e.value is not None:
-                    candidates.append(e.value)
+            candidates: list[cst.BaseExpression] = []
+            seen: set[int] = set()
+            for b in backwards:
+                # Only the definitions that reach the backward: `loss.backward(); loss = loss.item()` is fine.
+                for expr in [b.value] + [d.value for d in scope.flow_defs(b.value, b) if d.value is not None]:
+                    if id(expr) not in seen:
+                        seen.add(id(expr))
+                        candidates.append(expr)
             for expr in candidates:
                 for d in _summand_detachments(expr):
                     if not scope.is_loss(d.operand):

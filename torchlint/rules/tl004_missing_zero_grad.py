@@ -51,14 +51,18 @@ zero_grad at the top or end of the loop, under the same accumulation guard as th
 via `model.zero_grad()` or `set_to_none=True`; `env.step(action)`, `scheduler.step()`, `prof.step()`; DeepSpeed
 engines (`engine.step()` zeroes gradients itself).
 
+`dist_autograd.backward(context_id, ...)` with `DistributedOptimizer.step(context_id)`: each context holds its
+own gradients. `torch.autograd.grad(...)`: it returns gradients and adds nothing to `.grad`.
+
 ## Limits
 Helpers defined in other files are not followed; a loop that calls one is judged on what it shows.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         for loop in model.loops:
-            steps = loop.of(EventKind.STEP)
-            if not steps or not loop.of(EventKind.BACKWARD):
+            # Gradients that land in `.grad` (not returned by autograd.grad, not kept in a dist_autograd context)
+            steps = [s for s in loop.of(EventKind.STEP) if s.flavor != "context"]
+            if not steps or not loop.backwards_into_grad():
                 continue
             zero_grads = loop.of(EventKind.ZERO_GRAD)
             reported: set[str] = set()

@@ -12,7 +12,8 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
-from torchlint.analysis.exprs import as_detachment, code_of, dotted
+from torchlint.analysis.exprs import code_of, dotted
+from torchlint.analysis.kinds import VKind
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import Finding, Rule
 
@@ -45,9 +46,14 @@ for x, y in loader:
 ```
 
 ## Fix
-Add a plain number or a detached tensor: `running_loss += loss.item()` when the total starts as a Python number
-and is never used as a tensor, otherwise `loss.detach()`; `history.append(loss.detach())`. **Safe**: the logged
-values are the same, only the graph is dropped.
+Add a detached tensor: `history.append(loss.detach())`, `stats["loss"] += loss.detach()`; or a plain number,
+`running_loss += loss.item()`, when the total starts as a Python number, the value is a scalar (it is
+back-propagated with a plain `.backward()`), and the total is only printed or logged. **Safe**: the logged values
+are the same, only the graph is dropped.
+
+## Limits
+It reports only values the analysis knows to carry a graph: the output of a model or criterion, arithmetic on
+one, a loss it cannot trace further. A value from a call it cannot resolve is left alone.
 
 ## Correct look-alikes (not flagged)
 A total that is later back-propagated (correct chunked accumulation, or TL001); anything under
@@ -56,6 +62,7 @@ features of one call in a list; loops without a backward (evaluation code).
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
+        kinds = model.kinds
         for loop in model.loops:
             if not loop.of(EventKind.BACKWARD):
                 continue
@@ -67,9 +74,11 @@ features of one call in a list; loops without a backward (evaluation code).
                     continue
                 if not (e.accumulates or e.kind is EventKind.APPEND or e.flavor == "item="):
                     continue
-                if "no_grad" in e.contexts or e.target in backprop or not _attached(scope, e.value):
+                if "no_grad" in e.contexts or e.target in backprop:
                     continue
-                if not _carried(scope, loop, e):
+                if kinds.of(e.value, scope, e) is not VKind.GRAPH:
+                    continue  # a number, a string, a detached tensor, or a value the analysis cannot see
+                if not _carried(scope, loop, e) or _escapes(model, scope, e.target):
                     continue
                 reported.add(e.target)
                 yield Finding(
@@ -79,35 +88,6 @@ features of one call in a list; loops without a backward (evaluation code).
                     f"`{code_of(e.value)}.item()` or `.detach()`",
                     _fix(model, scope, e),
                 )
-
-
-def _attached(scope: Scope, value: cst.BaseExpression) -> bool:
-    """A loss or a model output, not already a number or a detached tensor."""
-    if as_detachment(value) is not None or scope.is_numeric(value):
-        return False
-    if scope.is_loss(value):
-        return True
-    if isinstance(value, cst.Call):
-        return _is_forward(value)
-    name = dotted(value)
-    if name is None:
-        return False
-    defs = [a for a in scope.assignments(name) if a.value is not None and a.flavor in ("=", "tuple0", "tuple")]
-    return bool(defs) and all(
-        isinstance(a.value, cst.Call) and _is_forward(a.value) and "no_grad" not in a.contexts for a in defs
-    )
-
-
-def _is_forward(call: cst.Call) -> bool:
-    """`model(x)`, `self.net(x)`, `criterion(out, y)`: a module or loss called, not a method of a tensor."""
-    name = dotted(call.func)
-    if name is None:
-        return False
-    last = name.rsplit(".", 1)[-1]
-    return (name.count(".") == 0 or name.startswith("self.") and name.count(".") == 1) and last not in (
-        "len", "int", "float", "str", "print", "range", "enumerate", "zip", "sum", "max", "min", "abs", "round",
-        "list", "dict", "tuple", "sorted", "isinstance", "getattr", "next", "iter",
-    )
 
 
 def _carried(scope: Scope, loop: Loop, e: Event) -> bool:
@@ -120,14 +100,56 @@ def _carried(scope: Scope, loop: Loop, e: Event) -> bool:
     ).startswith("self.")
 
 
+def _escapes(model: FileModel, scope: Scope, total: str) -> bool:
+    """The total leaves a function that back-propagates nothing itself (a loss builder: its caller may well
+    back-propagate the total), or another method of the class back-propagates it."""
+    if not scope.own_backwards() and any(total in scope.depends(r.value) for r in scope.events
+           if r.kind is EventKind.RETURN and r.scope is scope.node and r.value is not None):
+        return True
+    if total.startswith("self."):
+        return any(total in s.backpropagated() for s in model.scopes if s.class_name == scope.class_name)
+    return False
+
+
+def _scalar(scope: Scope, value: cst.BaseExpression) -> bool:
+    """`value` is back-propagated with a plain `.backward()` in this scope: a one-element tensor, so `.item()`
+    works on it (backward without a gradient argument raises on anything else)."""
+    name = dotted(value)
+    return name is not None and any(
+        b.flavor == "tensor" and dotted(b.value) == name and isinstance(b.node, cst.Call) and not b.node.args
+        for b in scope.own_backwards()
+    )
+
+
+_DISPLAY = re.compile(r"print\(|\bf[\"']|\.format\(|\blog|%|\.add_scalar\(|\bwandb\.")
+
+
+def _only_displayed(model: FileModel, e: Event) -> bool:
+    """Every other line that mentions the total only prints or logs it (a float prints the same number)."""
+    total = re.escape(e.target or "")
+    mention = re.compile(rf"(?<![\w.]){total}\b(?!\s*[.\[])")
+    attribute = re.compile(rf"(?<![\w.]){total}\s*[.\[]")
+    if attribute.search(model.text):
+        return False
+    for line in model.text.splitlines():
+        stripped = line.strip()
+        if not mention.search(stripped):
+            continue
+        if re.match(rf"{total}\s*(\+?=)", stripped):
+            continue  # the initialisation and the accumulation itself
+        if not _DISPLAY.search(stripped):
+            return False
+    return True
+
+
 def _fix(model: FileModel, scope: Scope, e: Event) -> Fix | None:
     value = e.value
     assert value is not None
     numeric_start = any(
         a.rebinds and isinstance(a.value, (cst.Integer, cst.Float)) for a in scope.assignments(e.target or "")
     )
-    used_as_tensor = re.search(rf"\b{re.escape(e.target or '')}\s*\.\s*\w", model.text) is not None
-    method = "item" if e.accumulates and e.kind is EventKind.ASSIGN and numeric_start and not used_as_tensor else "detach"
+    as_number = e.accumulates and e.kind is EventKind.ASSIGN and numeric_start and _scalar(scope, value)
+    method = "item" if as_number and _only_displayed(model, e) else "detach"
     if isinstance(value, (cst.BinaryOperation, cst.BooleanOperation, cst.UnaryOperation, cst.IfExp, cst.Await)) and not value.lpar:
         value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     new = cst.Call(func=cst.Attribute(value=value, attr=cst.Name(method)))

@@ -11,6 +11,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
+from torchlint.analysis.kinds import VKind
 from torchlint.analysis.exprs import code_of, dotted
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_before
@@ -73,6 +74,8 @@ the code does not show which. **Unsafe**: gradients stop at the batch boundary (
                 call = e.value
                 if not isinstance(call, cst.Call) or not _feeds_back(call, e.target) or _detaching(call):
                     continue
+                if model.kinds.of_def(e, scope) is not VKind.GRAPH:
+                    continue  # not a forward's output (a string, a batch, a value of an unresolved call)
                 if _released(scope, loop, e.target) or not _carried_in(scope, loop, e.target):
                     continue
                 yield Finding(

@@ -68,10 +68,18 @@ The documented AMP recipe (`scale → backward → unscale_ → clip → scaler.
             yield from _no_update(loop, scaler)
 
 
+def _serves(loop: Loop, backward: Event, later: Event) -> bool:
+    """`later` can run after `backward` in the same iteration, inside the loop `backward` runs in (a backward in
+    one training function never serves the step of another function called after it)."""
+    return later.loops[-1] in backward.loops and loop.may_follow(backward, later)
+
+
 def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Finding]:
     for step in loop.of(EventKind.STEP):
-        if step.via is not None or step.target is None or not any(b.seq < step.seq for b in scaled):
+        if step.via is not None or step.target is None or not any(_serves(loop, b, step) for b in scaled):
             continue
+        if step.loops[-1] is not loop.node:
+            continue  # judged in its own loop
         call = step.node
         fix = None
         if isinstance(call, cst.Call) and not call.args:
@@ -87,15 +95,15 @@ def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Find
 
 def _clip_before_unscale(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Finding]:
     for clip in loop.of(EventKind.CLIP):
-        if clip.flavor == "accelerator":
+        if clip.flavor == "accelerator" or clip.loops[-1] is not loop.node:
             continue
-        before = [b for b in scaled if b.seq < clip.seq]
+        before = [b for b in scaled if _serves(loop, b, clip)]
         if not before:
             continue
-        last = before[-1]
-        if any(e.kind is EventKind.SCALER_UNSCALE and last.seq < e.seq < clip.seq for e in loop.events):
+        unscales = [e for e in loop.of(EventKind.SCALER_UNSCALE) if loop.may_follow(e, clip)]
+        if any(loop.may_follow(b, u) for b in before for u in unscales):
             continue
-        steps = [s for s in loop.of(EventKind.STEP) if s.seq > clip.seq and s.target]
+        steps = [s for s in loop.of(EventKind.STEP) if s.target and loop.may_follow(clip, s)]
         opt = steps[0].target if steps else None
         fix = None
         if opt and movable(clip.stmt) and clip.inlined_from is None:

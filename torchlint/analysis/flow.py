@@ -1,0 +1,206 @@
+"""The flow graph of one scope: statements as nodes, edges in execution order, loops with back edges.
+
+Built once per function (and for the module body) from the libcst statements; queried backwards and forwards by
+the model and the rules (can B run after A in the same iteration? which definitions reach this use?), the way
+pyright's binder builds flow nodes once and its checker walks them.
+
+Granularity is the statement: a simple statement line is one node; a compound statement has a header node (the
+`if` test, the loop head, the `with` items, the `try`, the `match` subject) that holds what its header evaluates.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import libcst as cst
+
+ENTRY = 0
+EXIT = 1
+
+
+class FlowGraph:
+    def __init__(self, body: Sequence[cst.CSTNode]) -> None:
+        self.succ: list[list[int]] = [[], []]  # ENTRY, EXIT
+        self.pred: list[list[int]] = [[], []]
+        self.node_of: dict[int, int] = {}  # id(statement) -> node
+        self.loop_head: dict[int, int] = {}  # id(for/while) -> its head node
+        self.loop_nodes: dict[int, frozenset[int]] = {}  # head node -> the nodes of its body (head included)
+        self._loops: list[tuple[int, list[int]]] = []  # (head, breaks)
+        self._try_nodes: list[list[int]] | None = None
+        self._reach_cache: dict[tuple[int, int], frozenset[int]] = {}
+        exits = self._block(body, [ENTRY])
+        self._link(exits, EXIT)
+
+    # -- construction --------------------------------------------------------------------------------------------
+    def _new(self, stmt: cst.CSTNode) -> int:
+        n = len(self.succ)
+        self.succ.append([])
+        self.pred.append([])
+        self.node_of[id(stmt)] = n
+        if self._try_nodes is not None:
+            self._try_nodes[-1].append(n)
+        return n
+
+    def _edge(self, a: int, b: int) -> None:
+        if b not in self.succ[a]:
+            self.succ[a].append(b)
+            self.pred[b].append(a)
+
+    def _link(self, froms: Iterable[int], to: int) -> None:
+        for a in froms:
+            self._edge(a, to)
+
+    def _block(self, stmts: Sequence[cst.CSTNode], preds: list[int]) -> list[int]:
+        for stmt in stmts:
+            preds = self._stmt(stmt, preds)
+        return preds
+
+    def _suite(self, node: cst.CSTNode | None, preds: list[int]) -> list[int]:
+        body = getattr(node, "body", None)
+        if isinstance(body, cst.IndentedBlock):
+            return self._block(body.body, preds)
+        if isinstance(body, cst.SimpleStatementSuite):
+            return self._simple(node, body.body, preds)
+        return preds
+
+    def _simple(self, stmt: cst.CSTNode, smalls: Sequence[cst.CSTNode], preds: list[int]) -> list[int]:
+        n = self._new(stmt)
+        self._link(preds, n)
+        for small in smalls:
+            if isinstance(small, (cst.Return, cst.Raise)):
+                self._edge(n, EXIT)
+                return []
+            if isinstance(small, cst.Break) and self._loops:
+                self._loops[-1][1].append(n)
+                return []
+            if isinstance(small, cst.Continue) and self._loops:
+                self._edge(n, self._loops[-1][0])
+                return []
+        return [n]
+
+    def _stmt(self, stmt: cst.CSTNode, preds: list[int]) -> list[int]:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            return self._simple(stmt, stmt.body, preds)
+        if isinstance(stmt, cst.If):
+            test = self._new(stmt)
+            self._link(preds, test)
+            exits = self._suite(stmt, [test])
+            orelse = stmt.orelse
+            if isinstance(orelse, cst.If):
+                return exits + self._stmt(orelse, [test])
+            if isinstance(orelse, cst.Else):
+                return exits + self._suite(orelse, [test])
+            return exits + [test]
+        if isinstance(stmt, (cst.For, cst.While)):
+            head = self._new(stmt)
+            self.loop_head[id(stmt)] = head
+            self._link(preds, head)
+            first = len(self.succ)
+            self._loops.append((head, []))
+            body_exits = self._suite(stmt, [head])
+            _, breaks = self._loops.pop()
+            self._link(body_exits, head)
+            self.loop_nodes[head] = frozenset([head, *range(first, len(self.succ))])
+            endless = isinstance(stmt, cst.While) and _always_true(stmt.test)
+            exits = [] if endless else [head]
+            if stmt.orelse is not None:
+                exits = self._suite(stmt.orelse, exits)
+            return exits + breaks
+        if isinstance(stmt, cst.With):
+            head = self._new(stmt)
+            self._link(preds, head)
+            return self._suite(stmt, [head])
+        if isinstance(stmt, (cst.Try, cst.TryStar)):
+            head = self._new(stmt)
+            self._link(preds, head)
+            outer = self._try_nodes
+            self._try_nodes = (outer or []) + [[head]]
+            body_exits = self._suite(stmt, [head])
+            raising = self._try_nodes.pop()
+            self._try_nodes = outer
+            if outer is not None:
+                outer[-1].extend(raising)
+            exits: list[int] = []
+            for handler in stmt.handlers:
+                # Any statement of the body may raise: each handler can follow each of them.
+                exits += self._suite(handler, list(raising))
+            exits += self._suite(stmt.orelse, body_exits) if stmt.orelse is not None else body_exits
+            if stmt.finalbody is not None:
+                exits = self._suite(stmt.finalbody, exits + raising)
+            return exits
+        if isinstance(stmt, cst.Match):
+            head = self._new(stmt)
+            self._link(preds, head)
+            exits = [head]
+            for case in stmt.cases:
+                exits += self._suite(case, [head])
+            return exits
+        if isinstance(stmt, cst.ClassDef):
+            n = self._new(stmt)
+            self._link(preds, n)
+            return self._suite(stmt, [n])
+        # def, and anything else: one node, falls through
+        n = self._new(stmt)
+        self._link(preds, n)
+        return [n]
+
+    # -- queries -------------------------------------------------------------------------------------------------
+    def node(self, stmt: cst.CSTNode) -> int | None:
+        return self.node_of.get(id(stmt))
+
+    def in_loop(self, node: int, loop: cst.CSTNode) -> bool:
+        head = self.loop_head.get(id(loop))
+        return head is not None and node in self.loop_nodes[head]
+
+    def forward(self, start: int, loop: cst.CSTNode | None = None) -> frozenset[int]:
+        """Nodes reachable from `start` by at least one edge; with `loop`, only within one iteration of it (the
+        walk stops at the loop head, where the next iteration begins, and at the loop's exits)."""
+        head = self.loop_head.get(id(loop)) if loop is not None else None
+        key = (start, -1 if head is None else head)
+        cached = self._reach_cache.get(key)
+        if cached is not None:
+            return cached
+        inside = self.loop_nodes.get(head) if head is not None else None
+        seen: set[int] = set()
+        todo = list(self.succ[start])
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            if inside is not None and (n == head or n not in inside):
+                continue
+            seen.add(n)
+            todo.extend(self.succ[n])
+        result = self._reach_cache[key] = frozenset(seen)
+        return result
+
+    def may_follow(self, a: int, b: int, loop: cst.CSTNode | None = None) -> bool:
+        """Can node `b` run after node `a` (in the same iteration of `loop`, when given)?"""
+        return b in self.forward(a, loop)
+
+    def backward(self, start: int, stops: frozenset[int]) -> tuple[set[int], bool]:
+        """Walk predecessors from `start` (excluded) and stop at the nodes of `stops`: returns the stop nodes
+        reached and whether the entry was reached on some path that met no stop."""
+        found: set[int] = set()
+        entry = False
+        seen: set[int] = set()
+        todo = list(self.pred[start])
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if n in stops:
+                found.add(n)
+                continue
+            if n == ENTRY:
+                entry = True
+                continue
+            todo.extend(self.pred[n])
+        return found, entry
+
+
+def _always_true(test: cst.BaseExpression) -> bool:
+    return (isinstance(test, cst.Name) and test.value == "True") or (
+        isinstance(test, cst.Integer) and test.value not in ("0",)
+    )

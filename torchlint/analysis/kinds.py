@@ -1,0 +1,383 @@
+"""Value kinds: what a value is, per definition, from literals, known APIs, arithmetic, contexts, annotations and
+the summaries of the file's own functions. Rules ask `model.kinds.of(expr, scope, at)`; UNKNOWN means "do not
+guess", and a rule that needs a kind stays silent on UNKNOWN.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis import semantics as sem
+from torchlint.analysis.events import Event, EventKind
+from torchlint.analysis.exprs import dotted, last_part
+from torchlint.analysis.names import Kind
+
+if TYPE_CHECKING:
+    from torchlint.analysis.model import FileModel, Scope
+
+
+class VKind(str, Enum):
+    GRAPH = "tensor with graph"
+    TENSOR = "tensor without graph"
+    NUMBER = "number"
+    STRING = "string"
+    NONE = "None"
+    CONTAINER = "container"
+    MODULE = "module"
+    OBJECT = "optimizer, scheduler, scaler or engine"
+    UNKNOWN = "unknown"
+
+    @property
+    def tensor(self) -> bool:
+        return self in (VKind.GRAPH, VKind.TENSOR)
+
+    @property
+    def graph_free(self) -> bool:
+        """Known to hold no autograd graph."""
+        return self not in (VKind.GRAPH, VKind.UNKNOWN, VKind.CONTAINER)
+
+
+def join(kinds) -> VKind:
+    out: VKind | None = None
+    for k in kinds:
+        if out is None:
+            out = k
+        elif k is not out:
+            return VKind.UNKNOWN
+    return out if out is not None else VKind.UNKNOWN
+
+
+_MAX_DEPTH = 6
+
+
+class Kinds:
+    def __init__(self, model: FileModel) -> None:
+        self.model = model
+        self._defs: dict[int, VKind] = {}
+        self._returns: dict[int, VKind] = {}
+        self._active: set[int] = set()
+
+    # -- public --------------------------------------------------------------------------------------------------
+    def of(self, expr: cst.BaseExpression, scope: Scope, at: Event | None, depth: int = 0) -> VKind:
+        """The kind of `expr` evaluated in `scope` where `at` happens (None: anywhere in the scope)."""
+        if depth > _MAX_DEPTH:
+            return VKind.UNKNOWN
+        no_grad = at is not None and "no_grad" in at.contexts
+        kind = self._expr(expr, scope, at, depth)
+        if kind is VKind.GRAPH and no_grad:
+            return VKind.TENSOR
+        return kind
+
+    def of_name(self, name: str, scope: Scope, at: Event | None, depth: int = 0) -> VKind:
+        if at is None:
+            defs: tuple[Event, ...] = tuple(a for a in scope.assignments(name) if a.rebinds)
+            entry = not defs
+        else:
+            defs, entry = scope.reaching(name, at)
+        kinds = [self.of_def(d, scope, depth + 1) for d in defs]
+        if entry:
+            kinds.append(self._from_outside(name, scope, depth))
+        kind = join(kinds)
+        if kind is VKind.UNKNOWN and sem.is_loss_name(name) and all(k in (VKind.UNKNOWN, VKind.GRAPH) for k in kinds):
+            return VKind.GRAPH  # a loss the analysis cannot trace: by convention, a graph tensor
+        return kind
+
+    def of_def(self, d: Event, scope: Scope, depth: int = 0) -> VKind:
+        """The kind a definition gives its target."""
+        cached = self._defs.get(id(d))
+        if cached is not None:
+            return cached
+        if id(d) in self._active or depth > _MAX_DEPTH:
+            return VKind.UNKNOWN
+        self._active.add(id(d))
+        try:
+            kind = self._def(d, scope, depth)
+        finally:
+            self._active.discard(id(d))
+        self._defs[id(d)] = kind
+        return kind
+
+    def returns(self, callee: Scope, depth: int = 0) -> VKind:
+        """The function summary's return kind: the join of what its `return` statements give."""
+        key = id(callee.node)
+        cached = self._returns.get(key)
+        if cached is not None:
+            return cached
+        if key in self._active or depth > _MAX_DEPTH:
+            return VKind.UNKNOWN
+        self._active.add(key)
+        try:
+            rets = [e for e in callee.events if e.kind is EventKind.RETURN and e.scope is callee.node]
+            kind = join(self.of(e.value, callee, e, depth + 1) for e in rets if e.value is not None)
+            if not rets:
+                kind = VKind.NONE
+        finally:
+            self._active.discard(key)
+        self._returns[key] = kind
+        return kind
+
+    # -- definitions ---------------------------------------------------------------------------------------------
+    def _def(self, d: Event, scope: Scope, depth: int) -> VKind:
+        if d.kind is EventKind.RESET:
+            return VKind.TENSOR if isinstance(d.node, cst.Call) else VKind.NONE  # detach_() / del, clear()
+        value = d.value
+        if value is None:
+            return VKind.UNKNOWN
+        if d.flavor == "for":
+            return self._element_of_iterable(value, scope, d, depth)
+        whole = self.of(value, scope, d, depth)
+        if d.flavor in ("tuple0", "tuple"):
+            if isinstance(value, (cst.Tuple, cst.List)) and 0 <= d.index < len(value.elements):
+                element = value.elements[d.index]
+                if not isinstance(element, cst.StarredElement):
+                    return self.of(element.value, scope, d, depth)
+            return VKind.GRAPH if whole is VKind.GRAPH else VKind.UNKNOWN
+        if d.flavor in ("+=", "=+", "-=", "*=", "/="):
+            # the total keeps what it held, combined with the added value
+            old = self.of_name(d.target or "", scope, d, depth) if d.target else VKind.UNKNOWN
+            return _arith(old, whole)
+        return whole
+
+    def _element_of_iterable(self, it: cst.BaseExpression, scope: Scope, at: Event, depth: int) -> VKind:
+        if isinstance(it, cst.Call):
+            func = dotted(it.func)
+            if func == "range":
+                return VKind.NUMBER
+            if func in ("enumerate", "zip"):
+                return VKind.UNKNOWN  # a tuple; its parts are assigned one by one ("tuple" flavor)
+        return VKind.UNKNOWN
+
+    def _from_outside(self, name: str, scope: Scope, depth: int) -> VKind:
+        """A name that reaches the scope from its entry: a parameter, a global, or an attribute of `self`."""
+        param = scope.params.get(name)
+        if param is not None:
+            return self._param(name, param)
+        model = self.model
+        if name.startswith("self.") and scope.class_name is not None:
+            defs = [
+                (a, s)
+                for s in model.scopes
+                if s.class_name == scope.class_name
+                for a in s.assignments(name)
+                if a.rebinds
+            ]
+            if defs:
+                return join(self.of_def(a, s, depth + 1) for a, s in defs)
+            return self._conventional(name)
+        if "." in name:
+            return self._conventional(name)
+        module = model.scopes[0]
+        if scope is not module:
+            defs2 = [a for a in module.assignments(name) if a.rebinds]
+            if defs2:
+                return join(self.of_def(a, module, depth + 1) for a in defs2)
+        return self._conventional(name)
+
+    def _param(self, name: str, param: cst.Param) -> VKind:
+        ann = param.annotation
+        if ann is not None:
+            text = dotted(ann.annotation) or ""
+            last = last_part(text)
+            if last in ("int", "float", "bool"):
+                return VKind.NUMBER
+            if last in ("str", "Path"):
+                return VKind.STRING
+            if last == "Module":
+                return VKind.MODULE
+        default = param.default
+        if isinstance(default, (cst.SimpleString, cst.FormattedString)):
+            return VKind.STRING
+        if isinstance(default, (cst.Integer, cst.Float)) or (
+            isinstance(default, cst.Name) and default.value in ("True", "False")
+        ):
+            return VKind.NUMBER
+        return self._conventional(name)
+
+    def _conventional(self, name: str) -> VKind:
+        if sem.is_module_name(name):
+            return VKind.MODULE
+        if self.model.symbols.kind(name) is not Kind.OTHER:
+            return VKind.OBJECT
+        return VKind.UNKNOWN
+
+    # -- expressions ---------------------------------------------------------------------------------------------
+    def _expr(self, e: cst.BaseExpression, scope: Scope, at: Event | None, depth: int) -> VKind:
+        cls = type(e)
+        if cls in (cst.Integer, cst.Float, cst.Imaginary):
+            return VKind.NUMBER
+        if cls in (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString):
+            return VKind.STRING
+        if cls in (cst.Tuple, cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp):
+            return VKind.CONTAINER
+        if cls is cst.Name:
+            v = e.value  # type: ignore[attr-defined]
+            if v in ("True", "False"):
+                return VKind.NUMBER
+            if v == "None":
+                return VKind.NONE
+            return self.of_name(v, scope, at, depth)
+        if cls is cst.Attribute:
+            return self._attribute(e, scope, at, depth)  # type: ignore[arg-type]
+        if cls is cst.Subscript:
+            base = self.of(e.value, scope, at, depth + 1)  # type: ignore[attr-defined]
+            if isinstance(e.value, cst.Attribute) and e.value.attr.value == "shape":  # type: ignore[attr-defined]
+                return VKind.NUMBER
+            return base if base in (VKind.GRAPH, VKind.TENSOR, VKind.STRING) else VKind.UNKNOWN
+        if cls is cst.BinaryOperation:
+            left = self.of(e.left, scope, at, depth + 1)  # type: ignore[attr-defined]
+            right = self.of(e.right, scope, at, depth + 1)  # type: ignore[attr-defined]
+            if isinstance(e.operator, cst.Modulo) and left is VKind.STRING:  # type: ignore[attr-defined]
+                return VKind.STRING
+            return _arith(left, right)
+        if cls is cst.UnaryOperation:
+            if isinstance(e.operator, cst.Not):  # type: ignore[attr-defined]
+                return VKind.NUMBER
+            return self.of(e.expression, scope, at, depth + 1)  # type: ignore[attr-defined]
+        if cls is cst.Comparison:
+            kinds = [self.of(e.left, scope, at, depth + 1)] + [  # type: ignore[attr-defined]
+                self.of(c.comparator, scope, at, depth + 1) for c in e.comparisons  # type: ignore[attr-defined]
+            ]
+            return VKind.NUMBER if all(k in (VKind.NUMBER, VKind.STRING, VKind.NONE) for k in kinds) else VKind.UNKNOWN
+        if cls is cst.IfExp:
+            return join([self.of(e.body, scope, at, depth + 1), self.of(e.orelse, scope, at, depth + 1)])  # type: ignore[attr-defined]
+        if cls is cst.Call:
+            return self._call(e, scope, at, depth)  # type: ignore[arg-type]
+        if cls is cst.Await:
+            return self.of(e.expression, scope, at, depth + 1)  # type: ignore[attr-defined]
+        return VKind.UNKNOWN
+
+    def _attribute(self, e: cst.Attribute, scope: Scope, at: Event | None, depth: int) -> VKind:
+        attr = e.attr.value
+        if attr in ("data", "grad"):
+            return VKind.TENSOR
+        if attr in ("shape", "device", "dtype"):
+            return VKind.CONTAINER if attr == "shape" else VKind.UNKNOWN
+        if attr in ("ndim", "requires_grad", "is_cuda", "training"):
+            return VKind.NUMBER
+        name = dotted(e)
+        if name is not None and name.startswith("self."):
+            return self.of_name(name, scope, at, depth)
+        base = self.of(e.value, scope, at, depth + 1)
+        if base is VKind.GRAPH:
+            return VKind.GRAPH  # `outputs.loss`, `out.logits` of a forward
+        if base is VKind.MODULE and name is not None and sem.is_module_name(name):
+            return VKind.MODULE  # `model.module`, `self.model.encoder`
+        if name is not None and name.count(".") >= 1 and sem.is_module_name(name):
+            return VKind.MODULE
+        return VKind.UNKNOWN
+
+    def _call(self, call: cst.Call, scope: Scope, at: Event | None, depth: int) -> VKind:
+        func = call.func
+        name = dotted(func)
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in sem.NUMBER_METHODS:
+                return VKind.NUMBER
+            if method in sem.CONTAINER_METHODS:
+                return VKind.CONTAINER
+            if method == "detach":
+                return VKind.TENSOR
+            if name is not None and (name in sem.NUMBER_FUNCTIONS):
+                return VKind.NUMBER
+            if name is not None and (name in sem.STRING_FUNCTIONS or name.startswith("os.path.")):
+                return VKind.STRING
+            prefix = name.rsplit(".", 1)[0] if name is not None else None
+            if prefix in ("torch",) and method in sem.TENSOR_CONSTRUCTORS:
+                if any(a.keyword is not None and a.keyword.value == "requires_grad" for a in call.args):
+                    return VKind.UNKNOWN
+                return VKind.TENSOR
+            if prefix in sem.TENSOR_FUNCTION_MODULES or (prefix or "").startswith("torch."):
+                if prefix in sem.MODULE_NAMESPACES or (method[:1].isupper() and prefix.startswith("torch.nn")):
+                    return VKind.MODULE
+                if method in sem.MODULE_WRAPPERS:
+                    return self._first_arg(call, scope, at, depth)
+                return self._from_args(call, scope, at, depth)
+            if prefix in sem.MODULE_NAMESPACES and method[:1].isupper():
+                return VKind.MODULE
+            if name is not None and name.startswith("self.") and name.count(".") == 1:
+                callee = self.model.resolve(scope, name)
+                if callee is not None:
+                    return self._summary(callee, depth)
+            receiver = self.of(func.value, scope, at, depth + 1)
+            if receiver is VKind.STRING and method in sem.STRING_METHODS:
+                return VKind.STRING
+            if receiver is VKind.MODULE:
+                if method in sem.MODULE_METHODS_RETURNING_MODULE:
+                    return VKind.MODULE
+                if method == "forward":
+                    return VKind.GRAPH
+                return VKind.UNKNOWN
+            if receiver in (VKind.GRAPH, VKind.TENSOR) and method in sem.GRAPH_PRESERVING_METHODS:
+                return receiver
+            if name is not None and sem.is_module_name(name) and name.count(".") == 1 and name.startswith("self."):
+                return VKind.GRAPH  # `self.model(x)` with a module attribute set outside this file's view
+            return VKind.UNKNOWN
+        if isinstance(func, cst.Name):
+            fname = func.value
+            if fname in sem.NUMBER_FUNCTIONS:
+                return VKind.NUMBER
+            if fname in sem.STRING_FUNCTIONS:
+                return VKind.STRING
+            if fname in sem.CONTAINER_FUNCTIONS:
+                return VKind.CONTAINER
+            if fname in ("sum", "max", "min", "abs"):
+                return self._from_args(call, scope, at, depth, numbers_stay=True)
+            if fname in sem.MODULE_WRAPPERS:
+                return self._first_arg(call, scope, at, depth)
+            callee = self.model.resolve(scope, fname)
+            if callee is not None:
+                return self._summary(callee, depth)
+            cls = self.model.classes.get(fname)
+            if cls is not None:
+                return VKind.MODULE if self.model.is_module_class(fname) else VKind.UNKNOWN
+            if fname in self.model.imported and fname[:1].isupper():
+                return VKind.UNKNOWN
+            called = self.of_name(fname, scope, at, depth + 1)
+            if called is VKind.MODULE:
+                return VKind.GRAPH
+            return VKind.UNKNOWN
+        return VKind.UNKNOWN
+
+    def _summary(self, callee: Scope, depth: int) -> VKind:
+        return self.returns(callee, depth + 1)
+
+    def _first_arg(self, call: cst.Call, scope: Scope, at: Event | None, depth: int) -> VKind:
+        if call.args and call.args[0].keyword is None:
+            return self.of(call.args[0].value, scope, at, depth + 1)
+        return VKind.UNKNOWN
+
+    def _from_args(
+        self, call: cst.Call, scope: Scope, at: Event | None, depth: int, numbers_stay: bool = False
+    ) -> VKind:
+        """A function of its arguments: a graph if any argument has one, no graph if none can have one."""
+        kinds = []
+        for arg in call.args:
+            value = arg.value
+            if isinstance(value, (cst.GeneratorExp, cst.ListComp)):
+                kinds.append(self.of(value.elt, scope, at, depth + 1))
+            elif isinstance(value, (cst.List, cst.Tuple)):
+                kinds.extend(self.of(el.value, scope, at, depth + 1) for el in value.elements)
+            else:
+                kinds.append(self.of(value, scope, at, depth + 1))
+        if VKind.GRAPH in kinds:
+            return VKind.GRAPH
+        if numbers_stay and kinds and all(k is VKind.NUMBER for k in kinds):
+            return VKind.NUMBER
+        if kinds and all(k in (VKind.TENSOR, VKind.NUMBER, VKind.STRING, VKind.NONE) for k in kinds):
+            return VKind.TENSOR if not numbers_stay or VKind.TENSOR in kinds else VKind.NUMBER
+        return VKind.UNKNOWN
+
+
+def _arith(left: VKind, right: VKind) -> VKind:
+    if VKind.GRAPH in (left, right):
+        return VKind.GRAPH
+    if left is VKind.NUMBER and right is VKind.NUMBER:
+        return VKind.NUMBER
+    if VKind.TENSOR in (left, right) and all(k in (VKind.TENSOR, VKind.NUMBER) for k in (left, right)):
+        return VKind.TENSOR
+    if left is VKind.STRING and right is VKind.STRING:
+        return VKind.STRING
+    return VKind.UNKNOWN

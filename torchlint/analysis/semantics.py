@@ -1,0 +1,99 @@
+"""PyTorch's and Python's semantics, written once as facts: what an API returns, what detaches, what carries a
+graph, where gradients accumulate. The kinds engine and the model read these tables; rules never keep their own.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Builtins and standard-library calls whose result is a Python number or bool (never a tensor).
+NUMBER_FUNCTIONS = frozenset(
+    """len int float round bool ord hash id isinstance issubclass callable hasattr
+    time.time time.perf_counter time.monotonic time.process_time time.time_ns time.perf_counter_ns
+    math.sqrt math.log math.exp math.ceil math.floor math.cos math.sin math.pi math.isnan math.isinf math.fabs
+    os.path.exists os.path.isdir os.path.isfile os.path.getsize os.cpu_count
+    random.random random.randint random.uniform""".split()
+)
+STRING_FUNCTIONS = frozenset(
+    """str repr format chr input os.path.join os.path.basename os.path.dirname os.path.abspath os.path.realpath
+    os.path.expanduser os.path.relpath os.getcwd os.getenv time.strftime datetime.now json.dumps""".split()
+)
+CONTAINER_FUNCTIONS = frozenset("list dict tuple set frozenset sorted zip enumerate range reversed vars".split())
+# Methods whose result is a Python number / string / container, whatever the receiver.
+NUMBER_METHODS = frozenset("item numel dim ndimension element_size nelement get_last_lr".split())
+STRING_METHODS = frozenset("format join replace strip lower upper lstrip rstrip split_ext".split())
+CONTAINER_METHODS = frozenset("tolist keys values items split chunk size".split())
+
+# Tensor methods that return a tensor attached to the same graph as the receiver.
+GRAPH_PRESERVING_METHODS = frozenset(
+    """to cuda cpu float double half bfloat16 long int sum mean max min abs view reshape squeeze unsqueeze
+    permute transpose contiguous flatten clone exp log sqrt pow neg sigmoid tanh softmax log_softmax norm
+    expand expand_as repeat t masked_fill clamp type_as narrow select gather index_select unbind
+    mul add sub div matmul mm bmm""".split()
+)
+# Expressions that cut a value out of the graph, with the name users know them by.
+DETACHING_METHODS = {"item": ".item()", "detach": ".detach()", "tolist": ".tolist()"}
+IN_PLACE_DETACH = frozenset({"detach_"})
+# torch.* functions that build a tensor from data (no graph unless `requires_grad=True`).
+TENSOR_CONSTRUCTORS = frozenset(
+    """tensor as_tensor from_numpy zeros ones empty full zeros_like ones_like empty_like full_like rand randn
+    randint randperm arange linspace logspace eye LongTensor FloatTensor Tensor IntTensor BoolTensor""".split()
+)
+# Modules of functions that compute on tensors: the result has a graph when an argument has one.
+TENSOR_FUNCTION_MODULES = ("torch", "torch.nn.functional", "F", "nn.functional", "torch.linalg", "torch.special")
+MODULE_NAMESPACES = ("nn", "torch.nn")  # `nn.Linear(...)`, `torch.nn.CrossEntropyLoss()` build modules
+# Wrappers that return the module they are given (or a module wrapping it).
+MODULE_WRAPPERS = frozenset(
+    "DDP DistributedDataParallel DataParallel FSDP FullyShardedDataParallel compile torch.compile".split()
+)
+MODULE_METHODS_RETURNING_MODULE = frozenset("to cuda cpu train eval half float double bfloat16 requires_grad_".split())
+
+# Conventional names of modules (models, criteria) when nothing in the file says what the name holds: training
+# functions receive them as parameters. A value called through such a name is a forward with a graph.
+_MODULE_NAME = re.compile(
+    r"^(model|net|network|module|criterion|crit|loss_fn|lossfn|loss_func|loss_function|generator|discriminator"
+    r"|critic|encoder|decoder|student|teacher|backbone|classifier|policy|actor|value_net|q_net"
+    r"|rnn|lstm|gru|cell|transformer|lm|vae|unet|[a-z0-9]+_(rnn|lstm|gru|encoder|decoder)"
+    r"|net[_]?[a-z0-9]|model[_]?[a-z0-9]+|[a-z0-9]+_(model|net|criterion))$"
+)
+# Conventional names of a loss: a value so named, from a call the analysis cannot resolve, is a graph tensor.
+_LOSS_NAME = re.compile(r"^(loss|losses|[a-z0-9_]*_loss|loss_[a-z0-9_]+|[a-z]?loss[a-z0-9]*)$")
+
+
+def is_module_name(name: str) -> bool:
+    return _MODULE_NAME.match(name.rsplit(".", 1)[-1].lower()) is not None
+
+
+def is_loss_name(name: str) -> bool:
+    return _LOSS_NAME.match(name.rsplit(".", 1)[-1].lower()) is not None
+
+
+# Backward flavours and where they put gradients:
+#   "grad": `.grad` of the leaves (tensor.backward, autograd.backward, scaler/accelerator/engine/lightning);
+#   "context": a dist_autograd context (`dist_autograd.backward(context_id, roots)`), read by
+#              `DistributedOptimizer.step(context_id)`: each context holds its own gradients, nothing to zero;
+#   "none": returned to the caller (`torch.autograd.grad`), `.grad` untouched.
+def gradients_go_to(flavor: str) -> str:
+    if flavor == "grad":
+        return "none"
+    if flavor == "dist":
+        return "context"
+    return "grad"
+
+
+# Context managers and decorators, by their last name, and what they mean for the code under them.
+CONTEXTS = {
+    "no_grad": "no_grad",
+    "inference_mode": "no_grad",
+    "enable_grad": "enable_grad",
+    "accumulate": "accumulate",
+    "autocast": "autocast",
+    "no_sync": "no_sync",
+}
+
+
+def context_of(name: str) -> str | None:
+    """What a `with` item or decorator, by its dotted name, means for the code under it."""
+    if name.endswith("autograd.context"):
+        return "dist_autograd"  # `with dist_autograd.context() as context_id:`: gradients live in the context
+    return CONTEXTS.get(name.rsplit(".", 1)[-1])
