@@ -178,6 +178,20 @@ class FlowGraph:
         """Can node `b` run after node `a` (in the same iteration of `loop`, when given)?"""
         return b in self.forward(a, loop)
 
+    def reaches_avoiding(self, start: int, target: int, avoid: frozenset[int]) -> bool:
+        """Is there a path from `start` to `target` (at least one edge) that passes through none of `avoid`?"""
+        seen: set[int] = set()
+        todo = list(self.succ[start])
+        while todo:
+            n = todo.pop()
+            if n == target:
+                return True
+            if n in seen or n in avoid:
+                continue
+            seen.add(n)
+            todo.extend(self.succ[n])
+        return False
+
     def backward(self, start: int, stops: frozenset[int]) -> tuple[set[int], bool]:
         """Walk predecessors from `start` (excluded) and stop at the nodes of `stops`: returns the stop nodes
         reached and whether the entry was reached on some path that met no stop."""

@@ -139,9 +139,10 @@ class Scope:
             self._backpropagated = frozenset(names)
         return self._backpropagated
 
-    def flow_defs(self, expr: cst.BaseExpression, at: Event) -> list[Event]:
+    def flow_defs(self, expr: cst.BaseExpression, at: Event, through_for: bool = True) -> list[Event]:
         """The definitions whose values flow into `expr` evaluated at `at`: reaching definitions, followed
-        transitively, plus what is appended or stored into the containers involved."""
+        transitively, plus what is appended or stored into the containers involved. Without `through_for`, a
+        loop variable ends the walk (its iterable is where the batches come from, not part of the graph)."""
         out: list[Event] = []
         seen_defs: set[int] = set()
         seen: set[tuple[str, int]] = set()
@@ -159,6 +160,8 @@ class Scope:
                     continue
                 seen_defs.add(id(d))
                 out.append(d)
+                if d.flavor == "for" and not through_for:
+                    continue
                 if d.value is not None:
                     todo.extend((n, d) for n in self._names(d.value))
                 if d.accumulates and d.target:
@@ -263,9 +266,33 @@ class Loop:
         """Can `b` run after `a` within one iteration of this loop (inner loops included)?"""
         return self.scope.may_follow(a, b, self.node)
 
+    def ends_iteration_after(self, event: Event, unless: list[Event]) -> bool:
+        """Can this loop's iteration end after `event` (inner loops may go round) with none of `unless` between?
+        (`loss_a.backward(retain_graph=True)` is followed by `loss_b.backward()` on every path: not last.)"""
+        scope = self.scope
+        flow = scope.flow
+        start = scope.flow_node(event)
+        if flow is None or start is None:
+            return not any(u.seq > event.seq for u in unless)
+        if any(scope.flow_node(u) == start and u.seq > event.seq for u in unless):
+            return False
+        head = flow.loop_head[id(self.node)]
+        avoid = frozenset(n for u in unless if (n := scope.flow_node(u)) is not None and n != start)
+        return flow.reaches_avoiding(start, head, avoid)
+
     def backwards_into_grad(self) -> list[Event]:
         """The backwards of the iteration that add into `.grad` (not `autograd.grad`, not dist_autograd)."""
         return [b for b in self.of(EventKind.BACKWARD) if gradients_go_to(b.flavor) == "grad"]
+
+    def gated_with(self, step: Event) -> list[Event]:
+        """Backwards under the same guard as `step` (within this loop): the guard that gates a step also gates
+        the backward that serves it, so such a step is not fed by the backwards that run every iteration (a GAN's
+        generator trained every n_critic steps)."""
+        tests = {id(g.test) for g in step.guards_within(self.node) if not g.negated}
+        return [
+            b for b in self.backwards_into_grad()
+            if tests & {id(g.test) for g in b.guards_within(self.node) if not g.negated}
+        ]
 
     @property
     def outermost(self) -> bool:

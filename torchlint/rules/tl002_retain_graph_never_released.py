@@ -66,20 +66,41 @@ iterations (then the next backward would fail: fix TL001 first). `create_graph=T
             if not loop.outermost:
                 continue
             backwards = loop.of(EventKind.BACKWARD)
-            if not backwards:
-                continue
-            last = backwards[-1]
-            if last.retain_arg is None and not last.create_graph:
-                continue
-            if not _built_in_iteration(model, loop, last):
-                continue  # the same graph is back-propagated repeatedly: retain_graph is required there
-            what = "retain_graph=True" if last.retain_arg is not None else "create_graph=True"
-            yield Finding(
-                last.node,
-                f"`{code_of(last.node)}` is the last backward of the iteration and keeps the graph ({what}): the "
-                f"saved activations stay alive into the next iteration and memory grows until 'CUDA out of memory'",
-                _fix(model, loop, last),
-            )
+            for last in backwards:
+                if not loop.ends_iteration_after(last, [b for b in backwards if b is not last]):
+                    continue  # a later backward of the iteration releases the graph on every path
+                yield from _check_last(model, loop, last)
+
+
+def _check_last(model: FileModel, loop: Loop, last: Event) -> Iterator[Finding]:
+        if last.retain_arg is None and not last.create_graph:
+            return
+        if not _built_in_iteration(model, loop, last):
+            return  # the same graph is back-propagated repeatedly: retain_graph is required there
+        if _graph_from_before_loop(model, loop, last):
+            return  # each iteration back-propagates into a graph built once before the loop (per layer)
+        what = "retain_graph=True" if last.retain_arg is not None else "create_graph=True"
+        yield Finding(
+            last.node,
+            f"`{code_of(last.node)}` is the last backward of the iteration and keeps the graph ({what}): the "
+            f"saved activations stay alive into the next iteration and memory grows until 'CUDA out of memory'",
+            _fix(model, loop, last),
+        )
+
+
+def _graph_from_before_loop(model: FileModel, loop: Loop, last: Event) -> bool:
+    """Part of what is back-propagated was computed before the loop and may carry a graph (`s_hidden =
+    student(x)` then one loss per layer): every iteration but the last needs that graph kept."""
+    scope = model.scope_of(last)
+    if scope is not loop.scope or scope.flow is None:
+        return False
+    for d in scope.flow_defs(last.value, last, through_for=False):
+        node = scope.flow_node(d)
+        if node is None or d.flavor == "for" or scope.flow.in_loop(node, loop.node):
+            continue
+        if not model.kinds.of_def(d, scope).graph_free:
+            return True
+    return False
 
 
 def _fix(model: FileModel, loop: Loop, last: Event) -> Fix | None:

@@ -88,7 +88,7 @@ as scaling. A loss that is a mean over a window built elsewhere is not recognise
 
 def _accumulation_divisor(loop: Loop) -> cst.BaseExpression | None:
     for step in loop.of(EventKind.STEP):
-        if step.loops[-1] is not loop.node:
+        if step.loops[-1] is not loop.node or loop.gated_with(step):
             continue
         for g in step.guards_within(loop.node):
             if g.negated or not isinstance(g.test, cst.BaseExpression):

@@ -77,10 +77,11 @@ stepping the other (`netD.zero_grad()` before `optimizerG.step()` when `optimize
 def _between(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
     """backward ... zero_grad ... step, in one pass through the iteration."""
     for step in steps:
-        if step.seq < z.seq or step.target is None or not clears(model, step.target, z):
+        if not loop.may_follow(z, step) or step.target is None or not clears(model, step.target, z):
             continue
-        before = [e for e in loop.events if e.seq < z.seq and e.kind is EventKind.BACKWARD]
-        after = [e for e in loop.events if z.seq < e.seq < step.seq and e.kind is EventKind.BACKWARD]
+        backwards = loop.backwards_into_grad()
+        before = [b for b in backwards if loop.may_follow(b, z) and not loop.may_follow(z, b)]
+        after = [b for b in backwards if loop.may_follow(z, b) and loop.may_follow(b, step)]
         if before and not after and set(z.guards) <= set(step.guards):
             return step, (f"clears the gradients between `{code_of(before[-1].node)}` and `{code_of(step.node)}`: "
                           f"the step applies zero gradients; move it after the step")
@@ -99,6 +100,8 @@ def _every_micro_step(model: FileModel, loop: Loop, z: Event, steps: list[Event]
         if "accumulate" in z.contexts and z.flavor == "model":
             return step, ("runs on every micro-step inside `accelerator.accumulate`: the model's gradients are "
                           "cleared before they are accumulated; use the prepared optimizer's zero_grad()")
+        if loop.gated_with(step):
+            continue  # the step's own backward runs under its guard: nothing accumulates across iterations
         for g in step.guards_within(loop.node):
             k = modulo_divisor(g.test) if not g.negated else None
             if k is not None and not any(g2.test is g.test for g2 in z_guards):

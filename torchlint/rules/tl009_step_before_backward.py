@@ -57,9 +57,9 @@ accumulation window (`if i > 0 and i % k == 0: optimizer.step()`); `scheduler.st
             for step in loop.of(EventKind.STEP):
                 if step.guards_within(loop.node) or step.loops[-1] is not loop.node:
                     continue
-                if any(b.seq < step.seq for b in backwards):
-                    break  # a backward already ran this iteration
-                later = [b for b in backwards if b.seq > step.seq and b.loops[-1] is loop.node]
+                if any(loop.may_follow(b, step) for b in backwards):
+                    break  # a backward may already have run in this iteration
+                later = [b for b in backwards if loop.may_follow(step, b) and b.loops[-1] is loop.node]
                 if not later:
                     continue
                 yield Finding(

@@ -71,8 +71,8 @@ learning rates of every step change, to the intended ones.
                 if isinstance(call, cst.Call) and call.args:
                     continue
                 mine = _scheduled(model, sched, steps)
-                later = [s for s in mine if s.seq > sched.seq and s.loops == sched.loops]
-                earlier = [s for s in mine if s.seq < sched.seq and s.loops == sched.loops]
+                later = [s for s in mine if loop.may_follow(sched, s) and s.loops == sched.loops]
+                earlier = [s for s in mine if loop.may_follow(s, sched) and s.loops == sched.loops]
                 if not later or earlier or sched.loops[-1] is not loop.node:
                     continue
                 opt = later[0]

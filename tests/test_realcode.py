@@ -1,0 +1,87 @@
+"""Precision on real code: torchlint over the dev set (../shared/realcode, 11 popular repositories at pinned
+commits) must report exactly the real bugs listed in its TRUE.json, and safe fixes must change nothing else."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+REALCODE = ROOT.parent / "shared" / "realcode"
+
+
+def _require_realcode() -> Path:
+    if (REALCODE / "TRUE.json").is_file():
+        return REALCODE
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"the dev set is missing in CI: {REALCODE} (with TRUE.json) must sit beside the checkout")
+    pytest.skip(f"the dev set {REALCODE} is not beside this checkout (it is in the project's CI)")
+
+
+def _torchlint(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "torchlint", "--isolated", "--no-cache", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def realcode_findings() -> tuple[list[dict], list[dict]]:
+    root = _require_realcode()
+    out = _torchlint("--format", "json", "--exit-zero", ".", cwd=root)
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    true = json.loads((root / "TRUE.json").read_text())
+    return found, true
+
+
+def _key(path: str, line: int, code: str) -> tuple[str, int, str]:
+    return (Path(path).as_posix().removeprefix("./"), line, code)
+
+
+def test_no_false_findings(realcode_findings):
+    found, true = realcode_findings
+    expected = {_key(t["path"], t["line"], t["code"]) for t in true}
+    false = [d for d in found if _key(d["path"], d["line"], d["code"]) not in expected]
+    assert not false, "false findings on real code:\n" + "\n".join(
+        f"{d['path']}:{d['line']}:{d['column']}: {d['code']} {d['message']}" for d in false
+    )
+
+
+def test_every_true_finding_is_found(realcode_findings):
+    found, true = realcode_findings
+    got = {_key(d["path"], d["line"], d["code"]) for d in found}
+    missed = [t for t in true if _key(t["path"], t["line"], t["code"]) not in got]
+    assert not missed, "real bugs not found:\n" + "\n".join(
+        f"{t['path']}:{t['line']}: {t['code']} ({t['why']})" for t in missed
+    )
+
+
+def test_safe_fixes_change_only_true_findings(realcode_findings, tmp_path):
+    _, true = realcode_findings
+    copy = tmp_path / "realcode"
+    shutil.copytree(REALCODE, copy, symlinks=True)
+    out = _torchlint("--fix", "--exit-zero", ".", cwd=copy)
+    assert out.returncode == 0, out.stderr
+    allowed = {(t["path"], t["line"]) for t in true}
+    changed: list[str] = []
+    for path in sorted(REALCODE.rglob("*")):
+        if not path.is_file() or path.suffix not in (".py", ".ipynb"):
+            continue
+        rel = path.relative_to(REALCODE).as_posix()
+        if filecmp.cmp(path, copy / rel, shallow=False):
+            continue
+        before = path.read_text(errors="replace").splitlines()
+        after = (copy / rel).read_text(errors="replace").splitlines()
+        lines = {i + 1 for i, (a, b) in enumerate(zip(before, after)) if a != b}
+        if len(before) != len(after) or any((rel, line) not in allowed for line in lines):
+            changed.append(f"{rel}: lines {sorted(lines)[:5]} (lengths {len(before)} -> {len(after)})")
+    assert not changed, "safe fixes changed real code outside the true findings:\n" + "\n".join(changed)
