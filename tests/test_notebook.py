@@ -112,3 +112,16 @@ def test_invalid_notebook(tmp_path, run_cli):
 def test_directories_include_notebooks(nb_path, run_cli):
     r = run_cli("-q", ".", cwd=nb_path.parent)
     assert r.stdout.startswith("train.ipynb:cell 4:5:5: TL004")
+
+
+def test_shell_command_continued_with_backslashes_is_not_a_syntax_error(tmp_path, run_cli):
+    """A `!` command continued over several lines with trailing backslashes is valid IPython (seen in a real
+    notebook): it was reported as TL901 'unexpected indent' and the notebook went unchecked."""
+    shell = ["! python preprocess.py --data_dir data \\\n", "                    --max_len 510\n", "\n"]
+    path = tmp_path / "shell.ipynb"
+    path.write_text(notebook([SETUP, shell + TRAIN]), encoding="utf-8")
+    r = run_cli("-q", "--format", "json", "shell.ipynb", cwd=tmp_path)
+    assert [(d["code"], d["cell"], d["line"]) for d in json.loads(r.stdout)] == [("TL004", 4, 8)]
+    run_cli("--fix", "--unsafe-fixes", "shell.ipynb", cwd=tmp_path)
+    source = json.loads(path.read_text(encoding="utf-8"))["cells"][3]["source"]
+    assert source[:2] == shell[:2] and source[-1] == "    optimizer.zero_grad()"

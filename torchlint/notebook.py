@@ -80,11 +80,13 @@ def join(nb: dict) -> Joined:
             continue  # a cell magic: the whole cell is another language or a timing wrapper
         out_lines: list[str] = []
         magics: list[str] = []
+        continued = None  # the indent of a magic line ending in a backslash: the next line continues it
         for raw in src.splitlines():
-            if _MAGIC_LINE.match(raw):
-                indent = raw[: len(raw) - len(raw.lstrip())]
+            if continued is not None or _MAGIC_LINE.match(raw):
+                indent = continued if continued is not None else raw[: len(raw) - len(raw.lstrip())]
                 out_lines.append(indent + _PLACEHOLDER.format(n=magic_number + len(magics)))
                 magics.append(raw)
+                continued = indent if raw.endswith("\\") else None
             else:
                 out_lines.append(raw)
         magic_number += len(magics)

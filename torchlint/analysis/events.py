@@ -22,6 +22,7 @@ class EventKind(str, Enum):
     FAKE_RESET = "fake_reset"  # x.data.zero_(): clears the value, keeps the graph
     LOCAL_CALL = "local_call"  # a call to a function of this file; expanded into the callee's events
     METHOD = "method"  # a method call of interest, before classification
+    OPAQUE = "opaque"  # a call the model cannot follow (another file, a library) that is handed names
     RETURN = "return"  # `return value`: what the function summary's return kind is computed from
 
 

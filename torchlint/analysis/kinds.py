@@ -338,6 +338,8 @@ class Kinds:
             called = self.of_name(fname, scope, at, depth + 1)
             if called is VKind.MODULE:
                 return VKind.GRAPH
+            if called is VKind.UNKNOWN and sem.is_loss_name(fname):
+                return VKind.GRAPH  # `adversarial_loss(out, y)`: a loss function the analysis cannot see
             return VKind.UNKNOWN
         return VKind.UNKNOWN
 

@@ -280,6 +280,44 @@ class Loop:
         avoid = frozenset(n for u in unless if (n := scope.flow_node(u)) is not None and n != start)
         return flow.reaches_avoiding(start, head, avoid)
 
+    def trip_count(self) -> int | None:
+        """How many times the loop runs when that is a constant (`for _ in range(5)`, `range(n)` with `n = 2`)."""
+        node = self.node
+        if not isinstance(node, cst.For) or not isinstance(node.iter, cst.Call) or dotted(node.iter.func) != "range":
+            return None
+        args = [a.value for a in node.iter.args if a.keyword is None and not a.star]
+        if len(args) not in (1, 2):
+            return None
+        bounds = [self._constant(a) for a in args]
+        if any(b is None for b in bounds):
+            return None
+        return max(0, bounds[-1] - (bounds[0] if len(bounds) == 2 else 0))  # type: ignore[operator]
+
+    def _constant(self, expr: cst.BaseExpression) -> int | None:
+        if isinstance(expr, cst.Integer):
+            return int(expr.evaluated_value)
+        if isinstance(expr, cst.Name) and self.events:
+            defs, entry = self.scope.reaching(expr.value, self.events[0])
+            if defs and not entry and all(isinstance(d.value, cst.Integer) and d.flavor == "=" for d in defs):
+                values = {int(d.value.evaluated_value) for d in defs}  # type: ignore[union-attr]
+                return values.pop() if len(values) == 1 else None
+        return None
+
+    def handed_to_unknown(self, name: str) -> bool:
+        """A call the model cannot follow is handed `name` in this loop (or, for `self.x`, an unresolved method
+        of `self` runs): what that call does with it is not known."""
+        last = name.rsplit(".", 1)[-1]
+        for e in self.of(EventKind.OPAQUE):
+            if name.startswith("self.") and (e.callee or "").startswith("self."):
+                return True
+            call = e.node
+            if isinstance(call, cst.Call):
+                for a in call.args:
+                    arg = dotted(a.value)
+                    if arg is not None and (arg == name or arg.rsplit(".", 1)[-1] == last):
+                        return True
+        return False
+
     def backwards_into_grad(self) -> list[Event]:
         """The backwards of the iteration that add into `.grad` (not `autograd.grad`, not dist_autograd)."""
         return [b for b in self.of(EventKind.BACKWARD) if gradients_go_to(b.flavor) == "grad"]
@@ -391,12 +429,37 @@ class FileModel:
             return self._by_node.get(local)
         return self._functions.get(callee)
 
+    def _inherited(self, scope: Scope, callee: str) -> bool:
+        """`self.name(...)` may be a method inherited from a class of another file: the class has such a base,
+        and `name` is not an attribute the file assigns (`self.net = ...` makes `self.net(x)` a module call)."""
+        cls = self.classes.get(scope.class_name or "")
+        if cls is None:
+            return False
+        if any(a.target == callee for s in self.scopes if s.class_name == scope.class_name for a in s.raw
+               if a.kind is EventKind.ASSIGN):
+            return False
+        for base in cls.bases:
+            name = dotted(base.value) or ""
+            last = name.rsplit(".", 1)[-1]
+            if last not in ("object", "Module", "ABC") and name not in self.classes:
+                return True
+        return False
+
     def _expand(self, scope: Scope, depth: int, active: frozenset) -> list[Event]:
         out: list[Event] = []
         for e in scope.raw:
             if e.kind is EventKind.LOCAL_CALL:
                 callee = self.resolve(scope, e.callee or "")
-                if callee is None or depth >= INLINE_DEPTH or callee.node in active:
+                if callee is None:
+                    if e.flavor == "closure":
+                        continue  # `scaler.step(opt)`: the argument was not a closure after all
+                    if "zero_grad" in (e.callee or "").rsplit(".", 1)[-1]:
+                        # `zero_grad(params)`, `self.zero_grad()` of a base class: clears the gradients it names
+                        out.append(dataclasses.replace(e, kind=EventKind.ZERO_GRAD, flavor="param"))
+                    elif not (e.callee or "").startswith("self.") or self._inherited(scope, e.callee or ""):
+                        out.append(dataclasses.replace(e, kind=EventKind.OPAQUE))
+                    continue
+                if depth >= INLINE_DEPTH or callee.node in active:
                     continue
                 for inner in self._expand(callee, depth + 1, active | {scope.node}):
                     if inner.kind in (EventKind.ASSIGN, EventKind.APPEND, EventKind.RESET, EventKind.FAKE_RESET,
@@ -498,6 +561,10 @@ class FileModel:
             flavor, value = "accelerator", arg0.value if arg0 else None
         elif kind is Kind.ENGINE:
             flavor, value = "engine", arg0.value if arg0 else None
+        elif kind is Kind.OPTIMIZER and arg0 is not None:
+            # `optimizer.backward(loss)`: apex FP16_Optimizer, DeepSpeed and ColossalAI wrappers scale the loss
+            # and back-propagate it into `.grad`, like `loss.backward()`
+            flavor, value = "optimizer", arg0.value
         elif (
             isinstance(recv, cst.Call)
             and isinstance(recv.func, cst.Attribute)
@@ -706,7 +773,7 @@ class _Walker:
                 if method == "step" and call.args:
                     closure = call.args[0].value
                     if isinstance(closure, cst.Name):
-                        self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=closure.value)
+                        self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=closure.value, flavor="closure")
                     elif isinstance(closure, cst.Lambda):
                         self._exprs(scope, line, [closure.body], ctx)
                 self._emit(scope, EventKind.METHOD, call, line, ctx)
@@ -716,9 +783,12 @@ class _Walker:
             name = dotted(func)
             if name and name.startswith("self.") and name.count(".") == 1:
                 self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=name)
+            elif any(isinstance(a.value, (cst.Name, cst.Attribute)) for a in call.args):
+                self._emit(scope, EventKind.OPAQUE, call, line, ctx, callee=name)
         elif isinstance(func, cst.Name):
             if func.value in ("clip_grad_norm_", "clip_grad_value_"):
                 self._emit(scope, EventKind.CLIP, call, line, ctx, flavor="torch")
+
             else:
                 self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=func.value)
 

@@ -54,6 +54,7 @@ _MODULE_NAME = re.compile(
     r"^(model|net|network|module|criterion|crit|loss_fn|lossfn|loss_func|loss_function|generator|discriminator"
     r"|critic|encoder|decoder|student|teacher|backbone|classifier|policy|actor|value_net|q_net"
     r"|rnn|lstm|gru|cell|transformer|lm|vae|unet|[a-z0-9]+_(rnn|lstm|gru|encoder|decoder)"
+    r"|bce|mse|ce|nll|l1|kld?|huber|smooth_l1|cross_entropy|bce_loss|mse_loss|ce_loss|nll_loss"
     r"|net[_]?[a-z0-9]|model[_]?[a-z0-9]+|[a-z0-9]+_(model|net|criterion))$"
 )
 # Conventional names of a loss: a value so named, from a call the analysis cannot resolve, is a graph tensor.

@@ -11,7 +11,8 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
-from torchlint.analysis.exprs import as_detachment, code_of
+from torchlint.analysis.exprs import code_of
+from torchlint.analysis.kinds import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after, statements
 from torchlint.rules.base import Finding, Rule
@@ -72,14 +73,19 @@ The total must be a plain name or attribute; totals kept in dict entries are not
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
+        kinds = model.kinds
         for loop in model.loops:
             for backward in loop.of(EventKind.BACKWARD):
                 scope = model.scope_of(backward)
                 if scope is not loop.scope:
                     continue
-                deps = scope.depends(backward.value)
-                for acc in _accumulations(loop, deps):
+                defs = scope.flow_defs(backward.value, backward)
+                for acc in _accumulations(loop, defs):
                     if acc.seq == backward.seq or _rebound_between(loop, backward, acc):
+                        continue
+                    if kinds.of(acc.value, scope, acc) is not VKind.GRAPH:
+                        continue  # nothing with a graph is added (a counter, a detached term: TL003's concern)
+                    if not _carried(scope, loop, acc):
                         continue
                     yield Finding(
                         backward.node,
@@ -91,21 +97,30 @@ The total must be a plain name or attribute; totals kept in dict entries are not
                     break
 
 
-def _accumulations(loop: Loop, deps: frozenset[str]) -> list[Event]:
-    """First accumulation of each total in `deps` whose added value is an attached tensor."""
+def _accumulations(loop: Loop, defs: list[Event]) -> list[Event]:
+    """The accumulations (`t += x`, `t = t + x`, `t.append(x)`) inside the loop among the definitions that flow
+    into the backward, first one per total."""
     seen: set[str] = set()
     out = []
-    scope = loop.scope
-    for e in loop.events:
-        if e.scope is not scope.node or e.target not in deps or e.target in seen:
+    for e in sorted(defs, key=lambda d: d.seq):
+        if e.target in seen or e.value is None or loop.node not in e.loops:
             continue
-        if not (e.accumulates or e.kind is EventKind.APPEND) or e.value is None:
+        if not (e.accumulates or e.kind is EventKind.APPEND):
             continue
-        if as_detachment(e.value) is not None or scope.is_numeric(e.value):
-            continue  # nothing attached is added: no graph grows (a detached term is TL003's concern)
-        seen.add(e.target)
+        seen.add(e.target or "")
         out.append(e)
     return out
+
+
+def _carried(scope, loop: Loop, acc: Event) -> bool:
+    """What the total held in the previous iteration is still in it at this accumulation."""
+    if acc.kind is EventKind.APPEND:
+        defs, entry = scope.reaching(acc.target or "", acc)
+        return entry or any(not scope.flow.in_loop(scope.flow_node(d), loop.node) for d in defs if scope.flow_node(d) is not None)
+    defs, _ = scope.reaching(acc.target or "", acc)
+    return any(d.accumulates for d in defs) or any(
+        loop.node not in d.loops for d in defs
+    ) and not any(d.rebinds and loop.node in d.loops for d in defs)
 
 
 def _rebound_between(loop: Loop, backward: Event, acc: Event) -> bool:

@@ -55,7 +55,8 @@ engines (`engine.step()` zeroes gradients itself).
 own gradients. `torch.autograd.grad(...)`: it returns gradients and adds nothing to `.grad`.
 
 ## Limits
-Helpers defined in other files are not followed; a loop that calls one is judged on what it shows.
+Helpers defined in other files are not followed. A loop that hands the optimizer to one (or, for `self.opt`, calls
+a method of `self` defined elsewhere) is not reported: that helper may clear the gradients.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -70,6 +71,8 @@ Helpers defined in other files are not followed; a loop that calls one is judged
                 opt = step.target
                 if opt is None or opt in reported or _cleared(model, opt, zero_grads):
                     continue
+                if loop.handed_to_unknown(opt):
+                    continue  # a helper the analysis cannot see gets the optimizer: it may clear it
                 if any(e.target == opt and e.rebinds for e in loop.of(EventKind.ASSIGN)):
                     continue  # a new optimizer every iteration (a one-off check, not a training loop)
                 reported.add(opt)

@@ -158,7 +158,7 @@ def _fix(loop: Loop, b: Event, k: cst.BaseExpression) -> Fix | None:
     if b.flavor == "scaler" and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call):
         arg = call.func.value.args[0]
         return Fix("unsafe", message, ((arg.value, divided(arg.value)),))
-    if b.flavor in ("lightning", "autograd") and call.args:
+    if b.flavor in ("lightning", "autograd", "optimizer") and call.args:
         arg = call.args[0]
         return Fix("unsafe", message, ((arg.value, divided(arg.value)),))
     return None

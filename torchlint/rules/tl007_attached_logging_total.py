@@ -18,6 +18,9 @@ from torchlint.diagnostic import Fix
 from torchlint.rules.base import Finding, Rule
 
 
+FEW_ITERATIONS = 10
+
+
 class AttachedLoggingTotal(Rule):
     code = "TL007"
     name = "attached-logging-total"
@@ -52,7 +55,8 @@ back-propagated with a plain `.backward()`), and the total is only printed or lo
 are the same, only the graph is dropped.
 
 ## Limits
-It reports only values the analysis knows to carry a graph: the output of a model or criterion, arithmetic on
+A loop with a constant trip count of at most 10 (`for _ in range(5)`, a test's mini training run) is not
+reported: it keeps a handful of graphs, not a growing number. It reports only values the analysis knows to carry a graph: the output of a model or criterion, arithmetic on
 one, a loss it cannot trace further. A value from a call it cannot resolve is left alone.
 
 ## Correct look-alikes (not flagged)
@@ -66,6 +70,9 @@ features of one call in a list; loops without a backward (evaluation code).
         for loop in model.loops:
             if not loop.of(EventKind.BACKWARD):
                 continue
+            trips = loop.trip_count()
+            if trips is not None and trips <= FEW_ITERATIONS:
+                continue  # a handful of graphs, freed with the container: nothing grows
             scope = loop.scope
             backprop = scope.backpropagated()
             reported: set[str] = set()
