@@ -125,3 +125,14 @@ def test_shell_command_continued_with_backslashes_is_not_a_syntax_error(tmp_path
     run_cli("--fix", "--unsafe-fixes", "shell.ipynb", cwd=tmp_path)
     source = json.loads(path.read_text(encoding="utf-8"))["cells"][3]["source"]
     assert source[:2] == shell[:2] and source[-1] == "    optimizer.zero_grad()"
+
+
+def test_percent_formatting_on_a_continuation_line_is_not_a_magic(tmp_path, run_cli):
+    """`print("..."` then `      % (a, b))` on the next line is Python: it was taken for a line magic, leaving an
+    unclosed bracket, and the notebook was reported as TL901 (seen in real tutorial notebooks)."""
+    cell = ['print("epoch %d, loss %.4f"\n', "      % (1, 0.5))\n", 's = """\n', "%not a magic inside a string\n",
+            '"""\n']
+    path = tmp_path / "fmt.ipynb"
+    path.write_text(notebook([SETUP + ["\n"] + cell, TRAIN]), encoding="utf-8")
+    r = run_cli("-q", "--format", "json", "fmt.ipynb", cwd=tmp_path)
+    assert [d["code"] for d in json.loads(r.stdout)] == ["TL004"]

@@ -67,6 +67,46 @@ def _source(cell: dict) -> str:
     return "".join(src) if isinstance(src, list) else str(src)
 
 
+class _LineState:
+    """Where a line of Python leaves the logical line: inside brackets, a triple-quoted string or after a
+    backslash, the next physical line continues it (`print("..."\n      % (a, b))` is not a line magic)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.quote = ""  # an open triple quote
+        self.backslash = False
+
+    def at_statement_start(self) -> bool:
+        return self.depth == 0 and not self.quote and not self.backslash
+
+    def feed(self, line: str) -> None:
+        i, n = 0, len(line)
+        while i < n:
+            if self.quote:
+                end = line.find(self.quote, i)
+                if end < 0:
+                    break
+                i, self.quote = end + 3, ""
+                continue
+            c = line[i]
+            if c == "#":
+                break
+            if c in "'\"":
+                if line.startswith(c * 3, i):
+                    self.quote = c * 3
+                    i += 3
+                    continue
+                i += 1
+                while i < n and line[i] != c:
+                    i += 2 if line[i] == "\\" else 1
+            elif c in "([{":
+                self.depth += 1
+            elif c in ")]}":
+                self.depth = max(0, self.depth - 1)
+            i += 1
+        self.backslash = not self.quote and line.endswith("\\")
+
+
 def join(nb: dict) -> Joined:
     parts: list[str] = []
     cells: list[_Cell] = []
@@ -81,14 +121,16 @@ def join(nb: dict) -> Joined:
         out_lines: list[str] = []
         magics: list[str] = []
         continued = None  # the indent of a magic line ending in a backslash: the next line continues it
+        code_state = _LineState()  # open brackets, strings and continuations of the Python lines so far
         for raw in src.splitlines():
-            if continued is not None or _MAGIC_LINE.match(raw):
+            if continued is not None or (code_state.at_statement_start() and _MAGIC_LINE.match(raw)):
                 indent = continued if continued is not None else raw[: len(raw) - len(raw.lstrip())]
                 out_lines.append(indent + _PLACEHOLDER.format(n=magic_number + len(magics)))
                 magics.append(raw)
                 continued = indent if raw.endswith("\\") else None
             else:
                 out_lines.append(raw)
+                code_state.feed(raw)
         magic_number += len(magics)
         body = "".join(text + "\n" for text in out_lines)
         parts.append(_MARKER.format(index=index))

@@ -25,10 +25,12 @@ class VKind(str, Enum):
     NUMBER = "number"
     STRING = "string"
     NONE = "None"
-    CONTAINER = "container"
+    CONTAINER = "container"  # may hold tensors with graphs
+    DATA = "container of values without graph"
     MODULE = "module"
     OBJECT = "optimizer, scheduler, scaler or engine"
     UNKNOWN = "unknown"
+    CYCLE = "cycle"  # internal, never returned by `of`: a definition reached from itself round a loop
 
     @property
     def tensor(self) -> bool:
@@ -37,7 +39,10 @@ class VKind(str, Enum):
     @property
     def graph_free(self) -> bool:
         """Known to hold no autograd graph."""
-        return self not in (VKind.GRAPH, VKind.UNKNOWN, VKind.CONTAINER)
+        return self not in (VKind.GRAPH, VKind.UNKNOWN, VKind.CONTAINER, VKind.CYCLE)
+
+
+_CYCLE = VKind.CYCLE
 
 
 def join(kinds) -> VKind:
@@ -67,6 +72,8 @@ class Kinds:
             return VKind.UNKNOWN
         no_grad = at is not None and "no_grad" in at.contexts
         kind = self._expr(expr, scope, at, depth)
+        if kind is _CYCLE:
+            return VKind.UNKNOWN
         if kind is VKind.GRAPH and no_grad:
             return VKind.TENSOR
         return kind
@@ -77,20 +84,24 @@ class Kinds:
             entry = not defs
         else:
             defs, entry = scope.reaching(name, at)
-        kinds = [self.of_def(d, scope, depth + 1) for d in defs]
+        kinds = [k for d in defs if (k := self.of_def(d, scope, depth + 1)) is not _CYCLE]
         if entry:
-            kinds.append(self._from_outside(name, scope, depth))
-        kind = join(kinds)
-        if kind is VKind.UNKNOWN and sem.is_loss_name(name) and all(k in (VKind.UNKNOWN, VKind.GRAPH) for k in kinds):
-            return VKind.GRAPH  # a loss the analysis cannot trace: by convention, a graph tensor
-        return kind
+            outside = self._from_outside(name, scope, depth)
+            if outside is VKind.UNKNOWN and not defs and sem.is_loss_name(name):
+                outside = VKind.GRAPH  # a loss handed in as a parameter: by convention, a graph tensor
+            kinds.append(outside)
+        if not kinds:
+            return _CYCLE if defs else VKind.UNKNOWN
+        return join(kinds)
 
     def of_def(self, d: Event, scope: Scope, depth: int = 0) -> VKind:
         """The kind a definition gives its target."""
         cached = self._defs.get(id(d))
         if cached is not None:
             return cached
-        if id(d) in self._active or depth > _MAX_DEPTH:
+        if id(d) in self._active:
+            return _CYCLE  # the value comes round the loop to itself: the other definitions decide
+        if depth > _MAX_DEPTH:
             return VKind.UNKNOWN
         self._active.add(id(d))
         try:
@@ -130,16 +141,38 @@ class Kinds:
             return self._element_of_iterable(value, scope, d, depth)
         whole = self.of(value, scope, d, depth)
         if d.flavor in ("tuple0", "tuple"):
-            if isinstance(value, (cst.Tuple, cst.List)) and 0 <= d.index < len(value.elements):
-                element = value.elements[d.index]
-                if not isinstance(element, cst.StarredElement):
-                    return self.of(element.value, scope, d, depth)
+            element = self._element(value, d.index, scope, d, depth)
+            if element is not None:
+                return element
+            if whole is VKind.DATA:
+                return VKind.UNKNOWN
             return VKind.GRAPH if whole is VKind.GRAPH else VKind.UNKNOWN
         if d.flavor in ("+=", "=+", "-=", "*=", "/="):
             # the total keeps what it held, combined with the added value
             old = self.of_name(d.target or "", scope, d, depth) if d.target else VKind.UNKNOWN
-            return _arith(old, whole)
+            return whole if old is _CYCLE else _arith(old, whole)
         return whole
+
+    def _element(self, value: cst.BaseExpression, index: int, scope: Scope, at: Event, depth: int) -> VKind | None:
+        """The kind of item `index` of a tuple value: a literal, or what a function of the file returns there."""
+        if index < 0:
+            return None
+        if isinstance(value, (cst.Tuple, cst.List)):
+            if index < len(value.elements) and not isinstance(value.elements[index], cst.StarredElement):
+                return self.of(value.elements[index].value, scope, at, depth)
+            return None
+        if isinstance(value, cst.Call):
+            name = dotted(value.func)
+            callee = self.model.resolve(scope, name) if name is not None else None
+            if callee is None:
+                return None
+            rets = [e for e in callee.events if e.kind is EventKind.RETURN and e.scope is callee.node]
+            kinds = []
+            for r in rets:
+                kind = self._element(r.value, index, callee, r, depth + 1) if r.value is not None else None
+                kinds.append(kind if kind is not None else VKind.UNKNOWN)
+            return join(kinds) if kinds else None
+        return None
 
     def _element_of_iterable(self, it: cst.BaseExpression, scope: Scope, at: Event, depth: int) -> VKind:
         if isinstance(it, cst.Call):
@@ -197,6 +230,8 @@ class Kinds:
         return self._conventional(name)
 
     def _conventional(self, name: str) -> VKind:
+        if name in self.model.imported:
+            return VKind.UNKNOWN  # a function, class or module imported from elsewhere
         if sem.is_module_name(name):
             return VKind.MODULE
         if self.model.symbols.kind(name) is not Kind.OTHER:
@@ -210,7 +245,11 @@ class Kinds:
             return VKind.NUMBER
         if cls in (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString):
             return VKind.STRING
-        if cls in (cst.Tuple, cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp):
+        if cls in (cst.Tuple, cst.List, cst.Set):
+            return self._container([el.value for el in e.elements], scope, at, depth)  # type: ignore[attr-defined]
+        if cls in (cst.ListComp, cst.SetComp, cst.GeneratorExp):
+            return self._container([e.elt], scope, at, depth)  # type: ignore[attr-defined]
+        if cls in (cst.Dict, cst.DictComp):
             return VKind.CONTAINER
         if cls is cst.Name:
             v = e.value  # type: ignore[attr-defined]
@@ -321,6 +360,8 @@ class Kinds:
                 return VKind.NUMBER
             if fname in sem.STRING_FUNCTIONS:
                 return VKind.STRING
+            if fname in ("tuple", "list") and len(call.args) == 1:
+                return self._container([call.args[0].value], scope, at, depth, iterable=True)
             if fname in sem.CONTAINER_FUNCTIONS:
                 return VKind.CONTAINER
             if fname in ("sum", "max", "min", "abs"):
@@ -342,6 +383,19 @@ class Kinds:
                 return VKind.GRAPH  # `adversarial_loss(out, y)`: a loss function the analysis cannot see
             return VKind.UNKNOWN
         return VKind.UNKNOWN
+
+    def _container(
+        self, items: list[cst.BaseExpression], scope: Scope, at: Event | None, depth: int, iterable: bool = False
+    ) -> VKind:
+        """A container is DATA when none of its items can hold a graph (`tuple(h.data for h in hidden)`)."""
+        kinds = []
+        for item in items:
+            k = self.of(item, scope, at, depth + 1)
+            if iterable and k in (VKind.DATA, VKind.CONTAINER):
+                kinds.append(VKind.TENSOR if k is VKind.DATA else VKind.UNKNOWN)
+            else:
+                kinds.append(k)
+        return VKind.DATA if all(k.graph_free for k in kinds) else VKind.CONTAINER
 
     def _summary(self, callee: Scope, depth: int) -> VKind:
         return self.returns(callee, depth + 1)

@@ -97,6 +97,29 @@ class Scope:
         same = [e for e in self._defs_in(name, node) if e.seq < at.seq]
         if same:
             return (same[-1],), False
+        return self._reaching_node(name, node)
+
+    def carried_round(self, d: Event, loop: cst.CSTNode) -> bool:
+        """Does the value defined by `d` go round `loop` (through its head) and reach `d`'s statement again, with
+        no other definition of its name on the way? (a state fed back from one iteration into the next)"""
+        assert self.flow is not None and d.target is not None
+        start, head = self.flow_node(d), self.flow.loop_head.get(id(loop))
+        if start is None or head is None:
+            return False
+        kills = self.def_nodes().get(d.target, frozenset()) - {start}
+        return self.flow.reaches_avoiding(start, head, kills) and (
+            head == start or self.flow.reaches_avoiding(head, start, kills)
+        )
+
+    def reaching_loop_head(self, name: str, loop: cst.CSTNode) -> tuple[Event, ...]:
+        """The definitions of `name` that reach the head of `loop`: what the next iteration starts with (those
+        from inside the loop are carried into the next iteration along the back edge)."""
+        assert self.flow is not None
+        head = self.flow.loop_head.get(id(loop))
+        return () if head is None else self._reaching_node(name, head)[0]
+
+    def _reaching_node(self, name: str, node: int) -> tuple[tuple[Event, ...], bool]:
+        assert self.flow is not None
         key = (name, node)
         cached = self._reaching.get(key)
         if cached is None:
@@ -429,6 +452,17 @@ class FileModel:
             return self._by_node.get(local)
         return self._functions.get(callee)
 
+    def _detached_through_loop_variable(self, scope: Scope, reset: Event) -> list[Event]:
+        """`for s in state: s.detach_()` detaches the tensors of `state` in place: a RESET of `state` too."""
+        out = []
+        for a in scope.raw:
+            if (a.kind is EventKind.ASSIGN and a.flavor == "for" and a.target == reset.target
+                    and a.stmt in reset.loops and a.value is not None):
+                container = dotted(a.value)
+                if container is not None:
+                    out.append(dataclasses.replace(reset, target=container, flavor="item"))
+        return out
+
     def _inherited(self, scope: Scope, callee: str) -> bool:
         """`self.name(...)` may be a method inherited from a class of another file: the class has such a base,
         and `name` is not an attribute the file assigns (`self.net = ...` makes `self.net(x)` a module call)."""
@@ -481,6 +515,8 @@ class FileModel:
                 classified = self._classify(e)
                 if classified is not None:
                     out.append(classified)
+                    if classified.kind is EventKind.RESET and classified.flavor == "":
+                        out.extend(self._detached_through_loop_variable(scope, classified))
             else:
                 out.append(e)
         return out

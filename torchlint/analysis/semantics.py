@@ -61,8 +61,16 @@ _MODULE_NAME = re.compile(
 _LOSS_NAME = re.compile(r"^(loss|losses|[a-z0-9_]*_loss|loss_[a-z0-9_]+|[a-z]?loss[a-z0-9]*)$")
 
 
+# `build_model`, `evaluate_model`: functions about a model, not a model.
+_VERB_PREFIX = re.compile(
+    r"^(get|build|create|load|save|evaluate|eval|train|init|make|run|test|setup|prepare|wrap|compile|export"
+    r"|freeze|unfreeze|print|log|update|copy|clone|to|move|convert|check|validate|fit|predict)_"
+)
+
+
 def is_module_name(name: str) -> bool:
-    return _MODULE_NAME.match(name.rsplit(".", 1)[-1].lower()) is not None
+    last = name.rsplit(".", 1)[-1].lower()
+    return _MODULE_NAME.match(last) is not None and _VERB_PREFIX.match(last) is None
 
 
 def is_loss_name(name: str) -> bool:

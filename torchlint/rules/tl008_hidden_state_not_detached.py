@@ -76,7 +76,9 @@ the code does not show which. **Unsafe**: gradients stop at the batch boundary (
                     continue
                 if model.kinds.of_def(e, scope) is not VKind.GRAPH:
                     continue  # not a forward's output (a string, a batch, a value of an unresolved call)
-                if _released(scope, loop, e.target) or not _carried_in(scope, loop, e.target):
+                if not scope.carried_round(e, loop.node):
+                    continue  # the call is not fed the output of the previous iteration of the backward's loop
+                if _released(model, scope, loop, e.target):
                     continue
                 yield Finding(
                     call,
@@ -99,18 +101,16 @@ def _feeds_back(call: cst.Call, state: str) -> bool:
     return False
 
 
-def _released(scope: Scope, loop: Loop, state: str) -> bool:
-    """Anything in the loop that detaches or re-initialises the state."""
+def _released(model: FileModel, scope: Scope, loop: Loop, state: str) -> bool:
+    """Anything in the loop that detaches or re-initialises the state: `del`, `detach_()` (of the state or of
+    each of its tensors), or a rebinding to a value without graph (`h.detach()`, `h.data`, `None`, zeros)."""
     for e in loop.events:
-        if e.scope is not scope.node:
+        if e.scope is not scope.node or e.target != state:
             continue
-        if e.kind is EventKind.RESET and e.target == state:
+        if e.kind is EventKind.RESET:
             return True
-        if e.kind is EventKind.ASSIGN and e.target == state and e.value is not None:
-            value = e.value
-            if isinstance(value, cst.Name) and value.value == "None":
-                return True
-            if _detaching(value):
+        if e.kind is EventKind.ASSIGN and e.value is not None and e.flavor in ("=", "tuple0", "tuple"):
+            if _detaching(e.value) or model.kinds.of_def(e, scope).graph_free:
                 return True
     return False
 
@@ -118,11 +118,6 @@ def _released(scope: Scope, loop: Loop, state: str) -> bool:
 def _detaching(value: cst.BaseExpression) -> bool:
     text = code_of(value)
     return any(word in text for word in _DETACHING_CALLS)
-
-
-def _carried_in(scope: Scope, loop: Loop, state: str) -> bool:
-    """The state is bound before the loop (or on self), so the next iteration sees this one's value."""
-    return state.startswith("self.") or any(loop.node not in a.loops for a in scope.assignments(state))
 
 
 def _fix(scope: Scope, loop: Loop, e: Event) -> Fix | None:
