@@ -220,6 +220,18 @@ NEGATIVE = {
             opt.step()
             opt.zero_grad()
         """,
+    "index_counter_advanced_by_sequence_length": """
+        i = 0
+        while i < len(corpus) - 1:
+            seq_len = pick_length()
+            x, y = slice_batch(corpus, i, seq_len)
+            out, hidden = model(x, hidden)
+            loss = criterion(out, y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            i += seq_len
+        """,
 }
 
 

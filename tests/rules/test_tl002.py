@@ -176,6 +176,16 @@ NEGATIVE = {
                     self.manual_backward(g_loss)
                     opt_g.step()
         """,
+    "per_layer_losses_on_one_student_forward": """
+        def distill(student, teacher, x, opt):
+            s_feats = student(x)
+            with torch.no_grad():
+                t_feats = teacher(x)
+            for layer in range(len(s_feats)):
+                loss = F.mse_loss(s_feats[layer], t_feats[layer])
+                loss.backward(retain_graph=True)
+            opt.step()
+        """,
 }
 
 

@@ -164,6 +164,17 @@ NEGATIVE = {
             loss.backward()
             meter.update(loss.item(), acc)
         """,
+    "loss_rebound_to_its_number_after_backward": """
+        previous = float("inf")
+        for step in range(steps):
+            optimizer.zero_grad()
+            loss = model(batch).sum()
+            loss.backward()
+            loss = loss.item()
+            assert loss <= previous
+            previous = loss
+            optimizer.step()
+        """,
 }
 
 

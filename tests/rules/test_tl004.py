@@ -203,6 +203,29 @@ NEGATIVE = {
             scheduler.step()
             optimizer.step()
         """,
+    "dist_autograd_context_holds_the_gradients": """
+        for inputs, target in batches():
+            with dist_autograd.context() as context_id:
+                loss = criterion(model(inputs), target)
+                dist_autograd.backward(context_id, [loss])
+                opt.step(context_id)
+        """,
+    "zero_grad_helper_imported_from_another_file": """
+        from .fp16 import zero_grad
+        for batch in loader:
+            zero_grad(params)
+            loss = compute(batch)
+            loss.backward()
+            opt.step()
+        """,
+    "optimizer_handed_to_a_helper_of_another_file": """
+        from .engine import after_step
+        for batch in loader:
+            loss = model(batch).mean()
+            loss.backward()
+            optimizer.step()
+            after_step(optimizer, scheduler)
+        """,
 }
 
 

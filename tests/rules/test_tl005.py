@@ -204,6 +204,18 @@ NEGATIVE = {
             if i % eval_every == 0:
                 evaluate(model)
         """,
+    "gan_generator_every_n_critic_steps": """
+        for i, (real, _) in enumerate(loader):
+            optimizer_D.zero_grad()
+            d_loss = -critic(real).mean() + critic(generator(noise()).detach()).mean()
+            d_loss.backward()
+            optimizer_D.step()
+            if i % n_critic == 0:
+                optimizer_G.zero_grad()
+                g_loss = -critic(generator(noise())).mean()
+                g_loss.backward()
+                optimizer_G.step()
+        """,
 }
 
 

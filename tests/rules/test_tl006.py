@@ -168,6 +168,18 @@ NEGATIVE = {
                 return loss
             optimizer.step(closure)
         """,
+    "gan_generator_cleared_every_iteration_stepped_every_n_critic": """
+        for i, (real, _) in enumerate(loader):
+            optimizer_D.zero_grad()
+            d_loss = -critic(real).mean() + critic(generator(noise())).mean()
+            d_loss.backward()
+            optimizer_D.step()
+            optimizer_G.zero_grad()
+            if i % n_critic == 0:
+                g_loss = -critic(generator(noise())).mean()
+                g_loss.backward()
+                optimizer_G.step()
+        """,
 }
 
 

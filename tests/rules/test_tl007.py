@@ -31,6 +31,21 @@ POSITIVE = {
         """,
         [(8, 9)],
     ),
+    "divided_as_it_accumulates": (
+        """
+        for epoch in range(epochs):
+            epoch_loss = 0
+            for data, label in train_loader:
+                output = model(data)
+                loss = criterion(output, label)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                epoch_loss += loss / len(train_loader)
+            print(f"epoch {epoch}: {epoch_loss:.4f}")
+        """,
+        [(10, 9)],
+    ),
     "history_append": (
         """
         history = []
@@ -173,6 +188,55 @@ NEGATIVE = {
         for x, y in loader:
             criterion(model(x), y).backward()
             seen += x.size(0)
+        """,
+    "timings_from_the_clock": """
+        total_fwd = 0.0
+        for x, y in loader:
+            t0 = time.perf_counter()
+            loss = criterion(model(x), y)
+            t1 = time.perf_counter()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            delta_fwd = t1 - t0
+            total_fwd += delta_fwd
+        """,
+    "accuracy_number_in_a_dict": """
+        state = {"acc": 0.0}
+        for x, y in loader:
+            out = model(x)
+            criterion(out, y).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            accuracy = correct_count(out, y) / len(y)
+            state["acc"] = accuracy
+        """,
+    "mini_run_of_five_steps_in_a_test": """
+        losses = []
+        for _ in range(5):
+            opt.zero_grad()
+            loss = model(inputs, labels=labels).loss
+            loss.backward()
+            opt.step()
+            losses.append(loss)
+        assert losses[-1] < losses[0]
+        """,
+    "evaluation_returns_numbers": """
+        def evaluate(model, loader):
+            total = 0.0
+            with torch.no_grad():
+                for x, y in loader:
+                    total += criterion(model(x), y).item()
+            return total / len(loader), total
+
+        def train(model, loader, opt):
+            history = []
+            for x, y in loader:
+                criterion(model(x), y).backward()
+                opt.step()
+                opt.zero_grad()
+                val_loss, _ = evaluate(model, loader)
+                history.append(val_loss)
         """,
 }
 

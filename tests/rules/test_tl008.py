@@ -168,6 +168,69 @@ NEGATIVE = {
                 out, hidden = model(x, hidden)
             total += crit(out, y).item()
         """,
+    "output_path_rebuilt_each_epoch": """
+        for epoch in range(epochs):
+            for batch in loader:
+                accelerator.backward(model(**batch).loss)
+                optimizer.step()
+                optimizer.zero_grad()
+            output_dir = os.path.join(args.output_dir, output_dir)
+        """,
+    "batch_moved_by_a_helper_of_another_file": """
+        for batch in loader:
+            batch = move_to_device(batch, device)
+            loss = model(**batch).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+    "state_tensors_detached_in_place": """
+        for data, target in batches():
+            hidden[0].detach_()
+            hidden[1].detach_()
+            output, hidden = model(data, hidden)
+            criterion(output, target).backward()
+            opt.step()
+            opt.zero_grad()
+        """,
+    "state_rebuilt_from_data": """
+        h = net.init_hidden(batch_size)
+        for x, y in batches:
+            h = tuple([each.data for each in h])
+            net.zero_grad()
+            output, h = net(x, h)
+            criterion(output, y).backward()
+            opt.step()
+        """,
+    "each_state_tensor_detached_in_a_loop": """
+        state = None
+        for X, Y in data_iter:
+            if state is not None:
+                for s in state:
+                    s.detach_()
+            outputs, state = rnn(X, state)
+            loss(outputs, Y).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+    "input_replaced_by_its_encoding": """
+        for imgs, caps in loader:
+            imgs = encoder(imgs)
+            scores = decoder(imgs, caps)
+            criterion(scores, caps).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+    "state_reset_for_each_sequence": """
+        for seq, target in pairs:
+            hidden = encoder.init_hidden()
+            for t in range(seq.size(0)):
+                out, hidden = encoder(seq[t], hidden)
+            loss = criterion(out, target)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
 }
 
 

@@ -165,6 +165,39 @@ NEGATIVE = {
             clip_grad_norm_(params, 1.0)
             opt.step()
         """,
+    "optional_amp_branches": """
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            optimizer.zero_grad()
+            if use_amp:
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+        """,
+    "amp_and_plain_training_functions_run_one_after_the_other": """
+        def train_amp(model, loader, optimizer, scaler):
+            for x, y in loader:
+                scaler.scale(criterion(model(x), y)).backward()
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
+
+        def train_plain(model, loader, optimizer):
+            for x, y in loader:
+                criterion(model(x), y).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+
+        for level in ["O1", "O2"]:
+            train_amp(model, loader, optimizer, scaler)
+            train_plain(model, loader, optimizer)
+        """,
 }
 
 

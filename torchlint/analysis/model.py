@@ -107,6 +107,8 @@ class Scope:
         if start is None or head is None:
             return False
         kills = self.def_nodes().get(d.target, frozenset()) - {start}
+        if head in kills:
+            return False  # the loop variable itself: each iteration binds it anew
         return self.flow.reaches_avoiding(start, head, kills) and (
             head == start or self.flow.reaches_avoiding(head, start, kills)
         )
