@@ -8,6 +8,7 @@ import pytest
 from tests.conftest import positive_sources
 from torchlint.engine import INTERNAL_ERROR, lint_source, rules_that_may_fire
 from torchlint.rules import ALL_RULES
+from torchlint.pipeline import positions as positions_module
 
 
 @pytest.mark.parametrize(
@@ -111,7 +112,6 @@ def test_users_syntax_warnings_are_not_printed(tmp_path, run_cli):
 
 def test_position_fallback_matches_fast_path(monkeypatch):
     """The fast position path (one code generation) and libcst's public provider agree."""
-    from torchlint import engine
 
     src = "# c\n" + "for x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n    optimizer.step()\n"
     fast = [(d.line, d.column, d.end_line, d.end_column) for d in lint_source(src, "t.py")]
@@ -119,7 +119,7 @@ def test_position_fallback_matches_fast_path(monkeypatch):
     def no_internals(*args, **kwargs):
         raise AttributeError("simulated: libcst code generation internals changed")
 
-    monkeypatch.setattr(engine, "_positions_and_code", no_internals)
+    monkeypatch.setattr(positions_module, "_positions_and_code", no_internals)
     assert [(d.line, d.column, d.end_line, d.end_column) for d in lint_source(src, "t.py")] == fast == [(5, 5, 5, 21)]
 
 
@@ -128,7 +128,7 @@ def test_text_patterns_are_linear_on_hostile_text():
     of '#' after a comma once took seconds per file). Inputs where an exponential pattern would run for years."""
     import time
 
-    from torchlint import prune
+    from torchlint.pipeline import prune
 
     patterns = {p for r in ALL_RULES for p in r.requires + r.scope_patterns()}
     patterns |= {prune._DEFINES, prune._DEF_START, prune._BARE_NAME, prune._SELF_ATTRIBUTE}
@@ -147,7 +147,6 @@ def test_marked_code_generation_gives_libcst_positions():
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
 
-    from torchlint import engine
     from torchlint.analysis.walk import walk
 
     odd = [
@@ -161,7 +160,7 @@ def test_marked_code_generation_gives_libcst_positions():
     for src in sources:
         module = cst.parse_module(src)
         expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-        got, code = engine._positions_and_code(module)
+        got, code = positions_module._positions_and_code(module)
         assert code == module.code
         nodes = list(walk(module, descend_scopes=True))
         assert len(nodes) > 3

@@ -374,7 +374,7 @@ class FileModel:
         self._kinds: Kinds | None = None
         self._by_node: dict[cst.CSTNode, Scope] = {}
         # id(node) -> index of the module-level statement holding it, for the nodes events point at
-        # (positions are computed per module-level statement, see engine._positions).
+        # (positions are computed per module-level statement, see torchlint.pipeline.positions).
         self.top_of: dict[int, int] = {}
         self.classes: dict[str, cst.ClassDef] = {}
         self.imported: set[str] = set()  # names bound by import statements

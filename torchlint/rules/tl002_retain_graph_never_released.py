@@ -73,19 +73,19 @@ iterations (then the next backward would fail: fix TL001 first). `create_graph=T
 
 
 def _check_last(model: FileModel, loop: Loop, last: Event) -> Iterator[Finding]:
-        if last.retain_arg is None and not last.create_graph:
-            return
-        if not _built_in_iteration(model, loop, last):
-            return  # the same graph is back-propagated repeatedly: retain_graph is required there
-        if _graph_from_before_loop(model, loop, last):
-            return  # each iteration back-propagates into a graph built once before the loop (per layer)
-        what = "retain_graph=True" if last.retain_arg is not None else "create_graph=True"
-        yield Finding(
-            last.node,
-            f"`{code_of(last.node)}` is the last backward of the iteration and keeps the graph ({what}): the "
-            f"saved activations stay alive into the next iteration and memory grows until 'CUDA out of memory'",
-            _fix(model, loop, last),
-        )
+    if last.retain_arg is None and not last.create_graph:
+        return
+    if not _built_in_iteration(model, loop, last):
+        return  # the same graph is back-propagated repeatedly: retain_graph is required there
+    if _graph_from_before_loop(model, loop, last):
+        return  # each iteration back-propagates into a graph built once before the loop (per layer)
+    what = "retain_graph=True" if last.retain_arg is not None else "create_graph=True"
+    yield Finding(
+        last.node,
+        f"`{code_of(last.node)}` is the last backward of the iteration and keeps the graph ({what}): the "
+        f"saved activations stay alive into the next iteration and memory grows until 'CUDA out of memory'",
+        _fix(model, loop, last),
+    )
 
 
 def _graph_from_before_loop(model: FileModel, loop: Loop, last: Event) -> bool:

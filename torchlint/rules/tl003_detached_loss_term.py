@@ -10,7 +10,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis import EventKind, FileModel
+from torchlint.analysis import FileModel
 from torchlint.analysis.exprs import Detachment, as_detachment, code_of
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule

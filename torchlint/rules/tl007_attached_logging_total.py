@@ -56,8 +56,10 @@ are the same, only the graph is dropped.
 
 ## Limits
 A loop with a constant trip count of at most 10 (`for _ in range(5)`, a test's mini training run) is not
-reported: it keeps a handful of graphs, not a growing number. It reports only values the analysis knows to carry a graph: the output of a model or criterion, arithmetic on
-one, a loss it cannot trace further. A value from a call it cannot resolve is left alone.
+reported: it keeps a handful of graphs, not a growing number. It reports only values the analysis knows to
+carry a graph: the output of a model or criterion, arithmetic on one, a loss handed in as a parameter. A value
+from a call it cannot resolve is left alone, and so is a total returned by a function that back-propagates
+nothing itself (its caller may back-propagate it).
 
 ## Correct look-alikes (not flagged)
 A total that is later back-propagated (correct chunked accumulation, or TL001); anything under
@@ -88,8 +90,9 @@ features of one call in a list; loops without a backward (evaluation code).
                 if not _carried(scope, loop, e) or _escapes(model, scope, e.target):
                     continue
                 reported.add(e.target)
+                where = e.stmt.body[0] if isinstance(e.stmt, cst.SimpleStatementLine) else e.node
                 yield Finding(
-                    e.node if e.kind is EventKind.APPEND else e.stmt.body[0] if isinstance(e.stmt, cst.SimpleStatementLine) else e.node,
+                    e.node if e.kind is EventKind.APPEND else where,
                     f"`{code_of(e.value)}` is still attached to its graph and is kept in `{e.target}` across "
                     f"iterations (never back-propagated): every step's graph stays alive and memory grows; store "
                     f"`{code_of(e.value)}.item()` or `.detach()`",
@@ -110,8 +113,8 @@ def _carried(scope: Scope, loop: Loop, e: Event) -> bool:
 def _escapes(model: FileModel, scope: Scope, total: str) -> bool:
     """The total leaves a function that back-propagates nothing itself (a loss builder: its caller may well
     back-propagate the total), or another method of the class back-propagates it."""
-    if not scope.own_backwards() and any(total in scope.depends(r.value) for r in scope.events
-           if r.kind is EventKind.RETURN and r.scope is scope.node and r.value is not None):
+    returns = [r for r in scope.events if r.kind is EventKind.RETURN and r.scope is scope.node and r.value is not None]
+    if not scope.own_backwards() and any(total in scope.depends(r.value) for r in returns):
         return True
     if total.startswith("self."):
         return any(total in s.backpropagated() for s in model.scopes if s.class_name == scope.class_name)

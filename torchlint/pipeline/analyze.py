@@ -1,0 +1,82 @@
+"""Stage 3: parse once with libcst, build the file's model, run the rules on it; syntax and internal errors
+become diagnostics, never exceptions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import libcst as cst
+
+from torchlint import pyast
+from torchlint.analysis import FileModel
+from torchlint.codes import INTERNAL_ERROR, SYNTAX_ERROR
+from torchlint.diagnostic import Diagnostic
+from torchlint.pipeline.prefilter import rules_that_may_fire
+from torchlint.pipeline.prune import prune
+from torchlint.rules import Finding, Rule
+
+ISSUES_URL = "https://github.com/torchlint/torchlint/issues"
+
+
+@dataclass
+class Analysis:
+    module: cst.Module | None
+    findings: list[tuple[type[Rule], Finding]]
+    errors: list[Diagnostic]
+    source: str = ""  # what was parsed: the text, or the text with irrelevant functions blanked (same lines)
+    tops: dict = field(default_factory=dict)  # FileModel.top_of
+
+
+def _syntax_error(text: str, path: str, exc: Exception) -> Diagnostic:
+    try:
+        pyast.parse(text, path)
+    except SyntaxError as err:
+        line, col = err.lineno or 1, err.offset or 1
+        return Diagnostic(path, line, col, line, col, SYNTAX_ERROR, f"syntax error: {err.msg}; file not checked")
+    except (ValueError, RecursionError, MemoryError) as err:
+        return Diagnostic(path, 1, 1, 1, 1, SYNTAX_ERROR, f"cannot parse: {err}; file not checked")
+    line = getattr(exc, "raw_line", 1) or 1
+    col = (getattr(exc, "raw_column", 0) or 0) + 1
+    first = str(getattr(exc, "message", exc)).splitlines()[0] if str(exc) else type(exc).__name__
+    return Diagnostic(path, line, col, line, col, SYNTAX_ERROR, f"cannot parse with libcst ({first}); file not checked")
+
+
+def analyze(text: str, path: str, rules: Sequence[type[Rule]], whole: bool = True) -> Analysis:
+    """Parse and run the rules. With `whole` False (reporting only), functions that cannot matter are blanked
+    out before parsing (torchlint.pipeline.prune); fixing always parses the whole text, since it rewrites it."""
+    firing = rules_that_may_fire(text, rules)
+    if not firing:
+        return Analysis(None, [], [])
+    source = text if whole else prune(text, {rule.scope_patterns() for rule in firing})
+    try:
+        module = cst.parse_module(source)
+    except Exception as exc:  # libcst raises ParserSyntaxError, and RecursionError on absurd nesting
+        return Analysis(None, [], [_syntax_error(text, path, exc)])
+    text = source
+    findings: list[tuple[type[Rule], Finding]] = []
+    errors: list[Diagnostic] = []
+    try:
+        model = FileModel(module, text)
+    except RecursionError:
+        return Analysis(None, [], [Diagnostic(path, 1, 1, 1, 1, INTERNAL_ERROR, "nesting too deep to analyse; file not checked")])
+    except Exception as exc:  # a bug of ours must not stop the run
+        return Analysis(None, [], [internal_error(path, "the training-loop model", exc)])
+    seen: set[tuple[str, int]] = set()
+    for rule in firing:
+        try:
+            for finding in rule().check(model):
+                key = (rule.code, id(finding.node))
+                if key not in seen:
+                    seen.add(key)
+                    findings.append((rule, finding))
+        except Exception as exc:
+            errors.append(internal_error(path, rule.code, exc))
+    return Analysis(module, findings, errors, source, model.top_of)
+
+
+def internal_error(path: str, where: str, exc: Exception) -> Diagnostic:
+    return Diagnostic(
+        path, 1, 1, 1, 1, INTERNAL_ERROR,
+        f"internal error in {where} ({type(exc).__name__}: {exc}); please report it at {ISSUES_URL} with this file",
+    )

@@ -1,0 +1,158 @@
+"""Stage 5: line and column of the nodes findings point at, as libcst's PositionProvider gives them, computed
+only for the top-level statements that hold them."""
+
+from __future__ import annotations
+
+import ast
+import re
+from bisect import bisect_right
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import Mapping, Sequence
+
+import libcst as cst
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
+
+from torchlint import pyast
+from torchlint.analysis.walk import walk
+
+try:  # libcst's code generation state: internal, so a libcst that moves it gets the public (slower) path
+    from libcst._nodes.internal import CodegenState
+except ImportError:  # pragma: no cover - depends on the installed libcst
+    CodegenState = object  # type: ignore[assignment,misc]
+
+_NEWLINE = re.compile(r"\r\n?|\n")  # what libcst counts as a line break
+
+
+def positions(
+    module: cst.Module, text: str, nodes: Sequence[cst.CSTNode], tops: Mapping[int, int] | None = None
+) -> Mapping[cst.CSTNode, CodeRange]:
+    """Positions of `nodes`, as libcst's PositionProvider gives them. Generating code is the cost, so only the
+    top-level statements that hold the nodes are generated, with token marks instead of the provider's
+    per-token bookkeeping (`_MarkingCodegenState`), and shifted by the line where each statement starts; the
+    whole-module provider is the fallback."""
+    try:
+        return _positions_by_statement(module, text, nodes, tops or {})
+    except (_Unmapped, SyntaxError, ValueError, RecursionError, MemoryError, AttributeError, TypeError):
+        # TypeError/AttributeError: a libcst whose code generation internals differ from the ones we mark.
+        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+
+class _Unmapped(Exception):
+    pass
+
+
+def _positions_by_statement(module: cst.Module, text: str, nodes: Sequence[cst.CSTNode], tops: Mapping[int, int]) -> dict:
+    by_id = {id(n): n for n in nodes}
+    wanted = set(by_id)
+    holder_set = {tops[i] for i in wanted if i in tops}
+    unknown = {i for i in wanted if i not in tops}
+    if unknown:  # nodes no event points at (a detached subexpression): look for them, likeliest places first
+        order = sorted(holder_set) + [i for i in range(len(module.body)) if i not in holder_set]
+        for index in order:
+            found = {id(n) for n in walk(module.body[index], descend_scopes=True)} & unknown
+            if found:
+                holder_set.add(index)
+                unknown -= found
+                if not unknown:
+                    break
+    holders = sorted(holder_set)
+    if not holders:
+        raise _Unmapped
+    starts: list[int] | None = None
+    out: dict = {}
+    for index in holders:
+        stmt = module.body[index]
+        sub = cst.Module(body=[stmt], default_newline=module.default_newline, default_indent=module.default_indent)
+        local, code = _positions_and_code(sub, wanted | {id(stmt)})
+        # Where the statement's text (leading comments included) starts in the file: found by a plain search
+        # when it occurs once; otherwise from `ast`, whose statement lines are exact.
+        at = text.find(code)
+        if at >= 0 and text.find(code, at + 1) < 0:
+            shift = text.count("\n", 0, at)
+        else:
+            if starts is None:
+                starts = _statement_lines(module, pyast.parse(text))
+            shift = starts[index] - local[id(stmt)].start.line
+        for key, rng in local.items():
+            if key in wanted:
+                out[by_id[key]] = CodeRange(
+                    CodePosition(rng.start.line + shift, rng.start.column), CodePosition(rng.end.line + shift, rng.end.column)
+                )
+    if len(out) != len(wanted):
+        raise _Unmapped
+    return out
+
+
+@dataclass
+class _MarkingCodegenState(CodegenState):
+    """Plain code generation that notes, per node, the token indexes where it starts and ends — the same ranges
+    libcst's PositionProvider computes (syntactic where a node records one, else whitespace-inclusive), without
+    tracking line and column on every token, which makes the provider five times slower than code generation.
+    Only the nodes asked for are turned into lines and columns, afterwards."""
+
+    marks: dict[int, tuple[int, int]] = field(default_factory=dict)
+    _starts: list[int] = field(default_factory=list)
+    popped: list[str] = field(default_factory=list)
+
+    def pop_trailing_newline(self) -> None:
+        # The provider's positions still count the newline a file without one at its end loses here.
+        if self.tokens:
+            self.popped.append(self.tokens.pop())
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        self._starts.append(len(self.tokens))
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        start = self._starts.pop()
+        if id(node) not in self.marks:
+            self.marks[id(node)] = (start, len(self.tokens) + len(self.popped))
+
+    @contextmanager
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None):  # type: ignore[override]
+        start = len(self.tokens)
+        try:
+            yield
+        finally:
+            marks = self.marks
+            marks[id(node)] = (
+                marks[id(start_node)][0] if start_node is not None else start,
+                marks[id(end_node)][1] if end_node is not None else len(self.tokens),
+            )
+
+
+def _positions_and_code(sub: cst.Module, wanted: set[int] | None = None) -> tuple[dict[int, CodeRange], str]:
+    """The code of `sub` and the ranges of its nodes (those in `wanted`, or all), keyed by id()."""
+    state = _MarkingCodegenState(default_indent=sub.default_indent, default_newline=sub.default_newline)
+    sub._codegen(state)
+    code = "".join(state.tokens)
+    tokens = state.tokens + state.popped
+    offsets = list(accumulate(map(len, tokens), initial=0))
+    line_starts = [0] + [m.end() for m in _NEWLINE.finditer("".join(tokens))]
+
+    def position(token_index: int) -> CodePosition:
+        offset = offsets[token_index]
+        line = bisect_right(line_starts, offset)
+        return CodePosition(line, offset - line_starts[line - 1])
+
+    return {
+        key: CodeRange(position(a), position(b))
+        for key, (a, b) in state.marks.items()
+        if wanted is None or key in wanted
+    }, code
+
+
+def _statement_lines(module: cst.Module, tree: ast.Module) -> list[int]:
+    """First line of each libcst top-level statement (decorators included), from the `ast` of the same text:
+    a libcst line of `a; b` is two ast statements, every other statement is one."""
+    lines: list[int] = []
+    i = 0
+    for stmt in module.body:
+        if i >= len(tree.body):
+            raise _Unmapped
+        lines.append(pyast.first_line(tree.body[i]))
+        i += len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
+    if i != len(tree.body):
+        raise _Unmapped
+    return lines

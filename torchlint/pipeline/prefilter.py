@@ -1,0 +1,29 @@
+"""Stage 2: which rules can fire on a file, from the text each rule needs (`Rule.requires`), before parsing."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence
+
+from torchlint.rules import ALL_RULES, Rule
+
+
+def select_rules(codes: Iterable[str] | None = None) -> list[type[Rule]]:
+    if codes is None:
+        return list(ALL_RULES)
+    wanted = set(codes)
+    return [r for r in ALL_RULES if r.code in wanted]
+
+
+def rules_that_may_fire(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
+    """The prefilter: the rules whose necessary text (`Rule.requires`) the file holds; with none, the file is not
+    parsed. Each pattern is searched at most once, and most files fail the first (a backward call, a step call)."""
+    found: dict[re.Pattern[str], bool] = {}
+
+    def has(p: re.Pattern[str]) -> bool:
+        hit = found.get(p)
+        if hit is None:
+            hit = found[p] = p.search(text) is not None
+        return hit
+
+    return [rule for rule in rules if all(has(p) for p in rule.requires)]

@@ -1,0 +1,26 @@
+"""Stage 4: `# noqa` and `# noqa: TL001,TL004` on the line of a finding."""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from torchlint.diagnostic import Diagnostic
+
+_NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
+
+
+def _noqa_codes(line: str) -> set[str] | None:
+    """None: no noqa; empty set: bare `# noqa` (everything); else the listed codes."""
+    m = _NOQA.search(line)
+    if m is None:
+        return None
+    codes = m.group("codes")
+    return {c.upper() for c in re.split(r"[,\s]+", codes) if c} if codes else set()
+
+
+def suppressed(lines: Sequence[str], diag: Diagnostic) -> bool:
+    if not 1 <= diag.line <= len(lines):
+        return False
+    codes = _noqa_codes(lines[diag.line - 1])
+    return codes is not None and (not codes or diag.code in codes)
