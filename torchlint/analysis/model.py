@@ -12,6 +12,7 @@ import libcst as cst
 from torchlint.analysis.events import Event, EventKind, Guard
 from torchlint.analysis.flow import FlowGraph
 from torchlint.analysis.kinds import Kinds
+from torchlint.analysis.summaries import Summary, summarize
 from torchlint.analysis.exprs import dotted, is_self_accumulation, is_true, keyword, names_in, positional
 from torchlint.analysis.names import Kind, Symbols
 from torchlint.analysis.semantics import IN_PLACE_DETACH, context_of, gradients_go_to
@@ -388,6 +389,7 @@ class FileModel:
             scope.stmt_scope = stmt_scope
             if scope.flow is not None:
                 stmt_scope.update(dict.fromkeys(scope.flow.node_of, scope))
+        self.summaries: dict[int, Summary] = {id(s.node): summarize(self, s) for s in self.scopes}
         self._functions = {s.name: s for s in self.scopes if s.class_name is None and "." not in s.name}
         self._methods = {(s.class_name, s.name): s for s in self.scopes if s.class_name is not None}
         for scope in self.scopes:
@@ -497,7 +499,10 @@ class FileModel:
                     continue
                 if depth >= INLINE_DEPTH or callee.node in active:
                     continue
+                trains = self.summaries[id(callee.node)].trains
                 for inner in self._expand(callee, depth + 1, active | {scope.node}):
+                    if trains and inner.loops:
+                        continue  # a training run of its own: its loop is checked in its scope, not spliced here
                     if inner.kind in (EventKind.ASSIGN, EventKind.APPEND, EventKind.RESET, EventKind.FAKE_RESET,
                                       EventKind.RETURN):
                         continue  # the callee's own names mean nothing in the caller
@@ -522,6 +527,10 @@ class FileModel:
             else:
                 out.append(e)
         return out
+
+    def classify(self, e: Event) -> Event | None:
+        """What a method call of interest is (backward, step, zero_grad ...), or None."""
+        return self._classify(e)
 
     def _classify(self, e: Event) -> Event | None:
         call = e.node

@@ -106,6 +106,10 @@ class Symbols:
         # `self.optimizer = ...` in __init__ names the same object as `optimizer` read elsewhere via self.
         self._kinds.setdefault(last_part(name), kind)
 
+    def built_here(self, value: cst.BaseExpression) -> bool:
+        """`value` constructs an optimizer, scheduler, scaler or accelerator."""
+        return kind_of_value(value) is not None
+
     def kind(self, name: str | None) -> Kind:
         if name is None:
             return Kind.OTHER

@@ -1,0 +1,100 @@
+"""Value kinds: what a value is at a definition, from literals, known APIs, arithmetic, contexts, annotations and
+the summaries of the file's functions; UNKNOWN when the analysis cannot tell."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from torchlint.analysis import EventKind, FileModel
+from torchlint.analysis.kinds import VKind
+
+
+def kind_of(src: str, name: str, scope_name: str | None = None) -> VKind:
+    """The kind of the last definition of `name` in the scope."""
+    text = textwrap.dedent(src)
+    model = FileModel(cst.parse_module(text), text)
+    scope = next(s for s in model.scopes if scope_name is None or s.name == scope_name)
+    defs = [e for e in scope.events if e.kind in (EventKind.ASSIGN, EventKind.RESET) and e.target == name]
+    return model.kinds.of_def(defs[-1], scope)
+
+
+@pytest.mark.parametrize("src, name, expected", [
+    ("x = 3", "x", VKind.NUMBER),
+    ("x = 'a' + 'b'", "x", VKind.STRING),
+    ("out = os.path.join(args.out, out)", "out", VKind.STRING),
+    ("t0 = time.perf_counter()\nd = time.perf_counter() - t0", "d", VKind.NUMBER),
+    ("v = loss.item()", "v", VKind.NUMBER),
+    ("v = loss.detach()", "v", VKind.TENSOR),
+    ("v = torch.zeros(3)", "v", VKind.TENSOR),
+    ("m = nn.Linear(2, 3)\ny = m(x)", "y", VKind.GRAPH),
+    ("y = model(x)\nz = y.mean() * 2", "z", VKind.GRAPH),
+    ("crit = nn.CrossEntropyLoss()\nl = crit(model(x), y)", "l", VKind.GRAPH),
+    ("out = model(**batch)\nloss = out.loss", "loss", VKind.GRAPH),
+    ("h = tuple([each.data for each in h])", "h", VKind.DATA),
+    ("s = sum(l.item() for l in losses)", "s", VKind.NUMBER),
+    ("batch = move_to_device(batch)", "batch", VKind.UNKNOWN),
+    ("from .utils import evaluate_model\nr = evaluate_model(m, d)", "r", VKind.UNKNOWN),
+    ("r = build_model(cfg)", "r", VKind.UNKNOWN),
+    ("acc = correct / len(y)", "acc", VKind.UNKNOWN),
+])
+def test_module_level_kinds(src, name, expected):
+    assert kind_of(src, name) is expected
+
+
+def test_no_grad_region_has_no_graph():
+    src = """
+        with torch.no_grad():
+            y = model(x)
+        """
+    assert kind_of(src, "y") is VKind.TENSOR
+
+
+def test_running_total_of_numbers_round_a_loop():
+    src = """
+        def f(loader):
+            total = 0
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                total += loss.item()
+            return total
+        """
+    assert kind_of(src, "total", "f") is VKind.NUMBER
+
+
+def test_function_summary_answers_the_call():
+    src = """
+        def evaluate(model, loader):
+            total = 0.0
+            for x, y in loader:
+                total += criterion(model(x), y).item()
+            return total / len(loader), "done"
+
+        def train(model, loader):
+            val_loss, status = evaluate(model, loader)
+        """
+    assert kind_of(src, "val_loss", "train") is VKind.NUMBER
+    assert kind_of(src, "status", "train") is VKind.STRING
+
+
+def test_parameters_by_annotation_default_and_convention():
+    src = """
+        def f(lr: float, name="run", loss=None, model=None):
+            a = lr
+            b = name
+            c = loss
+            d = model(x)
+        """
+    assert kind_of(src, "a", "f") is VKind.NUMBER
+    assert kind_of(src, "b", "f") is VKind.STRING
+    assert kind_of(src, "d", "f") is VKind.GRAPH
+
+
+def test_in_place_detach_makes_the_state_graph_free():
+    src = """
+        for s in state:
+            s.detach_()
+        """
+    assert kind_of(src, "state") is VKind.TENSOR
