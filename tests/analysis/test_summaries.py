@@ -32,7 +32,7 @@ SRC = """
 def test_summaries_say_what_each_function_does():
     text = textwrap.dedent(SRC)
     model = FileModel(cst.parse_module(text), text)
-    by_name = {s.name: model.summaries[id(s.node)] for s in model.scopes}
+    by_name = {s.name: model.summary(s) for s in model.scopes}
     assert by_name["train_amp"].trains and by_name["train_amp"].steps == {"optimizer"}
     step = by_name["train_step"]
     assert step.per_batch and step.backprops and step.zeroes == {"optimizer"} and not step.trains

@@ -138,3 +138,39 @@ def modulo_divisor(test: cst.BaseExpression) -> cst.BaseExpression | None:
 
 def code_of(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
+
+
+_ADDITIVE = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+# Calls whose result is made of their arguments' values (a sum of losses, a stack of them).
+_COMBINING_CALLS = frozenset({"sum", "torch.sum", "torch.stack", "torch.cat", "torch.mean", "mean", "stack"})
+# Tensor methods that keep the value they are called on (`loss.mean()`, `loss.sum()`, `loss.to(device)`).
+_KEEPING_METHODS = frozenset({"mean", "sum", "to", "cuda", "float", "double", "half", "squeeze", "view", "reshape"})
+
+
+def summand_names(expr: cst.BaseExpression) -> set[str]:
+    """Names whose value is a term of `expr` through arithmetic, combining calls and value-keeping methods
+    (`a + w * b.mean()` gives a, w, b), not the arguments of other calls (a model's input is not a term)."""
+    out: set[str] = set()
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        name = dotted(node)
+        if name is not None:
+            out.add(name)
+        elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ADDITIVE):
+            todo += [node.left, node.right]
+        elif isinstance(node, cst.UnaryOperation):
+            todo.append(node.expression)
+        elif isinstance(node, cst.Subscript):
+            todo.append(node.value)
+        elif isinstance(node, cst.Call):
+            func = dotted(node.func)
+            if func in _COMBINING_CALLS:
+                for arg in node.args:
+                    value = arg.value
+                    todo.append(value.elt if isinstance(value, (cst.GeneratorExp, cst.ListComp)) else value)
+            elif isinstance(node.func, cst.Attribute) and node.func.attr.value in _KEEPING_METHODS:
+                todo.append(node.func.value)
+        elif isinstance(node, (cst.List, cst.Tuple)):
+            todo += [el.value for el in node.elements]
+    return out

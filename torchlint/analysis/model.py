@@ -3,6 +3,7 @@ events of its loops; rules ask questions of it instead of walking the tree thems
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -13,9 +14,9 @@ from torchlint.analysis.events import Event, EventKind, Guard
 from torchlint.analysis.flow import FlowGraph
 from torchlint.analysis.kinds import Kinds
 from torchlint.analysis.summaries import Summary, summarize
-from torchlint.analysis.exprs import dotted, is_self_accumulation, is_true, keyword, names_in, positional
+from torchlint.analysis.exprs import dotted, is_self_accumulation, is_true, keyword, names_in, positional, summand_names
 from torchlint.analysis.names import Kind, Symbols
-from torchlint.analysis.semantics import IN_PLACE_DETACH, context_of, gradients_go_to
+from torchlint.analysis.semantics import IN_PLACE_DETACH, LOSS_FUNCTION_WORDS, context_of, gradients_go_to
 from torchlint.analysis.walk import calls_in_evaluation_order
 
 _METHODS = frozenset(
@@ -40,10 +41,13 @@ class Scope:
     _depends: dict[str, frozenset[str]] = field(default_factory=dict)
     _value_names: dict[int, set[str]] = field(default_factory=dict)
     _backpropagated: frozenset[str] | None = None
-    flow: FlowGraph | None = None
+    body: Sequence[cst.CSTNode] = ()  # the statements the flow graph is built from
+    _flow: FlowGraph | None = None
     params: dict[str, cst.Param] = field(default_factory=dict)
     _def_nodes: dict[str, frozenset[int]] | None = None
-    _kill_events: dict[str, list[Event]] | None = None
+    _kill_events: dict[tuple[str, int | None], list[Event]] | None = None
+    _defined: set[str] | None = None
+    _flow_defs: dict[tuple[int, int, bool], list[Event]] = field(default_factory=dict)
     stmt_scope: dict[int, "Scope"] = field(default_factory=dict)  # shared by a file's scopes: id(stmt) -> scope
     _reaching: dict[tuple[str, int], tuple[tuple[Event, ...], bool]] = field(default_factory=dict)
 
@@ -57,10 +61,17 @@ class Scope:
         return self._assigns.get(name, [])
 
     # -- flow ----------------------------------------------------------------------------------------------------
+    @property
+    def flow(self) -> FlowGraph:
+        """The scope's flow graph, built on first use (most functions of a file are never asked)."""
+        if self._flow is None:
+            self._flow = FlowGraph(self.body)
+        return self._flow
+
     def flow_node(self, event: Event) -> int | None:
         """The flow node where `event` happens in this scope (the call statement, for a helper's event)."""
-        assert self.flow is not None
-        return self.flow.node(event.site if event.site is not None else event.stmt)
+        flow = self._flow or self.flow
+        return flow.node_of.get(id(event.site if event.site is not None else event.stmt))
 
     def may_follow(self, a: Event, b: Event, loop: cst.CSTNode | None = None) -> bool:
         """Can `b` run after `a` (within one iteration of `loop`, when given)? Events of helpers are placed at
@@ -69,18 +80,17 @@ class Scope:
             if sa is sb:
                 continue
             owner = self.stmt_scope.get(id(sa)) if i else self
-            if owner is None or owner.flow is None:
+            if owner is None:
                 break
-            na, nb = owner.flow.node(sa), owner.flow.node(sb)
-            if na is None or nb is None:
-                break
-            if na == nb:
+            flow = owner.flow
+            na, nb = flow.node_of.get(id(sa)), flow.node_of.get(id(sb))
+            if na is None or nb is None or na == nb:
                 break
             within = loop if i == 0 else _innermost_common(
-                tuple(x for x in a.loops if id(x) in owner.flow.loop_head),
-                tuple(x for x in b.loops if id(x) in owner.flow.loop_head),
+                tuple(x for x in a.loops if id(x) in flow.loop_head),
+                tuple(x for x in b.loops if id(x) in flow.loop_head),
             )
-            return owner.flow.may_follow(na, nb, within)
+            return flow.may_follow(na, nb, within)
         return b.seq > a.seq
 
     def exclusive(self, a: Event, b: Event) -> bool:
@@ -91,7 +101,10 @@ class Scope:
     def reaching(self, name: str, at: Event) -> tuple[tuple[Event, ...], bool]:
         """The definitions of `name` (assignments, `del`, in-place resets) that reach `at`, and whether a path
         from the scope's entry (a parameter, a global, an attribute set elsewhere) reaches it too."""
-        assert self.flow is not None
+        if self._defined is None:
+            self._defined = {e.target for e in self.events if e.scope is self.node and e.target and _kills(e)}
+        if name not in self._defined:
+            return (), True  # never defined in this scope: it comes from outside (parameter, global)
         node = self.flow_node(at)
         if node is None:
             return tuple(e for e in self.assignments(name) if e.seq < at.seq), False
@@ -126,10 +139,13 @@ class Scope:
         key = (name, node)
         cached = self._reaching.get(key)
         if cached is None:
-            stops = self.def_nodes().get(name, frozenset())
-            found, entry = self.flow.backward(node, stops)
-            defs = tuple(self._defs_in(name, n)[-1] for n in sorted(found))
-            cached = self._reaching[key] = (defs, entry)
+            stops = self.def_nodes().get(name)
+            if not stops:
+                cached = ((), True)  # never defined in this scope: it comes from outside (parameter, global)
+            else:
+                found, entry = self.flow.backward(node, stops)
+                cached = (tuple(self._defs_in(name, n)[-1] for n in sorted(found)), entry)
+            self._reaching[key] = cached
         return cached
 
     def def_nodes(self) -> dict[str, frozenset[int]]:
@@ -144,32 +160,62 @@ class Scope:
         return self._def_nodes
 
     def _defs_in(self, name: str, node: int) -> list[Event]:
+        """The definitions of `name` made at flow node `node`, in order."""
         if self._kill_events is None:
             self._kill_events = {}
             for e in self.events:
                 if e.scope is self.node and e.target and _kills(e):
-                    self._kill_events.setdefault(e.target, []).append(e)
-        return [e for e in self._kill_events.get(name, ()) if self.flow_node(e) == node]
+                    self._kill_events.setdefault((e.target, self.flow_node(e)), []).append(e)
+        return self._kill_events.get((name, node), [])
 
     def own_backwards(self) -> list[Event]:
         """BACKWARD events whose names are this scope's (not those inlined from helpers)."""
         return [e for e in self.events if e.kind is EventKind.BACKWARD and e.scope is self.node and e.value is not None]
 
     def backpropagated(self) -> frozenset[str]:
-        """Every name whose value flows into a backward of this scope (through the definitions that reach it)."""
+        """Every name whose value may flow into a backward of this scope (flow-insensitive: an over-approximation,
+        which is the safe side for rules that stay silent on back-propagated values)."""
         if self._backpropagated is None:
             names: set[str] = set()
             for b in self.own_backwards():
-                names |= {d.target for d in self.flow_defs(b.value, b) if d.target}
-                names |= names_in(b.value)
+                names |= self.depends(b.value)
             self._backpropagated = frozenset(names)
         return self._backpropagated
+
+    def summand_defs(self, expr: cst.BaseExpression, at: Event) -> list[Event]:
+        """The definitions whose values are terms of `expr` at `at` (reaching definitions followed through
+        arithmetic, sums and stacks, appends into the lists involved; not through the arguments of a forward)."""
+        out: list[Event] = []
+        seen: set[tuple[str, int]] = set()
+        seen_defs: set[int] = set()
+        todo = [(n, at) for n in summand_names(expr)]
+        while todo:
+            name, where = todo.pop()
+            if (name, id(where)) in seen:
+                continue
+            seen.add((name, id(where)))
+            defs, _ = self.reaching(name, where)
+            adds = [e for e in self.assignments(name) if e.kind is EventKind.APPEND or e.flavor == "item="]
+            for d in (*defs, *adds):
+                if id(d) in seen_defs or d.value is None or d.flavor == "for":
+                    continue
+                seen_defs.add(id(d))
+                out.append(d)
+                todo.extend((n, d) for n in summand_names(d.value))
+                if d.accumulates and d.target:
+                    todo.append((d.target, d))
+        return out
 
     def flow_defs(self, expr: cst.BaseExpression, at: Event, through_for: bool = True) -> list[Event]:
         """The definitions whose values flow into `expr` evaluated at `at`: reaching definitions, followed
         transitively, plus what is appended or stored into the containers involved. Without `through_for`, a
         loop variable ends the walk (its iterable is where the batches come from, not part of the graph)."""
+        key = (id(expr), id(at), through_for)
+        cached = self._flow_defs.get(key)
+        if cached is not None:
+            return cached
         out: list[Event] = []
+        self._flow_defs[key] = out
         seen_defs: set[int] = set()
         seen: set[tuple[str, int]] = set()
         todo = [(n, at) for n in names_in(expr)]
@@ -255,12 +301,9 @@ class Scope:
         for e in self.assignments(name):
             if isinstance(e.value, cst.Call):
                 func = (dotted(e.value.func) or "").lower()
-                if any(w in func for w in _LOSS_FUNCS):
+                if any(w in func for w in LOSS_FUNCTION_WORDS):
                     return True
         return False
-
-
-_LOSS_FUNCS = ("loss", "criterion", "crit", "cross_entropy", "mse", "nll", "bce", "l1", "huber", "kl_div")
 
 
 @dataclass(eq=False)
@@ -333,11 +376,14 @@ class Loop:
         """A call the model cannot follow is handed `name` in this loop (or, for `self.x`, an unresolved method
         of `self` runs): what that call does with it is not known."""
         last = name.rsplit(".", 1)[-1]
-        for e in self.of(EventKind.OPAQUE):
-            if name.startswith("self.") and (e.callee or "").startswith("self."):
-                return True
-            call = e.node
-            if isinstance(call, cst.Call):
+        calls = [e.node for e in self.of(EventKind.OPAQUE)]
+        if name.startswith("self.") and any((e.callee or "").startswith("self.") for e in self.of(EventKind.OPAQUE)):
+            return True
+        # Method calls of other objects (`engine.train_step(model, optimizer)`) are not events: look for them
+        # only now, when a rule needs the answer.
+        calls += [c for c in calls_in_evaluation_order(self.node) if isinstance(c.func, cst.Attribute)]
+        for call in calls:
+            if isinstance(call, cst.Call) and not _tracked(call):
                 for a in call.args:
                     arg = dotted(a.value)
                     if arg is not None and (arg == name or arg.rsplit(".", 1)[-1] == last):
@@ -373,6 +419,8 @@ class FileModel:
         self.symbols = Symbols()
         self.scopes: list[Scope] = []
         self._kinds: Kinds | None = None
+        self._classified: dict[int, Event | None] = {}
+        self._expanded: dict[tuple, list[Event]] = {}  # a helper's events, expanded once per depth and call chain
         self._by_node: dict[cst.CSTNode, Scope] = {}
         # id(node) -> index of the module-level statement holding it, for the nodes events point at
         # (positions are computed per module-level statement, see torchlint.pipeline.positions).
@@ -387,9 +435,9 @@ class FileModel:
         stmt_scope: dict[int, Scope] = {}
         for scope in self.scopes:
             scope.stmt_scope = stmt_scope
-            if scope.flow is not None:
-                stmt_scope.update(dict.fromkeys(scope.flow.node_of, scope))
-        self.summaries: dict[int, Summary] = {id(s.node): summarize(self, s) for s in self.scopes}
+            for e in scope.raw:
+                stmt_scope[id(e.stmt)] = scope
+        self._summaries: dict[int, Summary] = {}
         self._functions = {s.name: s for s in self.scopes if s.class_name is None and "." not in s.name}
         self._methods = {(s.class_name, s.name): s for s in self.scopes if s.class_name is not None}
         for scope in self.scopes:
@@ -499,27 +547,31 @@ class FileModel:
                     continue
                 if depth >= INLINE_DEPTH or callee.node in active:
                     continue
-                trains = self.summaries[id(callee.node)].trains
-                for inner in self._expand(callee, depth + 1, active | {scope.node}):
+                trains = self.summary(callee).trains
+                key = (id(callee.node), depth + 1, active | {scope.node})
+                inner_events = self._expanded.get(key)
+                if inner_events is None:
+                    inner_events = self._expanded[key] = self._expand(callee, depth + 1, active | {scope.node})
+                for inner in inner_events:
                     if trains and inner.loops:
                         continue  # a training run of its own: its loop is checked in its scope, not spliced here
                     if inner.kind in (EventKind.ASSIGN, EventKind.APPEND, EventKind.RESET, EventKind.FAKE_RESET,
                                       EventKind.RETURN):
                         continue  # the callee's own names mean nothing in the caller
                     shift = len(e.loops)
-                    out.append(
-                        dataclasses.replace(
-                            inner,
-                            loops=e.loops + inner.loops,
-                            guards=e.guards + tuple(dataclasses.replace(g, depth=g.depth + shift) for g in inner.guards),
-                            contexts=e.contexts + inner.contexts,
-                            inlined_from=inner.inlined_from or e.node,
-                            site=e.stmt,
-                            path=(e.stmt,) + inner.path,
-                        )
-                    )
+                    placed = copy.copy(inner)  # faster than dataclasses.replace on this hot path
+                    for attr, value in (
+                        ("loops", e.loops + inner.loops),
+                        ("guards", e.guards + tuple(Guard(g.test, g.negated, g.depth + shift) for g in inner.guards)),
+                        ("contexts", e.contexts + inner.contexts),
+                        ("inlined_from", inner.inlined_from or e.node),
+                        ("site", e.stmt),
+                        ("path", (e.stmt,) + inner.path),
+                    ):
+                        object.__setattr__(placed, attr, value)
+                    out.append(placed)
             elif e.kind is EventKind.METHOD:
-                classified = self._classify(e)
+                classified = self.classify(e)
                 if classified is not None:
                     out.append(classified)
                     if classified.kind is EventKind.RESET and classified.flavor == "":
@@ -528,9 +580,20 @@ class FileModel:
                 out.append(e)
         return out
 
+    def summary(self, scope: Scope) -> Summary:
+        """What a function does, as its callers see it (analysis.summaries), computed once."""
+        found = self._summaries.get(id(scope.node))
+        if found is None:
+            found = self._summaries[id(scope.node)] = summarize(self, scope)
+        return found
+
     def classify(self, e: Event) -> Event | None:
-        """What a method call of interest is (backward, step, zero_grad ...), or None."""
-        return self._classify(e)
+        """What a method call of interest is (backward, step, zero_grad ...), or None (memoised per event)."""
+        key = id(e)
+        if key in self._classified:
+            return self._classified[key]
+        result = self._classified[key] = self._classify(e)
+        return result
 
     def _classify(self, e: Event) -> Event | None:
         call = e.node
@@ -646,7 +709,7 @@ class _Walker:
         self._top = 0  # index of the module-level statement being walked
 
     def walk_module(self, module: cst.Module) -> None:
-        scope = Scope(module, "<module>", None, flow=FlowGraph(module.body))
+        scope = Scope(module, "<module>", None, body=module.body)
         self.model._add_scope(scope)
         for index, stmt in enumerate(module.body):
             self._top = index
@@ -654,7 +717,7 @@ class _Walker:
 
     def _function(self, node: cst.FunctionDef, class_name: str | None, prefix: str) -> Scope:
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
-        scope = Scope(node, prefix + node.name.value, class_name, flow=FlowGraph(body))
+        scope = Scope(node, prefix + node.name.value, class_name, body=body)
         p = node.params
         for param in (*p.posonly_params, *p.params, *p.kwonly_params):
             scope.params[param.name.value] = param
@@ -830,8 +893,6 @@ class _Walker:
             name = dotted(func)
             if name and name.startswith("self.") and name.count(".") == 1:
                 self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=name)
-            elif any(isinstance(a.value, (cst.Name, cst.Attribute)) for a in call.args):
-                self._emit(scope, EventKind.OPAQUE, call, line, ctx, callee=name)
         elif isinstance(func, cst.Name):
             if func.value in ("clip_grad_norm_", "clip_grad_value_"):
                 self._emit(scope, EventKind.CLIP, call, line, ctx, flavor="torch")
@@ -862,6 +923,11 @@ def _container(target: cst.BaseExpression) -> str | None:
     while isinstance(target, cst.Subscript):
         target = target.value
     return dotted(target)
+
+
+def _tracked(call: cst.Call) -> bool:
+    """A call the model already understands (`scaler.step(opt)`, `opt.zero_grad()`), not an unknown helper."""
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in _METHODS
 
 
 def _kills(e: Event) -> bool:

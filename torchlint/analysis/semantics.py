@@ -68,6 +68,10 @@ _VERB_PREFIX = re.compile(
 )
 
 
+# Words in the name of a function whose result is a loss (`criterion(out, y)`, `F.cross_entropy(...)`).
+LOSS_FUNCTION_WORDS = ("loss", "criterion", "crit", "cross_entropy", "mse", "nll", "bce", "l1", "huber", "kl_div")
+
+
 def is_module_name(name: str) -> bool:
     last = name.rsplit(".", 1)[-1].lower()
     return _MODULE_NAME.match(last) is not None and _VERB_PREFIX.match(last) is None
@@ -106,3 +110,22 @@ def context_of(name: str) -> str | None:
     if name.endswith("autograd.context"):
         return "dist_autograd"  # `with dist_autograd.context() as context_id:`: gradients live in the context
     return CONTEXTS.get(name.rsplit(".", 1)[-1])
+
+
+# Builtins that compute on a value without running a forward (`out.sum()` is not a new graph).
+NOT_A_FORWARD = frozenset({"sum", "float", "len", "abs", "max", "min", "list", "tuple"})
+
+
+# Names of an accumulation step count (`args.gradient_accumulation_steps`, `update_freq`).
+ACCUMULATION_NAME = re.compile(r"accum|accumulation|grad_acc|update_freq|iters_to_acc", re.IGNORECASE)
+
+
+# A line that only shows a value (a float prints the same number as a 0-dim tensor).
+DISPLAY = re.compile(r"print\(|\bf[\"']|\.format\(|\blog|%|\.add_scalar\(|\bwandb\.")
+
+
+# Words in a call that detaches or re-creates a recurrent state (`repackage_hidden(h)`, `init_hidden()`).
+STATE_RESETS = ("detach", "repackage", "init_hidden", "init_state", "zeros", "zeros_like", "randn", "new_zeros")
+
+# Backward flavours whose framework divides by the number of accumulation steps itself.
+SELF_SCALING_BACKWARDS = ("accelerator", "engine")

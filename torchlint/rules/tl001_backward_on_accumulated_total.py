@@ -75,11 +75,13 @@ The total must be a plain name or attribute; totals kept in dict entries are not
     def check(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
         for loop in model.loops:
+            if not any(e.accumulates or e.kind is EventKind.APPEND for e in loop.events):
+                continue  # no running total in this loop
             for backward in loop.of(EventKind.BACKWARD):
                 scope = model.scope_of(backward)
                 if scope is not loop.scope:
                     continue
-                defs = scope.flow_defs(backward.value, backward)
+                defs = scope.summand_defs(backward.value, backward)
                 for acc in _accumulations(loop, defs):
                     if acc.seq == backward.seq or _rebound_between(loop, backward, acc):
                         continue

@@ -12,6 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis.semantics import NOT_A_FORWARD
 from torchlint.analysis.exprs import code_of, dotted
 from torchlint.analysis.walk import walk
 from torchlint.diagnostic import Fix
@@ -151,9 +152,6 @@ def _built_in_iteration(model: FileModel, loop: Loop, last: Event) -> bool:
     ) or _calls_in(last.value)
 
 
-_NOT_A_FORWARD = frozenset({"sum", "float", "len", "abs", "max", "min", "list", "tuple"})
-
-
 def _calls_in(expr: cst.BaseExpression) -> bool:
     """`criterion(model(x), y).backward(...)`: a forward (a call of a function or module) is in the expression,
     not just tensor methods on a value from elsewhere (`out.sum()`)."""
@@ -161,7 +159,7 @@ def _calls_in(expr: cst.BaseExpression) -> bool:
         if not isinstance(node, cst.Call):
             continue
         func = node.func
-        if isinstance(func, cst.Name) and func.value not in _NOT_A_FORWARD:
+        if isinstance(func, cst.Name) and func.value not in NOT_A_FORWARD:
             return True
         if isinstance(func, cst.Attribute):
             base = dotted(func.value)

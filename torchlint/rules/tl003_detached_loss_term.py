@@ -10,7 +10,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis import FileModel
+from torchlint.analysis import Event, FileModel
+from torchlint.analysis.kinds import VKind
 from torchlint.analysis.exprs import Detachment, as_detachment, code_of
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
@@ -65,18 +66,20 @@ Only summands are checked; the detached value must be a loss (named like one or 
             backwards = scope.own_backwards()
             if not backwards:
                 continue
-            candidates: list[cst.BaseExpression] = []
+            candidates: list[tuple[cst.BaseExpression, Event]] = []
             seen: set[int] = set()
             for b in backwards:
                 # Only the definitions that reach the backward: `loss.backward(); loss = loss.item()` is fine.
-                for expr in [b.value] + [d.value for d in scope.flow_defs(b.value, b) if d.value is not None]:
+                pairs = [(b.value, b)] + [(d.value, d) for d in scope.summand_defs(b.value, b) if d.value is not None]
+                for expr, at in pairs:
                     if id(expr) not in seen:
                         seen.add(id(expr))
-                        candidates.append(expr)
-            for expr in candidates:
+                        candidates.append((expr, at))
+            for expr, at in candidates:
                 for d in _summand_detachments(expr):
-                    if not scope.is_loss(d.operand):
-                        continue
+                    kind = model.kinds.of(d.operand, scope, at)
+                    if kind is not VKind.GRAPH and not (kind is VKind.UNKNOWN and scope.is_loss(d.operand)):
+                        continue  # what is detached is not known to carry a graph (a count, a statistic)
                     operand = code_of(d.operand)
                     yield Finding(
                         d.node,

@@ -12,14 +12,13 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis.semantics import ACCUMULATION_NAME, SELF_SCALING_BACKWARDS
 from torchlint.analysis.exprs import code_of, modulo_divisor, names_in
 from torchlint.analysis.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
 
-_ACCUM_NAME = re.compile(r"accum|accumulation|grad_acc|update_freq|iters_to_acc", re.IGNORECASE)
 # These divide the loss by the accumulation steps themselves (Accelerate, DeepSpeed, Fabric).
-_SELF_SCALING = ("accelerator", "engine")
 
 MODULO = re.compile(r"%")  # the accumulation guard `(i + 1) % k == 0`
 
@@ -70,7 +69,7 @@ as scaling. A loss that is a mean over a window built elsewhere is not recognise
             if k is None:
                 continue
             for b in loop.of(EventKind.BACKWARD):
-                if b.flavor in _SELF_SCALING or "accumulate" in b.contexts or "no_grad" in b.contexts:
+                if b.flavor in SELF_SCALING_BACKWARDS or "accumulate" in b.contexts or "no_grad" in b.contexts:
                     continue
                 if any(modulo_divisor(g.test) is not None for g in b.guards_within(loop.node)):
                     continue  # backward itself runs only every k-th iteration
@@ -105,7 +104,7 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
 
     def divisor_matches(divisor: cst.BaseExpression) -> bool:
         text = code_of(divisor)
-        return text == k_code or bool(names_in(divisor) & k_names) or bool(_ACCUM_NAME.search(text))
+        return text == k_code or bool(names_in(divisor) & k_names) or bool(ACCUMULATION_NAME.search(text))
 
     def divides(node: cst.CSTNode) -> bool:
         for n in walk(node):

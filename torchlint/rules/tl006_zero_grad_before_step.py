@@ -77,12 +77,14 @@ stepping the other (`netD.zero_grad()` before `optimizerG.step()` when `optimize
 def _between(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
     """backward ... zero_grad ... step, in one pass through the iteration."""
     for step in steps:
-        if not loop.may_follow(z, step) or step.target is None or not clears(model, step.target, z):
+        if step.target is None or not clears(model, step.target, z) or not loop.may_follow(z, step):
             continue
+        if not set(z.guards) <= set(step.guards):
+            return None
         backwards = loop.backwards_into_grad()
         before = [b for b in backwards if loop.may_follow(b, z) and not loop.may_follow(z, b)]
         after = [b for b in backwards if loop.may_follow(z, b) and loop.may_follow(b, step)]
-        if before and not after and set(z.guards) <= set(step.guards):
+        if before and not after:
             return step, (f"clears the gradients between `{code_of(before[-1].node)}` and `{code_of(step.node)}`: "
                           f"the step applies zero gradients; move it after the step")
         return None

@@ -12,6 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
+from torchlint.analysis.semantics import DISPLAY
 from torchlint.analysis.exprs import code_of, dotted
 from torchlint.analysis.kinds import VKind
 from torchlint.diagnostic import Fix
@@ -131,9 +132,6 @@ def _scalar(scope: Scope, value: cst.BaseExpression) -> bool:
     )
 
 
-_DISPLAY = re.compile(r"print\(|\bf[\"']|\.format\(|\blog|%|\.add_scalar\(|\bwandb\.")
-
-
 def _only_displayed(model: FileModel, e: Event) -> bool:
     """Every other line that mentions the total only prints or logs it (a float prints the same number)."""
     total = re.escape(e.target or "")
@@ -147,7 +145,7 @@ def _only_displayed(model: FileModel, e: Event) -> bool:
             continue
         if re.match(rf"{total}\s*(\+?=)", stripped):
             continue  # the initialisation and the accumulation itself
-        if not _DISPLAY.search(stripped):
+        if not DISPLAY.search(stripped):
             return False
     return True
 

@@ -12,12 +12,11 @@ import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.kinds import VKind
+from torchlint.analysis.semantics import STATE_RESETS
 from torchlint.analysis.exprs import code_of, dotted
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_before
 from torchlint.rules.base import Finding, Rule
-
-_DETACHING_CALLS = ("detach", "repackage", "init_hidden", "init_state", "zeros", "zeros_like", "randn", "new_zeros")
 
 
 class HiddenStateNotDetached(Rule):
@@ -117,7 +116,7 @@ def _released(model: FileModel, scope: Scope, loop: Loop, state: str) -> bool:
 
 def _detaching(value: cst.BaseExpression) -> bool:
     text = code_of(value)
-    return any(word in text for word in _DETACHING_CALLS)
+    return any(word in text for word in STATE_RESETS)
 
 
 def _fix(scope: Scope, loop: Loop, e: Event) -> Fix | None:
