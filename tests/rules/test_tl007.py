@@ -1,5 +1,7 @@
 """TL007 graph-attached loss kept across iterations only for logging."""
 
+import textwrap
+
 import pytest
 
 from tests.helpers import findings, fixed
@@ -270,3 +272,43 @@ def test_fix_detach_for_lists_and_tensor_use():
     print(total.item())
     """
     assert "total = total + loss.detach()" in fixed(src, "TL007", unsafe=False)
+
+
+def test_fix_item_only_when_the_total_is_only_shown():
+    """`.item()` turns the total into a float: safe only when the value is a scalar (it is back-propagated with a
+    plain backward) and every other use of the total only prints or logs it. An average computed from it and
+    used as a tensor later keeps `.detach()`."""
+    src = """
+    running = 0.0
+    for x, y in loader:
+        loss = crit(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        running += loss
+    avg = running / len(loader)
+    print(avg.item())
+    """
+    assert "running += loss.detach()" in fixed(src, "TL007", unsafe=False)
+
+
+def test_fix_detach_when_the_value_is_not_known_to_be_a_scalar():
+    out = fixed(POSITIVE["divided_as_it_accumulates"][0], "TL007", unsafe=False)
+    assert "epoch_loss += (loss / len(train_loader)).detach()" in out
+    assert findings(out, "TL007") == [] and fixed(out, "TL007") == out
+
+
+def test_no_fix_and_no_finding_for_numbers():
+    """The 0.1 'safe' fix turned `total_fwd += delta_fwd` (a float from a timer) into `delta_fwd.item()`."""
+    src = """
+    total_fwd = 0.0
+    for x, y in loader:
+        t0 = time.perf_counter()
+        loss = crit(model(x), y)
+        delta_fwd = time.perf_counter() - t0
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        total_fwd += delta_fwd
+    """
+    assert findings(src, "TL007") == [] and fixed(src, "TL007", unsafe=True) == textwrap.dedent(src)

@@ -1,7 +1,7 @@
 """TL002: the last backward of an iteration keeps the graph (`retain_graph=True` / `create_graph=True`).
 
-Nothing later frees it, so the previous iteration's saved activations stay alive into the next forward:
-memory grows and training runs out of memory.
+Nothing later frees it, so the previous iteration's saved activations stay alive into the next forward: peak
+memory doubles, and grows without bound when the loss is kept (a total, a list) across iterations.
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ In a training loop, the last `backward(...)` / `torch.autograd.grad(...)` of an 
 `retain_graph=True` tells autograd to keep every saved activation after the backward. It is needed only when
 a later backward goes through the same graph (a GAN's generator loss after the discriminator's, several
 task losses sharing a trunk). On the last backward nothing needs it: the saved tensors of the whole iteration
-stay alive into the next forward, memory use grows, and training ends in `CUDA out of memory`.
+stay alive until the loss is rebound in the next iteration, so the next forward runs with twice the activation
+memory; if the loss is also kept (a running total, a list of losses) they are never freed and training ends in
+`CUDA out of memory`.
 It is also often added to silence "Trying to backward through the graph a second time" — which hides TL001.
 With `create_graph=True`, PyTorch warns that the parameter/gradient reference cycle can leak memory.
 
@@ -59,7 +61,14 @@ iterations (then the next backward would fail: fix TL001 first). `create_graph=T
 
 ## Correct look-alikes (not flagged)
 `d_loss.backward(retain_graph=True)` followed by a plain `g_loss.backward()`; per-head backwards with
-`retain_graph=True` followed by a final plain backward; a `retain_graph` given by a variable.
+`retain_graph=True` followed by a final plain backward; a `retain_graph` given by a variable; a plain backward
+in the other arm of an `if` is not "later" (the flow graph decides what follows what).
+
+## Limits
+A loop whose every iteration back-propagates into a graph built once before it (`s_feats = student(x)`, then
+one loss per layer with `retain_graph=True`) is not reported: all iterations but the last need the graph, and
+it is freed when the function returns. The right code there is `retain_graph=<not the last layer>`, which the
+rule does not offer.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -84,7 +93,8 @@ def _check_last(model: FileModel, loop: Loop, last: Event) -> Iterator[Finding]:
     yield Finding(
         last.node,
         f"`{code_of(last.node)}` is the last backward of the iteration and keeps the graph ({what}): the "
-        f"saved activations stay alive into the next iteration and memory grows until 'CUDA out of memory'",
+        f"saved activations stay alive into the next iteration's forward (twice the activation memory at its "
+        f"peak, more while anything holds the loss): drop it from the last backward",
         _fix(model, loop, last),
     )
 
