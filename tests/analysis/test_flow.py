@@ -34,8 +34,32 @@ def test_if_else_arms_are_exclusive_and_never_follow_each_other():
     loop = model.loops[0]
     assert scope.exclusive(scaled, plain)
     assert not loop.may_follow(scaled, step) and loop.may_follow(plain, step)
-    # across iterations the arms do follow each other
-    assert scope.may_follow(scaled, plain)
+    # the arms' conditions contradict: whatever the iteration, one pass never takes both
+    assert not scope.may_follow(scaled, plain)
+
+
+def test_contradicting_guards_in_a_helper_and_its_caller():
+    model = model_of("""
+        def backward(loss, scaler):
+            if scaler is not None:
+                scaler.scale(loss).backward()
+            else:
+                loss.backward()
+
+        def train(model, loader, optimizer, scaler):
+            for x in loader:
+                backward(model(x).mean(), scaler)
+                if scaler is not None:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
+        """)
+    scope, (scaled, plain) = events(model, EventKind.BACKWARD, "train")
+    _, (scaler_step, step) = events(model, EventKind.STEP, "train")
+    loop = next(lp for lp in model.loops if lp.scope is scope)
+    assert not loop.may_follow(scaled, step) and loop.may_follow(plain, step)
+    assert loop.may_follow(scaled, scaler_step) and not loop.may_follow(plain, scaler_step)
 
 
 def test_elif_match_and_try_arms_are_exclusive():

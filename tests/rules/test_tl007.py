@@ -240,6 +240,16 @@ NEGATIVE = {
                 val_loss, _ = evaluate(model, loader)
                 history.append(val_loss)
         """,
+    "count_and_logs_returned_beside_the_loss": """
+        agg_sample_size = 0.0
+        agg_logging_output = defaultdict(float)
+        for sample in samples:
+            loss, sample_size, logging_output = criterion(model, sample)
+            optimizer.backward(loss)
+            agg_sample_size += sample_size
+            for k in logging_output:
+                agg_logging_output[k] += logging_output[k]
+        """,
 }
 
 

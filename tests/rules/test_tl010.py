@@ -198,6 +198,27 @@ NEGATIVE = {
             train_amp(model, loader, optimizer, scaler)
             train_plain(model, loader, optimizer)
         """,
+    "optional_scaler_through_a_backward_helper": """
+        def backward(total_loss, scaler):
+            if scaler is not None:
+                scaler.scale(total_loss).backward()
+            else:
+                total_loss.backward()
+
+        def train_one_epoch(model, loader, optimizer, scaler, args):
+            for images, texts in loader:
+                total_loss = model(images, texts).mean()
+                backward(total_loss, scaler)
+                if scaler is not None:
+                    scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+                    optimizer.step()
+                optimizer.zero_grad()
+        """,
 }
 
 

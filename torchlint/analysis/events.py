@@ -34,6 +34,35 @@ class Guard:
     negated: bool = False
     depth: int = 0  # how many loops enclosed the guard when it was entered
 
+    def condition(self) -> tuple[str, bool] | None:
+        """The condition as (text, polarity), with `x is not None` read as `x` and `not x`/`x is None` as the
+        negation of `x`: two guards with the same text and opposite polarity never hold together, even when
+        one is in a helper (`if scaler is not None: scaler.scale(loss).backward()`) and one in its caller
+        (`else: optimizer.step()` under `if scaler is not None`)."""
+        test = self.test
+        if not isinstance(test, cst.BaseExpression):
+            return None
+        polarity = not self.negated
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, polarity = test.expression, not polarity
+        if (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+                and isinstance(test.comparisons[0].comparator, cst.Name)
+                and test.comparisons[0].comparator.value == "None"):
+            op = test.comparisons[0].operator
+            if isinstance(op, cst.IsNot):
+                test = test.left
+            elif isinstance(op, cst.Is):
+                test, polarity = test.left, not polarity
+        return cst.Module(body=[]).code_for_node(test), polarity
+
+
+def contradict(a: tuple[Guard, ...], b: tuple[Guard, ...]) -> bool:
+    """Some condition `a` needs is the negation of one `b` needs."""
+    if not a or not b:
+        return False
+    need = {c for g in a if (c := g.condition()) is not None}
+    return any((c[0], not c[1]) in need for g in b if (c := g.condition()) is not None)
+
 
 @dataclass(frozen=True, eq=False)
 class Event:

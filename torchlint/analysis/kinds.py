@@ -144,9 +144,11 @@ class Kinds:
             element = self._element(value, d.index, scope, d, depth)
             if element is not None:
                 return element
-            if whole is VKind.DATA:
-                return VKind.UNKNOWN
-            return VKind.GRAPH if whole is VKind.GRAPH else VKind.UNKNOWN
+            if whole is VKind.GRAPH and d.target and sem.is_loss_name(d.target):
+                return VKind.GRAPH  # `loss, logs = model(batch)`
+            # What else a forward returns in a tuple is not known: `loss, sample_size, logging_output =
+            # criterion(model, sample)` returns a count and a dict beside the loss.
+            return VKind.UNKNOWN
         if d.flavor in ("+=", "=+", "-=", "*=", "/="):
             # the total keeps what it held, combined with the added value
             old = self.of_name(d.target or "", scope, d, depth) if d.target else VKind.UNKNOWN

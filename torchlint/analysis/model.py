@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 
 import libcst as cst
 
-from torchlint.analysis.events import Event, EventKind, Guard
+from torchlint.analysis.events import Event, EventKind, Guard, contradict
 from torchlint.analysis.flow import FlowGraph
 from torchlint.analysis.kinds import Kinds
 from torchlint.analysis.summaries import Summary, summarize
@@ -75,7 +75,10 @@ class Scope:
 
     def may_follow(self, a: Event, b: Event, loop: cst.CSTNode | None = None) -> bool:
         """Can `b` run after `a` (within one iteration of `loop`, when given)? Events of helpers are placed at
-        their call; two events of the same call are ordered by the helper's own flow graph."""
+        their call; two events of the same call are ordered by the helper's own flow graph; events whose guards
+        contradict (`scaler is not None` in a helper, its `else` in the caller) never run in one pass."""
+        if contradict(a.guards, b.guards):
+            return False
         for i, (sa, sb) in enumerate(zip(a.path, b.path)):
             if sa is sb:
                 continue

@@ -73,7 +73,7 @@ the code does not show which. **Unsafe**: gradients stop at the batch boundary (
                 call = e.value
                 if not isinstance(call, cst.Call) or not _feeds_back(call, e.target) or _detaching(call):
                     continue
-                if model.kinds.of_def(e, scope) is not VKind.GRAPH:
+                if not _forward_output(model, scope, e):
                     continue  # not a forward's output (a string, a batch, a value of an unresolved call)
                 if not scope.carried_round(e, loop.node):
                     continue  # the call is not fed the output of the previous iteration of the backward's loop
@@ -98,6 +98,16 @@ def _feeds_back(call: cst.Call, state: str) -> bool:
         if dotted(arg.value) == state:
             return True
     return False
+
+
+def _forward_output(model: FileModel, scope: Scope, e: Event) -> bool:
+    """The state is (part of) what a forward returns: a graph tensor, or an item of the tuple a forward returns
+    that is fed back into that same forward (`out, hidden = rnn(x, hidden)`)."""
+    kind = model.kinds.of_def(e, scope)
+    if kind is VKind.GRAPH:
+        return True
+    return (kind is VKind.UNKNOWN and e.flavor in ("tuple0", "tuple") and e.value is not None
+            and model.kinds.of(e.value, scope, e) is VKind.GRAPH)
 
 
 def _released(model: FileModel, scope: Scope, loop: Loop, state: str) -> bool:
