@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import fnmatch
 import os
 import sys
 from pathlib import Path
@@ -183,20 +182,6 @@ def _config(args: argparse.Namespace) -> Config:
     return cfg
 
 
-def _file_codes(cfg: Config, path: Path, codes: list[str]) -> list[str]:
-    if not cfg.per_file_ignores:
-        return codes
-    try:
-        rel = path.resolve().relative_to(cfg.root).as_posix()
-    except ValueError:
-        rel = path.as_posix()
-    ignored: tuple[str, ...] = ()
-    for pattern, pcodes in cfg.per_file_ignores.items():
-        if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(path.name, pattern):
-            ignored += pcodes
-    return [c for c in codes if not any(c.startswith(i) for i in ignored)]
-
-
 def _enabled_meta(code: str, cfg: Config) -> bool:
     """TL9xx (unreadable file, syntax error, internal error) are always shown unless ignored explicitly."""
     return not any(code.startswith(i) for i in cfg.ignore if i.startswith("TL9"))
@@ -205,11 +190,10 @@ def _enabled_meta(code: str, cfg: Config) -> bool:
 def _check(args: argparse.Namespace) -> int:
     cfg = _config(args)
     paths = args.paths or ["."]
-    codes = cfg.codes()
     files = list(discover(paths, cfg))
     mode = "diff" if args.diff else "fix" if args.fix else "check"
     jobs = [
-        Job(str(path), tuple(_file_codes(cfg, path, codes)), mode, cfg.unsafe_fixes, args.format in ("json", "sarif"),
+        Job(str(path), tuple(cfg.codes_for(path)), mode, cfg.unsafe_fixes, args.format in ("json", "sarif"),
             args.file_timeout)
         for path in files
     ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fnmatch
+
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -42,6 +44,27 @@ class Config:
         """Rule codes enabled by select/extend-select minus ignore (prefix matching, as ruff and flake8 do)."""
         chosen = [code for code in RULE_CODES if _matches(code, self.select + self.extend_select)]
         return [c for c in chosen if not _matches(c, self.ignore)]
+
+    def relative(self, path: Path) -> str | None:
+        """`path` relative to the folder holding the configuration (how exclude, extend-exclude and
+        per-file-ignores patterns are matched, as ruff does), or None when it lies outside that folder."""
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return None
+
+    def codes_for(self, path: Path) -> list[str]:
+        """The codes enabled for one file: `codes()` minus its per-file-ignores. One answer for the command,
+        pre-commit and the language server."""
+        codes = self.codes()
+        if not self.per_file_ignores:
+            return codes
+        rel = self.relative(path)
+        ignored: tuple[str, ...] = ()
+        for pattern, pcodes in self.per_file_ignores.items():
+            if (rel is not None and fnmatch.fnmatch(rel, pattern)) or fnmatch.fnmatch(path.name, pattern):
+                ignored += pcodes
+        return [c for c in codes if not any(c.startswith(i) for i in ignored)]
 
 
 def _matches(code: str, prefixes: tuple[str, ...]) -> bool:

@@ -9,6 +9,7 @@ from typing import Sequence
 import libcst as cst
 
 from torchlint import pyast
+from torchlint.lines import split_lines
 from torchlint.codes import FIX_ERROR, INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR  # noqa: F401
 from torchlint.diagnostic import Diagnostic, Fix, FixInfo
 from torchlint.pipeline.analyze import ISSUES_URL, Analysis, analyze
@@ -57,7 +58,7 @@ def _diagnostics(
                 )
             )
     if honour_noqa and diags:
-        lines = text.splitlines()
+        lines = split_lines(text)
         diags = [d for d in diags if not suppressed(lines, d)]
     return sorted(diags, key=Diagnostic.sort_key)
 
@@ -88,7 +89,7 @@ def fix_source(
         analysis, positions = analyze(text, path, rules), None
         if analysis.module is None or not analysis.findings:
             break
-        lines = text.splitlines()
+        lines = split_lines(text)
         positions = node_positions(
             analysis.module, text,
             [f.node for _, f in analysis.findings] + [old for _, f in analysis.findings if f.fix for old, _ in f.fix.changes],

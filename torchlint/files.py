@@ -80,10 +80,12 @@ def discover(paths: list[str], config: Config) -> Iterator[Path]:
                 yield path
             continue
         base_specs = _gitignore_specs(path.resolve()) if config.respect_gitignore else []
-        yield from _walk(path, path, patterns, base_specs, config.respect_gitignore, seen)
+        yield from _walk(path, path, patterns, base_specs, config.respect_gitignore, seen, config)
 
 
-def _walk(top: Path, directory: Path, patterns, specs, gitignore: bool, seen: set[Path]) -> Iterator[Path]:
+def _walk(
+    top: Path, directory: Path, patterns, specs, gitignore: bool, seen: set[Path], config: Config
+) -> Iterator[Path]:
     try:
         entries = sorted(os.scandir(directory), key=lambda e: e.name)
     except OSError:
@@ -94,7 +96,11 @@ def _walk(top: Path, directory: Path, patterns, specs, gitignore: bool, seen: se
             specs = specs + [(directory.resolve(), local)]
     for entry in entries:
         path = Path(entry.path)
-        rel = path.relative_to(top).as_posix()
+        # Patterns are matched from the configuration's folder, however the path was written and wherever the
+        # command runs; a tree outside that folder is matched from the path given.
+        rel = config.relative(path)
+        if rel is None:
+            rel = path.relative_to(top).as_posix()
         if _excluded(entry.name, rel, patterns):
             continue
         try:
@@ -106,7 +112,7 @@ def _walk(top: Path, directory: Path, patterns, specs, gitignore: bool, seen: se
         if is_dir:
             if entry.is_symlink():
                 continue  # never follow directory links: no loops, no escaping the tree
-            yield from _walk(top, path, patterns, specs, gitignore, seen)
+            yield from _walk(top, path, patterns, specs, gitignore, seen, config)
         elif entry.name.endswith(SOURCE_SUFFIXES) and entry.is_file():
             resolved = path.resolve()
             if resolved not in seen:

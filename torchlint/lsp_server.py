@@ -25,11 +25,13 @@ server = LanguageServer("torchlint", __version__, text_document_sync_kind=lsp.Te
 
 
 def _rules(path: str | None):
+    """The rules enabled for this document, per-file-ignores included, from the configuration the command
+    would use for it."""
     try:
         cfg = load(find_pyproject(Path(path))) if path else None
     except ConfigError:
         cfg = None
-    return select_rules(cfg.codes()) if cfg is not None else select_rules()
+    return select_rules(cfg.codes_for(Path(path))) if cfg is not None and path else select_rules()
 
 
 def _utf16(line: str, column: int) -> int:

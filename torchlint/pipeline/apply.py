@@ -8,6 +8,7 @@ from typing import Sequence
 import libcst as cst
 
 from torchlint.diagnostic import Edit, Fix
+from torchlint.lines import split_lines
 
 
 def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
@@ -25,7 +26,7 @@ class _Replacer(cst.CSTTransformer):
 
 def edits(before: str, after: str) -> tuple[Edit, ...]:
     """Line-granular text edits turning `before` into `after`."""
-    a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    a, b = split_lines(before, keepends=True), split_lines(after, keepends=True)
     edits = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if tag != "equal":

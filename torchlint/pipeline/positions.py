@@ -15,6 +15,7 @@ import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from torchlint import pyast
+from torchlint.lines import breaks_before
 from torchlint.analysis.walk import walk
 
 try:  # libcst's code generation state: internal, so a libcst that moves it gets the public (slower) path
@@ -70,7 +71,7 @@ def _positions_by_statement(module: cst.Module, text: str, nodes: Sequence[cst.C
         # when it occurs once; otherwise from `ast`, whose statement lines are exact.
         at = text.find(code)
         if at >= 0 and text.find(code, at + 1) < 0:
-            shift = text.count("\n", 0, at)
+            shift = breaks_before(text, at)
         else:
             if starts is None:
                 starts = _statement_lines(module, pyast.parse(text))

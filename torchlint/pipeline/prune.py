@@ -24,6 +24,7 @@ from bisect import bisect_left
 from typing import Iterable, Sequence
 
 from torchlint import pyast
+from torchlint.lines import split_lines
 from torchlint.analysis.model import INLINE_DEPTH  # how deep the model inlines helpers
 from torchlint.analysis.names import OPTIMIZER_CLASSES
 
@@ -47,7 +48,7 @@ def prune(text: str, conditions: Iterable[Sequence[re.Pattern[str]]]) -> str:
 
     `conditions`: for each rule that can fire on the file, the patterns a function (with its helpers) must
     all contain to hold one of its findings."""
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text, keepends=True)
     if len(lines) < MIN_LINES:
         return text
     conds = [tuple(c) for c in conditions]
