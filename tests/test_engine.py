@@ -166,3 +166,26 @@ def test_marked_code_generation_gives_libcst_positions():
         assert len(nodes) > 3
         for node in nodes:
             assert got[id(node)] == expected[node], (src, type(node).__name__)
+
+
+def test_fix_edits_computed_around_the_node_equal_whole_file_edits():
+    """Issue 14, bug 3: `--format json`/`sarif` computed each fix's edits by fixing and diffing the whole file (a
+    60 s timeout on a 20,000-line file). The edits are now computed on the top-level statements a fix touches;
+    they must be the very edits the whole-file diff gives, on every fixture and positive example, and on files
+    with a header comment, CRLF, lone CR, a BOM and no final newline."""
+    from torchlint.pipeline.analyze import analyze
+    from torchlint.pipeline.apply import LocalEdits, apply_fixes, edits
+
+    base = "import torch\n\nfor x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n    optimizer.step()\n"
+    odd = [base.replace("\n", "\r\n"), base.replace("\n", "\r"), "# header\n\n" + base, base.rstrip("\n"), "\ufeff" + base]
+    compared = 0
+    for _, src in list(positive_sources()) + [("TL004", s) for s in odd]:
+        analysis = analyze(src, "t.py", ALL_RULES)
+        local = LocalEdits(analysis.module)
+        for _, finding in analysis.findings:
+            if finding.fix is None:
+                continue
+            whole = edits(analysis.module.code, apply_fixes(analysis.module, [finding.fix]).code)
+            assert local.edits(finding.fix) == whole
+            compared += 1
+    assert compared > 100

@@ -13,7 +13,7 @@ from torchlint.lines import split_lines
 from torchlint.codes import FIX_ERROR, INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR  # noqa: F401
 from torchlint.diagnostic import Diagnostic, Fix, FixInfo
 from torchlint.pipeline.analyze import ISSUES_URL, Analysis, analyze
-from torchlint.pipeline.apply import apply_fixes, edits as text_edits
+from torchlint.pipeline.apply import LocalEdits, apply_fixes, edits as text_edits
 from torchlint.pipeline.decode import Decoded, SourceError, decode  # noqa: F401
 from torchlint.pipeline.positions import positions as node_positions
 from torchlint.pipeline.prefilter import rules_that_may_fire, select_rules  # noqa: F401
@@ -44,12 +44,17 @@ def _diagnostics(
     if analysis.findings and analysis.module is not None:
         if positions is None:
             positions = node_positions(analysis.module, analysis.source, [f.node for _, f in analysis.findings], analysis.tops)
-        original = analysis.module.code if with_edits else ""
+        local = LocalEdits(analysis.module) if with_edits else None
         for rule, f in analysis.findings:
             rng = positions[f.node]
             info = None
             if f.fix is not None:
-                edits = text_edits(original, apply_fixes(analysis.module, [f.fix]).code) if with_edits else ()
+                edits: tuple = ()
+                if local is not None:
+                    found = local.edits(f.fix)
+                    edits = found if found is not None else text_edits(
+                        analysis.module.code, apply_fixes(analysis.module, [f.fix]).code
+                    )
                 info = FixInfo(f.fix.applicability, f.fix.message, edits)
             diags.append(
                 Diagnostic(

@@ -70,6 +70,7 @@ features of one call in a list; loops without a backward (evaluation code).
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
+        displayed: dict[str, bool] = {}
         for loop in model.loops:
             if not loop.of(EventKind.BACKWARD):
                 continue
@@ -97,7 +98,7 @@ features of one call in a list; loops without a backward (evaluation code).
                     f"`{code_of(e.value)}` is still attached to its graph and is kept in `{e.target}` across "
                     f"iterations (never back-propagated): every step's graph stays alive and memory grows; store "
                     f"`{code_of(e.value)}.item()` or `.detach()`",
-                    _fix(model, scope, e),
+                    _fix(model, scope, e, displayed),
                 )
 
 
@@ -150,14 +151,16 @@ def _only_displayed(model: FileModel, e: Event) -> bool:
     return True
 
 
-def _fix(model: FileModel, scope: Scope, e: Event) -> Fix | None:
+def _fix(model: FileModel, scope: Scope, e: Event, displayed: dict[str, bool]) -> Fix | None:
     value = e.value
     assert value is not None
     numeric_start = any(
         a.rebinds and isinstance(a.value, (cst.Integer, cst.Float)) for a in scope.assignments(e.target or "")
     )
     as_number = e.accumulates and e.kind is EventKind.ASSIGN and numeric_start and _scalar(scope, value)
-    method = "item" if as_number and _only_displayed(model, e) else "detach"
+    if as_number and e.target not in displayed:
+        displayed[e.target or ""] = _only_displayed(model, e)  # one scan of the file per total's name
+    method = "item" if as_number and displayed[e.target or ""] else "detach"
     if isinstance(value, (cst.BinaryOperation, cst.BooleanOperation, cst.UnaryOperation, cst.IfExp, cst.Await)) and not value.lpar:
         value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     new = cst.Call(func=cst.Attribute(value=value, attr=cst.Name(method)))
