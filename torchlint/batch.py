@@ -40,6 +40,7 @@ class Outcome:
     before: str | None = None  # "diff" mode: the text before and after fixing, when they differ
     after: str | None = None
     cached: bool = False
+    encoding: str = "utf-8"  # "diff" mode: the file's encoding, for printing the diff as the file's bytes
 
 
 class _Timeout(BaseException):  # not an Exception: the engine must not swallow it
@@ -103,7 +104,7 @@ def _run(job: Job, path: Path, data: bytes) -> Outcome:
     if new_text == text:
         return Outcome(job.path, diags)
     if job.mode == "diff":
-        return Outcome(job.path, diags, applied, text, new_text)
+        return Outcome(job.path, diags, applied, text, new_text, encoding=decoded.encoding)
     write_atomic(path, new_text, decoded.encoding)
     return Outcome(job.path, diags, applied)
 

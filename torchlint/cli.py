@@ -199,18 +199,20 @@ def _check(args: argparse.Namespace) -> int:
     ]
     cache_root = None if args.no_cache or mode != "check" else cfg.root
     diags: list[Diagnostic] = []
-    diffs: list[str] = []
+    diffs: list[bytes] = []
     fixed = 0
     for outcome in run_jobs(jobs, args.jobs, cache_root):
         diags.extend(outcome.diags)
         fixed += outcome.applied
         if outcome.before is not None and outcome.after is not None:
-            diffs.append(_unified(outcome.path, outcome.before, outcome.after))
+            diffs.append(_unified(outcome.path, outcome.before, outcome.after, outcome.encoding))
     diags = [d for d in diags if not d.code.startswith("TL9") or _enabled_meta(d.code, cfg)]
     diags.sort(key=Diagnostic.sort_key)
     out = sys.stdout
     if args.diff:
-        out.write("".join(diffs))
+        out.flush()
+        out.buffer.write(b"".join(diffs))
+        out.buffer.flush()
         if not args.quiet:
             problems = f"{fixed} problem{'s' if fixed != 1 else ''}"
             print(f"Would fix {problems} in {len(diffs)} file{'s' if len(diffs) != 1 else ''}.", file=sys.stderr)
@@ -248,12 +250,23 @@ def _summary(diags: list[Diagnostic], fixed: int, nfiles: int, unsafe: bool, fix
     print(" ".join(parts))
 
 
-def _unified(name: str, before: str, after: str) -> str:
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{name}", f"b/{name}"
-        )
-    )
+def _unified(name: str, before: str, after: str, encoding: str) -> bytes:
+    """The diff `patch -p1` applies: the file's own bytes (its encoding, BOM and line breaks), lines split where
+    patch splits them (at `\n`: a `\r`-only file is one line to patch), and `\\ No newline at end of file` after
+    a last line without one, so the next file's header starts on a line of its own."""
+    a, b = _patch_lines(before.encode(encoding)), _patch_lines(after.encode(encoding))
+    out = []
+    for line in difflib.diff_bytes(difflib.unified_diff, a, b, f"a/{name}".encode(), f"b/{name}".encode()):
+        out.append(line)
+        if not line.endswith(b"\n"):
+            out.append(b"\n\\ No newline at end of file\n")
+    return b"".join(out)
+
+
+def _patch_lines(data: bytes) -> list[bytes]:
+    lines = data.split(b"\n")
+    last = lines.pop()
+    return [line + b"\n" for line in lines] + ([last] if last else [])
 
 
 if __name__ == "__main__":

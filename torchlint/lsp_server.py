@@ -17,6 +17,7 @@ from torchlint import __version__
 from torchlint.config import ConfigError, find_pyproject, load
 from torchlint.diagnostic import Diagnostic
 from torchlint.engine import fix_source, lint_source, select_rules
+from torchlint.lines import split_lines
 from torchlint.rule_docs import doc_url
 
 SOURCE = "torchlint"
@@ -51,7 +52,7 @@ def _range(lines: list[str], d: Diagnostic) -> lsp.Range:
 def _analyse(uri: str, text: str) -> tuple[list[Diagnostic], list[lsp.Diagnostic]]:
     path = to_fs_path(uri)
     found = lint_source(text, path or uri, _rules(path), with_edits=True)
-    lines = text.splitlines()
+    lines = split_lines(text)
     out = []
     for d in found:
         out.append(lsp.Diagnostic(
@@ -125,7 +126,7 @@ def code_actions(ls: LanguageServer, params: lsp.CodeActionParams) -> list[lsp.C
         path = to_fs_path(uri)
         fixed = fix_source(doc.source, path or uri, _rules(path), unsafe=False)
         if fixed.text != doc.source:
-            lines = doc.source.splitlines(keepends=True)
+            lines = split_lines(doc.source, keepends=True)
             end = lsp.Position(line=len(lines), character=0)
             actions.append(lsp.CodeAction(
                 title="Fix all safe torchlint problems",
