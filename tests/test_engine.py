@@ -189,3 +189,17 @@ def test_fix_edits_computed_around_the_node_equal_whole_file_edits():
             assert local.edits(finding.fix) == whole
             compared += 1
     assert compared > 100
+
+
+def test_edits_from_the_pruned_text_equal_edits_from_the_whole_text():
+    """`--format json` now prunes like the text format: blanked functions keep their lines, and a fix's edits
+    come from the statement it touches, so they are the same as from the whole text."""
+    from tests.test_consistency import _big_file
+    from torchlint.engine import _diagnostics
+    from torchlint.pipeline.analyze import analyze
+
+    sources = [src for _, src in positive_sources()] + [_big_file(every=200)]
+    for src in sources:
+        pruned = lint_source(src, "t.py", with_edits=True)
+        whole = _diagnostics(analyze(src, "t.py", ALL_RULES, whole=True), src, "t.py", with_edits=True)
+        assert pruned == whole

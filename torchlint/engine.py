@@ -33,7 +33,8 @@ def lint_source(
 ) -> list[Diagnostic]:
     """All diagnostics of one file's text, sorted by position."""
     rules = list(ALL_RULES) if rules is None else rules
-    return _diagnostics(analyze(text, path, rules, whole=with_edits), text, path, honour_noqa, with_edits)
+    # Pruned even with edits: a blanked function keeps its lines, and edits are computed around the fixed node.
+    return _diagnostics(analyze(text, path, rules, whole=False), text, path, honour_noqa, with_edits)
 
 
 def _diagnostics(

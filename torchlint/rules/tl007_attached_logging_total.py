@@ -14,6 +14,7 @@ import libcst as cst
 from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.semantics import DISPLAY
 from torchlint.analysis.exprs import code_of, dotted
+from torchlint.analysis.walk import walk
 from torchlint.analysis.kinds import VKind
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import Finding, Rule
@@ -92,7 +93,7 @@ features of one call in a list; loops without a backward (evaluation code).
                 if not _carried(scope, loop, e) or _escapes(model, scope, e.target):
                     continue
                 reported.add(e.target)
-                where = e.stmt.body[0] if isinstance(e.stmt, cst.SimpleStatementLine) else e.node
+                where = _small_statement(e)
                 yield Finding(
                     e.node if e.kind is EventKind.APPEND else where,
                     f"`{code_of(e.value)}` is still attached to its graph and is kept in `{e.target}` across "
@@ -100,6 +101,18 @@ features of one call in a list; loops without a backward (evaluation code).
                     f"`{code_of(e.value)}.item()` or `.detach()`",
                     _fix(model, scope, e, displayed),
                 )
+
+
+def _small_statement(e: Event) -> cst.CSTNode:
+    """The statement of the line that holds the accumulation (`s = "x"; total += loss` has two)."""
+    if isinstance(e.node, cst.BaseSmallStatement):
+        return e.node
+    if isinstance(e.stmt, cst.SimpleStatementLine):
+        for small in e.stmt.body:
+            if any(n is e.value for n in walk(small)):
+                return small
+        return e.stmt.body[0]
+    return e.node
 
 
 def _carried(scope: Scope, loop: Loop, e: Event) -> bool:

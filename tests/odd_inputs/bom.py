@@ -1,0 +1,5 @@
+﻿running = 0.0
+for x, y in loader:
+    loss = crit(model(x), y)
+    loss.backward()
+    running += loss

@@ -1,0 +1,9 @@
+import torch
+
+
+running = 0.0
+for x, y in loader:
+    loss = crit(model(x), y)
+    loss.backward()  #  page
+    optimizer.step()
+    running += loss
