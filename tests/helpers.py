@@ -15,3 +15,26 @@ def findings(src: str, code: str) -> list[tuple[int, int]]:
 
 def fixed(src: str, code: str, unsafe: bool = True) -> str:
     return fix_source(textwrap.dedent(src), "t.py", select_rules([code]), unsafe=unsafe).text
+
+
+async def start_language_server(root):
+    """A real LSP client talking to `torchlint server` over stdio, initialised on `root`; returns the client, the
+    queue its published diagnostics arrive on, and the server's initialize result."""
+    import asyncio
+    import sys
+
+    from lsprotocol import types as lsp
+    from pygls.lsp.client import BaseLanguageClient
+
+    client = BaseLanguageClient("torchlint-tests", "1")
+    queue: asyncio.Queue = asyncio.Queue()
+
+    @client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    def on_diagnostics(params: lsp.PublishDiagnosticsParams) -> None:
+        queue.put_nowait(params)
+
+    await client.start_io(sys.executable, "-m", "torchlint", "server", cwd=str(root))
+    result = await client.initialize_async(lsp.InitializeParams(capabilities=lsp.ClientCapabilities(),
+                                                                root_uri=root.as_uri()))
+    client.initialized(lsp.InitializedParams())
+    return client, queue, result

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 from lsprotocol import types as lsp
-from pygls.lsp.client import BaseLanguageClient
 
 from tests.conftest import ROOT
+from tests.helpers import start_language_server
 from torchlint.engine import decode, lint_source
 from torchlint.lines import split_lines
 
@@ -165,16 +165,7 @@ def test_lone_cr_line_numbers_match_python():
 
 
 async def _lsp_diagnostics(root: Path, files: list[Path]) -> dict[str, list[lsp.Diagnostic]]:
-    client = BaseLanguageClient("consistency", "1")
-    queue: asyncio.Queue = asyncio.Queue()
-
-    @client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-    def on_diagnostics(params: lsp.PublishDiagnosticsParams) -> None:
-        queue.put_nowait(params)
-
-    await client.start_io(sys.executable, "-m", "torchlint", "server", cwd=str(root))
-    await client.initialize_async(lsp.InitializeParams(capabilities=lsp.ClientCapabilities(), root_uri=root.as_uri()))
-    client.initialized(lsp.InitializedParams())
+    client, queue, _ = await start_language_server(root)
     out = {}
     for path in files:
         text = decode(path.read_bytes()).text

@@ -4,10 +4,10 @@ document, receive diagnostics, ask for code actions, apply the edit, check the t
 from __future__ import annotations
 
 import asyncio
-import sys
 
 from lsprotocol import types as lsp
-from pygls.lsp.client import BaseLanguageClient
+
+from tests.helpers import start_language_server
 
 BUGGY = (
     "for x, y in loader:\n"
@@ -32,17 +32,7 @@ def apply(text: str, edits: list[lsp.TextEdit]) -> str:
 
 
 async def session(tmp_path, text: str):
-    client = BaseLanguageClient("test-client", "1")
-    received: asyncio.Queue = asyncio.Queue()
-
-    @client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-    def on_diagnostics(params: lsp.PublishDiagnosticsParams) -> None:
-        received.put_nowait(params)
-
-    await client.start_io(sys.executable, "-m", "torchlint", "server", cwd=str(tmp_path))
-    result = await client.initialize_async(lsp.InitializeParams(capabilities=lsp.ClientCapabilities(),
-                                                                root_uri=tmp_path.as_uri()))
-    client.initialized(lsp.InitializedParams())
+    client, received, result = await start_language_server(tmp_path)
     uri = (tmp_path / "train.py").as_uri()
     client.text_document_did_open(lsp.DidOpenTextDocumentParams(
         text_document=lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
