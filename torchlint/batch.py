@@ -26,7 +26,7 @@ CACHE_DIR = ".torchlint_cache"
 class Job:
     path: str
     codes: tuple[str, ...]
-    mode: str = "check"  # "check", "fix" (write in place) or "diff" (return both texts)
+    mode: str = "check"  # "check", "fix" (write in place), "diff" (return both texts) or "noqa" (--add-noqa)
     unsafe: bool = False
     with_edits: bool = False
     timeout: float = 0.0  # seconds per file; 0: none
@@ -91,6 +91,8 @@ def _run(job: Job, path: Path, data: bytes) -> Outcome:
         return Outcome(job.path, (Diagnostic(job.path, exc.line, 1, exc.line, 1, READ_ERROR, str(exc)),))
     text, rules = decoded.text, select_rules(job.codes)
     notebook = job.path.endswith(".ipynb")
+    if job.mode == "noqa":
+        return _add_noqa(job, path, text, decoded.encoding, rules, notebook)
     if job.mode == "check":
         if notebook:
             return Outcome(job.path, tuple(lint_notebook(text, job.path, rules)))
@@ -107,6 +109,20 @@ def _run(job: Job, path: Path, data: bytes) -> Outcome:
         return Outcome(job.path, diags, applied, text, new_text, encoding=decoded.encoding)
     write_atomic(path, new_text, decoded.encoding)
     return Outcome(job.path, diags, applied)
+
+
+def _add_noqa(job: Job, path: Path, text: str, encoding: str, rules, notebook: bool) -> Outcome:
+    from torchlint.add_noqa import add_noqa, codes_by_line
+    from torchlint.engine import lint_source
+    from torchlint.notebook import add_noqa_notebook
+
+    if notebook:
+        new_text, changed = add_noqa_notebook(text, job.path, rules)
+    else:
+        new_text, changed = add_noqa(text, codes_by_line(lint_source(text, job.path, rules)))
+    if changed:
+        write_atomic(path, new_text, encoding)
+    return Outcome(job.path, (), changed)
 
 
 def write_atomic(path: Path, text: str, encoding: str) -> None:

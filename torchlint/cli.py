@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fix", action="store_true", help="apply safe fixes in place")
     p.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that change behaviour")
     p.add_argument("--diff", action="store_true", help="print the diff --fix would make; write nothing")
+    p.add_argument("--add-noqa", action="store_true",
+                   help="add `# noqa: TLxxx` to every line with a finding (accept today's findings)")
     p.add_argument("--no-respect-gitignore", action="store_true", help="also check files that .gitignore lists")
     p.add_argument("--statistics", action="store_true", help="print the number of findings per rule instead")
     p.add_argument("-o", "--output-file", type=Path, help="write the report to this file instead of stdout")
@@ -191,7 +193,9 @@ def _check(args: argparse.Namespace) -> int:
     cfg = _config(args)
     paths = args.paths or ["."]
     files = list(discover(paths, cfg))
-    mode = "diff" if args.diff else "fix" if args.fix else "check"
+    if args.add_noqa and (args.fix or args.diff):
+        raise ConfigError("--add-noqa cannot be combined with --fix or --diff")
+    mode = "noqa" if args.add_noqa else "diff" if args.diff else "fix" if args.fix else "check"
     jobs = [
         Job(str(path), tuple(cfg.codes_for(path)), mode, cfg.unsafe_fixes, args.format in ("json", "sarif"),
             args.file_timeout)
@@ -206,6 +210,10 @@ def _check(args: argparse.Namespace) -> int:
         fixed += outcome.applied
         if outcome.before is not None and outcome.after is not None:
             diffs.append(_unified(outcome.path, outcome.before, outcome.after, outcome.encoding))
+    if args.add_noqa:
+        if not args.quiet:
+            print(f"Added {fixed} noqa directive{'s' if fixed != 1 else ''}.", file=sys.stderr)
+        return EXIT_OK
     diags = [d for d in diags if not d.code.startswith("TL9") or _enabled_meta(d.code, cfg)]
     diags.sort(key=Diagnostic.sort_key)
     out = sys.stdout
@@ -226,7 +234,7 @@ def _check(args: argparse.Namespace) -> int:
             raise PathError(f"cannot write {args.output_file}: {exc.strerror}") from None
     else:
         out.write(report)
-    if (args.format == "text" or args.output_file is not None) and not args.quiet:
+    if (args.format in ("text", "full") or args.output_file is not None) and not args.quiet:
         _summary(diags, fixed, len(files), cfg.unsafe_fixes, args.fix)
     return EXIT_OK if args.exit_zero or not diags else EXIT_FINDINGS
 

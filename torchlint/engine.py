@@ -60,7 +60,7 @@ def _diagnostics(
             diags.append(
                 Diagnostic(
                     path, rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1,
-                    rule.code, f.message, info,
+                    rule.code, " ".join(f.message.split()), info,  # one line, even when it quotes a multi-line call
                 )
             )
     if honour_noqa and diags:

@@ -249,3 +249,30 @@ def _json_style(nb: dict, text: str) -> tuple[dict, str] | None:
 def _dump(nb: dict, style: tuple[dict, str]) -> str:
     settings, tail = style
     return json.dumps(nb, **settings) + tail
+
+
+def add_noqa_notebook(text: str, path: str, rules: Sequence[type[Rule]]) -> tuple[str, int]:
+    """`--add-noqa` in a notebook: the comments go into the cells' lines, the JSON layout kept as `--fix`
+    keeps it. Returns the new text and how many lines changed (0 and the text itself when the notebook cannot
+    be rewritten exactly)."""
+    from torchlint.add_noqa import add_noqa, codes_by_line
+
+    try:
+        nb = load(text)
+    except NotebookError:
+        return text, 0
+    style = _json_style(nb, text)
+    if style is None:
+        return text, 0
+    by_cell: dict[int, list[Diagnostic]] = {}
+    for d in lint_notebook(text, path, rules):
+        if d.cell is not None:
+            by_cell.setdefault(d.cell, []).append(d)
+    changed = 0
+    for number, diags in by_cell.items():
+        cell = nb["cells"][number - 1]
+        code, count = add_noqa(_source(cell), codes_by_line(diags))
+        if count:
+            changed += count
+            cell["source"] = code.splitlines(keepends=True) if isinstance(cell.get("source"), list) else code
+    return (_dump(nb, style), changed) if changed else (text, 0)

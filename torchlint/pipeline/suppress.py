@@ -10,7 +10,7 @@ from torchlint.diagnostic import Diagnostic
 _NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 
 
-def _noqa_codes(line: str) -> set[str] | None:
+def noqa_codes(line: str) -> set[str] | None:
     """None: no noqa; empty set: bare `# noqa` (everything); else the listed codes."""
     m = _NOQA.search(line)
     if m is None:
@@ -22,5 +22,5 @@ def _noqa_codes(line: str) -> set[str] | None:
 def suppressed(lines: Sequence[str], diag: Diagnostic) -> bool:
     if not 1 <= diag.line <= len(lines):
         return False
-    codes = _noqa_codes(lines[diag.line - 1])
+    codes = noqa_codes(lines[diag.line - 1])
     return codes is not None and (not codes or diag.code in codes)
