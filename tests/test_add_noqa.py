@@ -1,0 +1,96 @@
+"""`--add-noqa` through the real command: it writes `# noqa: TLxxx` on each line with a finding, merges with an
+existing noqa list, keeps everything else byte for byte (CRLF, coding cookie, notebooks' layout), is idempotent,
+and afterwards a plain run reports nothing."""
+
+from __future__ import annotations
+
+import json
+
+from tests.test_notebook import SETUP, TRAIN, notebook
+
+BUGGY = (
+    "import torch\n"
+    "\n"
+    "running = 0.0\n"
+    "for x, y in loader:\n"
+    "    loss = crit(model(x), y)\n"
+    "    loss.backward()  # the loss of the batch\n"
+    "    optimizer.step()  # noqa: E501\n"
+    "    running += loss\n"
+    "    s = '''text\n"
+    "that spans'''; running += loss\n"
+)
+ACCEPTED = (
+    "import torch\n"
+    "\n"
+    "running = 0.0\n"
+    "for x, y in loader:\n"
+    "    loss = crit(model(x), y)\n"
+    "    loss.backward()  # the loss of the batch\n"
+    "    optimizer.step()  # noqa: E501, TL004\n"
+    "    running += loss  # noqa: TL007\n"
+    "    s = '''text\n"
+    "that spans'''; running += loss\n"
+)
+
+
+def test_adds_and_merges_noqa_and_is_idempotent(tmp_path, run_cli):
+    path = tmp_path / "train.py"
+    path.write_text(BUGGY)
+    r = run_cli("--isolated", "--no-cache", "--add-noqa", "train.py", cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr.strip() == "Added 2 noqa directives."
+    assert path.read_text() == ACCEPTED
+    again = run_cli("--isolated", "--no-cache", "--add-noqa", "train.py", cwd=tmp_path)
+    assert again.stderr.strip() == "Added 0 noqa directives." and path.read_text() == ACCEPTED
+    plain = run_cli("--isolated", "--no-cache", "-q", "--select", "TL004,TL007", "train.py", cwd=tmp_path)
+    assert plain.returncode == 0 and plain.stdout == ""
+
+
+def test_respects_select_and_ignore(tmp_path, run_cli):
+    path = tmp_path / "train.py"
+    path.write_text(BUGGY)
+    run_cli("--isolated", "--no-cache", "--add-noqa", "--ignore", "TL007", "train.py", cwd=tmp_path)
+    text = path.read_text()
+    assert "# noqa: E501, TL004\n" in text and "TL007" not in text
+    run_cli("--isolated", "--no-cache", "--add-noqa", "--select", "TL007", "train.py", cwd=tmp_path)
+    assert "    running += loss  # noqa: TL007\n" in path.read_text()
+
+
+def test_crlf_and_coding_cookie_are_kept(tmp_path, run_cli):
+    src = "# -*- coding: latin-1 -*-\n# caf\u00e9\n" + BUGGY.split("    s = ")[0]
+    path = tmp_path / "old.py"
+    path.write_bytes(src.replace("\n", "\r\n").encode("latin-1"))
+    run_cli("--isolated", "--no-cache", "--add-noqa", "old.py", cwd=tmp_path)
+    data = path.read_bytes()
+    assert b"caf\xe9\r\n" in data and b"    running += loss  # noqa: TL007\r\n" in data
+    assert data.count(b"\r\n") == src.count("\n") and b"\n" not in data.replace(b"\r\n", b"")
+
+
+def test_notebook_cells_get_the_comments(tmp_path, run_cli):
+    path = tmp_path / "train.ipynb"
+    path.write_text(notebook([SETUP, TRAIN]), encoding="utf-8")
+    before = json.loads(path.read_text(encoding="utf-8"))
+    r = run_cli("--isolated", "--no-cache", "--add-noqa", "train.ipynb", cwd=tmp_path)
+    assert r.stderr.strip() == "Added 1 noqa directive."
+    after = json.loads(path.read_text(encoding="utf-8"))
+    assert after["cells"][3]["source"][-1] == "    optimizer.step()  # noqa: TL004"
+    assert [c for i, c in enumerate(after["cells"]) if i != 3] == [c for i, c in enumerate(before["cells"]) if i != 3]
+    assert path.read_text(encoding="utf-8") == notebook([SETUP, TRAIN[:-1] + ["    optimizer.step()  # noqa: TL004"]])
+    assert run_cli("--isolated", "--no-cache", "-q", "train.ipynb", cwd=tmp_path).stdout == ""
+    run_cli("--isolated", "--no-cache", "--add-noqa", "train.ipynb", cwd=tmp_path)
+    assert path.read_text(encoding="utf-8") == notebook([SETUP, TRAIN[:-1] + ["    optimizer.step()  # noqa: TL004"]])
+
+
+def test_cannot_be_combined_with_fix(tmp_path, run_cli):
+    (tmp_path / "t.py").write_text(BUGGY)
+    r = run_cli("--isolated", "--add-noqa", "--fix", "t.py", cwd=tmp_path)
+    assert r.returncode == 2 and "--add-noqa cannot be combined" in r.stderr
+
+
+def test_lines_ending_inside_a_string_or_continued_are_left_alone():
+    from torchlint.add_noqa import add_noqa
+
+    text = "x = f('''a\nb''')\ny = 1 + \\\n    2\nz = 3\n"
+    new, changed = add_noqa(text, {1: {"TL007"}, 3: {"TL004"}, 5: {"TL001"}})
+    assert changed == 1
+    assert new == "x = f('''a\nb''')\ny = 1 + \\\n    2\nz = 3  # noqa: TL001\n"
