@@ -90,3 +90,20 @@ def test_default_text_format_is_unchanged(tmp_path, run_cli):
     (tmp_path / "one.py").write_text(ONE)
     out = run_cli("--isolated", "--no-cache", "-q", "one.py", cwd=tmp_path).stdout
     assert out == f"one.py:4:5: TL004 [unsafe fix] {TL004}\n"
+
+
+def test_report_file_has_no_colour_and_unreadable_files_have_no_source(tmp_path, run_cli):
+    (tmp_path / "one.py").write_text(ONE)
+    (tmp_path / "bad.py").write_bytes(b"x = 1\x00\n")
+    saved = os.environ.get("FORCE_COLOR")
+    os.environ["FORCE_COLOR"] = "1"
+    try:
+        run_cli("--isolated", "--no-cache", "-q", "--format", "full", "-o", "report.txt", "one.py", "bad.py",
+                cwd=tmp_path)
+    finally:
+        os.environ.pop("FORCE_COLOR")
+        if saved is not None:
+            os.environ["FORCE_COLOR"] = saved
+    report = (tmp_path / "report.txt").read_text()
+    assert "\x1b[" not in report
+    assert report.startswith("bad.py:1:1: TL900 file contains null bytes; it is not Python source\n\n") and ONE_GOLDEN in report

@@ -18,7 +18,7 @@ from torchlint.batch import run as run_jobs
 from torchlint.config import Config, ConfigError, find_pyproject, load, validate_codes
 from torchlint.diagnostic import Diagnostic
 from torchlint.files import PathError, discover
-from torchlint.output import FORMATS, render_statistics
+from torchlint.output import FORMATS, render_full, render_statistics
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -225,8 +225,12 @@ def _check(args: argparse.Namespace) -> int:
             problems = f"{fixed} problem{'s' if fixed != 1 else ''}"
             print(f"Would fix {problems} in {len(diffs)} file{'s' if len(diffs) != 1 else ''}.", file=sys.stderr)
         return EXIT_OK if args.exit_zero or not diffs else EXIT_FINDINGS
-    render = render_statistics if args.statistics else FORMATS[args.format]
-    report = render(diags, cfg.unsafe_fixes)
+    if args.format == "full" and not args.statistics:
+        # colour only on a terminal: never in a report file
+        report = render_full(diags, cfg.unsafe_fixes, color=False if args.output_file is not None else None)
+    else:
+        render = render_statistics if args.statistics else FORMATS[args.format]
+        report = render(diags, cfg.unsafe_fixes)
     if args.output_file is not None:
         try:
             args.output_file.write_text(report, encoding="utf-8")
