@@ -153,3 +153,21 @@ def test_constant_trip_count():
             loss.backward()
         """)
     assert [lp.trip_count() for lp in model.loops] == [3, 7, None]
+
+
+def test_a_later_backward_skipped_only_by_an_exception_still_follows():
+    """The retained backward is followed by a plain one on every normal path; the except handler's path (the
+    second backward raised) does not make the first the last of the iteration."""
+    model = model_of("""
+        for x in loader:
+            out = model(x)
+            try:
+                out[0].sum().backward(retain_graph=True)
+                out[1].sum().backward()
+            except RuntimeError:
+                log()
+        """)
+    scope, (first, second) = events(model, EventKind.BACKWARD)
+    loop = model.loops[0]
+    assert not loop.ends_iteration_after(first, [second])
+    assert loop.ends_iteration_after(second, [first])

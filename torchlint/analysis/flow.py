@@ -28,6 +28,7 @@ class FlowGraph:
         self._loops: list[tuple[int, list[int]]] = []  # (head, breaks)
         self._try_nodes: list[list[int]] | None = None
         self._reach_cache: dict[tuple[int, int], frozenset[int]] = {}
+        self.exceptional: set[tuple[int, int]] = set()  # edges taken only when a statement raises
         exits = self._block(body, [ENTRY])
         self._link(exits, EXIT)
 
@@ -123,10 +124,14 @@ class FlowGraph:
             exits: list[int] = []
             for handler in stmt.handlers:
                 # Any statement of the body may raise: each handler can follow each of them.
+                first = len(self.succ)
                 exits += self._suite(handler, list(raising))
+                self.exceptional.update((r, first) for r in raising)
             exits += self._suite(stmt.orelse, body_exits) if stmt.orelse is not None else body_exits
             if stmt.finalbody is not None:
+                first = len(self.succ)
                 exits = self._suite(stmt.finalbody, exits + raising)
+                self.exceptional.update((r, first) for r in raising if r not in exits)
             return exits
         if isinstance(stmt, cst.Match):
             head = self._new(stmt)
@@ -178,10 +183,11 @@ class FlowGraph:
         """Can node `b` run after node `a` (in the same iteration of `loop`, when given)?"""
         return b in self.forward(a, loop)
 
-    def reaches_avoiding(self, start: int, target: int, avoid: frozenset[int]) -> bool:
-        """Is there a path from `start` to `target` (at least one edge) that passes through none of `avoid`?"""
+    def reaches_avoiding(self, start: int, target: int, avoid: frozenset[int], normal_only: bool = False) -> bool:
+        """Is there a path from `start` to `target` (at least one edge) that passes through none of `avoid`?
+        With `normal_only`, paths that need a statement to raise do not count."""
         seen: set[int] = set()
-        todo = list(self.succ[start])
+        todo = [n for n in self.succ[start] if not (normal_only and (start, n) in self.exceptional)]
         while todo:
             n = todo.pop()
             if n == target:
@@ -189,7 +195,7 @@ class FlowGraph:
             if n in seen or n in avoid:
                 continue
             seen.add(n)
-            todo.extend(self.succ[n])
+            todo.extend(m for m in self.succ[n] if not (normal_only and (n, m) in self.exceptional))
         return False
 
     def backward(self, start: int, stops: frozenset[int]) -> tuple[set[int], bool]:

@@ -350,7 +350,7 @@ class Loop:
             return False
         head = flow.loop_head[id(self.node)]
         avoid = frozenset(n for u in unless if (n := scope.flow_node(u)) is not None and n != start)
-        return flow.reaches_avoiding(start, head, avoid)
+        return flow.reaches_avoiding(start, head, avoid, normal_only=True)  # not "if the next backward raises"
 
     def trip_count(self) -> int | None:
         """How many times the loop runs when that is a constant (`for _ in range(5)`, `range(n)` with `n = 2`)."""
