@@ -66,7 +66,9 @@ The fix is **unsafe**: it changes what is computed (to the intended per-window g
 
 ## Correct look-alikes (not flagged)
 A total built fresh inside one iteration (`loss = 0` then the heads added, then one backward), a total reset right
-after its backward, and a running total of `loss.item()` used for logging.
+after its backward, and a running total of `loss.item()` used for logging; a counter or index advanced each
+iteration (`i += seq_len`) that the loss depends on: only totals whose added value carries a graph (its kind, see
+docs/architecture.md) and that reach the backward as a term of the loss (reaching definitions) count.
 
 ## Limits
 The total must be a plain name or attribute; totals kept in dict entries are not followed.

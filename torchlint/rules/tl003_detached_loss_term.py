@@ -57,8 +57,12 @@ Remove the wrapper where the value flows into a backward (`loss.data[0]` → `lo
 `running_loss += loss.item()` used only for printing; `fake.detach()` in a GAN discriminator loss (not a loss);
 a detached loss used as a multiplicative weight (`w = loss_b.detach() / loss_a.detach()`).
 
+`loss.backward(); loss = loss.item()`: the rebinding comes after the backward (only the definitions that reach
+the backward are read); a detached recurrent state fed into the model (an input, not a term of the loss).
+
 ## Limits
-Only summands are checked; the detached value must be a loss (named like one or computed by a criterion).
+Only summands are checked, through arithmetic, sums and stacks; the detached value must be known to carry a graph
+(its kind), or be named like a loss when its kind is unknown.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:

@@ -56,7 +56,9 @@ Divide the back-propagated loss by the guard's divisor: `(loss / accum_steps).ba
 
 ## Correct look-alikes (not flagged)
 `loss = loss / k` or `loss /= k` before backward; `with accelerator.accumulate(model):`; `accelerator.backward`
-and DeepSpeed `engine.backward` (they divide by the configured steps); backward under the same guard as the step.
+and DeepSpeed `engine.backward` (they divide by the configured steps); backward under the same guard as the step;
+a GAN that steps its generator every `n_critic` iterations (the generator's backward runs under the same guard
+as its step, so the backward that runs every iteration serves the discriminator).
 
 ## Limits
 A division by anything named like the accumulation steps, or mentioning a name of the guard's divisor, counts

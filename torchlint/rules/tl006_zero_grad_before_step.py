@@ -57,7 +57,9 @@ Move the `zero_grad()` to right after the step (inside the accumulation guard wh
 ## Correct look-alikes (not flagged)
 `zero_grad()` at the top of the iteration before the backward, after the step, or under the same accumulation
 guard as the step; `optimizer.zero_grad()` inside `accelerator.accumulate`; GANs that clear one network while
-stepping the other (`netD.zero_grad()` before `optimizerG.step()` when `optimizerG` owns only `netG`).
+stepping the other (`netD.zero_grad()` before `optimizerG.step()` when `optimizerG` owns only `netG`);
+`optimizer_G.zero_grad()` every iteration while the generator steps every `n_critic` iterations with its own
+backward under the same guard (it clears the stray gradients the discriminator loss left in the generator).
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:

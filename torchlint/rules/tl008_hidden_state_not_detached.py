@@ -59,7 +59,15 @@ the code does not show which. **Unsafe**: gradients stop at the batch boundary (
 
 ## Correct look-alikes (not flagged)
 `repackage_hidden(hidden)` / `.detach()` / re-initialisation each batch; a state reset every batch
-(`hidden = None`); a state that is only passed in, not returned; loops without a backward (generation).
+(`hidden = None`); a state that is only passed in, not returned; loops without a backward (generation);
+`hidden[0].detach_()` or `for s in state: s.detach_()` (detached in place); `h = tuple(e.data for e in h)`; a
+value that is not a forward's output (`batch = move_to_device(batch)`, `out_dir = os.path.join(out_dir, ...)`);
+a state re-initialised for every sequence and carried only across the time steps of that sequence.
+
+## Limits
+The state must be known to be a forward's output: a graph tensor by its kind, or an item of the tuple a
+forward returns that is fed back into that forward. A value from a call the analysis cannot resolve is left
+alone.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:

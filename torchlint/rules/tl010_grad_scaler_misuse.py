@@ -54,7 +54,10 @@ optimizer.step()                                          # TL010: not scaler.st
 ## Correct look-alikes (not flagged)
 The documented AMP recipe (`scale → backward → unscale_ → clip → scaler.step → scaler.update`);
 `accelerator.clip_grad_norm_` (it unscales); loops that do not use a GradScaler; a disabled scaler's
-`scaler.step` is still used the same way.
+`scaler.step` is still used the same way; the plain arm of `if use_amp: ... else: loss.backward();
+optimizer.step()` (exclusive branches are never sequenced), also when the scaled backward sits in a helper
+under `if scaler is not None:` and the step in the caller's `else:`; two training functions called one after
+the other (an AMP run, then a plain run).
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
