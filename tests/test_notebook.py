@@ -136,3 +136,17 @@ def test_percent_formatting_on_a_continuation_line_is_not_a_magic(tmp_path, run_
     path.write_text(notebook([SETUP + ["\n"] + cell, TRAIN]), encoding="utf-8")
     r = run_cli("-q", "--format", "json", "fmt.ipynb", cwd=tmp_path)
     assert [d["code"] for d in json.loads(r.stdout)] == ["TL004"]
+
+
+def test_an_unfinished_cell_is_reported_and_the_others_checked(tmp_path, run_cli):
+    """An exercise notebook's cell like `model = ` used to make the whole notebook one TL901 with nothing else
+    checked. Now that cell gets TL901 at its own line and the other cells are checked."""
+    unfinished = ["# TODO: build the network\n", "model = \n"]
+    path = tmp_path / "exercise.ipynb"
+    path.write_text(notebook([unfinished, TRAIN]), encoding="utf-8")
+    items = json.loads(run_cli("--format", "json", "exercise.ipynb", cwd=tmp_path).stdout)
+    assert [(d["code"], d["cell"], d["line"]) for d in items] == [("TL901", 2, 2), ("TL004", 4, 5)]
+    assert items[0]["message"] == "syntax error: invalid syntax; cell not checked"
+    before = path.read_bytes()
+    run_cli("--fix", "--unsafe-fixes", "exercise.ipynb", cwd=tmp_path)
+    assert path.read_bytes() == before  # a notebook that does not parse is never rewritten

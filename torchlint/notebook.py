@@ -15,8 +15,11 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from torchlint import pyast
+from torchlint.codes import SYNTAX_ERROR
 from torchlint.diagnostic import Diagnostic, FixInfo
 from torchlint.engine import fix_source, lint_source
+from torchlint.lines import split_lines
 from torchlint.rules import Rule
 
 NOTEBOOK_ERROR = "TL900"
@@ -163,7 +166,24 @@ def lint_notebook(text: str, path: str, rules: Sequence[type[Rule]]) -> list[Dia
     except NotebookError as exc:
         return [Diagnostic(path, 1, 1, 1, 1, NOTEBOOK_ERROR, str(exc))]
     joined = join(nb)
-    return _to_cells(joined, lint_source(joined.text, path, rules))
+    found = lint_source(joined.text, path, rules)
+    if not any(d.code == SYNTAX_ERROR for d in found):
+        return _to_cells(joined, found)
+    # An exercise notebook's unfinished cell (`model = `): report it, and check the other cells without it.
+    lines = split_lines(joined.text, keepends=True)
+    errors = []
+    for cell in joined.cells:
+        code = "".join(lines[cell.start - 1 : cell.start - 1 + cell.lines])
+        try:
+            pyast.parse(code, path)
+        except SyntaxError as exc:
+            line = min(max(exc.lineno or 1, 1), max(cell.lines, 1))
+            errors.append(Diagnostic(path, line, exc.offset or 1, line, exc.offset or 1, SYNTAX_ERROR,
+                                     f"syntax error: {exc.msg}; cell not checked", cell=cell.index + 1))
+            lines[cell.start - 1 : cell.start - 1 + cell.lines] = ["\n"] * cell.lines
+    if not errors:
+        return _to_cells(joined, found)
+    return errors + _to_cells(joined, lint_source("".join(lines), path, rules))
 
 
 @dataclass(frozen=True)
