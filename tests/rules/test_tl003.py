@@ -101,6 +101,99 @@ POSITIVE = {
         """,
         [(4, 12)],
     ),
+    "weight_from_config_times_item": (
+        """
+        def train(model, loader, opt, args):
+            for x, y in loader:
+                ce = crit(model(x), y)
+                aux = aux_loss(model)
+                loss = ce + args.alpha * aux.item()
+                loss.backward()
+                opt.step()
+        """,
+        [(6, 34)],
+    ),
+    "weight_attribute_times_detached_kl": (
+        """
+        class Trainer:
+            def step(self, x, y):
+                ce = self.crit(self.model(x), y)
+                kl_loss = self.kl(self.model)
+                loss = ce + self.cfg.beta * kl_loss.detach()
+                loss.backward()
+        """,
+        [(6, 37)],
+    ),
+    "detached_term_in_a_weighted_product": (
+        """
+        for x, y in loader:
+            reg_loss = sum(p.pow(2).sum() for p in model.parameters())
+            loss = (crit(model(x), y) + reg_loss.data) * weight
+            loss.backward()
+        """,
+        [(4, 33)],
+    ),
+    "sum_of_items_from_a_generator": (
+        """
+        for x, y in loader:
+            losses = [crit(head(x), y) for head in heads]
+            loss = crit(model(x), y) + sum(l.item() for l in losses)
+            loss.backward()
+        """,
+        [(4, 36)],
+    ),
+    "stack_of_one_detached_head": (
+        """
+        for x, y in loader:
+            loss_a = crit(head_a(x), y)
+            loss_b = crit(head_b(x), y)
+            torch.stack([loss_a.detach(), loss_b]).sum().backward()
+        """,
+        [(5, 18)],
+    ),
+    "list_of_items_summed_into_the_loss": (
+        """
+        for x, y in loader:
+            parts = []
+            for head in heads:
+                part_loss = crit(head(x), y)
+                parts.append(part_loss.item())
+            loss = crit(model(x), y) + sum(parts)
+            loss.backward()
+        """,
+        [(6, 22)],
+    ),
+    "item_rewrapped_as_a_leaf": (
+        """
+        for x, y in loader:
+            loss = crit(model(x), y)
+            loss = torch.tensor(loss.item(), requires_grad=True)
+            loss.backward()
+            opt.step()
+        """,
+        [(4, 12)],
+    ),
+    "data_rewrapped_in_a_variable": (
+        """
+        for x, y in loader:
+            total = crit(model(x), y) + crit(aux(x), y)
+            loss = Variable(total.data, requires_grad=True)
+            loss.backward()
+        """,
+        [(4, 12)],
+    ),
+    "sum_of_items_rewrapped": (
+        """
+        def train(model, loader, opt):
+            for x, y in loader:
+                losses = [crit(h(x), y) for h in model.heads]
+                loss = sum(l.item() for l in losses)
+                loss = torch.tensor(loss, requires_grad=True)
+                loss.backward()
+                opt.step()
+        """,
+        [(6, 16)],
+    ),
 }
 
 NEGATIVE = {
@@ -174,6 +267,26 @@ NEGATIVE = {
             assert loss <= previous
             previous = loss
             optimizer.step()
+        """,
+    "learnable_scalar_made_with_requires_grad": """
+        log_var = torch.tensor(0.0, requires_grad=True)
+        for x, y in loader:
+            ce = crit(model(x), y)
+            loss = ce * torch.exp(-log_var) + log_var
+            loss.backward()
+        """,
+    "adversarial_input_rewrapped_as_a_leaf": """
+        for x, y in loader:
+            x_adv = torch.tensor(x.detach(), requires_grad=True)
+            loss = crit(model(x_adv), y)
+            loss.backward()
+        """,
+    "detached_weight_from_a_config_and_a_loss": """
+        for x, y in loader:
+            ce = crit(model(x), y)
+            scale = args.gamma * ce.detach()
+            loss = ce / scale
+            loss.backward()
         """,
 }
 

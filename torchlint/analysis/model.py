@@ -185,13 +185,16 @@ class Scope:
             self._backpropagated = frozenset(names)
         return self._backpropagated
 
-    def summand_defs(self, expr: cst.BaseExpression, at: Event) -> list[Event]:
+    def summand_defs(self, expr: cst.BaseExpression, at: Event, terms=None) -> list[Event]:
         """The definitions whose values are terms of `expr` at `at` (reaching definitions followed through
-        arithmetic, sums and stacks, appends into the lists involved; not through the arguments of a forward)."""
+        arithmetic, sums and stacks, appends into the lists involved; not through the arguments of a forward).
+        `terms(expr, at)` may narrow which names of an expression count as its terms (default: summand_names)."""
+        if terms is None:
+            terms = lambda e, _at: summand_names(e)  # noqa: E731
         out: list[Event] = []
         seen: set[tuple[str, int]] = set()
         seen_defs: set[int] = set()
-        todo = [(n, at) for n in summand_names(expr)]
+        todo = [(n, at) for n in terms(expr, at)]
         while todo:
             name, where = todo.pop()
             if (name, id(where)) in seen:
@@ -204,7 +207,7 @@ class Scope:
                     continue
                 seen_defs.add(id(d))
                 out.append(d)
-                todo.extend((n, d) for n in summand_names(d.value))
+                todo.extend((n, d) for n in terms(d.value, d))
                 if d.accumulates and d.target:
                     todo.append((d.target, d))
         return out

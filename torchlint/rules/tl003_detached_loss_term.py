@@ -12,7 +12,7 @@ import libcst as cst
 
 from torchlint.analysis import Event, FileModel
 from torchlint.analysis.kinds import VKind
-from torchlint.analysis.exprs import Detachment, as_detachment, code_of
+from torchlint.analysis.exprs import Detachment, as_detachment, code_of, dotted, is_true, keyword
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
 
@@ -31,6 +31,11 @@ class DetachedLossTerm(Rule):
 A loss value wrapped in `.data`, `.data[0]`, `.item()`, `.detach()`, `.tolist()` or `float(...)` that is then
 added (as a summand) into a value that is back-propagated: `total = total + loss.data[0]` followed by
 `total.backward()`, `losses.append(loss.item())` then `sum(losses).backward()`, `loss = a + b.detach()`.
+The detached term may be weighted by a factor without graph (`ce + args.alpha * aux.item()`), summed from a
+generator (`sum(l.item() for l in losses)`) or stacked (`torch.stack([a.detach(), b]).sum()`). Also flagged: a
+detached loss value re-wrapped as a new leaf, `torch.tensor(loss.item(), requires_grad=True)` or
+`Variable(total.data, requires_grad=True)`, usually written to silence "element 0 of tensors does not require
+grad": the backward stops at that leaf and no parameter gets a gradient.
 
 ## Why it is wrong
 Those wrappers return a value outside the autograd graph. Added into the total, the term contributes nothing to
@@ -60,9 +65,14 @@ a detached loss used as a multiplicative weight (`w = loss_b.detach() / loss_a.d
 `loss.backward(); loss = loss.item()`: the rebinding comes after the backward (only the definitions that reach
 the backward are read); a detached recurrent state fed into the model (an input, not a term of the loss).
 
+A detached value that multiplies a graph tensor is a weight, not a term (`ce * w.detach()`, `ce / scale` with
+`scale = args.gamma * ce.detach()`); a learnable scalar made with `torch.tensor(0.0, requires_grad=True)`; an
+input re-wrapped with `requires_grad=True` and fed to the model (adversarial examples).
+
 ## Limits
-Only summands are checked, through arithmetic, sums and stacks; the detached value must be known to carry a graph
-(its kind), or be named like a loss when its kind is unknown.
+Only terms are checked, through arithmetic, sums and stacks; the detached value must be known to carry a graph
+(its kind), or be named like a loss when its kind is unknown. Losses returned by a helper in a tuple are not
+followed into the helper.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -74,13 +84,18 @@ Only summands are checked, through arithmetic, sums and stacks; the detached val
             seen: set[int] = set()
             for b in backwards:
                 # Only the definitions that reach the backward: `loss.backward(); loss = loss.item()` is fine.
-                pairs = [(b.value, b)] + [(d.value, d) for d in scope.summand_defs(b.value, b) if d.value is not None]
+                def terms(e, at, scope=scope):
+                    return _term_names(e, lambda x: _carries_graph(model, scope, x, at))
+
+                defs = scope.summand_defs(b.value, b, terms)
+                pairs = [(b.value, b)] + [(d.value, d) for d in defs if d.value is not None]
                 for expr, at in pairs:
                     if id(expr) not in seen:
                         seen.add(id(expr))
                         candidates.append((expr, at))
             for expr, at in candidates:
-                for d in _summand_detachments(expr):
+                yield from _rewrap_findings(model, scope, expr, at)
+                for d in _summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)):
                     kind = model.kinds.of(d.operand, scope, at)
                     if kind is not VKind.GRAPH and not (kind is VKind.UNKNOWN and scope.is_loss(d.operand)):
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
@@ -94,19 +109,117 @@ Only summands are checked, through arithmetic, sums and stacks; the detached val
                     )
 
 
-def _summand_detachments(expr: cst.BaseExpression) -> list[Detachment]:
-    """Detachments that are added terms of `expr` (not factors, not arguments of other calls)."""
+def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
+    """A detached loss value re-wrapped as a new leaf (`torch.tensor(loss.item(), requires_grad=True)`), to
+    silence "element 0 of tensors does not require grad": the backward reaches no parameter."""
+    for call in _rewrapped(expr):
+        value = call.args[0].value
+        detached = _summand_detachments(value) + [
+            d for defn in scope.summand_defs(value, at) if defn.value is not None
+            for d in _summand_detachments(defn.value)
+        ]
+        if not detached:
+            continue  # a learnable scalar made on purpose (`log_var = torch.tensor(0.0, requires_grad=True)`)
+        yield Finding(
+            call,
+            f"`{code_of(call)}` re-wraps `{code_of(detached[0].node)}` as a new leaf tensor: backward() stops there "
+            f"and no parameter gets a gradient (this silences 'element 0 of tensors does not require grad' "
+            f"instead of fixing it); back-propagate the loss itself",
+        )
+
+
+_COMBINING = frozenset({"sum", "torch.sum", "torch.stack", "torch.cat", "torch.mean"})
+
+
+def _summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> list[Detachment]:
+    """Detachments that are terms of `expr`: added, or multiplied by a factor that carries no graph (a weight such
+    as `args.alpha`); summed or stacked; not a factor next to a graph tensor (`ce * w.detach()` detaches the
+    weight, not a loss), not an argument of other calls. `graph(e)` says whether `e` carries a graph."""
     found = as_detachment(expr)
     if found is not None:
         return [found]
     if isinstance(expr, cst.BinaryOperation):
         if isinstance(expr.operator, (cst.Add, cst.Subtract)):
-            return _summand_detachments(expr.left) + _summand_detachments(expr.right)
-        if isinstance(expr.operator, (cst.Multiply, cst.Divide)):
-            if isinstance(expr.right, (cst.Integer, cst.Float)):
-                return _summand_detachments(expr.left)
-            if isinstance(expr.left, (cst.Integer, cst.Float)) and isinstance(expr.operator, cst.Multiply):
-                return _summand_detachments(expr.right)
+            return _summand_detachments(expr.left, graph) + _summand_detachments(expr.right, graph)
+        if isinstance(expr.operator, cst.Multiply):
+            return ((_summand_detachments(expr.left, graph) if not graph(expr.right) else [])
+                    + (_summand_detachments(expr.right, graph) if not graph(expr.left) else []))
+        if isinstance(expr.operator, cst.Divide) and not graph(expr.right):
+            return _summand_detachments(expr.left, graph)
     if isinstance(expr, cst.UnaryOperation):
-        return _summand_detachments(expr.expression)
+        return _summand_detachments(expr.expression, graph)
+    if isinstance(expr, cst.Call):
+        func = dotted(expr.func)
+        if func in _COMBINING:
+            out: list[Detachment] = []
+            for arg in expr.args:
+                value = arg.value
+                items = ([value.elt] if isinstance(value, (cst.GeneratorExp, cst.ListComp))
+                         else [el.value for el in value.elements] if isinstance(value, (cst.List, cst.Tuple))
+                         else [value])
+                for item in items:
+                    out += _summand_detachments(item, graph)
+            return out
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("mean", "sum") and not expr.args:
+            return _summand_detachments(expr.func.value, graph)
     return []
+
+
+def _carries_graph(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> bool:
+    """Known to carry a graph, or of unknown kind and named like a loss."""
+    kind = model.kinds.of(expr, scope, at)
+    return kind is VKind.GRAPH or (kind is VKind.UNKNOWN and scope.is_loss(expr))
+
+
+def _term_names(expr: cst.BaseExpression, graph) -> set[str]:
+    """The names that are terms of `expr` in the sense of `_summand_detachments`: a name multiplying a graph
+    tensor is a weight, not a term (`loss_a + w * loss_b`: `w` is not followed)."""
+    out: set[str] = set()
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        name = dotted(node)
+        if name is not None:
+            out.add(name)
+        elif isinstance(node, cst.BinaryOperation):
+            if isinstance(node.operator, (cst.Add, cst.Subtract)):
+                todo += [node.left, node.right]
+            elif isinstance(node.operator, cst.Multiply):
+                todo += [side for side, other in ((node.left, node.right), (node.right, node.left)) if not graph(other)]
+            elif isinstance(node.operator, cst.Divide) and not graph(node.right):
+                todo.append(node.left)
+        elif isinstance(node, cst.UnaryOperation):
+            todo.append(node.expression)
+        elif isinstance(node, cst.Call):
+            func = dotted(node.func)
+            if func in _COMBINING:
+                for arg in node.args:
+                    value = arg.value
+                    todo += ([value.elt] if isinstance(value, (cst.GeneratorExp, cst.ListComp))
+                             else [el.value for el in value.elements] if isinstance(value, (cst.List, cst.Tuple))
+                             else [value])
+            elif isinstance(node.func, cst.Attribute) and node.func.attr.value in ("mean", "sum", "to", "cuda"):
+                todo.append(node.func.value)
+    return out
+
+
+def _rewrapped(expr: cst.BaseExpression) -> list[cst.Call]:
+    """`torch.tensor(value, requires_grad=True)` (or `Variable(value, requires_grad=True)`) among the terms of
+    `expr`: a new leaf made from a value, with no path back to the model."""
+    out = []
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, cst.BinaryOperation):
+            todo += [node.left, node.right]
+        elif isinstance(node, cst.UnaryOperation):
+            todo.append(node.expression)
+        elif isinstance(node, cst.Call):
+            func = dotted(node.func) or ""
+            grad = keyword(node, "requires_grad")
+            if func in ("torch.tensor", "torch.as_tensor", "Variable", "torch.autograd.Variable") and grad is not None \
+                    and is_true(grad.value) and node.args and node.args[0].keyword is None:
+                out.append(node)
+            elif isinstance(node.func, cst.Attribute) and node.func.attr.value in ("mean", "sum") and not node.args:
+                todo.append(node.func.value)
+    return out
