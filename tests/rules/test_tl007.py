@@ -124,6 +124,93 @@ POSITIVE = {
         """,
         [(10, 5), (11, 5)],
     ),
+    "dict_entry_total": (
+        """
+        def train(model, loader, opt, crit):
+            stats = {"loss": 0.0}
+            for x, y in loader:
+                loss = crit(model(x), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                stats["loss"] = stats["loss"] + loss
+        """,
+        [(9, 9)],
+    ),
+    "records_holding_the_loss": (
+        """
+        def train(model, loader, opt, crit):
+            outputs = []
+            for x, y in loader:
+                loss = crit(model(x), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                outputs.append({"loss": loss, "n": len(y)})
+            return outputs
+        """,
+        [(9, 9)],
+    ),
+    "records_as_tuples": (
+        """
+        history = []
+        for step, (x, y) in enumerate(loader):
+            out = model(x)
+            loss = criterion(out, y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            history.append((step, loss))
+        """,
+        [(9, 5)],
+    ),
+    "helper_returns_the_attached_loss": (
+        """
+        class Trainer:
+            def train_step(self, x, y):
+                loss = self.crit(self.model(x), y)
+                loss.backward()
+                self.opt.step()
+                self.opt.zero_grad()
+                return loss
+
+            def fit(self, loader):
+                total = 0.0
+                for x, y in loader:
+                    total += self.train_step(x, y)
+                print(total)
+        """,
+        [(13, 13)],
+    ),
+    "helper_function_losses_summed": (
+        """
+        def step(model, batch, opt):
+            loss = model(batch).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
+
+        def fit(model, loader, opt):
+            epoch_loss = 0
+            for batch in loader:
+                epoch_loss = epoch_loss + step(model, batch, opt)
+            print(epoch_loss)
+        """,
+        [(12, 9)],
+    ),
+    "dict_entry_augmented_with_a_divided_loss": (
+        """
+        meters = {"train": 0.0}
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            meters["train"] += loss / len(loader)
+        """,
+        [(8, 5)],
+    ),
 }
 
 NEGATIVE = {
@@ -250,6 +337,27 @@ NEGATIVE = {
             for k in logging_output:
                 agg_logging_output[k] += logging_output[k]
         """,
+    "records_of_detached_values": """
+        outputs = []
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            outputs.append({"loss": loss.detach(), "acc": accuracy(model, x, y)})
+        """,
+    "helper_returns_a_number": """
+        def step(model, batch, opt):
+            loss = model(batch).mean()
+            loss.backward()
+            opt.step()
+            return loss.item()
+
+        def fit(model, loader, opt):
+            total = 0.0
+            for batch in loader:
+                total += step(model, batch, opt)
+        """,
 }
 
 
@@ -322,3 +430,9 @@ def test_no_fix_and_no_finding_for_numbers():
         total_fwd += delta_fwd
     """
     assert findings(src, "TL007") == [] and fixed(src, "TL007", unsafe=True) == textwrap.dedent(src)
+
+
+def test_fix_detaches_the_values_kept_in_a_record():
+    out = fixed(POSITIVE["records_holding_the_loss"][0], "TL007", unsafe=False)
+    assert 'outputs.append({"loss": loss.detach(), "n": len(y)})' in out
+    assert findings(out, "TL007") == [] and fixed(out, "TL007") == out

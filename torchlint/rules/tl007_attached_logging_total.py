@@ -32,7 +32,9 @@ class AttachedLoggingTotal(Rule):
 ## What it flags
 In a training loop (one that calls backward), adding a loss that is still attached to the autograd graph into
 a running total, dict entry or list that outlives the iteration and is never back-propagated:
-`running_loss += loss`, `stats["loss"] += loss`, `history.append(loss)`, `outputs.append(output)`.
+`running_loss += loss`, `stats["loss"] = stats["loss"] + loss`, `epoch_loss += loss / n`, `history.append(loss)`,
+`outputs.append({"loss": loss, "n": len(y)})` (a record that holds the loss), `total += train_step(batch)` (a
+helper of the file that returns its attached loss).
 
 ## Why it is wrong
 The total is a tensor whose graph reaches back through every iteration's forward pass, so none of those
@@ -88,12 +90,25 @@ features of one call in a list; loops without a backward (evaluation code).
                     continue
                 if "no_grad" in e.contexts or e.target in backprop:
                     continue
-                if kinds.of(e.value, scope, e) is not VKind.GRAPH:
+                attached = _attached_items(model, scope, e)
+                if kinds.of(e.value, scope, e) is not VKind.GRAPH and not attached:
                     continue  # a number, a string, a detached tensor, or a value the analysis cannot see
                 if not _carried(scope, loop, e) or _escapes(model, scope, e.target):
                     continue
                 reported.add(e.target)
                 where = _small_statement(e)
+                if attached:  # `outputs.append({"loss": loss, "n": len(y)})`: the record holds the graph
+                    names = ", ".join(f"`{code_of(a)}`" for a in attached)
+                    yield Finding(
+                        e.node if e.kind is EventKind.APPEND else where,
+                        f"{names} in `{code_of(e.value)}` is still attached to its graph and is kept in `{e.target}` "
+                        f"across iterations (never back-propagated): every step's graph stays alive and memory "
+                        f"grows; keep `.detach()`ed values",
+                        Fix("safe", "detach the attached values kept in the record",
+                            tuple((a, cst.Call(func=cst.Attribute(value=_parenthesized(a), attr=cst.Name("detach"))))
+                                  for a in attached)),
+                    )
+                    continue
                 yield Finding(
                     e.node if e.kind is EventKind.APPEND else where,
                     f"`{code_of(e.value)}` is still attached to its graph and is kept in `{e.target}` across "
@@ -101,6 +116,24 @@ features of one call in a list; loops without a backward (evaluation code).
                     f"`{code_of(e.value)}.item()` or `.detach()`",
                     _fix(model, scope, e, displayed),
                 )
+
+
+def _attached_items(model: FileModel, scope: Scope, e: Event) -> list[cst.BaseExpression]:
+    """The values of a dict, list or tuple literal that carry a graph (`{"loss": loss, "n": len(y)}`)."""
+    value = e.value
+    if isinstance(value, cst.Dict):
+        items = [el.value for el in value.elements if isinstance(el, cst.DictElement)]
+    elif isinstance(value, (cst.List, cst.Tuple)):
+        items = [el.value for el in value.elements if not isinstance(el, cst.StarredElement)]
+    else:
+        return []
+    return [item for item in items if model.kinds.of(item, scope, e) is VKind.GRAPH]
+
+
+def _parenthesized(value: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(value, (cst.BinaryOperation, cst.BooleanOperation, cst.UnaryOperation, cst.IfExp)) and not value.lpar:
+        return value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return value
 
 
 def _small_statement(e: Event) -> cst.CSTNode:
