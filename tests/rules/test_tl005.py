@@ -115,6 +115,51 @@ POSITIVE = {
         """,
         [(4, 5)],
     ),
+    "running_counter_guard": (
+        """
+        n = 0
+        for x, y in loader:
+            loss = crit(model(x), y)
+            loss.backward()
+            n += 1
+            if n == accum_steps:
+                optimizer.step()
+                optimizer.zero_grad()
+                n = 0
+        """,
+        [(5, 5)],
+    ),
+    "running_counter_guard_at_least": (
+        """
+        def train(model, loader, optimizer, cfg):
+            seen = 0
+            for batch in loader:
+                model(batch).loss.backward()
+                seen += 1
+                if seen >= cfg.accumulate:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    seen = 0
+        """,
+        [(5, 9)],
+    ),
+    "running_counter_on_self": (
+        """
+        class Trainer:
+            def fit(self, loader):
+                self.micro = 0
+                for x, y in loader:
+                    loss = self.crit(self.model(x), y)
+                    self.scaler.scale(loss).backward()
+                    self.micro += 1
+                    if self.micro == self.grad_accum:
+                        self.scaler.step(self.optimizer)
+                        self.scaler.update()
+                        self.optimizer.zero_grad()
+                        self.micro = 0
+        """,
+        [(7, 13)],
+    ),
 }
 
 NEGATIVE = {
@@ -215,6 +260,26 @@ NEGATIVE = {
                 g_loss = -critic(generator(noise())).mean()
                 g_loss.backward()
                 optimizer_G.step()
+        """,
+    "running_counter_with_divided_loss": """
+        n = 0
+        for x, y in loader:
+            loss = crit(model(x), y) / accum_steps
+            loss.backward()
+            n += 1
+            if n == accum_steps:
+                optimizer.step()
+                optimizer.zero_grad()
+                n = 0
+        """,
+    "counter_that_is_never_reset_is_not_a_window": """
+        n = 0
+        for x, y in loader:
+            crit(model(x), y).backward()
+            n += 1
+            if n == warmup_steps:
+                optimizer.step()
+            optimizer.zero_grad()
         """,
 }
 

@@ -13,14 +13,14 @@ import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.semantics import ACCUMULATION_NAME, SELF_SCALING_BACKWARDS
-from torchlint.analysis.exprs import code_of, modulo_divisor, names_in
+from torchlint.analysis.exprs import dotted, code_of, modulo_divisor, names_in
 from torchlint.analysis.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
 
 # These divide the loss by the accumulation steps themselves (Accelerate, DeepSpeed, Fabric).
 
-MODULO = re.compile(r"%")  # the accumulation guard `(i + 1) % k == 0`
+WINDOW_GUARD = re.compile(r"%|==|>=")  # the accumulation guard: `(i + 1) % k == 0`, or a counter `n == k`
 
 
 class UnscaledAccumulation(Rule):
@@ -28,11 +28,12 @@ class UnscaledAccumulation(Rule):
     name = "unscaled-gradient-accumulation"
     summary = "gradient accumulation without dividing the loss by the accumulation steps"
     fix_safety = "unsafe"
-    requires = (BACKWARD_CALL, LOOP, STEP_CALL, MODULO)
+    requires = (BACKWARD_CALL, LOOP, STEP_CALL, WINDOW_GUARD)
     doc = """
 ## What it flags
 A loop whose backward runs every iteration while the optimizer steps only under a modulo guard
-(`if (i + 1) % k == 0:`, `if step % args.grad_accum == 0:`), where the back-propagated loss is never divided by
+(`if (i + 1) % k == 0:`, `if step % args.grad_accum == 0:`) or a running counter (`n += 1` every iteration,
+`if n == k:` ... `n = 0`), where the back-propagated loss is never divided by
 `k` (`loss / k`, `loss /= k`, `loss * (1 / k)`, or a loss function of the same file that divides).
 
 ## Why it is wrong
@@ -73,7 +74,8 @@ as scaling. A loss that is a mean over a window built elsewhere is not recognise
             for b in loop.of(EventKind.BACKWARD):
                 if b.flavor in SELF_SCALING_BACKWARDS or "accumulate" in b.contexts or "no_grad" in b.contexts:
                     continue
-                if any(modulo_divisor(g.test) is not None for g in b.guards_within(loop.node)):
+                if any(modulo_divisor(g.test) is not None or _counter_divisor(loop, g) is not None
+                       for g in b.guards_within(loop.node) if not g.negated):
                     continue  # backward itself runs only every k-th iteration
                 scope = model.scope_of(b)
                 if _divided(model, scope, b.value, k):
@@ -95,9 +97,28 @@ def _accumulation_divisor(loop: Loop) -> cst.BaseExpression | None:
             if g.negated or not isinstance(g.test, cst.BaseExpression):
                 continue
             k = modulo_divisor(g.test)
+            if k is None:
+                k = _counter_divisor(loop, g)
             if k is not None:
                 return k
     return None
+
+
+def _counter_divisor(loop: Loop, guard) -> cst.BaseExpression | None:
+    """`if n == k:` (or `>=`) where the loop counts `n += 1` every iteration and the guarded block resets
+    `n = 0`: a running counter instead of a modulo, the same accumulation window of `k` backwards."""
+    test = guard.test
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual))):
+        return None
+    counter, k = dotted(test.left), test.comparisons[0].comparator
+    if counter is None or isinstance(k, cst.Integer) and k.value in ("0", "1"):
+        return None
+    counts = any(e.target == counter and e.flavor == "+=" and isinstance(e.value, cst.Integer)
+                 and e.value.value == "1" and guard not in e.guards for e in loop.of(EventKind.ASSIGN))
+    resets = any(e.target == counter and e.flavor == "=" and isinstance(e.value, cst.Integer)
+                 and e.value.value == "0" and guard in e.guards for e in loop.of(EventKind.ASSIGN))
+    return k if counts and resets else None
 
 
 def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpression) -> bool:
