@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 import libcst as cst
@@ -33,8 +33,14 @@ class Guard:
     test: cst.CSTNode
     negated: bool = False
     depth: int = 0  # how many loops enclosed the guard when it was entered
+    _condition: object = field(default=None, compare=False, repr=False)  # memo of condition()
 
     def condition(self) -> tuple[str, bool] | None:
+        if self._condition is None:
+            object.__setattr__(self, "_condition", (self._compute_condition(),))
+        return self._condition[0]  # type: ignore[index]
+
+    def _compute_condition(self) -> tuple[str, bool] | None:
         """The condition as (text, polarity), with `x is not None` read as `x` and `not x`/`x is None` as the
         negation of `x`: two guards with the same text and opposite polarity never hold together, even when
         one is in a helper (`if scaler is not None: scaler.scale(loss).backward()`) and one in its caller

@@ -48,6 +48,7 @@ class Scope:
     _kill_events: dict[tuple[str, int | None], list[Event]] | None = None
     _defined: set[str] | None = None
     _flow_defs: dict[tuple[int, int, bool], list[Event]] = field(default_factory=dict)
+    _summand_defs: dict[tuple[int, int], list[Event]] = field(default_factory=dict)
     stmt_scope: dict[int, "Scope"] = field(default_factory=dict)  # shared by a file's scopes: id(stmt) -> scope
     _reaching: dict[tuple[str, int], tuple[tuple[Event, ...], bool]] = field(default_factory=dict)
 
@@ -189,9 +190,16 @@ class Scope:
         """The definitions whose values are terms of `expr` at `at` (reaching definitions followed through
         arithmetic, sums and stacks, appends into the lists involved; not through the arguments of a forward).
         `terms(expr, at)` may narrow which names of an expression count as its terms (default: summand_names)."""
+        key = (id(expr), id(at))
         if terms is None:
+            cached = self._summand_defs.get(key)
+            if cached is not None:
+                return cached
             terms = lambda e, _at: summand_names(e)  # noqa: E731
-        out: list[Event] = []
+            out: list[Event] = []
+            self._summand_defs[key] = out
+        else:
+            out = []
         seen: set[tuple[str, int]] = set()
         seen_defs: set[int] = set()
         todo = [(n, at) for n in terms(expr, at)]

@@ -84,9 +84,10 @@ def _between(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tupl
         if not set(z.guards) <= set(step.guards):
             return None
         backwards = loop.backwards_into_grad()
+        if any(loop.may_follow(z, b) and loop.may_follow(b, step) for b in backwards):
+            return None  # a backward refills the gradients before the step (the usual zero_grad at the top)
         before = [b for b in backwards if loop.may_follow(b, z) and not loop.may_follow(z, b)]
-        after = [b for b in backwards if loop.may_follow(z, b) and loop.may_follow(b, step)]
-        if before and not after:
+        if before:
             return step, (f"clears the gradients between `{code_of(before[-1].node)}` and `{code_of(step.node)}`: "
                           f"the step applies zero gradients; move it after the step")
         return None
