@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import libcst as cst
 
@@ -142,14 +143,27 @@ def code_of(node: cst.CSTNode) -> str:
 
 _ADDITIVE = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
 # Calls whose result is made of their arguments' values (a sum of losses, a stack of them).
-_COMBINING_CALLS = frozenset({"sum", "torch.sum", "torch.stack", "torch.cat", "torch.mean", "mean", "stack"})
+COMBINING_CALLS = frozenset({"sum", "torch.sum", "torch.stack", "torch.cat", "torch.mean", "mean", "stack"})
+
+
+def combined_items(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """What a combining call's argument holds: a generator's element, a list's items, or the value itself."""
+    if isinstance(value, (cst.GeneratorExp, cst.ListComp)):
+        return [value.elt]
+    if isinstance(value, (cst.List, cst.Tuple)):
+        return [el.value for el in value.elements if not isinstance(el, cst.StarredElement)]
+    return [value]
+
+
 # Tensor methods that keep the value they are called on (`loss.mean()`, `loss.sum()`, `loss.to(device)`).
 _KEEPING_METHODS = frozenset({"mean", "sum", "to", "cuda", "float", "double", "half", "squeeze", "view", "reshape"})
 
 
-def summand_names(expr: cst.BaseExpression) -> set[str]:
+def summand_names(expr: cst.BaseExpression, graph: Callable[[cst.BaseExpression], bool] | None = None) -> set[str]:
     """Names whose value is a term of `expr` through arithmetic, combining calls and value-keeping methods
-    (`a + w * b.mean()` gives a, w, b), not the arguments of other calls (a model's input is not a term)."""
+    (`a + w * b.mean()` gives a, w, b), not the arguments of other calls (a model's input is not a term).
+    With `graph` (does this expression carry a graph?), a factor next to a graph tensor is a weight, not a
+    term: `loss_a + w * loss_b` gives loss_a and loss_b, and a divisor is never a term."""
     out: set[str] = set()
     todo = [expr]
     while todo:
@@ -158,19 +172,24 @@ def summand_names(expr: cst.BaseExpression) -> set[str]:
         if name is not None:
             out.add(name)
         elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ADDITIVE):
-            todo += [node.left, node.right]
+            op = node.operator
+            if graph is None or isinstance(op, (cst.Add, cst.Subtract)):
+                todo += [node.left, node.right]
+            elif isinstance(op, cst.Multiply):
+                todo += [side for side, other in ((node.left, node.right), (node.right, node.left)) if not graph(other)]
+            elif not graph(node.right):
+                todo.append(node.left)
         elif isinstance(node, cst.UnaryOperation):
             todo.append(node.expression)
         elif isinstance(node, cst.Subscript):
             todo.append(node.value)
         elif isinstance(node, cst.Call):
             func = dotted(node.func)
-            if func in _COMBINING_CALLS:
+            if func in COMBINING_CALLS:
                 for arg in node.args:
-                    value = arg.value
-                    todo.append(value.elt if isinstance(value, (cst.GeneratorExp, cst.ListComp)) else value)
+                    todo += combined_items(arg.value)
             elif isinstance(node.func, cst.Attribute) and node.func.attr.value in _KEEPING_METHODS:
                 todo.append(node.func.value)
         elif isinstance(node, (cst.List, cst.Tuple)):
-            todo += [el.value for el in node.elements]
+            todo += combined_items(node)
     return out

@@ -12,7 +12,9 @@ import libcst as cst
 
 from torchlint.analysis import Event, FileModel
 from torchlint.analysis.kinds import VKind
-from torchlint.analysis.exprs import Detachment, as_detachment, code_of, dotted, is_true, keyword
+from torchlint.analysis.exprs import (
+    COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, keyword, summand_names,
+)
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
 
@@ -85,7 +87,7 @@ followed into the helper.
             for b in backwards:
                 # Only the definitions that reach the backward: `loss.backward(); loss = loss.item()` is fine.
                 def terms(e, at, scope=scope):
-                    return _term_names(e, lambda x: _carries_graph(model, scope, x, at))
+                    return summand_names(e, lambda x: _carries_graph(model, scope, x, at))
 
                 defs = scope.summand_defs(b.value, b, terms)
                 pairs = [(b.value, b)] + [(d.value, d) for d in defs if d.value is not None]
@@ -128,9 +130,6 @@ def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Even
         )
 
 
-_COMBINING = frozenset({"sum", "torch.sum", "torch.stack", "torch.cat", "torch.mean"})
-
-
 def _summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> list[Detachment]:
     """Detachments that are terms of `expr`: added, or multiplied by a factor that carries no graph (a weight such
     as `args.alpha`); summed or stacked; not a factor next to a graph tensor (`ce * w.detach()` detaches the
@@ -150,16 +149,8 @@ def _summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> lis
         return _summand_detachments(expr.expression, graph)
     if isinstance(expr, cst.Call):
         func = dotted(expr.func)
-        if func in _COMBINING:
-            out: list[Detachment] = []
-            for arg in expr.args:
-                value = arg.value
-                items = ([value.elt] if isinstance(value, (cst.GeneratorExp, cst.ListComp))
-                         else [el.value for el in value.elements] if isinstance(value, (cst.List, cst.Tuple))
-                         else [value])
-                for item in items:
-                    out += _summand_detachments(item, graph)
-            return out
+        if func in COMBINING_CALLS:
+            return [d for arg in expr.args for item in combined_items(arg.value) for d in _summand_detachments(item, graph)]
         if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("mean", "sum") and not expr.args:
             return _summand_detachments(expr.func.value, graph)
     return []
@@ -169,38 +160,6 @@ def _carries_graph(model: FileModel, scope, expr: cst.BaseExpression, at: Event)
     """Known to carry a graph, or of unknown kind and named like a loss."""
     kind = model.kinds.of(expr, scope, at)
     return kind is VKind.GRAPH or (kind is VKind.UNKNOWN and scope.is_loss(expr))
-
-
-def _term_names(expr: cst.BaseExpression, graph) -> set[str]:
-    """The names that are terms of `expr` in the sense of `_summand_detachments`: a name multiplying a graph
-    tensor is a weight, not a term (`loss_a + w * loss_b`: `w` is not followed)."""
-    out: set[str] = set()
-    todo = [expr]
-    while todo:
-        node = todo.pop()
-        name = dotted(node)
-        if name is not None:
-            out.add(name)
-        elif isinstance(node, cst.BinaryOperation):
-            if isinstance(node.operator, (cst.Add, cst.Subtract)):
-                todo += [node.left, node.right]
-            elif isinstance(node.operator, cst.Multiply):
-                todo += [side for side, other in ((node.left, node.right), (node.right, node.left)) if not graph(other)]
-            elif isinstance(node.operator, cst.Divide) and not graph(node.right):
-                todo.append(node.left)
-        elif isinstance(node, cst.UnaryOperation):
-            todo.append(node.expression)
-        elif isinstance(node, cst.Call):
-            func = dotted(node.func)
-            if func in _COMBINING:
-                for arg in node.args:
-                    value = arg.value
-                    todo += ([value.elt] if isinstance(value, (cst.GeneratorExp, cst.ListComp))
-                             else [el.value for el in value.elements] if isinstance(value, (cst.List, cst.Tuple))
-                             else [value])
-            elif isinstance(node.func, cst.Attribute) and node.func.attr.value in ("mean", "sum", "to", "cuda"):
-                todo.append(node.func.value)
-    return out
 
 
 def _rewrapped(expr: cst.BaseExpression) -> list[cst.Call]:
