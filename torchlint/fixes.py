@@ -11,6 +11,15 @@ import libcst as cst
 Replacement = Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]
 
 
+def parenthesized(value: cst.BaseExpression) -> cst.BaseExpression:
+    """`value` in parentheses when it is an operator expression, so that a method can be called on all of it
+    (`(a + b).detach()`, `(await f()).item()`)."""
+    if isinstance(value, (cst.BinaryOperation, cst.BooleanOperation, cst.UnaryOperation, cst.IfExp, cst.Await)) \
+            and not value.lpar:
+        return value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return value
+
+
 def movable(stmt: cst.CSTNode) -> bool:
     """A line holding exactly one small statement: it can be moved or have lines inserted around it."""
     return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1

@@ -214,16 +214,18 @@ def fix_notebook(text: str, path: str, rules: Sequence[type[Rule]], unsafe: bool
         cell = nb["cells"][index]
         if code == _source(cell):
             continue
-        if isinstance(cell.get("source"), list):
-            cell["source"] = code.splitlines(keepends=True)
-        else:
-            cell["source"] = code
+        _set_source(cell, code)
     new_text = _dump(nb, style)
     fixed_joined = join(nb)
     # The rejoined cells are the fixed module again (same markers and placeholders): reuse its diagnostics.
     found = result.remaining if fixed_joined.text == result.text else lint_source(fixed_joined.text, path, rules)
     remaining = _to_cells(fixed_joined, found)
     return NotebookFix(new_text, result.applied, remaining + _to_cells(joined, list(result.failed)))
+
+
+def _set_source(cell: dict, code: str) -> None:
+    """A cell's new code, stored the way the cell stored it: a list of lines (Jupyter's layout) or one string."""
+    cell["source"] = code.splitlines(keepends=True) if isinstance(cell.get("source"), list) else code
 
 
 def _split(fixed: str, joined: Joined, nb: dict) -> dict[int, str] | None:
@@ -294,5 +296,5 @@ def add_noqa_notebook(text: str, path: str, rules: Sequence[type[Rule]]) -> tupl
         code, count = add_noqa(_source(cell), codes_by_line(diags))
         if count:
             changed += count
-            cell["source"] = code.splitlines(keepends=True) if isinstance(cell.get("source"), list) else code
+            _set_source(cell, code)
     return (_dump(nb, style), changed) if changed else (text, 0)

@@ -87,8 +87,9 @@ class Event:
     via: str | None = None  # the GradScaler involved, if any
     callee: str | None = None  # LOCAL_CALL: "name" or "self.name"
     inlined_from: cst.CSTNode | None = None  # the call site when the event comes from a helper
-    site: cst.CSTNode | None = None  # the statement of the owning scope where it happens (the call, if inlined)
-    path: tuple[cst.CSTNode, ...] = ()  # the call statements from the owning scope down to `stmt`, then `stmt`
+    # The call statements from the owning scope down to `stmt`, then `stmt`: `path[0]` is where the event happens
+    # in the owning scope (the call, for a helper's event).
+    path: tuple[cst.CSTNode, ...] = ()
     index: int = -1  # ASSIGN to one name of a tuple target: its position (`out, hidden = model(x, hidden)`)
     seq: int = 0
 

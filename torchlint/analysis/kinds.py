@@ -33,10 +33,6 @@ class VKind(str, Enum):
     CYCLE = "cycle"  # internal, never returned by `of`: a definition reached from itself round a loop
 
     @property
-    def tensor(self) -> bool:
-        return self in (VKind.GRAPH, VKind.TENSOR)
-
-    @property
     def graph_free(self) -> bool:
         """Known to hold no autograd graph."""
         return self not in (VKind.GRAPH, VKind.UNKNOWN, VKind.CONTAINER, VKind.CYCLE)
@@ -121,8 +117,8 @@ class Kinds:
             return VKind.UNKNOWN
         self._active.add(key)
         try:
-            rets = [e for e in callee.events if e.kind is EventKind.RETURN and e.scope is callee.node]
-            kind = join(self.of(e.value, callee, e, depth + 1) for e in rets if e.value is not None)
+            rets = callee.own_returns()
+            kind = join(self.of(e.value, callee, e, depth + 1) for e in rets)
             if not rets:
                 kind = VKind.NONE
         finally:
@@ -168,21 +164,17 @@ class Kinds:
             callee = self.model.resolve(scope, name) if name is not None else None
             if callee is None:
                 return None
-            rets = [e for e in callee.events if e.kind is EventKind.RETURN and e.scope is callee.node]
             kinds = []
-            for r in rets:
-                kind = self._element(r.value, index, callee, r, depth + 1) if r.value is not None else None
+            for r in callee.own_returns():
+                kind = self._element(r.value, index, callee, r, depth + 1)
                 kinds.append(kind if kind is not None else VKind.UNKNOWN)
             return join(kinds) if kinds else None
         return None
 
     def _element_of_iterable(self, it: cst.BaseExpression, scope: Scope, at: Event, depth: int) -> VKind:
-        if isinstance(it, cst.Call):
-            func = dotted(it.func)
-            if func == "range":
-                return VKind.NUMBER
-            if func in ("enumerate", "zip"):
-                return VKind.UNKNOWN  # a tuple; its parts are assigned one by one ("tuple" flavor)
+        """A loop variable: a number over `range(...)`; anything else (batches, `enumerate`'s tuples) unknown."""
+        if isinstance(it, cst.Call) and dotted(it.func) == "range":
+            return VKind.NUMBER
         return VKind.UNKNOWN
 
     def _from_outside(self, name: str, scope: Scope, depth: int) -> VKind:

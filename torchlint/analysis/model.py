@@ -47,8 +47,7 @@ class Scope:
     _def_nodes: dict[str, frozenset[int]] | None = None
     _kill_events: dict[tuple[str, int | None], list[Event]] | None = None
     _defined: set[str] | None = None
-    _flow_defs: dict[tuple[int, int, bool], list[Event]] = field(default_factory=dict)
-    _summand_defs: dict[tuple[int, int], list[Event]] = field(default_factory=dict)
+    _followed: dict[tuple[int, int, str], list[Event]] = field(default_factory=dict)  # flow_defs, summand_defs
     stmt_scope: dict[int, "Scope"] = field(default_factory=dict)  # shared by a file's scopes: id(stmt) -> scope
     _reaching: dict[tuple[str, int], tuple[tuple[Event, ...], bool]] = field(default_factory=dict)
 
@@ -72,7 +71,7 @@ class Scope:
     def flow_node(self, event: Event) -> int | None:
         """The flow node where `event` happens in this scope (the call statement, for a helper's event)."""
         flow = self._flow or self.flow
-        return flow.node_of.get(id(event.site if event.site is not None else event.stmt))
+        return flow.node_of.get(id(event.path[0] if event.path else event.stmt))
 
     def may_follow(self, a: Event, b: Event, loop: cst.CSTNode | None = None) -> bool:
         """Can `b` run after `a` (within one iteration of `loop`, when given)? Events of helpers are placed at
@@ -120,7 +119,7 @@ class Scope:
     def carried_round(self, d: Event, loop: cst.CSTNode) -> bool:
         """Does the value defined by `d` go round `loop` (through its head) and reach `d`'s statement again, with
         no other definition of its name on the way? (a state fed back from one iteration into the next)"""
-        assert self.flow is not None and d.target is not None
+        assert d.target is not None
         start, head = self.flow_node(d), self.flow.loop_head.get(id(loop))
         if start is None or head is None:
             return False
@@ -131,15 +130,7 @@ class Scope:
             head == start or self.flow.reaches_avoiding(head, start, kills)
         )
 
-    def reaching_loop_head(self, name: str, loop: cst.CSTNode) -> tuple[Event, ...]:
-        """The definitions of `name` that reach the head of `loop`: what the next iteration starts with (those
-        from inside the loop are carried into the next iteration along the back edge)."""
-        assert self.flow is not None
-        head = self.flow.loop_head.get(id(loop))
-        return () if head is None else self._reaching_node(name, head)[0]
-
     def _reaching_node(self, name: str, node: int) -> tuple[tuple[Event, ...], bool]:
-        assert self.flow is not None
         key = (name, node)
         cached = self._reaching.get(key)
         if cached is None:
@@ -172,6 +163,10 @@ class Scope:
                     self._kill_events.setdefault((e.target, self.flow_node(e)), []).append(e)
         return self._kill_events.get((name, node), [])
 
+    def own_returns(self) -> list[Event]:
+        """RETURN events of this scope with a value: what a caller gets (the function summary reads them)."""
+        return [e for e in self.events if e.kind is EventKind.RETURN and e.scope is self.node and e.value is not None]
+
     def own_backwards(self) -> list[Event]:
         """BACKWARD events whose names are this scope's (not those inlined from helpers)."""
         return [e for e in self.events if e.kind is EventKind.BACKWARD and e.scope is self.node and e.value is not None]
@@ -190,19 +185,32 @@ class Scope:
         """The definitions whose values are terms of `expr` at `at` (reaching definitions followed through
         arithmetic, sums and stacks, appends into the lists involved; not through the arguments of a forward).
         `terms(expr, at)` may narrow which names of an expression count as its terms (default: summand_names)."""
-        key = (id(expr), id(at))
-        if terms is None:
-            cached = self._summand_defs.get(key)
-            if cached is not None:
-                return cached
-            terms = lambda e, _at: summand_names(e)  # noqa: E731
-            out: list[Event] = []
-            self._summand_defs[key] = out
-        else:
-            out = []
+        if terms is not None:
+            return self._follow(expr, at, terms)
+        key = (id(expr), id(at), "terms")
+        cached = self._followed.get(key)
+        if cached is None:
+            cached = self._followed[key] = self._follow(expr, at, lambda e, _at: summand_names(e))
+        return cached
+
+    def flow_defs(self, expr: cst.BaseExpression, at: Event) -> list[Event]:
+        """The definitions whose values flow into `expr` evaluated at `at`, through any expression: reaching
+        definitions followed transitively, plus what is appended or stored into the containers involved. A loop
+        variable ends the walk (its iterable is where the batches come from, not part of a graph)."""
+        key = (id(expr), id(at), "names")
+        cached = self._followed.get(key)
+        if cached is None:
+            cached = self._followed[key] = self._follow(expr, at, lambda e, _at: self._names(e))
+        return cached
+
+    def _follow(self, expr: cst.BaseExpression, at: Event, names_of) -> list[Event]:
+        """Reaching definitions of the names `names_of(expr, at)` gives, followed through the values of those
+        definitions (and through the old value of an accumulation); loop variables and definitions without a
+        value (`del`, `detach_()`) end the walk."""
+        out: list[Event] = []
         seen: set[tuple[str, int]] = set()
         seen_defs: set[int] = set()
-        todo = [(n, at) for n in terms(expr, at)]
+        todo = [(n, at) for n in names_of(expr, at)]
         while todo:
             name, where = todo.pop()
             if (name, id(where)) in seen:
@@ -215,41 +223,7 @@ class Scope:
                     continue
                 seen_defs.add(id(d))
                 out.append(d)
-                todo.extend((n, d) for n in terms(d.value, d))
-                if d.accumulates and d.target:
-                    todo.append((d.target, d))
-        return out
-
-    def flow_defs(self, expr: cst.BaseExpression, at: Event, through_for: bool = True) -> list[Event]:
-        """The definitions whose values flow into `expr` evaluated at `at`: reaching definitions, followed
-        transitively, plus what is appended or stored into the containers involved. Without `through_for`, a
-        loop variable ends the walk (its iterable is where the batches come from, not part of the graph)."""
-        key = (id(expr), id(at), through_for)
-        cached = self._flow_defs.get(key)
-        if cached is not None:
-            return cached
-        out: list[Event] = []
-        self._flow_defs[key] = out
-        seen_defs: set[int] = set()
-        seen: set[tuple[str, int]] = set()
-        todo = [(n, at) for n in names_in(expr)]
-        while todo:
-            name, where = todo.pop()
-            key = (name, id(where))
-            if key in seen:
-                continue
-            seen.add(key)
-            defs, _ = self.reaching(name, where)
-            adds = [e for e in self.assignments(name) if e.kind is EventKind.APPEND or e.flavor == "item="]
-            for d in (*defs, *adds):
-                if id(d) in seen_defs:
-                    continue
-                seen_defs.add(id(d))
-                out.append(d)
-                if d.flavor == "for" and not through_for:
-                    continue
-                if d.value is not None:
-                    todo.extend((n, d) for n in self._names(d.value))
+                todo.extend((n, d) for n in names_of(d.value, d))
                 if d.accumulates and d.target:
                     todo.append((d.target, d))
         return out
@@ -355,7 +329,7 @@ class Loop:
         scope = self.scope
         flow = scope.flow
         start = scope.flow_node(event)
-        if flow is None or start is None:
+        if start is None:
             return not any(u.seq > event.seq for u in unless)
         if any(scope.flow_node(u) == start and u.seq > event.seq for u in unless):
             return False
@@ -579,7 +553,6 @@ class FileModel:
                         ("guards", e.guards + tuple(Guard(g.test, g.negated, g.depth + shift) for g in inner.guards)),
                         ("contexts", e.contexts + inner.contexts),
                         ("inlined_from", inner.inlined_from or e.node),
-                        ("site", e.stmt),
                         ("path", (e.stmt,) + inner.path),
                     ):
                         object.__setattr__(placed, attr, value)
@@ -910,13 +883,12 @@ class _Walker:
         elif isinstance(func, cst.Name):
             if func.value in ("clip_grad_norm_", "clip_grad_value_"):
                 self._emit(scope, EventKind.CLIP, call, line, ctx, flavor="torch")
-
             else:
                 self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=func.value)
 
     def _emit(self, scope: Scope, kind: EventKind, node: cst.CSTNode, line: cst.CSTNode, ctx: _Ctx, **kw) -> None:
         loops, guards, contexts = ctx
-        event = Event(kind, node, line, scope.node, loops, guards, contexts, site=line, path=(line,), **kw)
+        event = Event(kind, node, line, scope.node, loops, guards, contexts, path=(line,), **kw)
         scope.raw.append(event)
         top = self.model.top_of
         top[id(node)] = top[id(line)] = self._top

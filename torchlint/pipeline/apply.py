@@ -9,7 +9,7 @@ from typing import Sequence
 import libcst as cst
 
 from torchlint.diagnostic import Edit, Fix
-from torchlint.lines import split_lines
+from torchlint.lines import breaks_before, split_lines
 
 
 def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
@@ -56,11 +56,11 @@ class LocalEdits:
                 self._top[id(node)] = index
         # Line of each top-level statement (its leading comments and blank lines included) in module.code,
         # which is the header, then each statement's code, then the footer.
-        line = sum(breaks(module.code_for_node(empty)) for empty in module.header)
+        line = sum(_breaks(module.code_for_node(empty)) for empty in module.header)
         starts = []
         for stmt in module.body:
             starts.append(line + 1)
-            line += breaks(module.code_for_node(stmt))
+            line += _breaks(module.code_for_node(stmt))
         self._start_lines = starts
 
     def edits(self, fix: Fix) -> tuple[Edit, ...] | None:
@@ -91,8 +91,8 @@ class LocalEdits:
         )
 
 
-def breaks(text: str) -> int:
-    return len(split_lines(text + "x")) - 1
+def _breaks(text: str) -> int:
+    return breaks_before(text, len(text))
 
 
 class _NotFound(Exception):

@@ -103,11 +103,11 @@ def _graph_from_before_loop(model: FileModel, loop: Loop, last: Event) -> bool:
     """Part of what is back-propagated was computed before the loop and may carry a graph (`s_hidden =
     student(x)` then one loss per layer): every iteration but the last needs that graph kept."""
     scope = model.scope_of(last)
-    if scope is not loop.scope or scope.flow is None:
+    if scope is not loop.scope:
         return False
-    for d in scope.flow_defs(last.value, last, through_for=False):
+    for d in scope.flow_defs(last.value, last):
         node = scope.flow_node(d)
-        if node is None or d.flavor == "for" or scope.flow.in_loop(node, loop.node):
+        if node is None or scope.flow.in_loop(node, loop.node):
             continue
         if not model.kinds.of_def(d, scope).graph_free:
             return True

@@ -84,11 +84,12 @@ followed into the helper.
                 continue
             candidates: list[tuple[cst.BaseExpression, Event]] = []
             seen: set[int] = set()
+
+            def terms(e, at, scope=scope):
+                return summand_names(e, lambda x: _carries_graph(model, scope, x, at))
+
             for b in backwards:
                 # Only the definitions that reach the backward: `loss.backward(); loss = loss.item()` is fine.
-                def terms(e, at, scope=scope):
-                    return summand_names(e, lambda x: _carries_graph(model, scope, x, at))
-
                 defs = scope.summand_defs(b.value, b, terms)
                 pairs = [(b.value, b)] + [(d.value, d) for d in defs if d.value is not None]
                 for expr, at in pairs:
@@ -98,8 +99,7 @@ followed into the helper.
             for expr, at in candidates:
                 yield from _rewrap_findings(model, scope, expr, at)
                 for d in _summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)):
-                    kind = model.kinds.of(d.operand, scope, at)
-                    if kind is not VKind.GRAPH and not (kind is VKind.UNKNOWN and scope.is_loss(d.operand)):
+                    if not _carries_graph(model, scope, d.operand, at):
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
                     operand = code_of(d.operand)
                     yield Finding(

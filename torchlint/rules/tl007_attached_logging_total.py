@@ -17,6 +17,8 @@ from torchlint.analysis.exprs import code_of, dotted
 from torchlint.analysis.walk import walk
 from torchlint.analysis.kinds import VKind
 from torchlint.diagnostic import Fix
+from torchlint.fixes import parenthesized
+from torchlint.lines import split_lines
 from torchlint.rules.base import Finding, Rule
 
 
@@ -105,7 +107,7 @@ features of one call in a list; loops without a backward (evaluation code).
                         f"across iterations (never back-propagated): every step's graph stays alive and memory "
                         f"grows; keep `.detach()`ed values",
                         Fix("safe", "detach the attached values kept in the record",
-                            tuple((a, cst.Call(func=cst.Attribute(value=_parenthesized(a), attr=cst.Name("detach"))))
+                            tuple((a, cst.Call(func=cst.Attribute(value=parenthesized(a), attr=cst.Name("detach"))))
                                   for a in attached)),
                     )
                     continue
@@ -128,12 +130,6 @@ def _attached_items(model: FileModel, scope: Scope, e: Event) -> list[cst.BaseEx
     else:
         return []
     return [item for item in items if model.kinds.of(item, scope, e) is VKind.GRAPH]
-
-
-def _parenthesized(value: cst.BaseExpression) -> cst.BaseExpression:
-    if isinstance(value, (cst.BinaryOperation, cst.BooleanOperation, cst.UnaryOperation, cst.IfExp)) and not value.lpar:
-        return value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    return value
 
 
 def _small_statement(e: Event) -> cst.CSTNode:
@@ -161,8 +157,7 @@ def _carried(scope: Scope, loop: Loop, e: Event) -> bool:
 def _escapes(model: FileModel, scope: Scope, total: str) -> bool:
     """The total leaves a function that back-propagates nothing itself (a loss builder: its caller may well
     back-propagate the total), or another method of the class back-propagates it."""
-    returns = [r for r in scope.events if r.kind is EventKind.RETURN and r.scope is scope.node and r.value is not None]
-    if not scope.own_backwards() and any(total in scope.depends(r.value) for r in returns):
+    if not scope.own_backwards() and any(total in scope.depends(r.value) for r in scope.own_returns()):
         return True
     if total.startswith("self."):
         return any(total in s.backpropagated() for s in model.scopes if s.class_name == scope.class_name)
@@ -186,7 +181,7 @@ def _only_displayed(model: FileModel, e: Event) -> bool:
     attribute = re.compile(rf"(?<![\w.]){total}\s*[.\[]")
     if attribute.search(model.text):
         return False
-    for line in model.text.splitlines():
+    for line in split_lines(model.text):
         stripped = line.strip()
         if not mention.search(stripped):
             continue
@@ -207,7 +202,5 @@ def _fix(model: FileModel, scope: Scope, e: Event, displayed: dict[str, bool]) -
     if as_number and e.target not in displayed:
         displayed[e.target or ""] = _only_displayed(model, e)  # one scan of the file per total's name
     method = "item" if as_number and displayed[e.target or ""] else "detach"
-    if isinstance(value, (cst.BinaryOperation, cst.BooleanOperation, cst.UnaryOperation, cst.IfExp, cst.Await)) and not value.lpar:
-        value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    new = cst.Call(func=cst.Attribute(value=value, attr=cst.Name(method)))
+    new = cst.Call(func=cst.Attribute(value=parenthesized(value), attr=cst.Name(method)))
     return Fix("safe", f"keep `{code_of(e.value)}.{method}()` instead", ((e.value, new),))
