@@ -116,3 +116,15 @@ def test_hook_checks_notebooks(tmp_path, precommit_home, hook_repo):
     _git("add", ".", cwd=repo)
     r = _try_repo(repo, precommit_home, hook_repo, "train.ipynb")
     assert r.returncode == 1 and "train.ipynb:cell 1:4:5: TL004" in r.stdout, r.stdout
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_hook_follows_calls_into_the_project(tmp_path, precommit_home, hook_repo):
+    """pre-commit passes only the changed file; the helper it calls lives in another file of the repository."""
+    project = tmp_path / "engine_split"
+    shutil.copytree(ROOT / "tests" / "projects" / "engine_split", project)
+    _git("init", "-q", cwd=project)
+    _git("add", ".", cwd=project)
+    r = _try_repo(project, precommit_home, hook_repo, "main.py")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "main.py:14:5: TL004" in r.stdout and "(engine.py:8)" in r.stdout

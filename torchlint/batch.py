@@ -30,6 +30,7 @@ class Job:
     unsafe: bool = False
     with_edits: bool = False
     timeout: float = 0.0  # seconds per file; 0: none
+    project: str | None = None  # the project root: calls into its other files are followed (analysis.project)
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def _process(job: Job, cache: "Cache | None") -> Outcome:
         return Outcome(job.path, (Diagnostic(job.path, 1, 1, 1, 1, READ_ERROR, f"cannot read file: {exc.strerror or exc}"),))
     key = cache.key(data, job) if cache is not None and job.mode == "check" else None
     if key is not None:
-        hit = cache.get(key, job.path)
+        hit = cache.get(key, job.path, job.project)
         if hit is not None:
             return Outcome(job.path, hit, cached=True)
     timer = job.timeout > 0 and hasattr(signal, "setitimer")
@@ -76,7 +77,7 @@ def _process(job: Job, cache: "Cache | None") -> Outcome:
         previous = signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, job.timeout)
     try:
-        outcome = _run(job, path, data)
+        outcome = _run(job, path, data, _project(job.project, cache) if job.project else None)
     except _Timeout:
         outcome = Outcome(job.path, (Diagnostic(job.path, 1, 1, 1, 1, TIMEOUT,
                                                 f"checking took longer than {job.timeout:g}s; file not checked"),))
@@ -85,11 +86,48 @@ def _process(job: Job, cache: "Cache | None") -> Outcome:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
     if key is not None and cache is not None and not any(d.code == TIMEOUT for d in outcome.diags):
-        cache.put(key, outcome.diags)
+        project = _project(job.project, cache) if job.project else None
+        reads = project.reads.get(path.resolve(), {}) if project is not None else {}
+        cache.put(key, outcome.diags, {shown: _digest(dep) for shown, dep in sorted(reads.items())})
     return outcome
 
 
-def _run(job: Job, path: Path, data: bytes) -> Outcome:
+_PROJECTS: dict[tuple[str, str | None], object] = {}  # per process: a project's files and exports, read once
+
+
+def cached_project(path: str):
+    """For front ends that check one file at a time (flake8, the language server): the file's project, reading
+    only the exports the command already cached (`.torchlint_cache/` at the configuration's root, or the current
+    directory); None when there is no cache, and the file is checked alone."""
+    from torchlint.analysis.project import Project
+    from torchlint.config import find_pyproject
+
+    try:
+        found = find_pyproject(Path(path))
+    except OSError:
+        return None
+    root = found.parent.resolve() if found is not None else Path.cwd().resolve()
+    directory = root / CACHE_DIR / __version__
+    if not (directory / "exports").is_dir():
+        return None
+    key = (str(root), "cached:" + str(directory))
+    project = _PROJECTS.get(key)
+    if project is None:
+        project = _PROJECTS[key] = Project(root, directory, cached_only=True)
+    return project
+
+
+def _project(root: str, cache: "Cache | None"):
+    from torchlint.analysis.project import Project
+
+    key = (root, str(cache.dir) if cache is not None else None)
+    found = _PROJECTS.get(key)
+    if found is None:
+        found = _PROJECTS[key] = Project(Path(root), cache.dir if cache is not None else None)
+    return found
+
+
+def _run(job: Job, path: Path, data: bytes, project=None) -> Outcome:
     # Imported here: a run answered from the cache never loads libcst and the rules.
     from torchlint.engine import SourceError, decode, fix_source, lint_source, select_rules
     from torchlint.notebook import fix_notebook, lint_notebook
@@ -101,16 +139,16 @@ def _run(job: Job, path: Path, data: bytes) -> Outcome:
     text, rules = decoded.text, select_rules(job.codes)
     notebook = job.path.endswith(".ipynb")
     if job.mode == "noqa":
-        return _add_noqa(job, path, text, decoded.encoding, rules, notebook)
+        return _add_noqa(job, path, text, decoded.encoding, rules, notebook, project)
     if job.mode == "check":
         if notebook:
-            return Outcome(job.path, tuple(lint_notebook(text, job.path, rules)))
-        return Outcome(job.path, tuple(lint_source(text, job.path, rules, with_edits=job.with_edits)))
+            return Outcome(job.path, tuple(lint_notebook(text, job.path, rules, project)))
+        return Outcome(job.path, tuple(lint_source(text, job.path, rules, with_edits=job.with_edits, project=project)))
     if notebook:
-        fixed = fix_notebook(text, job.path, rules, job.unsafe)
+        fixed = fix_notebook(text, job.path, rules, job.unsafe, project)
         new_text, diags, applied = fixed.text, tuple(fixed.diags), fixed.applied
     else:
-        result = fix_source(text, job.path, rules, unsafe=job.unsafe)
+        result = fix_source(text, job.path, rules, unsafe=job.unsafe, project=project)
         new_text, diags, applied = result.text, tuple(result.remaining) + tuple(result.failed), result.applied
     if new_text == text:
         return Outcome(job.path, diags)
@@ -120,15 +158,15 @@ def _run(job: Job, path: Path, data: bytes) -> Outcome:
     return Outcome(job.path, diags, applied)
 
 
-def _add_noqa(job: Job, path: Path, text: str, encoding: str, rules, notebook: bool) -> Outcome:
+def _add_noqa(job: Job, path: Path, text: str, encoding: str, rules, notebook: bool, project=None) -> Outcome:
     from torchlint.add_noqa import add_noqa, codes_by_line
     from torchlint.engine import lint_source
     from torchlint.notebook import add_noqa_notebook
 
     if notebook:
-        new_text, changed = add_noqa_notebook(text, job.path, rules)
+        new_text, changed = add_noqa_notebook(text, job.path, rules, project)
     else:
-        new_text, changed = add_noqa(text, codes_by_line(lint_source(text, job.path, rules)))
+        new_text, changed = add_noqa(text, codes_by_line(lint_source(text, job.path, rules, project=project)))
     if changed:
         write_atomic(path, new_text, encoding)
     return Outcome(job.path, (), changed)
@@ -161,20 +199,26 @@ class Cache:
 
     def key(self, data: bytes, job: Job) -> str:
         h = hashlib.blake2b(data, digest_size=20)
-        h.update(f"\0{__version__}\0{','.join(job.codes)}\0{job.with_edits}".encode())
+        h.update(f"\0{__version__}\0{','.join(job.codes)}\0{job.with_edits}\0{job.project is not None}".encode())
         return h.hexdigest()
 
     def _path(self, key: str) -> Path:
         return self.dir / key[:2] / f"{key}.json"
 
-    def get(self, key: str, path: str) -> tuple[Diagnostic, ...] | None:
+    def get(self, key: str, path: str, root: str | None = None) -> tuple[Diagnostic, ...] | None:
+        """The cached diagnostics, unless a project file the result read (its `deps`) has changed since."""
         try:
-            items = json.loads(self._path(key).read_text(encoding="utf-8"))
+            entry = json.loads(self._path(key).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        return tuple(_diag_from(item, path) for item in items)
+        if not isinstance(entry, dict):
+            return None
+        for dep, digest in entry.get("deps", {}).items():
+            if root is None or _digest(Path(root) / dep) != digest:
+                return None
+        return tuple(_diag_from(item, path) for item in entry["diags"])
 
-    def put(self, key: str, diags: Iterable[Diagnostic]) -> None:
+    def put(self, key: str, diags: Iterable[Diagnostic], deps: dict[str, str] | None = None) -> None:
         try:
             if not self._ready:
                 top = self.dir.parent
@@ -186,10 +230,27 @@ class Cache:
             target = self._path(key)
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps([asdict(d) for d in diags]), encoding="utf-8")
+            entry = {"deps": deps or {}, "diags": [asdict(d) for d in diags]}
+            tmp.write_text(json.dumps(entry), encoding="utf-8")
             os.replace(tmp, target)
         except OSError:
             pass  # a read-only tree still gets checked, just not cached
+
+
+_DIGESTS: dict[Path, str | None] = {}  # per process: a run reads each dependency once
+
+
+def _digest(path: Path) -> str | None:
+    found = _DIGESTS.get(path, "")
+    if found == "":
+        from torchlint.analysis.project import content_hash
+
+        try:
+            found = content_hash(path.read_bytes())
+        except OSError:
+            found = None
+        _DIGESTS[path] = found
+    return found
 
 
 def _diag_from(item: dict, path: str) -> Diagnostic:
@@ -204,8 +265,15 @@ def _diag_from(item: dict, path: str) -> Diagnostic:
 _WORKER_CACHE: Cache | None = None
 
 
+def _fresh() -> None:
+    """A run starts from the files as they are now: nothing read by an earlier run of this process is kept."""
+    _PROJECTS.clear()
+    _DIGESTS.clear()
+
+
 def _init_worker(cache_root: str | None) -> None:
     global _WORKER_CACHE
+    _fresh()
     _WORKER_CACHE = Cache(Path(cache_root)) if cache_root else None
 
 
@@ -217,6 +285,7 @@ def run(jobs: Sequence[Job], n_jobs: int = 0, cache_root: Path | None = None) ->
     """Outcomes in the order of `jobs`. `n_jobs` 0 means one per CPU; 1 runs in this process."""
     n = n_jobs or os.cpu_count() or 1
     n = max(1, min(n, len(jobs)))
+    _fresh()
     if n == 1:
         cache = Cache(cache_root) if cache_root else None
         for job in jobs:

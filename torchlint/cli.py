@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output-file", type=Path, help="write the report to this file instead of stdout")
     p.add_argument("-j", "--jobs", type=_positive_int, default=0, help="worker processes (default: one per CPU)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write .torchlint_cache/")
+    p.add_argument("--no-project", action="store_true",
+                   help="check each file alone: do not follow calls into the project's other files")
     p.add_argument("--file-timeout", type=float, default=60.0, help="seconds allowed per file (0: no limit)")
     p.add_argument("--version", action="version", version=f"torchlint {__version__}")
     return p
@@ -198,7 +200,7 @@ def _check(args: argparse.Namespace) -> int:
     mode = "noqa" if args.add_noqa else "diff" if args.diff else "fix" if args.fix else "check"
     jobs = [
         Job(str(path), tuple(cfg.codes_for(path)), mode, cfg.unsafe_fixes, args.format in ("json", "sarif"),
-            args.file_timeout)
+            args.file_timeout, None if args.no_project else str(cfg.root))
         for path in files
     ]
     cache_root = None if args.no_cache or mode != "check" else cfg.root

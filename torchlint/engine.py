@@ -12,6 +12,7 @@ from torchlint import pyast
 from torchlint.lines import split_lines
 from torchlint.codes import FIX_ERROR, INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR  # noqa: F401
 from torchlint.diagnostic import Diagnostic, Fix, FixInfo
+from torchlint.analysis.project import Project
 from torchlint.pipeline.analyze import ISSUES_URL, Analysis, analyze
 from torchlint.pipeline.apply import LocalEdits, apply_fixes, edits as text_edits
 from torchlint.pipeline.decode import Decoded, SourceError, decode  # noqa: F401
@@ -30,11 +31,12 @@ def lint_source(
     *,
     honour_noqa: bool = True,
     with_edits: bool = False,
+    project: Project | None = None,
 ) -> list[Diagnostic]:
-    """All diagnostics of one file's text, sorted by position."""
+    """All diagnostics of one file's text, sorted by position (with `project`: reading the other files' exports)."""
     rules = list(ALL_RULES) if rules is None else rules
     # Pruned even with edits: a blanked function keeps its lines, and edits are computed around the fixed node.
-    return _diagnostics(analyze(text, path, rules, whole=False), text, path, honour_noqa, with_edits)
+    return _diagnostics(analyze(text, path, rules, whole=False, project=project), text, path, honour_noqa, with_edits)
 
 
 def _diagnostics(
@@ -83,6 +85,7 @@ def fix_source(
     rules: Sequence[type[Rule]] | None = None,
     *,
     unsafe: bool = False,
+    project: Project | None = None,
 ) -> FixResult:
     """Apply fixes round by round until none applies (at most MAX_FIX_ROUNDS rounds)."""
     rules = list(ALL_RULES) if rules is None else rules
@@ -92,7 +95,7 @@ def fix_source(
     analysis: Analysis | None = None
     positions = None
     for _ in range(MAX_FIX_ROUNDS):
-        analysis, positions = analyze(text, path, rules), None
+        analysis, positions = analyze(text, path, rules, project=project), None
         if analysis.module is None or not analysis.findings:
             break
         lines = split_lines(text)
@@ -134,5 +137,6 @@ def fix_source(
         text, analysis = new_text, None
         applied += len(chosen)
     # The last analysis is of the final text unless the round limit stopped right after a rewrite.
-    remaining = lint_source(text, path, rules) if analysis is None else _diagnostics(analysis, text, path, positions=positions)
+    remaining = (lint_source(text, path, rules, project=project) if analysis is None
+                 else _diagnostics(analysis, text, path, positions=positions))
     return FixResult(text, applied, remaining, failed)

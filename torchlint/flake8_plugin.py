@@ -1,6 +1,8 @@
 """flake8 plugin: the same findings at the same positions as the CLI, from the lines flake8 already read.
 
-flake8 owns selection and `# noqa`; this yields every TL finding (flake8 columns are 0-based).
+flake8 owns selection and `# noqa`; this yields every TL finding (flake8 columns are 0-based). Calls into the
+project's other files are followed when the command has cached their exports (`batch.cached_project`); otherwise
+the file is checked alone.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 from typing import Iterator, Sequence
 
 from torchlint import __version__
+from torchlint.batch import cached_project
 from torchlint.engine import lint_source
 from torchlint.rules import ALL_RULES
 
@@ -22,5 +25,6 @@ class TorchlintChecker:
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         # lint_source applies the prefilter first: a file without training code costs a few text searches.
-        for d in lint_source("".join(self.lines), self.filename, ALL_RULES, honour_noqa=False):
+        project = cached_project(self.filename) if self.filename not in ("stdin", "-") else None
+        for d in lint_source("".join(self.lines), self.filename, ALL_RULES, honour_noqa=False, project=project):
             yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)

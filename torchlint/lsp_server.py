@@ -14,6 +14,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from torchlint import __version__
+from torchlint.batch import cached_project
 from torchlint.config import ConfigError, find_pyproject, load
 from torchlint.diagnostic import Diagnostic
 from torchlint.engine import fix_source, lint_source, select_rules
@@ -51,7 +52,8 @@ def _range(lines: list[str], d: Diagnostic) -> lsp.Range:
 
 def _analyse(uri: str, text: str) -> tuple[list[Diagnostic], list[lsp.Diagnostic]]:
     path = to_fs_path(uri)
-    found = lint_source(text, path or uri, _rules(path), with_edits=True)
+    project = cached_project(path) if path else None
+    found = lint_source(text, path or uri, _rules(path), with_edits=True, project=project)
     lines = split_lines(text)
     out = []
     for d in found:
@@ -124,7 +126,8 @@ def code_actions(ls: LanguageServer, params: lsp.CodeActionParams) -> list[lsp.C
             ))
     if not wanted or any(str(k).startswith("source") for k in wanted):
         path = to_fs_path(uri)
-        fixed = fix_source(doc.source, path or uri, _rules(path), unsafe=False)
+        fixed = fix_source(doc.source, path or uri, _rules(path), unsafe=False,
+                           project=cached_project(path) if path else None)
         if fixed.text != doc.source:
             lines = split_lines(doc.source, keepends=True)
             end = lsp.Position(line=len(lines), character=0)

@@ -160,13 +160,14 @@ def _to_cells(joined: Joined, diags: Sequence[Diagnostic]) -> list[Diagnostic]:
     return out
 
 
-def lint_notebook(text: str, path: str, rules: Sequence[type[Rule]]) -> list[Diagnostic]:
+def lint_notebook(text: str, path: str, rules: Sequence[type[Rule]], project=None) -> list[Diagnostic]:
+    """Each cell's diagnostics (with `project`: calls into the project's .py files are followed)."""
     try:
         nb = load(text)
     except NotebookError as exc:
         return [Diagnostic(path, 1, 1, 1, 1, NOTEBOOK_ERROR, str(exc))]
     joined = join(nb)
-    found = lint_source(joined.text, path, rules)
+    found = lint_source(joined.text, path, rules, project=project)
     if not any(d.code == SYNTAX_ERROR for d in found):
         return _to_cells(joined, found)
     # An exercise notebook's unfinished cell (`model = `): report it, and check the other cells without it.
@@ -183,7 +184,7 @@ def lint_notebook(text: str, path: str, rules: Sequence[type[Rule]]) -> list[Dia
             lines[cell.start - 1 : cell.start - 1 + cell.lines] = ["\n"] * cell.lines
     if not errors:
         return _to_cells(joined, found)
-    return errors + _to_cells(joined, lint_source("".join(lines), path, rules))
+    return errors + _to_cells(joined, lint_source("".join(lines), path, rules, project=project))
 
 
 @dataclass(frozen=True)
@@ -193,13 +194,13 @@ class NotebookFix:
     diags: list[Diagnostic]
 
 
-def fix_notebook(text: str, path: str, rules: Sequence[type[Rule]], unsafe: bool) -> NotebookFix:
+def fix_notebook(text: str, path: str, rules: Sequence[type[Rule]], unsafe: bool, project=None) -> NotebookFix:
     try:
         nb = load(text)
     except NotebookError as exc:
         return NotebookFix(text, 0, [Diagnostic(path, 1, 1, 1, 1, NOTEBOOK_ERROR, str(exc))])
     joined = join(nb)
-    result = fix_source(joined.text, path, rules, unsafe=unsafe)
+    result = fix_source(joined.text, path, rules, unsafe=unsafe, project=project)
     if result.text == joined.text:
         return NotebookFix(text, 0, _to_cells(joined, list(result.remaining) + list(result.failed)))
     style = _json_style(nb, text)
@@ -207,7 +208,7 @@ def fix_notebook(text: str, path: str, rules: Sequence[type[Rule]], unsafe: bool
     if style is None or new_cells is None:
         reason = ("its JSON formatting could not be reproduced" if style is None
                   else "the fixed code no longer maps onto its cells")
-        kept = lint_notebook(text, path, rules)
+        kept = lint_notebook(text, path, rules, project)
         note = Diagnostic(path, 1, 1, 1, 1, NOTEBOOK_ERROR, f"notebook not rewritten: {reason}")
         return NotebookFix(text, 0, [note] + kept)
     for index, code in new_cells.items():
@@ -218,7 +219,8 @@ def fix_notebook(text: str, path: str, rules: Sequence[type[Rule]], unsafe: bool
     new_text = _dump(nb, style)
     fixed_joined = join(nb)
     # The rejoined cells are the fixed module again (same markers and placeholders): reuse its diagnostics.
-    found = result.remaining if fixed_joined.text == result.text else lint_source(fixed_joined.text, path, rules)
+    found = (result.remaining if fixed_joined.text == result.text
+             else lint_source(fixed_joined.text, path, rules, project=project))
     remaining = _to_cells(fixed_joined, found)
     return NotebookFix(new_text, result.applied, remaining + _to_cells(joined, list(result.failed)))
 
@@ -273,7 +275,7 @@ def _dump(nb: dict, style: tuple[dict, str]) -> str:
     return json.dumps(nb, **settings) + tail
 
 
-def add_noqa_notebook(text: str, path: str, rules: Sequence[type[Rule]]) -> tuple[str, int]:
+def add_noqa_notebook(text: str, path: str, rules: Sequence[type[Rule]], project=None) -> tuple[str, int]:
     """`--add-noqa` in a notebook: the comments go into the cells' lines, the JSON layout kept as `--fix`
     keeps it. Returns the new text and how many lines changed (0 and the text itself when the notebook cannot
     be rewritten exactly)."""
@@ -287,7 +289,7 @@ def add_noqa_notebook(text: str, path: str, rules: Sequence[type[Rule]]) -> tupl
     if style is None:
         return text, 0
     by_cell: dict[int, list[Diagnostic]] = {}
-    for d in lint_notebook(text, path, rules):
+    for d in lint_notebook(text, path, rules, project):
         if d.cell is not None:
             by_cell.setdefault(d.cell, []).append(d)
     changed = 0

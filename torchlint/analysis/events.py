@@ -24,6 +24,7 @@ class EventKind(str, Enum):
     METHOD = "method"  # a method call of interest, before classification
     OPAQUE = "opaque"  # a call the model cannot follow (another file, a library) that is handed names
     RETURN = "return"  # `return value`: what the function summary's return kind is computed from
+    RUN = "run"  # a call to a function that trains (its own loop steps `target`): a whole run, at its call
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class Event:
     # The call statements from the owning scope down to `stmt`, then `stmt`: `path[0]` is where the event happens
     # in the owning scope (the call, for a helper's event).
     path: tuple[cst.CSTNode, ...] = ()
+    origin: tuple[str, int] | None = None  # (file, line) of the event in another file of the project
     index: int = -1  # ASSIGN to one name of a tuple target: its position (`out, hidden = model(x, hidden)`)
     seq: int = 0
 

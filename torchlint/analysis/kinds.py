@@ -334,6 +334,10 @@ class Kinds:
                 callee = self.model.resolve(scope, name)
                 if callee is not None:
                     return self._summary(callee, depth)
+            if name is not None and self.model.project is not None:
+                found = self._external(scope, name)
+                if found is not None:
+                    return found
             receiver = self.of(func.value, scope, at, depth + 1)
             if receiver is VKind.STRING and method in sem.STRING_METHODS:
                 return VKind.STRING
@@ -365,6 +369,10 @@ class Kinds:
             callee = self.model.resolve(scope, fname)
             if callee is not None:
                 return self._summary(callee, depth)
+            if self.model.project is not None:
+                found = self._external(scope, fname)
+                if found is not None:
+                    return found
             cls = self.model.classes.get(fname)
             if cls is not None:
                 return VKind.MODULE if self.model.is_module_class(fname) else VKind.UNKNOWN
@@ -390,6 +398,14 @@ class Kinds:
             else:
                 kinds.append(k)
         return VKind.DATA if all(k.graph_free for k in kinds) else VKind.CONTAINER
+
+    def _external(self, scope: Scope, name: str) -> VKind | None:
+        """What a function of another project file returns (its exports), or None when it is not one."""
+        found = self.model.external(scope, name)
+        if found is None:
+            return None
+        kind = VKind.__members__.get(found.export.returns, VKind.UNKNOWN)
+        return VKind.UNKNOWN if kind is VKind.CYCLE else kind
 
     def _summary(self, callee: Scope, depth: int) -> VKind:
         return self.returns(callee, depth + 1)

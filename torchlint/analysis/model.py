@@ -16,6 +16,7 @@ from torchlint.analysis.kinds import Kinds
 from torchlint.analysis.summaries import Summary, summarize
 from torchlint.analysis.exprs import dotted, is_self_accumulation, is_true, keyword, names_in, positional, summand_names
 from torchlint.analysis.names import Kind, Symbols
+from torchlint.analysis.project import MODULE_BASES, ProjectView, Resolved
 from torchlint.analysis.semantics import IN_PLACE_DETACH, LOSS_FUNCTION_WORDS, context_of, gradients_go_to
 from torchlint.analysis.walk import calls_in_evaluation_order
 
@@ -50,6 +51,7 @@ class Scope:
     _followed: dict[tuple[int, int, str], list[Event]] = field(default_factory=dict)  # flow_defs, summand_defs
     stmt_scope: dict[int, "Scope"] = field(default_factory=dict)  # shared by a file's scopes: id(stmt) -> scope
     _reaching: dict[tuple[str, int], tuple[tuple[Event, ...], bool]] = field(default_factory=dict)
+    resolved_calls: set[int] = field(default_factory=set)  # shared by a file's scopes: FileModel.resolved_calls
 
     def assignments(self, name: str) -> list[Event]:
         """Every ASSIGN/APPEND event of this scope whose target is `name`."""
@@ -364,12 +366,17 @@ class Loop:
         """A call the model cannot follow is handed `name` in this loop (or, for `self.x`, an unresolved method
         of `self` runs): what that call does with it is not known."""
         last = name.rsplit(".", 1)[-1]
-        calls = [e.node for e in self.of(EventKind.OPAQUE)]
-        if name.startswith("self.") and any((e.callee or "").startswith("self.") for e in self.of(EventKind.OPAQUE)):
+        opaque = self.of(EventKind.OPAQUE)
+        if name.startswith("self.") and any((e.callee or "").startswith("self.") for e in opaque):
             return True
+        if any(e.flavor == "external" and e.target is not None
+               and (e.target == name or e.target.rsplit(".", 1)[-1] == last) for e in opaque):
+            return True  # another file's function hands it to a call that file cannot follow
+        calls = [e.node for e in opaque if e.flavor != "external"]
         # Method calls of other objects (`engine.train_step(model, optimizer)`) are not events: look for them
         # only now, when a rule needs the answer.
-        calls += [c for c in calls_in_evaluation_order(self.node) if isinstance(c.func, cst.Attribute)]
+        calls += [c for c in calls_in_evaluation_order(self.node)
+                  if isinstance(c.func, cst.Attribute) and id(c) not in self.scope.resolved_calls]
         for call in calls:
             if isinstance(call, cst.Call) and not _tracked(call):
                 for a in call.args:
@@ -401,8 +408,14 @@ class Loop:
 class FileModel:
     """Everything rules may ask about one file."""
 
-    def __init__(self, module: cst.Module, text: str = "") -> None:
+    def __init__(self, module: cst.Module, text: str = "", project: ProjectView | None = None) -> None:
         self.module = module
+        # The other files of the project, as this file imports them (analysis.project); None: the file alone.
+        self.project = project
+        self.project_modules = project.modules() if project is not None else set()
+        self.resolved_calls: set[int] = set()  # calls answered by another file's exports (not unknown calls)
+        self._foreign: dict[tuple[str, str], Scope] = {}
+        self._assigned: dict[str, frozenset[str]] = {}  # _assigned_in
         self.text = text  # the source, for cheap textual questions (is `total.item()` used anywhere?)
         self.symbols = Symbols()
         self.scopes: list[Scope] = []
@@ -423,6 +436,7 @@ class FileModel:
         stmt_scope: dict[int, Scope] = {}
         for scope in self.scopes:
             scope.stmt_scope = stmt_scope
+            scope.resolved_calls = self.resolved_calls
             for e in scope.raw:
                 stmt_scope[id(e.stmt)] = scope
         self._summaries: dict[int, Summary] = {}
@@ -458,9 +472,11 @@ class FileModel:
         for base in cls.bases:
             base_name = dotted(base.value) or ""
             last = base_name.rsplit(".", 1)[-1]
-            if last in ("Module", "LightningModule", "Sequential", "ModuleList", "ModuleDict"):
+            if last in MODULE_BASES:
                 return True
             if self.is_module_class(base_name, _seen | {name}):
+                return True
+            if self.project is not None and base_name not in self.classes and self.project.module_base(base_name):
                 return True
         return False
 
@@ -509,8 +525,7 @@ class FileModel:
         cls = self.classes.get(scope.class_name or "")
         if cls is None:
             return False
-        if any(a.target == callee for s in self.scopes if s.class_name == scope.class_name for a in s.raw
-               if a.kind is EventKind.ASSIGN):
+        if callee in self._assigned_in(scope.class_name or ""):
             return False
         for base in cls.bases:
             name = dotted(base.value) or ""
@@ -519,14 +534,31 @@ class FileModel:
                 return True
         return False
 
+    def _assigned_in(self, class_name: str) -> frozenset[str]:
+        """Every name the methods of a class assign (`self.net = ...`), computed once per class."""
+        found = self._assigned.get(class_name)
+        if found is None:
+            found = self._assigned[class_name] = frozenset(
+                a.target for s in self.scopes if s.class_name == class_name for a in s.raw
+                if a.kind is EventKind.ASSIGN and a.target
+            )
+        return found
+
     def _expand(self, scope: Scope, depth: int, active: frozenset) -> list[Event]:
         out: list[Event] = []
         for e in scope.raw:
             if e.kind is EventKind.LOCAL_CALL:
                 callee = self.resolve(scope, e.callee or "")
+                if callee is None and self.project is not None and e.flavor != "closure":
+                    found = self.external(scope, e.callee or "")
+                    if found is not None:
+                        out.extend(self._place_external(scope, e, found))
+                        continue
                 if callee is None:
-                    if e.flavor == "closure":
-                        continue  # `scaler.step(opt)`: the argument was not a closure after all
+                    if e.flavor in ("closure", "module"):
+                        # `scaler.step(opt)`: the argument was not a closure after all; `utils.f(...)` that is not
+                        # a function of the project: a method call like any other (Loop.handed_to_unknown)
+                        continue
                     if "zero_grad" in (e.callee or "").rsplit(".", 1)[-1]:
                         # `zero_grad(params)`, `self.zero_grad()` of a base class: clears the gradients it names
                         out.append(dataclasses.replace(e, kind=EventKind.ZERO_GRAD, flavor="param"))
@@ -535,7 +567,13 @@ class FileModel:
                     continue
                 if depth >= INLINE_DEPTH or callee.node in active:
                     continue
-                trains = self.summary(callee).trains
+                summary = self.summary(callee)
+                trains = summary.trains
+                if trains:
+                    # A run of its own: the caller sees it as one event at the call, per optimizer it steps.
+                    out.extend(dataclasses.replace(e, kind=EventKind.RUN, target=_mapped(opt, _positional(callee, e), e, same_file=True),
+                                                   flavor="run")
+                               for opt in sorted(summary.steps))
                 key = (id(callee.node), depth + 1, active | {scope.node})
                 inner_events = self._expanded.get(key)
                 if inner_events is None:
@@ -565,6 +603,53 @@ class FileModel:
                         out.extend(self._detached_through_loop_variable(scope, classified))
             else:
                 out.append(e)
+        return out
+
+    def external(self, scope: Scope, callee: str) -> Resolved | None:
+        """A function or inherited method of another project file that the call `callee(...)` reaches."""
+        if self.project is None:
+            return None
+        if callee.startswith("self."):
+            if callee.count(".") != 1 or not self._inherited(scope, callee):
+                return None
+            cls = self.classes.get(scope.class_name or "")
+            bases = [b for b in (dotted(base.value) for base in cls.bases) if b] if cls is not None else []
+            return self.project.method(bases, callee[5:])
+        return self.project.function(callee)
+
+    def _place_external(self, scope: Scope, e: Event, found: Resolved) -> list[Event]:
+        """The events a call to another file's function adds to the caller's iteration, placed at the call; the
+        callee's names are mapped to the call's arguments (a name the caller cannot see becomes None)."""
+        exp = found.export
+        params = exp.params[1:] if (e.callee or "").startswith("self.") else exp.params
+        out: list[Event] = []
+        if exp.trains:
+            out.extend(dataclasses.replace(e, kind=EventKind.RUN, target=_mapped(opt, params, e), flavor="run",
+                                           origin=(found.path, exp.line)) for opt in exp.steps)
+        else:
+            key = (found.path, found.name)
+            foreign = self._foreign.get(key)
+            if foreign is None:
+                # The callee's names live in its own file: its events get a scope of their own, with no events,
+                # so that rules asking about a backward's value in the caller's scope skip them, as they skip a
+                # local helper's.
+                foreign = self._foreign[key] = Scope(cst.Name("_"), f"{found.path}:{found.name}", None)
+                self._by_node[foreign.node] = foreign
+            for ev in exp.events:
+                out.append(dataclasses.replace(
+                    e, kind=EventKind(ev.kind), target=_mapped(ev.target, params, e), flavor=ev.flavor,
+                    via=_mapped(ev.via, params, e), value=e.node if ev.kind == "backward" else None,
+                    scope=foreign.node, contexts=e.contexts + ev.contexts, inlined_from=e.node,
+                    origin=(found.path, ev.line), callee=None,
+                ))
+        # What the callee hands to calls its file cannot follow is as unknown here as there: an OPAQUE event per
+        # such argument, named by the caller (`self` when the callee hands itself or its attributes on).
+        for param in exp.handed:
+            name = "self" if param == "self" else _mapped(param, params, e)
+            if name is not None:
+                out.append(dataclasses.replace(e, kind=EventKind.OPAQUE, target=name, flavor="external",
+                                               callee="self." if name == "self" else None))
+        self.resolved_calls.add(id(e.node))
         return out
 
     def summary(self, scope: Scope) -> Summary:
@@ -880,6 +965,9 @@ class _Walker:
             name = dotted(func)
             if name and name.startswith("self.") and name.count(".") == 1:
                 self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=name)
+            elif name and name.split(".", 1)[0] in self.model.project_modules:
+                # `engine.train_one_epoch(...)`: a function of another file of the project, resolved on expansion
+                self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=name, flavor="module")
         elif isinstance(func, cst.Name):
             if func.value in ("clip_grad_norm_", "clip_grad_value_"):
                 self._emit(scope, EventKind.CLIP, call, line, ctx, flavor="torch")
@@ -930,3 +1018,37 @@ def _innermost_common(a: tuple[cst.CSTNode, ...], b: tuple[cst.CSTNode, ...]) ->
             break
         common = x
     return common
+
+
+def _positional(callee: Scope, call_event: Event) -> list[str]:
+    node = callee.node
+    if not isinstance(node, cst.FunctionDef):
+        return []
+    names = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
+    return names[1:] if (call_event.callee or "").startswith("self.") else names
+
+
+def _mapped(name: str | None, params, call_event: Event, same_file: bool = False) -> str | None:
+    """A callee's name for a value (`optimizer`, `self.opt`, `model.module`), as the caller names it: a parameter
+    becomes the argument passed for it; `self.` stays (a method of the same object); anything else (the callee's
+    own globals and locals) is not a name of the caller: None (in the same file, a global keeps its name)."""
+    if name is None:
+        return None
+    if name.startswith("self."):
+        return name
+    head, dot, rest = name.partition(".")
+    names = list(params)
+    call = call_event.node
+    if head not in names or not isinstance(call, cst.Call):
+        return name if same_file and head not in names else None
+    index = names.index(head)
+    arg = None
+    for i, a in enumerate(call.args):
+        if a.star:
+            return None
+        if a.keyword is None and i == index:
+            arg = a
+        elif a.keyword is not None and a.keyword.value == head:
+            arg = a
+    passed = dotted(arg.value) if arg is not None else None
+    return None if passed is None else passed + dot + rest

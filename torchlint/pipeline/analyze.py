@@ -12,6 +12,7 @@ import libcst as cst
 
 from torchlint import pyast
 from torchlint.analysis import FileModel
+from torchlint.analysis.project import Project, ProjectView
 from torchlint.codes import INTERNAL_ERROR, SYNTAX_ERROR
 from torchlint.diagnostic import Diagnostic
 from torchlint.pipeline.prefilter import rules_that_may_fire
@@ -44,14 +45,20 @@ def _syntax_error(text: str, path: str, exc: Exception) -> Diagnostic:
     return Diagnostic(path, line, col, line, col, SYNTAX_ERROR, f"cannot parse with libcst ({first}); file not checked")
 
 
-def analyze(text: str, path: str, rules: Sequence[type[Rule]], whole: bool = True) -> Analysis:
+def analyze(
+    text: str, path: str, rules: Sequence[type[Rule]], whole: bool = True, project: Project | None = None
+) -> Analysis:
     """Parse and run the rules. With `whole` False (reporting only), functions that cannot matter are blanked
-    out before parsing (torchlint.pipeline.prune); fixing always parses the whole text, since it rewrites it."""
-    firing = rules_that_may_fire(text, rules)
+    out before parsing (torchlint.pipeline.prune); fixing always parses the whole text, since it rewrites it.
+
+    With a `project`, calls into its other files are answered by their exports (torchlint.analysis.project):
+    the prefilter reads the file's text together with the events of the callees it reaches."""
+    view = project.view(path, text) if project is not None else None
+    firing = rules_that_may_fire(text if view is None else f"{text}\n{view.text}", rules)
     if not firing:
         return Analysis(None, [], [])
     with _collector_paused():
-        return _analyze(text, path, firing, whole)
+        return _analyze(text, path, firing, whole, view)
 
 
 @contextmanager
@@ -68,8 +75,10 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool) -> Analysis:
-    source = text if whole else prune(text, {rule.scope_patterns() for rule in firing})
+def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool, view: ProjectView | None) -> Analysis:
+    # A call to another file's function counts as the text of that function's events (ProjectView.stand_ins).
+    source = text if whole else prune(text, {rule.scope_patterns() for rule in firing},
+                                      view.stand_ins if view is not None else None)
     try:
         module = cst.parse_module(source)
     except Exception as exc:  # libcst raises ParserSyntaxError, and RecursionError on absurd nesting
@@ -78,7 +87,7 @@ def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool) ->
     findings: list[tuple[type[Rule], Finding]] = []
     errors: list[Diagnostic] = []
     try:
-        model = FileModel(module, text)
+        model = FileModel(module, text, view)
     except RecursionError:
         return Analysis(None, [], [Diagnostic(path, 1, 1, 1, 1, INTERNAL_ERROR, "nesting too deep to analyse; file not checked")])
     except Exception as exc:  # a bug of ours must not stop the run

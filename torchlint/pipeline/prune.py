@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import re
 from bisect import bisect_left
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from torchlint import pyast
 from torchlint.lines import split_lines
@@ -43,11 +43,14 @@ _DEFINES = re.compile(
 )
 
 
-def prune(text: str, conditions: Iterable[Sequence[re.Pattern[str]]]) -> str:
+def prune(
+    text: str, conditions: Iterable[Sequence[re.Pattern[str]]], stand_ins: Mapping[str, str] | None = None
+) -> str:
     """`text` with irrelevant function definitions replaced by blank lines (same line count).
 
     `conditions`: for each rule that can fire on the file, the patterns a function (with its helpers) must
-    all contain to hold one of its findings."""
+    all contain to hold one of its findings. `stand_ins`: functions of other files of the project the text calls
+    (`train_step`, `engine.run`, `self.fit`), with the text of their events: a call to one counts as that text."""
     lines = split_lines(text, keepends=True)
     if len(lines) < MIN_LINES:
         return text
@@ -56,6 +59,12 @@ def prune(text: str, conditions: Iterable[Sequence[re.Pattern[str]]]) -> str:
     bit = {p: 1 << i for i, p in enumerate(patterns)}
     needs = [sum(bit[p] for p in c) for c in conds]
     hits = {p: [m.start() for m in p.finditer(text)] for p in patterns}
+    for name, events in (stand_ins or {}).items():
+        head = r"self\s*\." + re.escape(name[5:]) if name.startswith("self.") else re.escape(name).replace(r"\.", r"\s*\.\s*")
+        calls = [m.start() for m in re.finditer(rf"(?<![\w.]){head}\s*\(", text)]
+        for p in patterns:
+            if calls and p.search(events):
+                hits[p] = sorted(hits[p] + calls)
 
     def mask(start: int, end: int) -> int:
         m = 0

@@ -8,7 +8,7 @@ from typing import ClassVar, Iterator
 
 import libcst as cst
 
-from torchlint.analysis import FileModel
+from torchlint.analysis import Event, FileModel
 from torchlint.diagnostic import Fix
 
 
@@ -16,6 +16,11 @@ from torchlint.diagnostic import Fix
 BACKWARD_CALL = re.compile(r"\.backward\s*\(|manual_backward\s*\(|autograd\.grad\s*\(")
 STEP_CALL = re.compile(r"\.\s*step\s*\(")  # optimizer.step(), scaler.step(opt), scheduler.step()
 LOOP = re.compile(r"\b(?:for|while)\b")
+
+
+def where(e: Event) -> str:
+    """` (engine.py:12)` when the event comes from another file of the project (its line there), else ``."""
+    return f" ({e.origin[0]}:{e.origin[1]})" if e.origin is not None else ""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import code_of
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after
-from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule, where
 
 
 class MissingZeroGrad(Rule):
@@ -76,9 +76,11 @@ a method of `self` defined elsewhere) is not reported: that helper may clear the
                 if any(e.target == opt and e.rebinds for e in loop.of(EventKind.ASSIGN)):
                     continue  # a new optimizer every iteration (a one-off check, not a training loop)
                 reported.add(opt)
+                what = (f"`{code_of(step.node)}` steps `{opt}`{where(step)} in a loop" if step.origin is not None
+                        else f"`{code_of(step.node)}` runs in a loop")
                 yield Finding(
                     step.node,
-                    f"`{code_of(step.node)}` runs in a loop that never clears `{opt}`'s gradients: backward() adds "
+                    f"{what} that never clears `{opt}`'s gradients: backward() adds "
                     f"into .grad, so each step applies the sum of all earlier gradients; call `{opt}.zero_grad()`",
                     _fix(loop, step, opt),
                 )

@@ -16,7 +16,7 @@ from torchlint.analysis.exprs import code_of
 from torchlint.analysis.names import role_suffix
 from torchlint.diagnostic import Fix
 from torchlint.fixes import movable, move_after
-from torchlint.rules.base import LOOP, STEP_CALL, Finding, Rule
+from torchlint.rules.base import LOOP, STEP_CALL, Finding, Rule, where
 
 # Every name or constructor torchlint.analysis.names takes for a scheduler contains one of these.
 SCHEDULER = re.compile(r"(?i:sched)|LR\s*\(|ReduceLROnPlateau")
@@ -63,7 +63,7 @@ learning rates of every step change, to the intended ones.
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         for loop in model.loops:
-            steps = loop.of(EventKind.STEP)
+            steps = loop.of(EventKind.STEP, EventKind.RUN)  # RUN: a call to a function that trains and steps
             if not steps:
                 continue
             for sched in loop.of(EventKind.SCHED_STEP):
@@ -78,11 +78,17 @@ learning rates of every step change, to the intended ones.
                 opt = later[0]
                 if set(sched.guards) != set(opt.guards):
                     continue
+                before = f"`{code_of(opt.node)}`{where(opt)}"
+                if opt.kind is EventKind.RUN:
+                    before += f", which steps `{opt.target}`," if opt.target else ", which steps an optimizer,"
+                    before += " in the same iteration"
+                else:
+                    before += " in the same iteration"
                 yield Finding(
                     call,
-                    f"`{code_of(call)}` runs before `{code_of(opt.node)}` in the same iteration: the schedule's "
-                    f"first learning rate is skipped ('Detected call of lr_scheduler.step() before "
-                    f"optimizer.step()'); step the scheduler after the optimizer",
+                    f"`{code_of(call)}` runs before {before}: the schedule's first learning rate is skipped "
+                    f"('Detected call of lr_scheduler.step() before optimizer.step()'); step the scheduler after "
+                    f"the optimizer",
                     _fix(loop, sched, opt),
                 )
 

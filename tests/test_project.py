@@ -1,0 +1,188 @@
+"""Project analysis: calls into the other files of a project, checked through the CLI, flake8, the language
+server and pre-commit, with the cache invalidated by the files a result read (torchlint.analysis.project)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from torchlint.analysis.project import Imported, Project, acting, scan_imports
+
+PROJECTS = ROOT / "tests" / "projects"
+
+ENGINE_SPLIT = [
+    # a per-batch helper imported by name from engine.py: backward and step, no zero_grad anywhere
+    "main.py:14:5: TL004 [unsafe fix] `train_step(model, batch, optimizer, criterion)` steps `optimizer` "
+    "(engine.py:8) in a loop that never clears `optimizer`'s gradients",
+    # the same through `import utils; utils.fit_batch(...)`, the optimizer passed under another name
+    "main.py:17:5: TL004 [unsafe fix] `utils.fit_batch(model, x, y, optimizer, criterion)` steps `optimizer` "
+    "(utils.py:4) in a loop that never clears `optimizer`'s gradients",
+    # a training function of engine.py steps the optimizer after the scheduler stepped first
+    "main.py:30:5: TL011 [unsafe fix] `scheduler.step()` runs before `engine.train_one_epoch(model, loader, "
+    "optimizer, criterion)` (engine.py:20), which steps `optimizer`, in the same iteration",
+    # a relative import inside a package
+    "pkg/loop.py:6:9: TL004 [unsafe fix] `sgd_step(net, inputs, targets, optimizer, loss_fn)` steps `optimizer` "
+    "(pkg/steps.py:4) in a loop that never clears `optimizer`'s gradients",
+    "resume.py:11:5: TL011 [unsafe fix] `sched.step()` runs before `train_one_epoch(model, data, opt, "
+    "torch.nn.functional.mse_loss)` (engine.py:20), which steps `opt`, in the same iteration",
+]
+TRAINER_BASE = [
+    # `self.train_step` inherited from a base class in another file
+    "run.py:8:17: TL004 [unsafe fix] `self.train_step(batch)` steps `self.optimizer` (trainers/base.py:16) in a "
+    "loop that never clears `self.optimizer`'s gradients",
+    # through a base class whose own base (same file) defines it
+    "run.py:23:13: TL004 [unsafe fix] `self.train_step(batch)` steps `self.optimizer` (trainers/base.py:16) in "
+    "a loop that never clears `self.optimizer`'s gradients",
+]
+
+
+def _copy(name: str, tmp_path: Path) -> Path:
+    dest = tmp_path / name
+    shutil.copytree(PROJECTS / name, dest)
+    return dest
+
+
+def _lines(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if ": TL" in line]
+
+
+def _matches(found: list[str], expected: list[str]) -> bool:
+    return len(found) == len(expected) and all(f.startswith(e) for f, e in zip(found, expected))
+
+
+@pytest.mark.parametrize("name, expected", [("engine_split", ENGINE_SPLIT), ("trainer_base", TRAINER_BASE)])
+def test_cli_follows_calls_into_other_files(tmp_path, run_cli, name, expected):
+    project = _copy(name, tmp_path)
+    r = run_cli("-q", "--no-cache", ".", cwd=project)
+    found = _lines(r.stdout)
+    assert _matches(found, expected), "\n".join(found)
+    assert r.returncode == 1
+
+
+@pytest.mark.parametrize("name", ["engine_split", "trainer_base"])
+def test_each_file_alone_finds_none_of_them(tmp_path, run_cli, name):
+    """The negative half: without the other files, every call above is unknown and torchlint stays silent
+    (the negatives in the projects: a helper that zeroes, a zero_grad before the call, a scheduler after the
+    training call, a helper that hands the optimizer to a call its file cannot follow)."""
+    project = _copy(name, tmp_path)
+    r = run_cli("-q", "--no-cache", "--no-project", ".", cwd=project)
+    assert _lines(r.stdout) == [] and r.returncode == 0, r.stdout
+
+
+def test_results_do_not_depend_on_order_or_on_what_is_listed(tmp_path, run_cli):
+    project = _copy("engine_split", tmp_path)
+    files = sorted(str(p.relative_to(project)) for p in project.rglob("*.py"))
+    forward = run_cli("-q", "--no-cache", "--jobs", "1", *files, cwd=project)
+    backward = run_cli("-q", "--no-cache", "--jobs", "2", *reversed(files), cwd=project)
+    assert forward.stdout == backward.stdout
+    alone = run_cli("-q", "--no-cache", "main.py", cwd=project)  # what pre-commit does: only the changed file
+    assert _lines(alone.stdout) == [line for line in _lines(forward.stdout) if line.startswith("main.py")]
+
+
+def test_cache_reanalyses_only_what_read_the_changed_file(tmp_path):
+    from torchlint.batch import Job, run
+    from torchlint.rules import ALL_RULES
+
+    project = _copy("engine_split", tmp_path)
+    codes = tuple(r.code for r in ALL_RULES)
+    files = sorted(str(p) for p in project.rglob("*.py"))
+
+    def check():
+        jobs = [Job(f, codes, project=str(project)) for f in files]
+        return {Path(o.path).relative_to(project).as_posix(): o for o in run(jobs, 1, project)}
+
+    first = check()
+    assert not any(o.cached for o in first.values())
+    second = check()
+    assert all(o.cached for o in second.values())
+    assert [d.code for d in second["main.py"].diags] == ["TL004", "TL004", "TL011"]
+
+    engine = project / "engine.py"
+    engine.write_text(engine.read_text().replace(
+        "    loss = criterion(model(x), y)\n    loss.backward()\n    optimizer.step()\n    return loss.item()",
+        "    optimizer.zero_grad()\n    loss = criterion(model(x), y)\n    loss.backward()\n    optimizer.step()\n"
+        "    return loss.item()",
+    ))
+    third = check()
+    again = sorted(name for name, o in third.items() if not o.cached)
+    # engine.py itself, and the two files that import it; pkg/ and utils.py are answered from the cache
+    assert again == ["engine.py", "main.py", "resume.py"]
+    assert [(d.line, d.code) for d in third["main.py"].diags] == [(17, "TL004"), (30, "TL011")]
+
+
+def test_flake8_and_the_language_server_use_the_cached_project(tmp_path, run_cli):
+    project = _copy("engine_split", tmp_path)
+    (project / "pyproject.toml").write_text("[tool.torchlint]\n")
+
+    def flake8():
+        r = subprocess.run([sys.executable, "-m", "flake8", "--select", "TL", "main.py"], cwd=project,
+                           capture_output=True, text=True, timeout=120)
+        return [line.split(" ", 2)[:2] for line in r.stdout.splitlines()]
+
+    assert flake8() == []  # nothing cached yet: the file is checked alone
+    run_cli("-q", ".", cwd=project)  # the command caches the exports of engine.py and utils.py
+    assert flake8() == [["main.py:14:5:", "TL004"], ["main.py:17:5:", "TL004"], ["main.py:30:5:", "TL011"]]
+
+    from torchlint.lsp_server import _analyse
+
+    path = project / "main.py"
+    found, _ = _analyse(path.as_uri(), path.read_text())
+    assert [(d.line, d.code) for d in found] == [(14, "TL004"), (17, "TL004"), (30, "TL011")]
+    assert "(engine.py:8)" in found[0].message
+
+
+def test_notebook_calls_into_the_project(tmp_path, run_cli):
+    project = _copy("engine_split", tmp_path)
+    cells = ["import torch\nfrom engine import train_step\n",
+             "for batch in loader:\n    train_step(model, batch, optimizer, criterion)\n"]
+    nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                     "source": c.splitlines(keepends=True)} for c in cells],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (project / "explore.ipynb").write_text(json.dumps(nb))
+    r = run_cli("-q", "--no-cache", "explore.ipynb", cwd=project)
+    assert _lines(r.stdout)[0].startswith("explore.ipynb:cell 2:2:5: TL004"), r.stdout
+
+
+# -- the parts ---------------------------------------------------------------------------------------------------
+def test_scan_imports_reads_every_form():
+    bound = scan_imports(
+        "import a.b, c as d\nfrom . import x\n# important\nfrom ..pkg.m import (f,\n   g as h)\n"
+        "  import torch.nn\nimport torch.optim\nfrom m import *\n"
+    )
+    assert bound == {
+        "a": Imported("a", 0, None, ("b",)), "d": Imported("c", 0), "x": Imported("", 1, "x"),
+        "f": Imported("pkg.m", 2, "f"), "h": Imported("pkg.m", 2, "g"),
+        "torch": Imported("torch", 0, None, ("nn", "optim")),
+    }
+
+
+def test_module_resolution(tmp_path):
+    for rel in ["app/train.py", "app/helpers.py", "src/lib/__init__.py", "src/lib/core.py", "pkg/__init__.py",
+                "pkg/a/__init__.py", "pkg/a/mod.py", "pkg/b.py"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    p = Project(tmp_path)
+    train, mod = (tmp_path / "app/train.py").resolve(), (tmp_path / "pkg/a/mod.py").resolve()
+    root = tmp_path.resolve()
+    assert p.module_file(train, Imported("helpers", 0)) == root / "app/helpers.py"  # the script's directory
+    assert p.module_file(train, Imported("lib.core", 0)) == root / "src/lib/core.py"  # a src/ layout
+    assert p.module_file(train, Imported("pkg.a", 0)) == root / "pkg/a/__init__.py"
+    assert p.module_file(mod, Imported("b", 2)) == root / "pkg/b.py"  # from ..b import
+    assert p.module_file(mod, Imported("", 1)) == root / "pkg/a/__init__.py"  # from . import
+    assert p.module_file(train, Imported("torch", 0)) is None  # not a file of the project
+
+
+def test_only_definitions_that_may_act_are_exported():
+    text = (
+        'def helper(model, opt):\n    """Call `loss.backward()` first."""\n    return 1\n\n'
+        "def inner(loss):\n    loss.backward()\n\n"
+        "def outer(loss):\n    inner(loss)\n\n"
+        "class T:\n    def fit(self):\n        self.step_once()\n\n    def step_once(self):\n        self.opt.step()\n"
+    )
+    assert acting(text) == {"inner", "outer", "T.fit", "T.step_once"}  # a docstring is not code
