@@ -163,6 +163,28 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # the author manages the loss's scale by hand: a loss multiplied on its way (`* bs` for a sum over samples,
+    # `*= world_size` to undo DDP's averaging) is meant to add up across micro-batches
+    "loss_scaled_by_hand": """
+        for i, (imgs, targets) in enumerate(loader):
+            loss, items = compute_loss(model(imgs), targets)
+            if rank != -1:
+                loss *= world_size
+            scaler.scale(loss).backward()
+            if i % accumulate == 0:
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
+        """,
+    "loss_rescaled_by_rebinding": """
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss = loss * x.shape[0]
+            loss.backward()
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
     "divided_inline": """
         for i, (x, y) in enumerate(loader):
             loss = criterion(model(x), y) / accum_steps

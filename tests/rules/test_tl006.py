@@ -96,6 +96,20 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # zero_grad once per epoch (outside the batch loop), the step every `accumulate` batches: an unfinished
+    # window is dropped at the epoch boundary, no micro-step loses its gradient (a YOLO-style loop)
+    "epoch_start_zero_grad_with_inner_accumulation": """ once per epoch (outside the batch loop), the step every `accumulate` batches: an unfinished
+        for epoch in range(epochs):
+            optimizer.zero_grad()
+            for i, (imgs, targets) in enumerate(loader):
+                ni = i + nb * epoch
+                loss = compute_loss(model(imgs), targets)
+                scaler.scale(loss).backward()
+                if ni % accumulate == 0:
+                    scaler.step(optimizer)
+                    scaler.update()
+                    optimizer.zero_grad()
+        """,
     "top_of_loop": """
         for x, y in loader:
             optimizer.zero_grad()

@@ -63,7 +63,9 @@ as its step, so the backward that runs every iteration serves the discriminator)
 
 ## Limits
 A division by anything named like the accumulation steps, or mentioning a name of the guard's divisor, counts
-as scaling. A loss that is a mean over a window built elsewhere is not recognised.
+as scaling. A loss multiplied by hand on its way to the backward (`loss *= world_size`, `loss = loss * bs`) is
+not reported: its scale is managed by the author, and a sum over samples is meant to add up across micro-batches.
+A loss that is a mean over a window built elsewhere is not recognised.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -146,7 +148,9 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
                 continue
             if e.flavor == "/=" and divisor_matches(e.value):
                 return True
-            if e.flavor == "*=" and divides(e.value):
+            if e.flavor == "*=" or e.flavor == "=" and _multiplies_itself(name, e.value):
+                # `loss *= world_size` (undoing DDP's averaging), `loss = loss * scale`: the author manages the
+                # loss's scale by hand (a sum over samples is meant to add up): not known to be a mean
                 return True
             if divides(e.value):
                 return True
@@ -154,6 +158,11 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
         if callee is not None and divides(callee.node):
             return True
     return False
+
+
+def _multiplies_itself(name: str, value: cst.BaseExpression) -> bool:
+    return (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply)
+            and name in (dotted(value.left), dotted(value.right)))
 
 
 def _fix(loop: Loop, b: Event, k: cst.BaseExpression) -> Fix | None:
