@@ -5,6 +5,94 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    # -- an inner loop over micro-batches, one step after it -------------------------------------------------
+    "micro_chunks_zip": (
+        """
+        for x, y in loader:
+            optimizer.zero_grad()
+            for xc, yc in zip(x.chunk(4), y.chunk(4)):
+                loss = criterion(model(xc), yc)
+                loss.backward()
+            optimizer.step()
+        """,
+        [(6, 9)],
+    ),
+    "micro_range_next_batch": (
+        """
+        def train(model, it, optimizer, accum_steps, steps):
+            for step in range(steps):
+                for micro in range(accum_steps):
+                    x, y = next(it)
+                    loss = F.cross_entropy(model(x), y)
+                    loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+        """,
+        [(7, 13)],
+    ),
+    "micro_split_in_step_helper": (
+        """
+        def train_step(model, batch, optimizer, scaler, micro_bs):
+            for mb in torch.split(batch, micro_bs):
+                scaler.scale(model(mb).mean()).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+        """,
+        [(4, 9)],
+    ),
+    "micro_torch_chunk_enumerate": (
+        """
+        for batch in loader:
+            for j, piece in enumerate(torch.chunk(batch, n_micro)):
+                model(piece).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+        [(4, 9)],
+    ),
+    # -- divided by a counter that grows instead of the window's size ------------------------------------------
+    "counter_divisor_with_counter_window": (
+        """
+        accum_step = 0
+        for x, y in loader:
+            accum_step += 1
+            loss = criterion(model(x), y) / accum_step
+            loss.backward()
+            if accum_step == accum_steps:
+                optimizer.step()
+                optimizer.zero_grad()
+                accum_step = 0
+        """,
+        [(6, 5)],
+    ),
+    "counter_divisor_with_modulo_window": (
+        """
+        seen = 0
+        for i, (x, y) in enumerate(loader):
+            seen += 1
+            loss = criterion(model(x), y)
+            loss = loss / seen
+            loss.backward()
+            if (i + 1) % grad_accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(7, 5)],
+    ),
+    "counter_divisor_in_function": (
+        """
+        def fit(model, loader, opt, k):
+            micro = 0
+            for step, batch in enumerate(loader):
+                micro += 1
+                (model(batch) / micro).backward()
+                if step % k == 0:
+                    opt.step()
+                    opt.zero_grad()
+        """,
+        [(6, 9)],
+    ),
     "script": (
         """
         for i, (x, y) in enumerate(loader):
@@ -163,6 +251,51 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "micro_divided_by_steps": """
+        for step in range(steps):
+            for micro in range(accum_steps):
+                x, y = next(it)
+                loss = F.cross_entropy(model(x), y) / accum_steps
+                loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        """,
+    "micro_divided_by_len_of_split": """
+        for batch in loader:
+            pieces = torch.split(batch, micro_bs)
+            for mb in torch.split(batch, micro_bs):
+                (model(mb).mean() / len(pieces)).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+    # a loop over tasks or heads, not micro-batches: the sum of the task losses is the objective
+    "inner_loop_over_heads": """
+        for batch in loader:
+            optimizer.zero_grad()
+            for head in heads:
+                head(model(batch)).backward()
+            optimizer.step()
+        """,
+    # a step per pass of the inner loop: a critic trained n_critic times, not accumulation
+    "inner_loop_steps_each_pass": """
+        for batch in loader:
+            for _ in range(n_critic):
+                d_loss = critic_loss(next(it))
+                d_loss.backward()
+                opt_d.step()
+                opt_d.zero_grad()
+        """,
+    "divided_by_the_window_not_the_counter": """
+        accum_step = 0
+        for x, y in loader:
+            accum_step += 1
+            loss = criterion(model(x), y) / accum_steps
+            loss.backward()
+            if accum_step == accum_steps:
+                optimizer.step()
+                optimizer.zero_grad()
+                accum_step = 0
+        """,
     # the author manages the loss's scale by hand: a loss multiplied on its way (`* bs` for a sum over samples,
     # `*= world_size` to undo DDP's averaging) is meant to add up across micro-batches
     "loss_scaled_by_hand": """
@@ -337,3 +470,9 @@ def test_fix_parenthesises_attribute_divisor_and_keeps_sum():
             optimizer.step()
     """
     assert "((a + b) / args.k).backward()" in fixed(src, "TL005")
+
+
+def test_fix_divides_micro_batch_loss():
+    out = fixed(POSITIVE["micro_range_next_batch"][0], "TL005")
+    assert "            (loss / accum_steps).backward()\n" in out
+    assert findings(out, "TL005") == []

@@ -144,6 +144,8 @@ def code_of(node: cst.CSTNode) -> str:
 _ADDITIVE = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
 # Calls whose result is made of their arguments' values (a sum of losses, a stack of them).
 COMBINING_CALLS = frozenset({"sum", "torch.sum", "torch.stack", "torch.cat", "torch.mean", "mean", "stack"})
+# Calls that return their first argument (a loss) multiplied by a loss scale: apex's `amp.scale_loss`, GradScaler.
+LOSS_SCALING_CALLS = frozenset({"scale_loss", "scale"})
 
 
 def combined_items(value: cst.BaseExpression) -> list[cst.BaseExpression]:
@@ -190,6 +192,8 @@ def summand_names(expr: cst.BaseExpression, graph: Callable[[cst.BaseExpression]
                     todo += combined_items(arg.value)
             elif isinstance(node.func, cst.Attribute) and node.func.attr.value in _KEEPING_METHODS:
                 todo.append(node.func.value)
+            elif isinstance(node.func, cst.Attribute) and node.func.attr.value in LOSS_SCALING_CALLS and node.args:
+                todo.append(node.args[0].value)  # `amp.scale_loss(loss, opt)`, `scaler.scale(loss)`: the loss, scaled
         elif isinstance(node, (cst.List, cst.Tuple)):
             todo += combined_items(node)
     return out

@@ -12,7 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
-from torchlint.analysis.semantics import ACCUMULATION_NAME, SELF_SCALING_BACKWARDS
+from torchlint.analysis.semantics import ACCUMULATION_NAME, SELF_SCALING_BACKWARDS, gradients_go_to
 from torchlint.analysis.exprs import dotted, code_of, modulo_divisor, names_in
 from torchlint.analysis.walk import walk
 from torchlint.diagnostic import Fix
@@ -28,13 +28,21 @@ class UnscaledAccumulation(Rule):
     name = "unscaled-gradient-accumulation"
     summary = "gradient accumulation without dividing the loss by the accumulation steps"
     fix_safety = "unsafe"
-    requires = (BACKWARD_CALL, LOOP, STEP_CALL, WINDOW_GUARD)
+    # The window is a guard (`%`, `==`, `>=`) or an inner loop over micro-batches: no text narrows further.
+    requires = (BACKWARD_CALL, LOOP, STEP_CALL)
     doc = """
 ## What it flags
 A loop whose backward runs every iteration while the optimizer steps only under a modulo guard
 (`if (i + 1) % k == 0:`, `if step % args.grad_accum == 0:`) or a running counter (`n += 1` every iteration,
 `if n == k:` ... `n = 0`), where the back-propagated loss is never divided by
 `k` (`loss / k`, `loss /= k`, `loss * (1 / k)`, or a loss function of the same file that divides).
+
+Two more shapes of the same window:
+- an inner loop over micro-batches (`for xc in x.chunk(4)`, `for xs in torch.split(x, micro_bs)`,
+  `for _ in range(accum_steps)` that draws `next(it)`) back-propagates in each pass, and the optimizer steps once
+  after it, with the loss not divided by the number of micro-batches;
+- the loss divided by a counter the loop increments (`loss / accum_step` with `accum_step += 1`) instead of the
+  window's size: the first micro-batch of a window counts k times more than the last.
 
 ## Why it is wrong
 Gradients add up over the k micro-batches. Without the division the update is the *sum* of k mean gradients,
@@ -70,6 +78,7 @@ A loss that is a mean over a window built elsewhere is not recognised.
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         for loop in model.loops:
+            yield from _micro_batch_loop(model, loop)
             k = _accumulation_divisor(loop)
             if k is None:
                 continue
@@ -80,7 +89,16 @@ A loss that is a mean over a window built elsewhere is not recognised.
                        for g in b.guards_within(loop.node) if not g.negated):
                     continue  # backward itself runs only every k-th iteration
                 scope = model.scope_of(b)
-                if _divided(model, scope, b.value, k):
+                counter = _counter_division(model, scope, loop, b.value, k, b)
+                if counter is not None:
+                    yield Finding(
+                        b.node,
+                        f"`{code_of(b.node)}`: the loss is divided by `{code_of(counter)}`, a counter that grows "
+                        f"every iteration, not by the window `{code_of(k)}`: the first micro-batches of a window "
+                        f"weigh more than the last; divide by `{code_of(k)}`",
+                    )
+                    continue
+                if _divided(model, scope, b.value, k, loop, b):
                     continue
                 yield Finding(
                     b.node,
@@ -89,6 +107,71 @@ A loss that is a mean over a window built elsewhere is not recognised.
                     f"large; divide the loss by `{code_of(k)}`",
                     _fix(loop, b, k),
                 )
+
+
+def _micro_batch_loop(model: FileModel, inner: Loop) -> Iterator[Finding]:
+    """An inner loop over micro-batches (`for xc in x.chunk(4)`, `for _ in range(accum_steps)` drawing
+    `next(it)`) back-propagates in each pass, and the optimizer steps once after it: the step applies the sum of
+    the micro-batch gradients unless the loss is divided by their number."""
+    node = inner.node
+    count = _micro_batches(node)
+    if count is None:
+        return
+    scope = inner.scope
+    depth = None
+    backwards = []
+    for b in inner.of(EventKind.BACKWARD):
+        if (b.scope is scope.node and b.loops[-1] is node and b.flavor not in SELF_SCALING_BACKWARDS
+                and "accumulate" not in b.contexts and "no_grad" not in b.contexts
+                and not b.guards_within(node) and gradients_go_to(b.flavor) == "grad"):
+            backwards.append(b)
+            depth = b.loops.index(node)
+    if not backwards or inner.of(EventKind.STEP, EventKind.ZERO_GRAD):
+        return  # a step or a clear per micro-batch is another loop shape (GAN critics, TL006)
+    outer = backwards[0].loops[:depth]
+    steps = [s for s in scope.events if s.kind is EventKind.STEP and s.loops == outer and s.scope is scope.node
+             and any(scope.may_follow(b, s, outer[-1] if outer else None) for b in backwards)]
+    if not steps:
+        return
+    for b in backwards:
+        if _divided(model, scope, b.value, count, inner, b):
+            continue
+        how = f"`{code_of(count)}`" if not isinstance(count, cst.Call) else "their number"
+        yield Finding(
+            b.node,
+            f"`{code_of(b.node)}` runs once per micro-batch of the inner loop and `{code_of(steps[0].node)}` once "
+            f"after it: the step applies the sum of the micro-batch gradients, not their mean; divide the loss by "
+            f"{how}",
+            _fix(inner, b, count) if not isinstance(count, cst.Call) else None,
+        )
+
+
+def _micro_batches(node: cst.CSTNode) -> cst.BaseExpression | None:
+    """How many micro-batches an inner loop goes through, when it goes through micro-batches: the `k` of
+    `x.chunk(k)` / `torch.chunk(x, k)`, `len(...)` of a split, or the `k` of `range(k)` when the body draws the
+    next batch (`next(it)`) or `k` names the accumulation steps."""
+    if not isinstance(node, cst.For):
+        return None
+    it = node.iter
+    while isinstance(it, cst.Call) and dotted(it.func) in ("enumerate", "zip") and it.args:
+        it = it.args[0].value
+    if not isinstance(it, cst.Call):
+        return None
+    name = dotted(it.func) or ""
+    last = name.rsplit(".", 1)[-1]
+    positional = [a.value for a in it.args if a.keyword is None and not a.star]
+    if last == "chunk" and isinstance(it.func, cst.Attribute) and name not in ("torch.chunk",) and positional:
+        return positional[0]
+    if name == "torch.chunk" and len(positional) >= 2:
+        return positional[1]
+    if last in ("split", "tensor_split") and positional:
+        return it  # the number of pieces is not written down: the call stands for it (no fix offered)
+    if name == "range" and len(positional) == 1:
+        k = positional[0]
+        draws = any(isinstance(n, cst.Call) and dotted(n.func) == "next" for n in walk(node.body))
+        if draws or ACCUMULATION_NAME.search(code_of(k)) or "micro" in code_of(k).lower():
+            return k
+    return None
 
 
 def _accumulation_divisor(loop: Loop) -> cst.BaseExpression | None:
@@ -123,12 +206,42 @@ def _counter_divisor(loop: Loop, guard) -> cst.BaseExpression | None:
     return k if counts and resets else None
 
 
-def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpression) -> bool:
+def _counters(loop: Loop) -> set[str]:
+    """Names the loop increments every pass (`n += 1`): counters, not window sizes."""
+    return {e.target for e in loop.of(EventKind.ASSIGN)
+            if e.flavor == "+=" and e.target and e.loops[-1] is loop.node and not e.guards_within(loop.node)}
+
+
+def _counter_division(model: FileModel, scope, loop: Loop, value: cst.BaseExpression,
+                      k: cst.BaseExpression, at: Event) -> cst.BaseExpression | None:
+    """The divisor of the loss, when it is a counter the loop increments (`loss / accum_step` with
+    `accum_step += 1`) and not the window `k` itself."""
+    counters = _counters(loop) - names_in(k)
+    if not counters:
+        return None
+    exprs = [value] + [e.value for e in scope.summand_defs(value, at) if e.value is not None]
+    for expr in exprs:
+        for n in walk(expr):
+            if (isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Divide)
+                    and dotted(n.right) in counters):
+                return n.right
+    return None
+
+
+def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpression, loop: Loop | None = None,
+             at: Event | None = None) -> bool:
+    """Is the loss back-propagated at `at` divided by `k` (or scaled by hand) on its way, along the definitions
+    that reach it?"""
     k_names = names_in(k) - {"self", "args", "config", "cfg", "opt", "hparams"}
     k_code = code_of(k)
+    counters = _counters(loop) if loop is not None else set()
 
     def divisor_matches(divisor: cst.BaseExpression) -> bool:
         text = code_of(divisor)
+        if dotted(divisor) in counters:
+            return False  # a counter that grows, not the number of micro-batches
+        if isinstance(k, cst.Call) and isinstance(divisor, cst.Call) and dotted(divisor.func) == "len":
+            return True  # `loss / len(chunks)` for a split
         return text == k_code or bool(names_in(divisor) & k_names) or bool(ACCUMULATION_NAME.search(text))
 
     def divides(node: cst.CSTNode) -> bool:
@@ -142,21 +255,24 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
 
     if divides(value):
         return True
-    for name in scope.depends(value):
-        for e in scope.assignments(name):
-            if e.value is None:
-                continue
-            if e.flavor == "/=" and divisor_matches(e.value):
-                return True
-            if e.flavor == "*=" or e.flavor == "=" and _multiplies_itself(name, e.value):
-                # `loss *= world_size` (undoing DDP's averaging), `loss = loss * scale`: the author manages the
-                # loss's scale by hand (a sum over samples is meant to add up): not known to be a mean
-                return True
-            if divides(e.value):
-                return True
-        callee = model.resolve(scope, name)  # a loss function of this file that divides
-        if callee is not None and divides(callee.node):
+    defs = scope.summand_defs(value, at) if at is not None else []
+    for e in defs:
+        if e.value is None:
+            continue
+        if e.flavor == "/=" and divisor_matches(e.value):
             return True
+        if e.flavor == "*=" or e.flavor == "=" and _multiplies_itself(e.target or "", e.value):
+            # `loss *= world_size` (undoing DDP's averaging), `loss = loss * scale`: the author manages the
+            # loss's scale by hand (a sum over samples is meant to add up): not known to be a mean
+            return True
+        if divides(e.value):
+            return True
+    for expr in [value] + [e.value for e in defs if e.value is not None]:
+        for call in walk(expr):
+            if isinstance(call, cst.Call) and isinstance(call.func, cst.Name):
+                callee = model.resolve(scope, call.func.value)  # a loss function of this file that divides
+                if callee is not None and divides(callee.node):
+                    return True
     return False
 
 
