@@ -5,6 +5,49 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    # -- frameworks that do not divide ---------------------------------------------------------------------------
+    "fabric_manual_accumulation": (
+        """
+        fabric = L.Fabric(accelerator="cuda")
+        for i, batch in enumerate(loader):
+            loss = model(batch).mean()
+            fabric.backward(loss)
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(5, 5)],
+    ),
+    "accelerator_built_without_accumulation_steps": (
+        """
+        accelerator = Accelerator(mixed_precision="bf16")
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        for step, batch in enumerate(loader):
+            loss = model(**batch).loss
+            accelerator.backward(loss)
+            if step % args.gradient_accumulation_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(6, 5)],
+    ),
+    "lightning_manual_backward": (
+        """
+        class LitModel(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.automatic_optimization = False
+
+            def training_step(self, batch, batch_idx):
+                opt = self.optimizers()
+                loss = self.compute_loss(batch)
+                self.manual_backward(loss)
+                if (batch_idx + 1) % 4 == 0:
+                    opt.step()
+                    opt.zero_grad()
+        """,
+        [(10, 9)],
+    ),
     # -- an inner loop over micro-batches, one step after it -------------------------------------------------
     "micro_chunks_zip": (
         """
@@ -251,6 +294,49 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "accelerator_built_with_accumulation_steps": """
+        accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps)
+        for step, batch in enumerate(loader):
+            loss = model(**batch).loss
+            accelerator.backward(loss)
+            if step % args.gradient_accumulation_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "accelerator_from_elsewhere": """
+        def train(accelerator, model, loader, optimizer, k):
+            for step, batch in enumerate(loader):
+                accelerator.backward(model(**batch).loss)
+                if step % k == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+    "fabric_divided": """
+        for i, batch in enumerate(loader):
+            loss = model(batch).mean() / accum
+            fabric.backward(loss)
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "lightning_divided": """
+        class LitModel(LightningModule):
+            def training_step(self, batch, batch_idx):
+                opt = self.optimizers()
+                loss = self.compute_loss(batch) / self.accum
+                self.manual_backward(loss)
+                if (batch_idx + 1) % self.accum == 0:
+                    opt.step()
+                    opt.zero_grad()
+        """,
+    "lightning_steps_every_batch": """
+        class LitModel(LightningModule):
+            def training_step(self, batch, batch_idx):
+                opt = self.optimizers()
+                opt.zero_grad()
+                self.manual_backward(self.compute_loss(batch))
+                opt.step()
+        """,
     "micro_divided_by_steps": """
         for step in range(steps):
             for micro in range(accum_steps):
@@ -476,3 +562,10 @@ def test_fix_divides_micro_batch_loss():
     out = fixed(POSITIVE["micro_range_next_batch"][0], "TL005")
     assert "            (loss / accum_steps).backward()\n" in out
     assert findings(out, "TL005") == []
+
+
+def test_fix_divides_inside_framework_backward():
+    out = fixed(POSITIVE["fabric_manual_accumulation"][0], "TL005")
+    assert "    fabric.backward(loss / accum)\n" in out
+    out = fixed(POSITIVE["lightning_manual_backward"][0], "TL005")
+    assert "self.manual_backward(loss / 4)" in out

@@ -82,6 +82,9 @@ class Symbols:
         self._kinds: dict[str, Kind] = {}
         self.optimizer_models: dict[str, set[str]] = {}  # optimizer -> models whose parameters it owns
         self.scheduler_optimizer: dict[str, str] = {}  # scheduler -> the optimizer it was built on
+        # accelerator -> does its backward() divide the loss by the accumulation steps? Accelerate's does when
+        # the Accelerator is built with `gradient_accumulation_steps` (or a plugin); Fabric's never does.
+        self.backward_divides: dict[str, bool] = {}
 
     def record(self, target: str, value: cst.BaseExpression, first: bool = True) -> None:
         """Learn from `target = value`; `first` is False for the later names of a tuple target."""
@@ -96,6 +99,8 @@ class Symbols:
         self._set(target, kind)
         if kind is Kind.OPTIMIZER and isinstance(value, cst.Call):
             self.optimizer_models[target] = _models_in_params(value)
+        if kind is Kind.ACCELERATOR and isinstance(value, cst.Call):
+            self.backward_divides[target] = _accumulates(value)
         if kind is Kind.SCHEDULER and isinstance(value, cst.Call) and value.args:
             opt = dotted(value.args[0].value)
             if opt is not None:
@@ -120,6 +125,22 @@ class Symbols:
 
     def is_(self, name: str | None, kind: Kind) -> bool:
         return self.kind(name) is kind
+
+
+def _accumulates(call: cst.Call) -> bool:
+    """`Accelerator(gradient_accumulation_steps=k)` (k not the literal 1) or with a gradient accumulation
+    plugin: its backward() divides the loss by k. `Fabric(...)` never divides."""
+    if last_part(dotted(call.func) or "") != "Accelerator":
+        return False
+    for arg in call.args:
+        key = arg.keyword.value if arg.keyword is not None else None
+        if key == "gradient_accumulation_plugin":
+            return True
+        if key == "gradient_accumulation_steps":
+            return not (isinstance(arg.value, cst.Integer) and arg.value.value == "1")
+        if arg.star == "**":
+            return True  # built from a config: it may say so
+    return False
 
 
 def _models_in_params(call: cst.Call) -> set[str]:

@@ -16,7 +16,7 @@ from torchlint.analysis.semantics import ACCUMULATION_NAME, SELF_SCALING_BACKWAR
 from torchlint.analysis.exprs import dotted, code_of, modulo_divisor, names_in
 from torchlint.analysis.walk import walk
 from torchlint.diagnostic import Fix
-from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, STEP_CALL, Finding, Rule
 
 # These divide the loss by the accumulation steps themselves (Accelerate, DeepSpeed, Fabric).
 
@@ -28,8 +28,9 @@ class UnscaledAccumulation(Rule):
     name = "unscaled-gradient-accumulation"
     summary = "gradient accumulation without dividing the loss by the accumulation steps"
     fix_safety = "unsafe"
-    # The window is a guard (`%`, `==`, `>=`) or an inner loop over micro-batches: no text narrows further.
-    requires = (BACKWARD_CALL, LOOP, STEP_CALL)
+    # The window is a guard (`%`, `==`, `>=`) or an inner loop over micro-batches, or Lightning's own batch loop
+    # around `training_step` (no loop in the file): no text narrows further.
+    requires = (BACKWARD_CALL, STEP_CALL)
     doc = """
 ## What it flags
 A loop whose backward runs every iteration while the optimizer steps only under a modulo guard
@@ -43,6 +44,12 @@ Two more shapes of the same window:
   after it, with the loss not divided by the number of micro-batches;
 - the loss divided by a counter the loop increments (`loss / accum_step` with `accum_step += 1`) instead of the
   window's size: the first micro-batch of a window counts k times more than the last.
+
+Frameworks count as plain backwards unless they divide: `fabric.backward` never does, Lightning's
+`self.manual_backward` in a `training_step` whose `opt.step()` waits for `(batch_idx + 1) % k == 0` does not
+either (Lightning's batch loop is the loop), and `accelerator.backward` divides only when the `Accelerator` was
+built with `gradient_accumulation_steps` (one built in the file without it is reported; one built elsewhere is
+not known and not reported).
 
 ## Why it is wrong
 Gradients add up over the k micro-batches. Without the division the update is the *sum* of k mean gradients,
@@ -77,13 +84,14 @@ A loss that is a mean over a window built elsewhere is not recognised.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
+        yield from _lightning_hooks(model)
         for loop in model.loops:
             yield from _micro_batch_loop(model, loop)
             k = _accumulation_divisor(loop)
             if k is None:
                 continue
             for b in loop.of(EventKind.BACKWARD):
-                if b.flavor in SELF_SCALING_BACKWARDS or "accumulate" in b.contexts or "no_grad" in b.contexts:
+                if _self_scaling(model, b) or "accumulate" in b.contexts or "no_grad" in b.contexts:
                     continue
                 if any(modulo_divisor(g.test) is not None or _counter_divisor(loop, g) is not None
                        for g in b.guards_within(loop.node) if not g.negated):
@@ -109,6 +117,58 @@ A loss that is a mean over a window built elsewhere is not recognised.
                 )
 
 
+def _lightning_hooks(model: FileModel) -> Iterator[Finding]:
+    """`training_step` of a LightningModule with manual optimization is the body of the framework's batch loop:
+    `self.manual_backward(loss)` every call, `opt.step()` only when `(batch_idx + 1) % k == 0`, and Lightning
+    does not divide a manually back-propagated loss."""
+    for scope in model.scopes:
+        if scope.name != "training_step" or not _lightning_class(model, scope.class_name):
+            continue
+        steps = [e for e in scope.events if e.kind is EventKind.STEP and not e.loops]
+        k = next((modulo_divisor(g.test) for s in steps for g in s.guards
+                  if not g.negated and modulo_divisor(g.test) is not None), None)
+        if k is None:
+            continue
+        for b in scope.events:
+            if (b.kind is not EventKind.BACKWARD or b.flavor != "lightning" or b.loops or b.guards
+                    or b.scope is not scope.node):
+                continue
+            if _divided(model, scope, b.value, k, None, b):
+                continue
+            yield Finding(
+                b.node,
+                f"`{code_of(b.node)}` runs on every batch but the optimizer steps every `{code_of(k)}` batches: "
+                f"gradients of `{code_of(k)}` batches add up (Lightning does not divide a manually "
+                f"back-propagated loss), an update `{code_of(k)}`x too large; divide the loss by `{code_of(k)}`",
+                _fix_call(b, k),
+            )
+
+
+def _lightning_class(model: FileModel, name: str | None) -> bool:
+    cls = model.classes.get(name or "")
+    if cls is None:
+        return False
+    return any((dotted(base.value) or "").rsplit(".", 1)[-1] == "LightningModule" or
+               _lightning_class(model, dotted(base.value)) for base in cls.bases if dotted(base.value) != name)
+
+
+def _self_scaling(model: FileModel, b: Event) -> bool:
+    """Does this backward divide the loss by the accumulation steps itself? DeepSpeed's engine does (by its
+    configured steps). Accelerate's does when its Accelerator was built with `gradient_accumulation_steps`; one
+    built here without it divides by 1, so the user must divide; one built elsewhere is not known (silent).
+    Fabric's `backward` never divides."""
+    if b.flavor not in SELF_SCALING_BACKWARDS:
+        return False
+    if b.flavor != "accelerator" or not isinstance(b.node, cst.Call) or not isinstance(b.node.func, cst.Attribute):
+        return True
+    receiver = dotted(b.node.func.value) or ""
+    known = model.symbols.backward_divides
+    divides = known.get(receiver, known.get(receiver.rsplit(".", 1)[-1]))
+    if divides is None:
+        return receiver.rsplit(".", 1)[-1] != "fabric"  # not built in this file: only Fabric is known not to
+    return divides
+
+
 def _micro_batch_loop(model: FileModel, inner: Loop) -> Iterator[Finding]:
     """An inner loop over micro-batches (`for xc in x.chunk(4)`, `for _ in range(accum_steps)` drawing
     `next(it)`) back-propagates in each pass, and the optimizer steps once after it: the step applies the sum of
@@ -121,7 +181,7 @@ def _micro_batch_loop(model: FileModel, inner: Loop) -> Iterator[Finding]:
     depth = None
     backwards = []
     for b in inner.of(EventKind.BACKWARD):
-        if (b.scope is scope.node and b.loops[-1] is node and b.flavor not in SELF_SCALING_BACKWARDS
+        if (b.scope is scope.node and b.loops[-1] is node and not _self_scaling(model, b)
                 and "accumulate" not in b.contexts and "no_grad" not in b.contexts
                 and not b.guards_within(node) and gradients_go_to(b.flavor) == "grad"):
             backwards.append(b)
@@ -284,6 +344,11 @@ def _multiplies_itself(name: str, value: cst.BaseExpression) -> bool:
 def _fix(loop: Loop, b: Event, k: cst.BaseExpression) -> Fix | None:
     if b.scope is not loop.scope.node or b.inlined_from is not None:
         return None
+    return _fix_call(b, k)
+
+
+def _fix_call(b: Event, k: cst.BaseExpression) -> Fix | None:
+    """Divide the back-propagated loss by `k` inside the backward call."""
     call = b.node
     divisor = k.deep_clone()
     if isinstance(divisor, (cst.BinaryOperation, cst.BooleanOperation, cst.IfExp)) and not divisor.lpar:
@@ -305,7 +370,7 @@ def _fix(loop: Loop, b: Event, k: cst.BaseExpression) -> Fix | None:
     if b.flavor == "scaler" and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call):
         arg = call.func.value.args[0]
         return Fix("unsafe", message, ((arg.value, divided(arg.value)),))
-    if b.flavor in ("lightning", "autograd", "optimizer") and call.args:
+    if b.flavor in ("lightning", "autograd", "optimizer", "accelerator") and call.args:
         arg = call.args[0]
         return Fix("unsafe", message, ((arg.value, divided(arg.value)),))
     return None
