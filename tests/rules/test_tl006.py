@@ -98,7 +98,7 @@ POSITIVE = {
 NEGATIVE = {
     # zero_grad once per epoch (outside the batch loop), the step every `accumulate` batches: an unfinished
     # window is dropped at the epoch boundary, no micro-step loses its gradient (a YOLO-style loop)
-    "epoch_start_zero_grad_with_inner_accumulation": """ once per epoch (outside the batch loop), the step every `accumulate` batches: an unfinished
+    "epoch_start_zero_grad_with_inner_accumulation": """
         for epoch in range(epochs):
             optimizer.zero_grad()
             for i, (imgs, targets) in enumerate(loader):
