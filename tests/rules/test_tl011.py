@@ -5,6 +5,57 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    # -- once per call: an optimizer wrapper's step(), a per-batch helper ----------------------------------------
+    "wrapper_class_step": (
+        """
+        class OptimWrapper:
+            def __init__(self, optimizer, scheduler):
+                self.optimizer = optimizer
+                self.scheduler = scheduler
+
+            def step(self):
+                self.scheduler.step()
+                self.optimizer.step()
+        """,
+        [(8, 9)],
+    ),
+    "per_batch_helper": (
+        """
+        def train_step(model, batch, optimizer, scheduler):
+            loss = model(batch)
+            loss.backward()
+            scheduler.step()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+        [(5, 5)],
+    ),
+    "wrapper_with_scaler": (
+        """
+        class AmpStepper:
+            def step(self, loss):
+                self.scaler.scale(loss).backward()
+                self.lr_scheduler.step()
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+        """,
+        [(5, 9)],
+    ),
+    # -- an epoch loop that steps the scheduler before a training function that steps the optimizer ------------
+    "epoch_loop_before_training_function": (
+        """
+        def train_one_epoch(model, loader, optimizer):
+            for x, y in loader:
+                optimizer.zero_grad()
+                F.mse_loss(model(x), y).backward()
+                optimizer.step()
+
+        for epoch in range(10):
+            scheduler.step()
+            train_one_epoch(model, loader, optimizer)
+        """,
+        [(9, 5)],
+    ),
     "script": (
         """
         for x, y in loader:
@@ -99,6 +150,34 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "wrapper_in_order": """
+        class OptimWrapper:
+            def step(self):
+                self.optimizer.step()
+                self.scheduler.step()
+        """,
+    "helper_warmup_guarded_scheduler": """
+        def step(optimizer, scheduler, warm):
+            if warm:
+                scheduler.step()
+            optimizer.step()
+        """,
+    "helper_scheduler_with_epoch_argument": """
+        def resume(optimizer, scheduler, epoch):
+            scheduler.step(epoch)
+            optimizer.step()
+        """,
+    "epoch_loop_after_training_function": """
+        def train_one_epoch(model, loader, optimizer):
+            for x, y in loader:
+                optimizer.zero_grad()
+                F.mse_loss(model(x), y).backward()
+                optimizer.step()
+
+        for epoch in range(10):
+            train_one_epoch(model, loader, optimizer)
+            scheduler.step()
+        """,
     "after_step": """
         for x, y in loader:
             criterion(model(x), y).backward()
@@ -179,3 +258,27 @@ def test_fix_moves_scheduler_after_step():
 def test_fix_in_wrapper_and_after_scaler_update():
     assert "        self.optimizer.step()\n        self.scheduler.step()\n" in fixed(POSITIVE["wrapper_method"][0], "TL011")
     assert fixed(POSITIVE["scaler"][0], "TL011").endswith("    scaler.update()\n    scheduler.step()\n")
+
+
+def test_fix_in_optimizer_wrapper():
+    out = fixed(POSITIVE["wrapper_class_step"][0], "TL011")
+    assert "        self.optimizer.step()\n        self.scheduler.step()\n" in out
+    assert findings(out, "TL011") == []
+
+
+def test_notebook_epoch_loop_before_a_training_function_of_an_earlier_cell(tmp_path):
+    import json
+
+    from torchlint.notebook import lint_notebook
+    from torchlint.rules import ALL_RULES
+
+    cells = [
+        "def train(model, loader, optimizer):\n    for x, y in loader:\n        optimizer.zero_grad()\n"
+        "        F.mse_loss(model(x), y).backward()\n        optimizer.step()\n",
+        "for epoch in range(5):\n    scheduler.step()\n    train(model, loader, optimizer)\n",
+    ]
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                     "source": c.splitlines(keepends=True)} for c in cells], "metadata": {}, "nbformat": 4,
+          "nbformat_minor": 5}
+    found = lint_notebook(json.dumps(nb), "nb.ipynb", ALL_RULES)
+    assert [(d.cell, d.line, d.column, d.code) for d in found] == [(2, 2, 5, "TL011")]

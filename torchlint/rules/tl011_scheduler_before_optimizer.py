@@ -16,7 +16,7 @@ from torchlint.analysis.exprs import code_of
 from torchlint.analysis.names import role_suffix
 from torchlint.diagnostic import Fix
 from torchlint.fixes import movable, move_after
-from torchlint.rules.base import LOOP, STEP_CALL, Finding, Rule, where
+from torchlint.rules.base import STEP_CALL, Finding, Rule, where
 
 # Every name or constructor torchlint.analysis.names takes for a scheduler contains one of these.
 SCHEDULER = re.compile(r"(?i:sched)|LR\s*\(|ReduceLROnPlateau")
@@ -29,9 +29,9 @@ class SchedulerBeforeOptimizer(Rule):
     fix_safety = "unsafe"
     # A scheduler is known by its name (`lr_sched`, `schedulerG`) or its constructor (`StepLR(`,
     # `get_linear_schedule_with_warmup(`), which may sit elsewhere in the file (`__init__`); the function with the
-    # finding steps both in a loop.
-    requires = (STEP_CALL, LOOP, SCHEDULER)
-    scope_requires = (STEP_CALL, LOOP)
+    # finding steps both (in a loop, or once per call in a wrapper).
+    requires = (STEP_CALL, SCHEDULER)
+    scope_requires = (STEP_CALL,)
     doc = """
 ## What it flags
 In one iteration of a loop, `scheduler.step()` (no argument) before the `optimizer.step()` it schedules —
@@ -56,12 +56,18 @@ for x, y in loader:
 Move the scheduler step to right after the optimizer step (after `scaler.update()` with AMP). **Unsafe**: the
 learning rates of every step change, to the intended ones.
 
+A function outside any loop of its own (an optimizer wrapper's `step()`, a per-batch helper) that steps the
+scheduler and then, on every path, the optimizer is reported too: it runs once per training step. So is an epoch
+loop that steps the scheduler before calling a training function (of the same file or, with project analysis,
+of another file) that steps the optimizer; the message names that function's file and line.
+
 ## Correct look-alikes (not flagged)
 `scheduler.step(start_epoch)` when resuming; per-epoch scheduling after the inner batch loop;
 `ReduceLROnPlateau.step(val_loss)` after validation; any `scheduler.step(...)` with an argument.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
+        yield from _wrappers(model)
         for loop in model.loops:
             steps = loop.of(EventKind.STEP, EventKind.RUN)  # RUN: a call to a function that trains and steps
             if not steps:
@@ -91,6 +97,40 @@ learning rates of every step change, to the intended ones.
                     f"the optimizer",
                     _fix(loop, sched, opt),
                 )
+
+
+def _wrappers(model: FileModel) -> Iterator[Finding]:
+    """A function or method outside any loop of its own (an optimizer wrapper's `step()`, a `train_step` helper)
+    that steps the scheduler and then, on every path, the optimizer it schedules: each call (one per training
+    step) uses the next learning rate, the first one is skipped."""
+    for scope in model.scopes:
+        if not isinstance(scope.node, cst.FunctionDef):
+            continue
+        own = [e for e in scope.events if e.scope is scope.node and not e.loops and e.inlined_from is None]
+        steps = [e for e in own if e.kind is EventKind.STEP]
+        for sched in own:
+            if sched.kind is not EventKind.SCHED_STEP or (isinstance(sched.node, cst.Call) and sched.node.args):
+                continue
+            later = [s for s in _scheduled(model, sched, steps)
+                     if set(s.guards) == set(sched.guards) and scope.may_follow(sched, s)
+                     and not scope.may_follow(s, sched)]
+            if not later:
+                continue
+            opt = later[0]
+            yield Finding(
+                sched.node,
+                f"`{code_of(sched.node)}` runs before `{code_of(opt.node)}` in `{scope.name}()`, which runs once per "
+                f"training step: every step uses the next learning rate and the schedule's first one is skipped "
+                f"('Detected call of lr_scheduler.step() before optimizer.step()'); step the scheduler after the "
+                f"optimizer",
+                _move(sched, opt),
+            )
+
+
+def _move(sched: Event, opt: Event) -> Fix | None:
+    if sched.contexts != opt.contexts or not movable(sched.stmt) or not movable(opt.stmt):
+        return None
+    return Fix("unsafe", "move the scheduler step after the optimizer step", move_after(sched.stmt, opt.stmt))
 
 
 def _scheduled(model: FileModel, sched: Event, steps: list[Event]) -> list[Event]:
