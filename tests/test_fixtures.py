@@ -1,6 +1,7 @@
 """Every autofix, proven by execution (fixtures/TL00N/<scenario>/{bad,fixed,reference}.py):
 
-1. `torchlint --fix --unsafe-fixes bad.py` gives exactly fixed.py (and fixing again changes nothing);
+1. `torchlint --fix --unsafe-fixes bad.py` gives exactly fixed.py (and fixing again changes nothing); a scenario's
+   folder is its project, so bad.py may call a helper module beside it (engine.py);
 2. fixed.py matches reference.py at every optimizer step (gradients and parameters, within Tolerance);
 3. bad.py does not match (or fails with the documented PyTorch error): the fixture exercises the bug;
 4. TL002, TL007 (safe fixes): the fixed run keeps fewer saved tensors alive at every step than the original.
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from torchlint.analysis.project import Project
 from torchlint.engine import fix_source, lint_source
 
 SCENARIOS = sorted(p for p in (ROOT / "fixtures").glob("TL*/*") if (p / "bad.py").is_file())
@@ -51,13 +53,18 @@ def test_fix_output_is_exactly_fixed_py(scenario):
     bad = (scenario / "bad.py").read_text(encoding="utf-8")
     expected = (scenario / "fixed.py").read_text(encoding="utf-8")
     code = scenario.parent.name
-    assert [d.code for d in lint_source(bad, "bad.py")] == [code]
-    once = fix_source(bad, "bad.py", unsafe=True)
+    # A scenario may import a helper module of its own folder (engine.py): the folder is the project.
+    project = Project(scenario)
+    bad_path, fixed_path = str(scenario / "bad.py"), str(scenario / "fixed.py")
+    assert [d.code for d in lint_source(bad, bad_path, project=project)] == [code]
+    once = fix_source(bad, bad_path, unsafe=True, project=project)
     assert once.text == expected
     assert once.remaining == [] and once.failed == []
-    assert fix_source(once.text, "fixed.py", unsafe=True).text == once.text  # idempotent
+    assert fix_source(once.text, fixed_path, unsafe=True, project=project).text == once.text  # idempotent
     reference = (scenario / "reference.py").read_text(encoding="utf-8")
-    assert lint_source(reference, "reference.py") == []
+    assert lint_source(reference, str(scenario / "reference.py"), project=project) == []
+    for helper in sorted(set(scenario.glob("*.py")) - {scenario / n for n in ("bad.py", "fixed.py", "reference.py")}):
+        assert lint_source(helper.read_text(encoding="utf-8"), str(helper), project=project) == []
 
 
 @pytest.fixture(scope="session")

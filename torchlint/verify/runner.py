@@ -98,8 +98,14 @@ def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = 
     previous = torch.get_default_device()
     torch.set_default_device(device)
     error = None
-    old_argv = sys.argv
+    old_argv, old_path = sys.argv, list(sys.path)
     sys.argv = [str(script)]
+    # As `python script.py` does: the script's directory first on sys.path, so that it imports its helpers
+    # (`from engine import train_step`), freshly for each script.
+    sys.path.insert(0, str(script.parent))
+    for name, module in list(sys.modules.items()):
+        if getattr(module, "__file__", None) and Path(module.__file__).parent == script.parent:
+            del sys.modules[name]
     try:
         with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             runpy.run_path(str(script), run_name="__main__")
@@ -108,6 +114,7 @@ def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = 
         traceback.print_exc(limit=3)
     finally:
         sys.argv = old_argv
+        sys.path[:] = old_path
         handle.remove()
         torch.set_default_device(previous)
     return {"script": str(script), "device": device, "steps": steps, "error": error}
