@@ -5,6 +5,67 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    # -- the state kept on the module, read and rebound in forward ----------------------------------------------
+    "module_state_lstm": (
+        """
+        class RNNModel(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.LSTM(4, 8, batch_first=True)
+                self.fc = nn.Linear(8, 1)
+                self.hidden = None
+
+            def forward(self, x):
+                out, self.hidden = self.rnn(x, self.hidden)
+                return self.fc(out[:, -1])
+
+        for x, y in loader:
+            optimizer.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            optimizer.step()
+        """,
+        [(10, 28)],
+    ),
+    "module_state_gru_single_tensor": (
+        """
+        class Net(torch.nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.gru = torch.nn.GRU(n, n)
+                self.h = torch.zeros(1, 1, n)
+
+            def forward(self, x):
+                y, self.h = self.gru(x, self.h)
+                return y.sum()
+
+        def train(model, data, opt):
+            for x in data:
+                opt.zero_grad()
+                model(x).backward()
+                opt.step()
+        """,
+        [(9, 21)],
+    ),
+    "module_state_through_cell": (
+        """
+        class Cell(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = nn.LSTMCell(3, 3)
+                self.state = None
+
+            def forward(self, x):
+                self.state = self.cell(x, self.state)
+                return self.state[0]
+
+        for x, y in loader:
+            loss = crit(model(x), y)
+            loss.backward()
+            optim.step()
+            optim.zero_grad()
+        """,
+        [(9, 22)],
+    ),
     "script_init_hidden": (
         """
         hidden = model.init_hidden(batch_size)
@@ -102,6 +163,94 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "module_state_reset_by_a_method": """
+        class RNNModel(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.LSTM(4, 8, batch_first=True)
+                self.fc = nn.Linear(8, 1)
+                self.hidden = None
+
+            def reset_hidden(self):
+                self.hidden = None
+
+            def forward(self, x):
+                out, self.hidden = self.rnn(x, self.hidden)
+                return self.fc(out[:, -1])
+
+        for x, y in loader:
+            model.reset_hidden()
+            F.mse_loss(model(x), y).backward()
+            optimizer.step()
+        """,
+    "module_state_detached_in_forward": """
+        class RNNModel(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.LSTM(4, 8, batch_first=True)
+                self.fc = nn.Linear(8, 1)
+                self.hidden = None
+
+            def forward(self, x):
+                if self.hidden is not None:
+                    self.hidden = tuple(h.detach() for h in self.hidden)
+                out, self.hidden = self.rnn(x, self.hidden)
+                return self.fc(out[:, -1])
+
+        for x, y in loader:
+            F.mse_loss(model(x), y).backward()
+            optimizer.step()
+        """,
+    "module_state_reset_from_the_loop": """
+        class RNNModel(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.LSTM(4, 8, batch_first=True)
+                self.fc = nn.Linear(8, 1)
+                self.hidden = None
+
+            def forward(self, x):
+                out, self.hidden = self.rnn(x, self.hidden)
+                return self.fc(out[:, -1])
+
+        for x, y in loader:
+            model.hidden = None
+            F.mse_loss(model(x), y).backward()
+            optimizer.step()
+        """,
+    "module_state_never_trained": """
+        class RNNModel(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.LSTM(4, 8, batch_first=True)
+                self.fc = nn.Linear(8, 1)
+                self.hidden = None
+
+            def forward(self, x):
+                out, self.hidden = self.rnn(x, self.hidden)
+                return self.fc(out[:, -1])
+
+        with torch.no_grad():
+            for x in stream:
+                print(model(x))
+        """,
+    "module_state_returned_detached": """
+        class RNNModel(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.LSTM(4, 8, batch_first=True)
+                self.fc = nn.Linear(8, 1)
+                self.hidden = None
+
+            def forward(self, x):
+                out, hidden = self.rnn(x, self.hidden)
+                self.hidden = tuple(h.detach() for h in hidden)
+                return self.fc(out[:, -1])
+
+        for x, y in loader:
+            F.mse_loss(model(x), y).backward()
+            optimizer.step()
+        """,
     "model_wrapped_in_loop": """
         for rank in ranks:
             model = nn.parallel.DistributedDataParallel(model, device_ids=[rank])

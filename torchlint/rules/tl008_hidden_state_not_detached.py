@@ -6,6 +6,7 @@ graph a second time" (or, with retain_graph, backprop through the whole history 
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 import libcst as cst
@@ -24,12 +25,18 @@ class HiddenStateNotDetached(Rule):
     name = "hidden-state-not-detached"
     summary = "recurrent hidden state carried across batches without .detach() (truncated BPTT)"
     fix_safety = "unsafe"
+    # The finding sits in a loop that back-propagates, or in a module's forward (the state kept on the module).
+    scope_requires = (re.compile(r"\.backward\s*\(|manual_backward\s*\(|autograd\.grad\s*\(|\bdef\s+forward\s*\("),)
     doc = """
 ## What it flags
 A training loop (backward every iteration) where the state a model returns is fed back into it in the next
 iteration — `output, hidden = model(x, hidden)` — and nothing in the loop detaches or re-initialises it
 (`hidden = hidden.detach()`, `repackage_hidden(hidden)`, `model.init_hidden(...)`, `h.detach_()`).
 Reported on the call that feeds the state back.
+
+The state may also live on the module: `out, self.hidden = self.rnn(x, self.hidden)` in `forward`, in a file
+whose loop back-propagates, where nothing but `__init__` resets or detaches `self.hidden` (no other method of the
+class, no `model.hidden = ...` anywhere in the file). Reported on the call in `forward`.
 
 ## Why it is wrong
 The state carries the graph of the previous batch. The next backward walks into it, but that graph's buffers
@@ -71,6 +78,7 @@ alone.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
+        yield from _module_state(model)
         for loop in model.loops:
             if not any(b.scope is loop.scope.node for b in loop.of(EventKind.BACKWARD)):
                 continue
@@ -94,6 +102,60 @@ alone.
                     f"the graph a second time'); detach it at the top of the iteration",
                     _fix(scope, loop, e),
                 )
+
+
+def _module_state(model: FileModel) -> Iterator[Finding]:
+    """The state kept on the module: `out, self.hidden = self.rnn(x, self.hidden)` in `forward`, with nothing
+    of the class (but `__init__`) and nothing else in the file resetting or detaching `self.hidden`, in a file
+    that trains (a loop back-propagates): every call of the model feeds the previous batch's graph back in."""
+    if not any(loop.backwards_into_grad() for loop in model.loops):
+        return
+    for scope in model.scopes:
+        if scope.name != "forward" or not scope.class_name or not model.is_module_class(scope.class_name):
+            continue
+        for e in scope.events:
+            if (e.kind is not EventKind.ASSIGN or e.scope is not scope.node or e.loops
+                    or e.flavor not in ("tuple0", "tuple", "=") or not (e.target or "").startswith("self.")):
+                continue
+            call, state = e.value, e.target or ""
+            if not isinstance(call, cst.Call) or not _feeds_back(call, state) or _detaching(call):
+                continue
+            if not _forward_output(model, scope, e) or _reset_elsewhere(model, scope, state, e):
+                continue
+            yield Finding(
+                call,
+                f"`{state}` returned by `{code_of(call.func)}` is kept on the module and fed back into it by the next "
+                f"call of the model, without .detach(): the next backward reaches into the previous batch's freed "
+                f"graph ('Trying to backward through the graph a second time'); detach it before it is fed back",
+                _fix_module_state(e, state),
+            )
+
+
+def _reset_elsewhere(model: FileModel, forward: Scope, state: str, at: Event) -> bool:
+    """Anything but `__init__` that may detach or re-initialise `self.<state>`: another method of the class
+    (`reset_hidden()`, called per batch from wherever), forward itself before the feeding call, or any
+    assignment to `.<attr>` elsewhere in the file (`model.hidden = None`)."""
+    attr = state.split(".", 1)[1]
+    for other in model.scopes:
+        if other.class_name != forward.class_name or other.name == "__init__":
+            continue
+        for e in other.events:
+            if e.scope is not other.node or e.target != state or e is at:
+                continue
+            if e.kind is EventKind.RESET or (e.kind is EventKind.ASSIGN and other is not forward):
+                return True
+            if e.kind is EventKind.ASSIGN and e.value is not None and (
+                    _detaching(e.value) or model.kinds.of_def(e, other).graph_free):
+                return True
+    return re.search(rf"(?<!self)\.{re.escape(attr)}\s*=(?!=)|\.{re.escape(attr)}\.detach_\(", model.text) is not None
+
+
+def _fix_module_state(e: Event, state: str) -> Fix | None:
+    if not isinstance(e.stmt, cst.SimpleStatementLine):
+        return None
+    line = (f"if {state} is not None:\n    {state} = {state}.detach() if hasattr({state}, 'detach') "
+            f"else tuple(h.detach() for h in {state})\n")
+    return Fix("unsafe", f"detach `{state}` before feeding it back", (insert_before(e.stmt, line),))
 
 
 def _feeds_back(call: cst.Call, state: str) -> bool:
