@@ -130,7 +130,7 @@ def test_text_patterns_are_linear_on_hostile_text():
 
     from torchlint.pipeline import prune
 
-    patterns = {p for r in ALL_RULES for p in r.requires + r.scope_patterns()}
+    patterns = {p for r in ALL_RULES for p in r.requires + tuple(q for c in r.scope_conditions() for q in c)}
     patterns |= {prune._DEFINES, prune._DEF_START, prune._BARE_NAME, prune._SELF_ATTRIBUTE}
     hostile = ["#" * 5000, "# " * 5000, ", " * 2000 + "#" * 3000, "." * 5000, "a" * 5000 + "(", "self . " * 2000,
                "x.data " * 2000, "\t" * 5000 + "def", "schedule" * 1000, ", #" * 2000 + "\n" * 10 + "True"]

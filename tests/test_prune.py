@@ -12,7 +12,7 @@ from torchlint.engine import lint_source
 from torchlint.pipeline.prune import MIN_LINES, prune
 from torchlint.rules import ALL_RULES
 
-TRIGGERS = [rule.scope_patterns() for rule in ALL_RULES]
+TRIGGERS = [c for rule in ALL_RULES for c in rule.scope_conditions()]
 
 UNRELATED = "".join(
     f"\n\ndef unrelated_{i}(a, b):\n    # nothing to do with training\n    return [a * j + b for j in range({i})]\n"

@@ -78,7 +78,7 @@ def _collector_paused() -> Iterator[None]:
 
 def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool, view: ProjectView | None) -> Analysis:
     # A call to another file's function counts as the text of that function's events (ProjectView.stand_ins).
-    source = text if whole else prune(text, {rule.scope_patterns() for rule in firing},
+    source = text if whole else prune(text, {c for rule in firing for c in rule.scope_conditions()},
                                       view.stand_ins if view is not None else None)
     try:
         module = cst.parse_module(source)

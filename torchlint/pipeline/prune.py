@@ -5,7 +5,7 @@ module, a compiler pass that mentions "Scheduler"). libcst parsing is the linter
 `ast` (about ten times faster) finds the functions and methods that cannot hold a finding, and their lines are
 blanked out, keeping every line number; libcst parses the rest.
 
-Each rule states the text a function must contain to hold one of its findings (`Rule.scope_patterns`: a backward
+Each rule states the text a function must contain to hold one of its findings (`Rule.scope_conditions`: a backward
 call, a loop, a step ...), read together with the helpers of the same file it calls, two levels deep, exactly as
 deep as the model inlines them. A function is kept when, with its helpers, it contains every pattern of some rule
 that can fire on the file; so are those helpers (their events are inlined), `__init__` and every function that

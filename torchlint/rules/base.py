@@ -45,9 +45,18 @@ class Rule:
     scope_requires: ClassVar[tuple[re.Pattern[str], ...] | None] = None
     doc: ClassVar[str]  # Markdown: why it is wrong, examples, fix, limits
 
+    # Other shapes of function that can hold a finding of this rule (each: the patterns it must all contain), for
+    # findings outside a loop: a module's forward (TL008), Lightning's training_step (TL005), a wrapper (TL011).
+    scope_alternatives: ClassVar[tuple[tuple[re.Pattern[str], ...], ...]] = ()
+
     @classmethod
     def scope_patterns(cls) -> tuple[re.Pattern[str], ...]:
         return cls.requires if cls.scope_requires is None else cls.scope_requires
+
+    @classmethod
+    def scope_conditions(cls) -> tuple[tuple[re.Pattern[str], ...], ...]:
+        """Each way a function (with its helpers) can hold a finding: the patterns it must all contain."""
+        return (cls.scope_patterns(),) + cls.scope_alternatives
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         raise NotImplementedError

@@ -16,7 +16,7 @@ from torchlint.analysis.semantics import ACCUMULATION_NAME, SELF_SCALING_BACKWAR
 from torchlint.analysis.exprs import dotted, code_of, modulo_divisor, names_in
 from torchlint.analysis.walk import walk
 from torchlint.diagnostic import Fix
-from torchlint.rules.base import BACKWARD_CALL, STEP_CALL, Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
 
 # These divide the loss by the accumulation steps themselves (Accelerate, DeepSpeed, Fabric).
 
@@ -31,6 +31,8 @@ class UnscaledAccumulation(Rule):
     # The window is a guard (`%`, `==`, `>=`) or an inner loop over micro-batches, or Lightning's own batch loop
     # around `training_step` (no loop in the file): no text narrows further.
     requires = (BACKWARD_CALL, STEP_CALL)
+    scope_requires = (BACKWARD_CALL, LOOP, STEP_CALL)
+    scope_alternatives = ((re.compile(r"\bdef\s+training_step\b"), re.compile(r"manual_backward\s*\("), STEP_CALL),)
     doc = """
 ## What it flags
 A loop whose backward runs every iteration while the optimizer steps only under a modulo guard

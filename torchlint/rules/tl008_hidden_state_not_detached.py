@@ -26,7 +26,7 @@ class HiddenStateNotDetached(Rule):
     summary = "recurrent hidden state carried across batches without .detach() (truncated BPTT)"
     fix_safety = "unsafe"
     # The finding sits in a loop that back-propagates, or in a module's forward (the state kept on the module).
-    scope_requires = (re.compile(r"\.backward\s*\(|manual_backward\s*\(|autograd\.grad\s*\(|\bdef\s+forward\s*\("),)
+    scope_alternatives = ((re.compile(r"\bdef\s+forward\s*\("),),)
     doc = """
 ## What it flags
 A training loop (backward every iteration) where the state a model returns is fed back into it in the next

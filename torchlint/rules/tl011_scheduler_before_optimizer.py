@@ -16,7 +16,7 @@ from torchlint.analysis.exprs import code_of
 from torchlint.analysis.names import role_suffix
 from torchlint.diagnostic import Fix
 from torchlint.fixes import movable, move_after
-from torchlint.rules.base import STEP_CALL, Finding, Rule, where
+from torchlint.rules.base import LOOP, STEP_CALL, Finding, Rule, where
 
 # Every name or constructor torchlint.analysis.names takes for a scheduler contains one of these.
 SCHEDULER = re.compile(r"(?i:sched)|LR\s*\(|ReduceLROnPlateau")
@@ -31,7 +31,8 @@ class SchedulerBeforeOptimizer(Rule):
     # `get_linear_schedule_with_warmup(`), which may sit elsewhere in the file (`__init__`); the function with the
     # finding steps both (in a loop, or once per call in a wrapper).
     requires = (STEP_CALL, SCHEDULER)
-    scope_requires = (STEP_CALL,)
+    scope_requires = (STEP_CALL, LOOP)
+    scope_alternatives = ((STEP_CALL, SCHEDULER),)
     doc = """
 ## What it flags
 In one iteration of a loop, `scheduler.step()` (no argument) before the `optimizer.step()` it schedules —
