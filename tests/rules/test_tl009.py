@@ -5,6 +5,46 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    # -- inside a method or helper the loop calls ------------------------------------------------------------
+    "method_with_zero_grad_between": (
+        """
+        class Trainer:
+            def train_step(self, batch):
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+                loss = self.model(batch)
+                loss.backward()
+
+            def fit(self, loader):
+                for batch in loader:
+                    self.train_step(batch)
+        """,
+        [(4, 9)],
+    ),
+    "helper_function": (
+        """
+        def step_fn(model, x, opt):
+            opt.step()
+            loss = model(x).mean()
+            loss.backward()
+
+        for x in data:
+            step_fn(model, x, optimizer)
+        """,
+        [(3, 5)],
+    ),
+    "helper_zero_grad_then_step_then_backward": (
+        """
+        def helper(model, x, opt):
+            opt.zero_grad()
+            opt.step()
+            model(x).sum().backward()
+
+        for x in data:
+            helper(model, x, optimizer)
+        """,
+        [(4, 5)],
+    ),
     "script": (
         """
         for x, y in loader:
@@ -92,6 +132,40 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "helper_deferred_step_for_the_previous_batch": """
+        def helper(model, x, opt, first):
+            if not first:
+                opt.step()
+                opt.zero_grad()
+            model(x).sum().backward()
+
+        for i, x in enumerate(data):
+            helper(model, x, optimizer, i == 0)
+        """,
+    "method_in_order": """
+        class T:
+            def train_step(self, batch):
+                loss = self.model(batch)
+                loss.backward()
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+
+            def fit(self, loader):
+                for batch in loader:
+                    self.train_step(batch)
+        """,
+    "helper_with_closure": """
+        def closure_user(model, x, opt):
+            def closure():
+                opt.zero_grad()
+                loss = model(x).sum()
+                loss.backward()
+                return loss
+            opt.step(closure)
+
+        for x in data:
+            closure_user(model, x, optimizer)
+        """,
     "correct_order": """
         for x, y in loader:
             optimizer.zero_grad()
