@@ -28,7 +28,10 @@ class MissingZeroGrad(Rule):
 A loop that calls an optimizer's `step()` (or `scaler.step(optimizer)`) after a backward, where nothing in the
 loop clears that optimizer's gradients: no `optimizer.zero_grad()`, no `model.zero_grad()` of a model it
 optimizes, no `p.grad = None` / `p.grad.zero_()`, also looking into closures (`optimizer.step(closure)`) and
-helper functions of the same file called from the loop. One finding per optimizer and loop, on its `step()`.
+helper functions called from the loop: of the same file, and, with project analysis (the command, pre-commit;
+flake8 and the editor once the command has cached them), functions imported from other files of the project and
+methods inherited from base classes there. One finding per optimizer and loop, on its `step()` (on the call,
+when the step is in a helper of another file, whose file and line the message names).
 
 ## Why it is wrong
 `backward()` accumulates into `.grad`; it never overwrites. Without clearing, step *n* uses the sum of the
@@ -55,8 +58,10 @@ engines (`engine.step()` zeroes gradients itself).
 own gradients. `torch.autograd.grad(...)`: it returns gradients and adds nothing to `.grad`.
 
 ## Limits
-Helpers defined in other files are not followed. A loop that hands the optimizer to one (or, for `self.opt`, calls
-a method of `self` defined elsewhere) is not reported: that helper may clear the gradients.
+A helper the analysis cannot see (a library's, or one of another file when each file is checked alone) that is
+handed the optimizer may clear it: such a loop is not reported. So is a loop that calls a method of `self` the
+analysis cannot resolve while stepping `self.opt`. A helper of another file is followed one level deep: what it
+hands on to calls of its own file's imports is unknown.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
