@@ -31,6 +31,9 @@ ENGINE_SPLIT = [
     "(pkg/steps.py:4) in a loop that never clears `optimizer`'s gradients",
     "resume.py:11:5: TL011 [unsafe fix] `sched.step()` runs before `train_one_epoch(model, data, opt, "
     "torch.nn.functional.mse_loss)` (engine.py:20), which steps `opt`, in the same iteration",
+    # `import engine as eng`, a while loop
+    "warmup.py:12:5: TL011 [unsafe fix] `warmup.step()` runs before `eng.train_one_epoch(net, batches, adam, "
+    "torch.nn.functional.l1_loss)` (engine.py:20), which steps `adam`, in the same iteration",
 ]
 TRAINER_BASE = [
     # `self.train_step` inherited from a base class in another file
@@ -112,7 +115,7 @@ def test_cache_reanalyses_only_what_read_the_changed_file(tmp_path):
     third = check()
     again = sorted(name for name, o in third.items() if not o.cached)
     # engine.py itself, and the two files that import it; pkg/ and utils.py are answered from the cache
-    assert again == ["engine.py", "main.py", "resume.py"]
+    assert again == ["engine.py", "main.py", "resume.py", "warmup.py"]
     assert [(d.line, d.code) for d in third["main.py"].diags] == [(17, "TL004"), (30, "TL011")]
 
 

@@ -5,6 +5,52 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    # -- a helper that returns several losses as a tuple, one of them detached ------------------------------
+    "helper_tuple_item": (
+        """
+        def compute_losses(out, y):
+            ce = F.cross_entropy(out, y)
+            reg = out.pow(2).mean()
+            return ce, reg.item()
+
+        for x, y in loader:
+            ce, reg = compute_losses(model(x), y)
+            loss = ce + 0.1 * reg
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+        [(5, 16)],
+    ),
+    "helper_tuple_detach_summed_inline": (
+        """
+        def losses(model, batch):
+            out = model(batch)
+            return out.mean(), out.std().detach()
+
+        for batch in loader:
+            main_loss, aux = losses(model, batch)
+            (main_loss + aux).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+        [(4, 24)],
+    ),
+    "helper_tuple_float_third_item": (
+        """
+        def parts(model, x):
+            y = model(x)
+            return y.sum(), float(y.max()), y.min()
+
+        for x in data:
+            a, b, c = parts(model, x)
+            total = a + b + c
+            total.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+        [(4, 21)],
+    ),
     "seed_data_index": (
         """
         total_loss = Variable(torch.zeros(1).cuda(), requires_grad=True)
@@ -197,6 +243,39 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "helper_tuple_item_only_logged": """
+        def compute_losses(out, y):
+            ce = F.cross_entropy(out, y)
+            return ce, (out.argmax(1) == y).float().mean().item()
+
+        for x, y in loader:
+            ce, acc = compute_losses(model(x), y)
+            print(acc)
+            ce.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+    "helper_tuple_item_used_as_weight": """
+        def scored(model, x):
+            out = model(x)
+            return out.mean(), out.var().item()
+
+        for x in data:
+            loss, w = scored(model, x)
+            (loss * w).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+    "helper_tuple_detached_target": """
+        def teacher_student(student, teacher, x):
+            return student(x), teacher(x).detach()
+
+        for x in data:
+            s, t = teacher_student(student, teacher, x)
+            F.mse_loss(s, t).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
     "logging_item": """
         running_loss = 0.0
         for x, y in loader:

@@ -10,11 +10,13 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis import Event, FileModel
+from torchlint.analysis import EventKind, Event, FileModel
 from torchlint.analysis.kinds import VKind
 from torchlint.analysis.exprs import (
     COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, keyword, summand_names,
 )
+from torchlint.analysis.semantics import is_module_name
+from torchlint.analysis.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
 
@@ -84,6 +86,8 @@ followed into the helper.
                 continue
             candidates: list[tuple[cst.BaseExpression, Event]] = []
             seen: set[int] = set()
+            tuple_items: list[Event] = []  # definitions of the loss's terms (`ce, reg = helper(...)`)
+            seen_defs: set[int] = set()
 
             def terms(e, at, scope=scope):
                 return summand_names(e, lambda x: _carries_graph(model, scope, x, at))
@@ -91,6 +95,10 @@ followed into the helper.
             for b in backwards:
                 # Only the definitions that reach the backward: `loss.backward(); loss = loss.item()` is fine.
                 defs = scope.summand_defs(b.value, b, terms)
+                for d in defs:
+                    if id(d) not in seen_defs:
+                        seen_defs.add(id(d))
+                        tuple_items.append(d)
                 pairs = [(b.value, b)] + [(d.value, d) for d in defs if d.value is not None]
                 for expr, at in pairs:
                     if id(expr) not in seen:
@@ -109,6 +117,61 @@ followed into the helper.
                         f"0 of tensors does not require grad')",
                         Fix("unsafe", f"use `{operand}` itself", ((d.node, d.operand),)),
                     )
+            for d in tuple_items:
+                yield from _helper_item_findings(model, scope, d)
+
+
+def _helper_item_findings(model: FileModel, scope, d: Event) -> Iterator[Finding]:
+    """`ce, reg = compute_losses(out, y)` where the helper returns `(ce, reg.item())`, and `reg` is a term of the
+    back-propagated loss: the helper detached that item before returning it. Reported in the helper, at the
+    detachment (no fix: other callers may rely on getting a number)."""
+    if d.kind is not EventKind.ASSIGN or d.flavor not in ("tuple0", "tuple") or d.index < 0:
+        return
+    call = d.value
+    if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Name):
+        return
+    callee = model.resolve(scope, call.func.value)
+    if callee is None:
+        return
+    for r in callee.own_returns():
+        value = r.value
+        if not isinstance(value, (cst.Tuple, cst.List)) or d.index >= len(value.elements):
+            continue
+        item = value.elements[d.index].value
+        for det in _summand_detachments(item):
+            if not (_carries_graph(model, callee, det.operand, r)
+                    or _from_graph_argument(model, scope, d, callee, det.operand, call)):
+                continue
+            yield Finding(
+                det.node,
+                f"`{code_of(det.node)}` cuts `{code_of(det.operand)}` out of the graph ({det.how}) before "
+                f"`{callee.name}()` returns it, and the caller adds it into a loss that is back-propagated (as "
+                f"`{d.target}`): this term gets no gradient; return `{code_of(det.operand)}` itself",
+            )
+
+
+def _from_graph_argument(model: FileModel, scope, at: Event, callee, operand: cst.BaseExpression,
+                         call: cst.Call) -> bool:
+    """Does `operand` (in the helper) come from a parameter that the call passes a graph tensor, or a module the
+    helper runs (`out = model(batch)`)? The helper's own kinds cannot know what its parameters hold."""
+    node = callee.node
+    if not isinstance(node, cst.FunctionDef):
+        return False
+    params = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
+    used = callee.depends(operand)
+    for i, arg in enumerate(call.args):
+        if arg.star or (arg.keyword is None and i >= len(params)):
+            return False
+        name = arg.keyword.value if arg.keyword is not None else params[i]
+        if name not in used:
+            continue
+        kind = model.kinds.of(arg.value, scope, at)
+        if kind is VKind.GRAPH:
+            return True
+        called = any(isinstance(n, cst.Call) and dotted(n.func) == name for n in walk(node.body))
+        if called and (kind is VKind.MODULE or (kind is VKind.UNKNOWN and is_module_name(code_of(arg.value)))):
+            return True
+    return False
 
 
 def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
