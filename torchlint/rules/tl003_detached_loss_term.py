@@ -39,7 +39,10 @@ The detached term may be weighted by a factor without graph (`ce + args.alpha * 
 generator (`sum(l.item() for l in losses)`) or stacked (`torch.stack([a.detach(), b]).sum()`). Also flagged: a
 detached loss value re-wrapped as a new leaf, `torch.tensor(loss.item(), requires_grad=True)` or
 `Variable(total.data, requires_grad=True)`, usually written to silence "element 0 of tensors does not require
-grad": the backward stops at that leaf and no parameter gets a gradient.
+grad": the backward stops at that leaf and no parameter gets a gradient. And a helper of the same file that
+returns several losses as a tuple with one of them detached (`return ce, reg.item()`), when the caller adds that
+item into the back-propagated loss (`ce, reg = compute_losses(out, y)`; `loss = ce + 0.1 * reg`): reported in
+the helper, without a fix (other callers may rely on getting a number).
 
 ## Why it is wrong
 Those wrappers return a value outside the autograd graph. Added into the total, the term contributes nothing to
