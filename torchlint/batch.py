@@ -259,7 +259,7 @@ def _diag_from(item: dict, path: str) -> Diagnostic:
     if fix is not None:
         info = FixInfo(fix["applicability"], fix["message"], tuple(Edit(**e) for e in fix["edits"]))
     return Diagnostic(path, item["line"], item["column"], item["end_line"], item["end_column"], item["code"],
-                      item["message"], info, item.get("cell"))
+                      item["message"], info, item.get("cell"), item.get("runtime"))
 
 
 _WORKER_CACHE: Cache | None = None

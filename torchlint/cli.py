@@ -76,6 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _server_command(argv[1:])
         if argv and argv[0] == "verify":
             return _verify_command(argv[1:])
+        if argv and argv[0] == "run":
+            from torchlint.run_command import main as run_main
+
+            return run_main(argv[1:])
         if argv and argv[0] == "check":
             argv = argv[1:]
         return _check(build_parser().parse_args(argv))

@@ -51,6 +51,8 @@ class Diagnostic:
     message: str
     fix: FixInfo | None = None
     cell: int | None = None  # notebooks: 1-based cell number; `line` then counts within the cell
+    # `torchlint run`: "confirmed" (it happened in the run), "not observed" (in the steps run), "runtime only"
+    runtime: str | None = None
 
     def sort_key(self) -> tuple:
         return (self.path, self.cell or 0, self.line, self.column, self.code)

@@ -16,6 +16,8 @@ def render_json(diags: Sequence[Diagnostic], unsafe: bool = False) -> str:
         item = asdict(d)
         if d.cell is None:
             del item["cell"]
+        if d.runtime is None:
+            del item["runtime"]
         item["url"] = doc_url(d.code)
         if d.fix is not None:
             item["fix"] = {

@@ -63,8 +63,9 @@ def render_sarif(diags: Sequence[Diagnostic], unsafe: bool = False) -> str:
             "message": {"text": d.message},
             "locations": [{"physicalLocation": location}],
         }
-        if d.cell is not None:
-            result["properties"] = {"cell": d.cell}
+        properties = {k: v for k, v in (("cell", d.cell), ("runtime", d.runtime)) if v is not None}
+        if properties:
+            result["properties"] = properties
         if d.fix is not None and d.fix.edits and d.cell is None:
             result["fixes"] = [{
                 "description": {"text": f"{d.fix.message} ({d.fix.applicability} fix)"},

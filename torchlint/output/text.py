@@ -14,7 +14,8 @@ def render_text(diags: Sequence[Diagnostic], unsafe: bool = False) -> str:
         if d.fix is not None:
             mark = "[*] " if d.fix.applicability == "safe" or unsafe else "[unsafe fix] "
         cell = f"cell {d.cell}:" if d.cell is not None else ""
-        lines.append(f"{d.path}:{cell}{d.line}:{d.column}: {d.code} {mark}{d.message}")
+        runtime = f"[{d.runtime}] " if d.runtime is not None else ""
+        lines.append(f"{d.path}:{cell}{d.line}:{d.column}: {d.code} {runtime}{mark}{d.message}")
     return "".join(line + "\n" for line in lines)
 
 

@@ -1,0 +1,152 @@
+"""`torchlint run`: static findings checked on a real run of the user's script (torchlint.verify.monitor).
+
+Every fixture's bad.py is run under the monitor in one process (torch started once): its finding must be
+confirmed by what the run showed, and no fixed.py may show anything. The command itself is run end to end on
+scripts with argparse, `if __name__ == "__main__":`, DataLoader workers, a helper module, and a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from torchlint.analysis.project import Project
+from torchlint.engine import lint_source
+
+SCENARIOS = sorted(p for p in (ROOT / "fixtures").glob("TL*/*") if (p / "bad.py").is_file())
+DEVICE = os.environ.get("TORCHLINT_DEVICE", "cpu")
+# A detached term is not visible at runtime (the run is normal, the term just never learns).
+NOT_OBSERVABLE = {"TL003"}
+# Their reference.py is the original script (the fixes keep behaviour): it keeps the growth on purpose.
+BEHAVIOUR_KEEPING = ("TL002", "TL007")
+
+
+@pytest.fixture(scope="module")
+def records():
+    torch = pytest.importorskip("torch")
+    if DEVICE.startswith("cuda") and not torch.cuda.is_available():
+        pytest.skip("TORCHLINT_DEVICE=cuda but no CUDA device is available")
+    from torchlint.verify.monitor import run_many
+
+    scripts = [s / name for s in SCENARIOS for name in ("bad.py", "fixed.py", "reference.py")]
+    return dict(zip(map(str, scripts), run_many(scripts, 8, DEVICE)))
+
+
+def _combined(records, scenario: Path, name: str):
+    from torchlint.run_command import combine
+
+    script = scenario / name
+    static = lint_source(script.read_text(encoding="utf-8"), str(script), project=Project(scenario))
+    return combine(static, records[str(script)], script)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[f"{p.parent.name}/{p.name}" for p in SCENARIOS])
+def test_bad_script_finding_is_confirmed_at_runtime(records, scenario):
+    code = scenario.parent.name
+    found = _combined(records, scenario, "bad.py")
+    statuses = {d.runtime for d in found if d.code == code}
+    expected = "not observed" if code in NOT_OBSERVABLE else "confirmed"
+    assert statuses == {expected}, [(d.code, d.line, d.runtime, d.message[:80]) for d in found]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[f"{p.parent.name}/{p.name}" for p in SCENARIOS])
+def test_fixed_and_reference_scripts_show_nothing_at_runtime(records, scenario):
+    names = ["fixed.py"] + ([] if scenario.parent.name in BEHAVIOUR_KEEPING else ["reference.py"])
+    for name in names:
+        found = _combined(records, scenario, name)
+        assert found == [], (name, [(d.code, d.line, d.runtime, d.message[:80]) for d in found])
+        assert records[str(scenario / name)]["error"] is None
+
+
+# -- the command, end to end -------------------------------------------------------------------------------------
+TRAIN = textwrap.dedent(
+    """\
+    import argparse
+
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, TensorDataset
+
+
+    def main():
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--lr", type=float, required=True)
+        parser.add_argument("--workers", type=int, default=0)
+        args = parser.parse_args()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+        data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+        loader = DataLoader(data, batch_size=8, num_workers=args.workers)
+        for epoch in range(100):
+            for x, y in loader:
+                loss = F.mse_loss(model(x), y)
+                loss.backward()
+                optimizer.step()
+
+
+    if __name__ == "__main__":
+        main()
+    """
+)
+
+
+def test_run_confirms_with_argparse_main_and_dataloader_workers(tmp_path, run_cli):
+    pytest.importorskip("torch")
+    (tmp_path / "train.py").write_text(TRAIN)
+    r = run_cli("run", "--steps", "5", "--format", "json", "train.py", "--lr", "0.1", "--workers", "2",
+                cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    items = json.loads(r.stdout)
+    assert [(i["code"], i["line"], i["runtime"]) for i in items] == [("TL004", 21, "confirmed")]
+    assert "Ran train.py for 5 optimizer steps" in r.stderr  # stopped after 5 of 800 steps
+
+
+def test_run_reports_what_only_the_run_saw(tmp_path, run_cli):
+    """A helper whose step the analysis cannot see statically (the script hides it behind getattr): the run
+    still sees the stale gradient, at the script's own line."""
+    pytest.importorskip("torch")
+    (tmp_path / "hidden.py").write_text(textwrap.dedent(
+        """\
+        import torch
+        model = torch.nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        apply = getattr(opt, "st" + "ep")
+        for _ in range(10):
+            model(torch.randn(2, 3)).sum().backward()
+            apply()
+        """
+    ))
+    r = run_cli("run", "--steps", "4", "hidden.py", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.startswith("hidden.py:7:1: TL004 [runtime only]"), r.stdout
+
+
+def test_run_sarif_carries_the_runtime_status(tmp_path, run_cli):
+    pytest.importorskip("torch")
+    (tmp_path / "train.py").write_text(TRAIN)
+    r = run_cli("run", "--steps", "3", "--format", "sarif", "train.py", "--lr", "0.1", cwd=tmp_path)
+    results = json.loads(r.stdout)["runs"][0]["results"]
+    assert [(x["ruleId"], x["properties"]["runtime"]) for x in results] == [("TL004", "confirmed")]
+
+
+def test_script_that_fails_before_its_first_step(tmp_path, run_cli):
+    pytest.importorskip("torch")
+    (tmp_path / "broken.py").write_text("import torch\nmodel = torch.nn.Linear(3, 1)\nraise ValueError('no data')\n")
+    r = run_cli("run", "broken.py", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "failed before its first optimizer step" in r.stderr and "ValueError: no data" in r.stderr
+    assert r.stdout == ""
+
+
+def test_run_never_writes_the_script(tmp_path, run_cli):
+    pytest.importorskip("torch")
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    before = script.stat().st_mtime_ns
+    run_cli("run", "--steps", "2", "train.py", "--lr", "0.1", cwd=tmp_path)
+    assert script.read_text() == TRAIN and script.stat().st_mtime_ns == before

@@ -1,0 +1,116 @@
+"""`torchlint run SCRIPT [ARGS...]`: the script's static findings, checked on a real run of it.
+
+The script runs in a subprocess under the runtime monitor (torchlint.verify.monitor) for N optimizer steps, as
+`python SCRIPT ARGS` would run it; torchlint never writes it. Each static finding of the script's file is marked
+"confirmed" (the run showed it: the same rule, at that line or, for a helper, on the stack) or "not observed" (in
+the steps run); what only the run saw is added as "runtime only", at the script's innermost frame.
+
+Exit codes: 0 nothing found, 1 findings, 2 usage error, a script that fails before its first optimizer step (its
+traceback is shown), or a run past the time limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from torchlint.diagnostic import Diagnostic
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+# Rules whose runtime sign sits on the same line as the static finding; the others are matched by rule alone (a
+# state fed back is reported on the model call, the failing backward is elsewhere; a growing graph has no line).
+SAME_LINE = {"TL001", "TL004", "TL006", "TL009", "TL011"}
+
+
+def main(argv: Sequence[str]) -> int:
+    from torchlint.output import FORMATS
+
+    p = argparse.ArgumentParser(prog="torchlint run", description="Run a training script under torchlint's monitor "
+                                "and check its findings on the run.")
+    p.add_argument("--steps", type=int, default=20, help="optimizer steps to run (default 20)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    p.add_argument("--format", choices=sorted(set(FORMATS) - {"full"}), default="text")
+    p.add_argument("--timeout", type=float, default=600, help="seconds before the run is stopped (default 600)")
+    p.add_argument("script", type=Path)
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
+    args = p.parse_args(argv)
+    if not args.script.is_file():
+        print(f"torchlint: error: {args.script} is not a file", file=sys.stderr)
+        return EXIT_ERROR
+    static = _static(args.script)
+    try:
+        record, output = _run(args.script, args.args, args.steps, args.device, args.timeout)
+    except subprocess.TimeoutExpired:
+        print(f"torchlint: error: {args.script} ran past {args.timeout:g} s; stopped", file=sys.stderr)
+        return EXIT_ERROR
+    if record is None or (record["error"] and not record["steps"] and not record["observations"]):
+        print(f"torchlint: {args.script} failed before its first optimizer step:", file=sys.stderr)
+        print((record or {}).get("traceback") or output, file=sys.stderr, end="")
+        return EXIT_ERROR
+    diags = combine(static, record, args.script)
+    sys.stdout.write(FORMATS[args.format](diags, False))
+    seen = len(record["steps"])
+    print(f"Ran {args.script} for {seen} optimizer step{'s' if seen != 1 else ''}"
+          + (f" (it failed: {record['error']})" if record["error"] else "") + ".", file=sys.stderr)
+    return EXIT_FINDINGS if diags else EXIT_OK
+
+
+def _static(script: Path) -> list[Diagnostic]:
+    from torchlint.analysis.project import Project
+    from torchlint.config import find_pyproject, load
+    from torchlint.engine import decode, lint_source, select_rules
+
+    cfg = load(find_pyproject(script))
+    decoded = decode(script.read_bytes())
+    return lint_source(decoded.text, str(script), select_rules(cfg.codes_for(script)), project=Project(cfg.root))
+
+
+def _run(script: Path, argv: list[str], steps: int, device: str, timeout: float) -> tuple[dict | None, str]:
+    with tempfile.TemporaryDirectory(prefix="torchlint-run-") as tmp:
+        out = Path(tmp) / "record.json"
+        cmd = [sys.executable, "-m", "torchlint.verify.monitor", "--steps", str(steps), "--device", device,
+               "--out", str(out), str(script), *argv]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent.parent)]
+                                                          + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        sys.stderr.write(proc.stdout)  # the script's own output, kept off the report's stream
+        if not out.is_file():
+            return None, proc.stderr
+        return json.loads(out.read_text(encoding="utf-8")), proc.stderr
+
+
+def combine(static: list[Diagnostic], record: dict, script: Path) -> list[Diagnostic]:
+    """The static findings marked by what the run showed, and what only the run saw."""
+    from dataclasses import replace
+
+    observations = record["observations"]
+    used: set[int] = set()
+    here = str(script.resolve())
+    out = []
+    for d in static:
+        status = "not observed"
+        for i, o in enumerate(observations):
+            if d.code != o["code"] and d.code not in o.get("also", ()):
+                continue
+            frames = [tuple(f) for f in o["frames"]]
+            if d.code not in SAME_LINE or d.code != o["code"] or (here, d.line) in frames:
+                status = "confirmed"
+                used.add(i)
+        out.append(replace(d, runtime=status))
+    for i, o in enumerate(observations):
+        if i in used or not o["frames"] or o.get("static_only"):
+            continue  # a window of k backwards is only a bug with the loss unscaled, which the static finding says
+        path, line = o["frames"][-1]
+        shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
+        message = o["message"]
+        if o.get("backwards"):
+            message += "; backward at " + ", ".join(f"line {ln}" for _, ln in o["backwards"][:3])
+        message += f" (observed at optimizer step {o['step'] + 1})"
+        out.append(Diagnostic(shown, line, 1, line, 1, o["code"], message, runtime="runtime only"))
+    return sorted(out, key=Diagnostic.sort_key)

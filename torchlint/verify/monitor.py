@@ -1,0 +1,455 @@
+"""The runtime monitor behind `torchlint run`: the user's script, unchanged, with hooks that watch its training.
+
+    python -m torchlint.verify.monitor --steps N --out OUT.json [--device cpu|cuda] SCRIPT [ARGS...]
+
+The script runs as `python SCRIPT ARGS` would run it: the same `sys.argv`, the current directory, `__main__`, its
+folder first on `sys.path`. After N optimizer steps the monitor stops it from the step hook (a BaseException the
+script does not catch). What it watches, and what it records (the code of the rule whose bug it is, and the
+script's own frames, innermost last, from the stack when the hook fired):
+
+- every optimizer step (PyTorch's global step pre/post hooks), every backward (`torch.autograd.backward`, which
+  `Tensor.backward` calls), every `zero_grad()` of an optimizer or a module;
+- the gradient each backward brings to each parameter (a tensor hook), summed since the last step: at a step,
+  `.grad` minus that sum is what was there before, a gradient from before the previous step never cleared (TL004);
+  backwards since the last step but every gradient gone (TL006); a first step with no backward before it (TL009);
+- a last backward before a step that passed `retain_graph=True`, with autograd buffers still alive after the
+  step (TL002); graph nodes still reachable after each step, growing from step to step (TL007);
+- gradients clipped while a GradScaler's scale is still in them, and GradScaler's own refusals (TL010);
+- "Trying to backward through the graph a second time" (TL001 or TL008) and PyTorch's "Detected call of
+  `lr_scheduler.step()` before `optimizer.step()`" warning (TL011).
+
+The record is JSON: the steps seen, each observation, and the script's error with its traceback if it failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import runpy
+import sys
+import traceback
+import warnings
+import weakref
+from pathlib import Path
+from typing import Sequence
+
+_HERE = str(Path(__file__).resolve().parent.parent)  # torchlint's own files are never the user's frames
+SCHEDULER_WARNING = "Detected call of `lr_scheduler.step()` before `optimizer.step()`"
+SECOND_BACKWARD = "Trying to backward through the graph a second time"
+SCALER_ERRORS = ("No inf checks were recorded", "step() has already been called since the last update()",
+                 "unscale_() has already been called on this optimizer since the last update()")
+
+
+class _Stop(BaseException):
+    """Raised from the step hook after N steps: ends the script, as KeyboardInterrupt would, but quietly."""
+
+
+_USER: dict[str, str | None] = {}  # filename -> its resolved path when it is the script's own code, else None
+
+
+def _user_file(name: str) -> str | None:
+    found = _USER.get(name, "")
+    if found == "":
+        own = not (name.startswith(_HERE) or "site-packages" in name or "dist-packages" in name
+                   or name.startswith("<") or name.startswith(sys.base_prefix) or name.startswith(sys.prefix))
+        found = _USER[name] = str(Path(name).resolve()) if own else None
+    return found
+
+
+def user_frames(stack: Sequence[traceback.FrameSummary] | None = None) -> list[tuple[str, int]]:
+    """(file, line) of the script's own frames, outermost first: not torch's, not torchlint's, not the standard
+    library's or installed packages'. Read from the live frames (no source lines read), or from a traceback."""
+    out = []
+    if stack is not None:
+        for f in stack:
+            path = _user_file(f.filename)
+            if path is not None:
+                out.append((path, f.lineno or 0))
+        return out
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = _user_file(frame.f_code.co_filename)
+        if path is not None:
+            out.append((path, frame.f_lineno))
+        frame = frame.f_back
+    out.reverse()
+    return out
+
+
+class Monitor:
+    def __init__(self, torch, steps: int, count_graph: bool = True) -> None:
+        self.torch = torch
+        self.limit = steps
+        self.count_graph = count_graph
+        self.steps: list[dict] = []
+        self.observations: list[dict] = []
+        self.backwards: list[list[tuple[str, int]]] = []  # since the last step: where each backward ran
+        self.zero_grads: list[tuple[int, list[tuple[str, int]]]] = []  # since the last step: (backwards before, where)
+        self.incoming: dict[int, object] = {}  # id(param) -> gradient brought by the backwards since the last step
+        self.hooked: set[int] = set()
+        self.prev: dict[int, object] = {}  # id(param) -> its gradient right after the last step
+        self.prev_object: dict[int, object] = {}  # id(param) -> the .grad tensor itself after the last step
+        self.retained: list[bool] = []  # since the last step: did each backward pass retain_graph=True?
+        self.scaled = False  # a GradScaler scaled a loss and nothing unscaled the gradients since
+        self.params: dict[int, weakref.ref] = {}
+        self._seen: set[tuple] = set()  # (code, innermost frame): one observation each
+
+    # -- recording ---------------------------------------------------------------------------------------------
+    def observe(self, code: str, frames: list[tuple[str, int]], message: str, **extra) -> None:
+        key = (code, tuple(frames[-1:]))
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.observations.append({"code": code, "frames": frames, "message": message, "step": len(self.steps), **extra})
+
+    # -- hooks ---------------------------------------------------------------------------------------------------
+    def on_backward(self, retained: bool) -> None:
+        self.backwards.append(user_frames())
+        self.retained.append(retained)
+
+    def on_zero_grad(self) -> None:
+        self.zero_grads.append((len(self.backwards), user_frames()))
+
+    def _track(self, optimizer) -> None:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if id(p) in self.hooked or not getattr(p, "requires_grad", False):
+                    continue
+                self.hooked.add(id(p))
+                self.params[id(p)] = weakref.ref(p)
+                p.register_hook(self._grad_hook(id(p)))
+
+    def _grad_hook(self, key: int):
+        def hook(grad):
+            old = self.incoming.get(key)
+            self.incoming[key] = grad.detach().clone() if old is None else old + grad.detach()
+            return None
+        return hook
+
+    def pre_step(self, optimizer, args, kwargs) -> None:
+        frames = user_frames()
+        if args[1:] or kwargs.get("closure") is not None:  # args[0] is the optimizer itself
+            return  # a closure runs its own backward inside the step (LBFGS)
+        first = not self.steps
+        if first and not self.backwards and self.hooked == set():
+            grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+            if not grads:
+                self.observe("TL009", frames, "the optimizer stepped before any backward: the first step applies no "
+                             "gradient, and each later step the gradient of the iteration before")
+        if not first:
+            self._check_stale(optimizer, frames)
+            self._check_cleared(optimizer, frames)
+        for before, where in self.zero_grads:
+            if before:  # a zero_grad after a backward and before this step (TL006 says which one was wrong)
+                self.observe("TL006", where, "zero_grad() ran after a backward and before the step", static_only=True)
+        self._track(optimizer)
+
+    def _check_stale(self, optimizer, frames) -> None:
+        """`.grad` at this step, minus what the backwards since the last step brought, is exactly what it held after
+        the last step: nothing cleared it in between. (Comparing with the last step's gradient, not with zero, keeps
+        a GradScaler's in-place unscale_ from looking like a leftover.)"""
+        torch = self.torch
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                prev, incoming = self.prev.get(id(p)), self.incoming.get(id(p))
+                if p.grad is None or prev is None or incoming is None or not p.grad.numel():
+                    continue
+                if p.grad is not self.prev_object.get(id(p)):
+                    continue  # a new tensor: the old one was dropped (zero_grad(set_to_none=True), p.grad = None)
+                scale = float(prev.abs().max())
+                if scale == 0.0:
+                    continue
+                if torch.allclose(p.grad - incoming, prev, rtol=1e-4, atol=1e-6 * scale):
+                    where = [f for b in self.backwards for f in b[-1:]]
+                    self.observe("TL004", frames, "the optimizer stepped with the gradient of its previous step still "
+                                 "in .grad (never cleared): it applied the old sum plus this step's backward",
+                                 backwards=where)
+                    return
+
+    def _check_cleared(self, optimizer, frames) -> None:
+        if not self.backwards or not self.incoming or any(code == "TL009" for code, _ in self._seen):
+            return  # a step before the backward explains cleared gradients (TL009)
+        params = [p for g in optimizer.param_groups for p in g["params"] if id(p) in self.incoming]
+        if not params:
+            return
+        if all(p.grad is None or not bool(p.grad.abs().sum()) for p in params):
+            after = [z for n, z in self.zero_grads if n == len(self.backwards)]
+            where = after[-1] if after else frames
+            self.observe("TL006", where, "the gradients were cleared after the backward and before the step: "
+                         "the step applied nothing")
+
+    def post_step(self, optimizer, args, kwargs) -> None:
+        torch = self.torch
+        record = {"backwards": len(self.backwards), "saved": len(_SAVED), "graph_nodes": 0}
+        if len(self.backwards) > 1:
+            # k backwards between two steps: an accumulation window (TL005 confirms its static finding with it)
+            self.observe("TL005", user_frames(), f"{len(self.backwards)} backward calls between two optimizer "
+                         "steps: the step applies the sum of their gradients", backwards=[
+                             f for b in self.backwards for f in b[-1:]], static_only=True)
+        n = len(self.steps) + 1
+        if self.count_graph and (n <= 8 or n % 8 == 0):
+            # every step at first, then every 8th: a leak shows within 5 samples, and long runs stay cheap
+            record["graph_nodes"] = _graph_nodes(torch)
+        else:
+            record["graph_nodes"] = None
+        self.steps.append(record)
+        if self.retained and self.retained[-1] and record["saved"]:
+            # the last backward before the step kept its graph, and its buffers are still alive after the step
+            self.observe("TL002", self.backwards[-1], f"the last backward before the step passed retain_graph=True: "
+                         f"{record['saved']} autograd buffers were still alive after the step")
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if id(p) in self.hooked:
+                    self.prev[id(p)] = p.grad.detach().clone() if p.grad is not None else None
+                    self.prev_object[id(p)] = p.grad  # held, so that a new gradient tensor cannot reuse its id
+        self.backwards.clear()
+        self.retained.clear()
+        self.scaled = False
+        self.zero_grads.clear()
+        self.incoming.clear()
+        self._check_growth()
+        if len(self.steps) >= self.limit:
+            raise _Stop
+
+    def _check_growth(self) -> None:
+        """Buffers or graph nodes alive after each step that grow at every one of the last 4 steps."""
+        sampled = [s for s in self.steps if s["graph_nodes"] is not None]
+        if len(sampled) < 5 or self.steps[-1]["graph_nodes"] is None:
+            return
+        last = sampled[-5:]
+        for metric, code, what in (("graph_nodes", "TL007", "autograd graph nodes still reachable"),):
+            values = [s[metric] for s in last]
+            if all(b > a for a, b in zip(values, values[1:])):
+                if any(c == "TL002" for c, _ in self._seen):
+                    return  # the graphs retain_graph keeps: one cause, reported once
+                holder = _holder_of_graph(self.torch)
+                self.observe(code, user_frames(), f"{what} grow at every step ({' -> '.join(map(str, values))})"
+                             + (f"; `{holder}` holds the largest graph" if holder else ""), holder=holder)
+
+
+_SAVED: list = []  # weak references to what autograd saved for backward, pruned at each step
+
+
+def _roots(torch) -> dict[str, list]:
+    """The tensors the script's frames hold, by variable: locals, items of the lists, tuples and dicts they hold,
+    and the attributes of `self` (a Trainer keeping `self.total`). Reading these, not every object of the process
+    (gc), keeps a step's cost in proportion to what the script keeps."""
+    out: dict[str, list] = {}
+    frame = sys._getframe()
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not (filename.startswith(_HERE) or "site-packages" in filename or filename.startswith("<")
+                or filename.startswith(sys.base_prefix)):
+            for var, value in list(frame.f_locals.items()):
+                items = [(var, value)]
+                if var == "self" and hasattr(value, "__dict__") and not isinstance(value, torch.nn.Module):
+                    items = [(f"self.{k}", v) for k, v in vars(value).items()]
+                for name, v in items:
+                    found = _tensors(torch, v, 2)
+                    roots = [t.grad_fn for t in found if t.grad_fn is not None]
+                    if roots:
+                        out.setdefault(name, []).extend(roots)
+        frame = frame.f_back
+    return out
+
+
+def _tensors(torch, value, depth: int) -> list:
+    """Tensors in `value`: itself, or held by the lists, tuples and dicts it is made of, `depth` levels deep
+    (records: a list of dicts of losses), at most 1000 items per container."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if depth == 0:
+        return []
+    if isinstance(value, (list, tuple)):
+        items = value[:1000]
+    elif isinstance(value, dict):
+        items = list(value.values())[:1000]
+    else:
+        return []
+    return [t for item in items for t in _tensors(torch, item, depth - 1)]
+
+
+def _reachable(nodes: list) -> int:
+    seen: set = set()
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        stack.extend(fn for fn, _ in node.next_functions)
+    return len(seen)
+
+
+def _graph_nodes(torch) -> int:
+    """Autograd nodes reachable from what the script's frames hold."""
+    roots = _roots(torch)
+    return _reachable([n for nodes in roots.values() for n in nodes])
+
+
+def _holder_of_graph(torch) -> str | None:
+    """The variable of the script's frames that reaches the most graph nodes."""
+    sizes = {name: _reachable(nodes) for name, nodes in _roots(torch).items()}
+    return max(sizes, key=sizes.get) if sizes else None
+
+
+def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+    monitor = Monitor(torch, steps)
+    original_backward = torch.autograd.backward
+
+    def backward(*a, **k):
+        retain = k.get("retain_graph", a[2] if len(a) > 2 else None)
+        monitor.on_backward(bool(retain))
+        return original_backward(*a, **k)
+
+    original_opt_zero = torch.optim.Optimizer.zero_grad
+    original_mod_zero = torch.nn.Module.zero_grad
+
+    def opt_zero(self, *a, **k):
+        monitor.on_zero_grad()
+        return original_opt_zero(self, *a, **k)
+
+    def mod_zero(self, *a, **k):
+        monitor.on_zero_grad()
+        return original_mod_zero(self, *a, **k)
+
+    def pack(t):
+        holder = _Holder(t)
+        _SAVED.append(weakref.ref(holder))
+        return holder
+
+    def unpack(h):
+        return h.tensor
+
+    original_show = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if SCHEDULER_WARNING in str(message):
+            monitor.observe("TL011", user_frames(), "PyTorch warned: " + str(message).split("\n")[0][:200])
+        return original_show(message, category, filename, lineno, file, line)
+
+    scaler_cls = torch.amp.GradScaler
+    original_scale, original_unscale = scaler_cls.scale, scaler_cls.unscale_
+    original_clips = {n: getattr(torch.nn.utils, n) for n in ("clip_grad_norm_", "clip_grad_value_")}
+
+    def scale(self, outputs):
+        if self.is_enabled():
+            monitor.scaled = True  # gradients of the next backward are multiplied by the scale
+        return original_scale(self, outputs)
+
+    def unscale_(self, optimizer):
+        monitor.scaled = False
+        return original_unscale(self, optimizer)
+
+    def clipping(name):
+        def clip(*a, **k):
+            if monitor.scaled and monitor.backwards:
+                monitor.observe("TL010", user_frames(), "gradients were clipped while still multiplied by the "
+                                "GradScaler's scale (no unscale_ before the clip)")
+            return original_clips[name](*a, **k)
+        return clip
+
+    scaler_cls.scale, scaler_cls.unscale_ = scale, unscale_
+    for n in original_clips:
+        setattr(torch.nn.utils, n, clipping(n))
+    torch.autograd.backward = backward
+    torch.optim.Optimizer.zero_grad = opt_zero
+    torch.nn.Module.zero_grad = mod_zero
+    warnings.showwarning = show
+    warnings.simplefilter("always", UserWarning)
+    pre = register_optimizer_step_pre_hook(monitor.pre_step)
+    post = register_optimizer_step_post_hook(lambda o, a, k: (_prune(), monitor.post_step(o, a, k)))
+    if device != "cpu":
+        torch.set_default_device(device)
+    old_argv, old_path = sys.argv, list(sys.path)
+    sys.argv = [str(script), *argv]
+    sys.path.insert(0, str(script.parent))
+    for name, module in list(sys.modules.items()):  # a helper module of an earlier script of the same folder
+        if getattr(module, "__file__", None) and Path(module.__file__).parent == script.parent:
+            del sys.modules[name]
+    error = tb = None
+    stopped = False
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            runpy.run_path(str(script), run_name="__main__")
+    except _Stop:
+        stopped = True
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            error = f"SystemExit: {exc.code}"
+    except BaseException as exc:  # the script's own failure is a result
+        error = f"{type(exc).__name__}: {exc}"
+        tb = traceback.format_exc()
+        frames = user_frames(traceback.extract_tb(exc.__traceback__))
+        if SECOND_BACKWARD in str(exc):
+            # a total carried across iterations (TL001) or a recurrent state fed back (TL008): the same error
+            monitor.observe("TL001", frames, "backward reached a graph that an earlier backward had already freed: "
+                            "'Trying to backward through the graph a second time'", also=["TL008"])
+        elif any(m in str(exc) for m in SCALER_ERRORS):
+            # GradScaler misuse (TL010), or gradients cleared before scaler.step left no inf checks (TL006)
+            monitor.observe("TL010", frames, f"GradScaler refused: {str(exc).splitlines()[0][:160]}", also=["TL006"])
+    finally:
+        sys.argv, sys.path[:] = old_argv, old_path
+        _SAVED.clear()
+        pre.remove()
+        post.remove()
+        scaler_cls.scale, scaler_cls.unscale_ = original_scale, original_unscale
+        for n, fn in original_clips.items():
+            setattr(torch.nn.utils, n, fn)
+        torch.autograd.backward = original_backward
+        torch.optim.Optimizer.zero_grad = original_opt_zero
+        torch.nn.Module.zero_grad = original_mod_zero
+        warnings.showwarning = original_show
+    return {"script": str(script), "device": device, "steps": monitor.steps, "stopped": stopped,
+            "observations": monitor.observations, "error": error, "traceback": tb}
+
+
+class _Holder:
+    __slots__ = ("tensor", "__weakref__")
+
+    def __init__(self, tensor) -> None:
+        self.tensor = tensor
+
+
+def _prune() -> None:
+    _SAVED[:] = [r for r in _SAVED if r() is not None]
+
+
+def run_many(scripts: Sequence[Path], steps: int = 20, device: str = "cpu") -> list[dict]:
+    """Records of several scripts (no arguments), each in a fresh subprocess-free run, in one fresh process: what
+    the tests use to check every fixture without starting torch once per script."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="torchlint-monitor-") as tmp:
+        code = ("import json, sys; from pathlib import Path; from torchlint.verify.monitor import run\n"
+                "for i, s in enumerate(sys.argv[3:]):\n"
+                "    Path(sys.argv[2], f'{i}.json').write_text(json.dumps(run(Path(s), [], int(sys.argv[1]), "
+                f"{device!r})))\n")
+        proc = subprocess.run([sys.executable, "-c", code, str(steps), tmp, *[str(Path(s).resolve()) for s in scripts]],
+                              capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            raise RuntimeError(f"monitor failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        return [json.loads((Path(tmp) / f"{i}.json").read_text()) for i in range(len(scripts))]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m torchlint.verify.monitor")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("script", type=Path)
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    args = p.parse_args(argv)
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    record = run(args.script.resolve(), list(args.args), args.steps, args.device)
+    args.out.write_text(json.dumps(record), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
