@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--isolated", action="store_true", help="ignore all configuration files")
     p.add_argument("-q", "--quiet", action="store_true", help="print diagnostics only, no summary")
     p.add_argument("--fix", action="store_true", help="apply safe fixes in place")
+    p.add_argument("--verify", action="store_true",
+                   help="with --fix: run the script with each fix and without, and keep only the fixes proven on it")
+    p.add_argument("--steps", type=int, default=20, help="with --verify: optimizer steps to run (default 20)")
+    p.add_argument("--device", default="cpu", help="with --verify: cpu or cuda (default cpu)")
     p.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that change behaviour")
     p.add_argument("--diff", action="store_true", help="print the diff --fix would make; write nothing")
     p.add_argument("--add-noqa", action="store_true",
@@ -201,6 +205,10 @@ def _check(args: argparse.Namespace) -> int:
     files = list(discover(paths, cfg))
     if args.add_noqa and (args.fix or args.diff):
         raise ConfigError("--add-noqa cannot be combined with --fix or --diff")
+    if args.verify:
+        if not args.fix or args.diff:
+            raise ConfigError("--verify goes with --fix (and not --diff)")
+        return _fix_verify(args, cfg, files)
     mode = "noqa" if args.add_noqa else "diff" if args.diff else "fix" if args.fix else "check"
     jobs = [
         Job(str(path), tuple(cfg.codes_for(path)), mode, cfg.unsafe_fixes, args.format in ("json", "sarif"),
@@ -246,6 +254,39 @@ def _check(args: argparse.Namespace) -> int:
         out.write(report)
     if (args.format in ("text", "full") or args.output_file is not None) and not args.quiet:
         _summary(diags, fixed, len(files), cfg.unsafe_fixes, args.fix)
+    return EXIT_OK if args.exit_zero or not diags else EXIT_FINDINGS
+
+
+def _fix_verify(args: argparse.Namespace, cfg: Config, files: list[Path]) -> int:
+    """--fix --verify: each fix proven on a run of the script (torchlint.fix_verify), then the kept ones written."""
+    from torchlint.analysis.project import Project
+    from torchlint.batch import write_atomic
+    from torchlint.engine import decode, lint_source, select_rules
+    from torchlint.fix_verify import diagnostics, verify_fixes
+
+    project = Project(cfg.root)
+    diags: list[Diagnostic] = []
+    fixed = 0
+    for path in files:
+        if path.suffix != ".py":
+            print(f"torchlint: {path}: --verify runs Python scripts; not a notebook", file=sys.stderr)
+            continue
+        rules = select_rules(cfg.codes_for(path))
+        verdicts, new_text = verify_fixes(path, rules, cfg.unsafe_fixes, args.steps, args.device, project)
+        for v in verdicts:
+            if v.kept:
+                print(f"{path}:{v.line}:{v.column}: {v.code} {v.applicability} fix verified: {v.detail}",
+                      file=sys.stderr)
+        diags.extend(diagnostics(str(path), verdicts))
+        if new_text is not None:
+            write_atomic(path, new_text, decode(path.read_bytes()).encoding)
+            fixed += sum(v.kept for v in verdicts)
+        text = decode(path.read_bytes()).text
+        diags.extend(lint_source(text, str(path), rules, project=project))
+    diags.sort(key=Diagnostic.sort_key)
+    sys.stdout.write(FORMATS[args.format](diags, cfg.unsafe_fixes))
+    if not args.quiet:
+        _summary(diags, fixed, len(files), cfg.unsafe_fixes, True)
     return EXIT_OK if args.exit_zero or not diags else EXIT_FINDINGS
 
 

@@ -16,7 +16,8 @@ META_RULES = {
     READ_ERROR: ("unreadable-file", "the file cannot be read or decoded as Python source"),
     SYNTAX_ERROR: ("syntax-error", "the file does not parse; it is not checked and never rewritten"),
     INTERNAL_ERROR: ("internal-error", "torchlint failed on this file; please report it"),
-    FIX_ERROR: ("invalid-fix", "a fix produced code that does not parse and was discarded"),
+    FIX_ERROR: ("invalid-fix", "a fix was discarded: it produced code that does not parse, or (--verify) changed "
+                "what a safe fix must keep"),
     TIMEOUT: ("timeout", "checking the file took longer than --file-timeout"),
 }
 

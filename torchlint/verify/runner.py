@@ -60,12 +60,17 @@ def _graph_nodes(torch) -> int:
     return len(seen)
 
 
-def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = False) -> dict:
+class _Enough(BaseException):
+    """Raised from the step hook once `max_steps` steps are recorded: the rest of the script is not needed."""
+
+
+def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = False, max_steps: int = 0) -> dict:
     """Run one script in this process and return its record: steps (grads, params, saved tensors alive and, with
-    count_graph, autograd nodes alive) and any error."""
+    count_graph, autograd nodes alive) and any error; with `max_steps`, stopped after that many steps."""
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
+    gc.collect()  # what an earlier script of this process left behind must not count as this one's graph
     _deterministic(device, seed)
     steps: list[dict] = []
     alive: list[weakref.ref] = []
@@ -93,6 +98,8 @@ def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = 
             "optimizer": optimizers.index(key), "grads": grads, "params": params, "saved": len(alive),
             "graph_nodes": _graph_nodes(torch) if count_graph else 0,
         })
+        if max_steps and len(steps) >= max_steps:
+            raise _Enough
 
     handle = register_optimizer_step_post_hook(post_hook)
     previous = torch.get_default_device()
@@ -109,6 +116,8 @@ def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = 
     try:
         with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             runpy.run_path(str(script), run_name="__main__")
+    except _Enough:
+        pass
     except Exception as exc:  # the documented failure of a buggy script is a result, not a crash
         error = f"{type(exc).__name__}: {exc}"
         traceback.print_exc(limit=3)
@@ -121,7 +130,8 @@ def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = 
 
 
 def run_scripts(
-    scripts: Sequence[Path], device: str = "cpu", seed: int = 0, timeout: float = 600, count_graph: bool = False
+    scripts: Sequence[Path], device: str = "cpu", seed: int = 0, timeout: float = 600, count_graph: bool = False,
+    max_steps: int = 0,
 ) -> list[dict]:
     """Run scripts in a fresh subprocess (clean interpreter, same seeds) and return their records."""
     import tempfile
@@ -133,6 +143,8 @@ def run_scripts(
         cmd = [sys.executable, "-m", "torchlint.verify.runner", "--device", device, "--seed", str(seed), "--out", tmp]
         if count_graph:
             cmd.append("--count-graph")
+        if max_steps:
+            cmd += ["--max-steps", str(max_steps)]
         proc = subprocess.run(cmd + [str(Path(s).resolve()) for s in scripts], env=env, capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:
             raise RuntimeError(f"verify runner failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -147,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--count-graph", action="store_true", help="also count live autograd nodes at each step (slower)")
+    p.add_argument("--max-steps", type=int, default=0, help="stop each script after this many optimizer steps")
     p.add_argument("scripts", nargs="+", type=Path)
     args = p.parse_args(argv)
     for i, script in enumerate(args.scripts):
@@ -154,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         script = script.resolve()
         try:
             os.chdir(script.parent)
-            rec = record_script(script, args.device, args.seed, args.count_graph)
+            rec = record_script(script, args.device, args.seed, args.count_graph, args.max_steps)
         finally:
             os.chdir(cwd)
         torch.save(rec, args.out / f"{i}.pt")

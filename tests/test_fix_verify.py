@@ -1,0 +1,80 @@
+"""`torchlint --fix --verify`: each fix proven on a run of the script before it is written (torchlint.fix_verify)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from tests.conftest import ROOT
+
+# One scenario per rule with a fix (the first of each rule's folder).
+ONE_PER_RULE = [sorted(p for p in d.iterdir() if (p / "bad.py").is_file())[0]
+                for d in sorted((ROOT / "fixtures").glob("TL*")) if d.is_dir()]
+
+
+@pytest.mark.parametrize("scenario", ONE_PER_RULE, ids=[f"{p.parent.name}/{p.name}" for p in ONE_PER_RULE])
+def test_fix_verify_proves_and_writes_each_rules_fix(tmp_path, run_cli, scenario):
+    pytest.importorskip("torch")
+    work = tmp_path / scenario.name
+    shutil.copytree(scenario, work)
+    r = run_cli("--fix", "--verify", "--unsafe-fixes", "--steps", "4", "bad.py", cwd=work)
+    assert r.returncode == 0, r.stdout + r.stderr
+    code = scenario.parent.name
+    verdict = re.search(rf"bad\.py:\d+:\d+: {code} (safe|unsafe) fix verified: (.*)", r.stderr)
+    assert verdict is not None, r.stderr
+    if verdict.group(1) == "safe":
+        assert verdict.group(2).startswith("identical gradients and parameters at all")
+    elif code == "TL005":
+        assert "the first step's gradient is now the mean over its" in verdict.group(2)
+    else:
+        assert verdict.group(2).endswith(f"the run of the fixed script no longer shows {code}")
+    assert (work / "bad.py").read_text() == (scenario / "fixed.py").read_text()
+
+
+def test_a_safe_fix_that_changes_training_is_withdrawn(tmp_path):
+    """A rule whose 'safe' fix doubles the learning rate: the run shows different parameters, so the fix is not
+    written and is reported as TL903."""
+    pytest.importorskip("torch")
+    import libcst as cst
+
+    from torchlint.diagnostic import Fix
+    from torchlint.fix_verify import diagnostics, verify_fixes
+    from torchlint.rules.base import Finding, Rule
+
+    class WrongSafeFix(Rule):
+        code = "TL004"
+        name = "test-only"
+        summary = "test only"
+        requires = ()
+        doc = ""
+
+        def check(self, model):
+            for node in _floats(model.module):
+                if node.value == "0.1":
+                    yield Finding(node, "lr", Fix("safe", "double it", ((node, cst.Float("0.2")),)))
+
+    script = tmp_path / "train.py"
+    text = ("import torch\nmodel = torch.nn.Linear(3, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "for _ in range(5):\n    opt.zero_grad()\n    model(torch.ones(2, 3)).sum().backward()\n    opt.step()\n")
+    script.write_text(text)
+    verdicts, new_text = verify_fixes(script, [WrongSafeFix], False, 3, "cpu")
+    assert new_text is None and [v.kept for v in verdicts] == [False]
+    [diag] = diagnostics(str(script), verdicts)
+    assert diag.code == "TL903" and "withdrawn: on this script it changes training" in diag.message
+    assert script.read_text() == text
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # the candidates are removed
+
+
+def _floats(module):
+    from torchlint.analysis.walk import walk
+    import libcst as cst
+
+    return [n for n in walk(module, descend_scopes=True) if isinstance(n, cst.Float)]
+
+
+def test_verify_needs_fix(tmp_path, run_cli):
+    (tmp_path / "t.py").write_text("x = 1\n")
+    r = run_cli("--verify", "t.py", cwd=tmp_path)
+    assert r.returncode == 2 and "--verify goes with --fix" in r.stderr

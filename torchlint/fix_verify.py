@@ -1,0 +1,133 @@
+"""`torchlint --fix --verify SCRIPT`: each fix, proven on the user's own script before it is written.
+
+For every fix `--fix` would apply (safe ones; unsafe ones too with `--unsafe-fixes`), the script with only that fix
+applied is written beside the original (a hidden temporary file, removed afterwards, so that the script's own
+imports resolve), and both run under the recorder (torchlint.verify.runner) with the same seeds for N optimizer
+steps:
+- a safe fix must give the same gradients and parameters at every step; otherwise it is withdrawn (TL903) and not
+  written. What it saves is reported: autograd buffers and graph nodes alive after the last step.
+- an unsafe fix changes training on purpose: the first step that differs is reported, and the fixed script runs
+  under the runtime monitor, which must no longer see the rule's sign (the property the rule promises).
+The verified fixes are then written together, as `--fix` writes them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchlint.codes import FIX_ERROR
+from torchlint.diagnostic import Diagnostic
+
+
+@dataclass(frozen=True)
+class Verdict:
+    code: str
+    line: int
+    column: int
+    applicability: str
+    kept: bool
+    detail: str
+
+
+def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, project=None) -> tuple[list[Verdict], str | None]:
+    """The verdict on each fix of `path`, and the text with the kept fixes applied (None when nothing is kept)."""
+    import libcst as cst
+
+    from torchlint.engine import decode
+    from torchlint.pipeline.analyze import analyze
+    from torchlint.pipeline.apply import apply_fixes
+    from torchlint.pipeline.positions import positions
+    from torchlint.verify.compare import compare_records
+    from torchlint.verify.monitor import run_many
+    from torchlint.verify.runner import run_scripts
+
+    text = decode(path.read_bytes()).text
+    analysis = analyze(text, str(path), rules, project=project)
+    if analysis.module is None:
+        return [], None
+    chosen = [(rule, f) for rule, f in analysis.findings
+              if f.fix is not None and (f.fix.applicability == "safe" or unsafe)]
+    if not chosen:
+        return [], None
+    where = positions(analysis.module, analysis.source, [f.node for _, f in chosen], analysis.tops)
+    temps: list[Path] = []
+    try:
+        for i, (_, f) in enumerate(chosen):
+            candidate = apply_fixes(analysis.module, [f.fix]).code
+            cst.parse_module(candidate)
+            temp = path.with_name(f".{path.stem}.torchlint-verify-{os.getpid()}-{i}.py")
+            temp.write_text(candidate, encoding="utf-8")
+            temps.append(temp)
+        records = run_scripts([path, *temps], device, count_graph=True, max_steps=steps)
+        original, candidates = records[0], records[1:]
+        unsafe_temps = [t for t, (_, f) in zip(temps, chosen) if f.fix.applicability == "unsafe"]
+        monitored = dict(zip(map(str, unsafe_temps), run_many(unsafe_temps, steps, device))) if unsafe_temps else {}
+    finally:
+        for temp in temps:
+            temp.unlink(missing_ok=True)
+    verdicts, kept = [], []
+    for (rule, f), temp, record in zip(chosen, temps, candidates):
+        pos = where[f.node].start
+        mismatch = compare_records(record, original)
+        if f.fix.applicability == "safe":
+            if mismatch is not None or record["error"]:
+                detail = f"withdrawn: on this script it changes training ({mismatch or record['error']})"
+                verdicts.append(Verdict(rule.code, pos.line, pos.column + 1, "safe", False, detail))
+                continue
+            n = len(record["steps"])
+            saved = _last(original, "saved"), _last(record, "saved")
+            nodes = _last(original, "graph_nodes"), _last(record, "graph_nodes")
+            saves = [f"{a} -> {b} {what}" for (a, b), what in ((saved, "autograd buffers"), (nodes, "graph nodes"))
+                     if b < a]
+            detail = f"identical gradients and parameters at all {n} steps" + (
+                f"; alive after the last step: {', '.join(saves)}" if saves else "")
+        else:
+            promise = _promise(rule.code, original, record, monitored[str(temp)])
+            if promise is None or record["error"]:
+                detail = (f"withdrawn: the fixed script fails ({record['error']})" if record["error"] else
+                          f"withdrawn: the run of the fixed script does not keep what {rule.code} promises")
+                verdicts.append(Verdict(rule.code, pos.line, pos.column + 1, "unsafe", False, detail))
+                continue
+            differs = (f"training differs from optimizer step {mismatch.step + 1} on ({mismatch.what}), as intended"
+                       if mismatch is not None else "training is unchanged in the steps run")
+            detail = f"{differs}; {promise}"
+        verdicts.append(Verdict(rule.code, pos.line, pos.column + 1, f.fix.applicability, True, detail))
+        kept.append(f.fix)
+    if not kept:
+        return verdicts, None
+    new = apply_fixes(analysis.module, kept).code
+    return verdicts, new if new != text else None
+
+
+def _promise(code: str, original: dict, fixed: dict, monitored: dict) -> str | None:
+    """The property the rule promises, checked on the fixed run; None when the run breaks it."""
+    if code == "TL005":
+        # the gradient at a step is now the mean over its k micro-batches: 1/k of the sum the original applied
+        import torch
+
+        k = monitored["steps"][0]["backwards"] if monitored["steps"] else 0
+        if k < 2 or not original["steps"] or not fixed["steps"]:
+            return None
+        pairs = zip(original["steps"][0]["grads"], fixed["steps"][0]["grads"])
+
+        def scaled(a, b) -> bool:
+            return a is None and b is None or a is not None and b is not None and torch.allclose(
+                a, k * b, rtol=1e-4, atol=1e-7)
+
+        if all(scaled(a, b) for a, b in pairs):
+            return f"the first step's gradient is now the mean over its {k} micro-batches (1/{k} of the original's)"
+        return None
+    seen = [o for o in monitored["observations"] if o["code"] == code and not o.get("static_only")]
+    return None if seen else f"the run of the fixed script no longer shows {code}"
+
+
+def _last(record: dict, metric: str) -> int:
+    return record["steps"][-1][metric] if record["steps"] else 0
+
+
+def diagnostics(path: str, verdicts: list[Verdict]) -> list[Diagnostic]:
+    """Verdicts as diagnostics: a withdrawn fix is a TL903 at its finding; a kept one is said on stderr."""
+    return [Diagnostic(path, v.line, v.column, v.line, v.column, FIX_ERROR,
+                       f"{v.applicability} fix for {v.code} {v.detail}") for v in verdicts if not v.kept]
