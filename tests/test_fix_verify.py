@@ -78,3 +78,20 @@ def test_verify_needs_fix(tmp_path, run_cli):
     (tmp_path / "t.py").write_text("x = 1\n")
     r = run_cli("--verify", "t.py", cwd=tmp_path)
     assert r.returncode == 2 and "--verify goes with --fix" in r.stderr
+
+
+def test_report_plots_each_fix_before_and_after(tmp_path, run_cli):
+    pytest.importorskip("torch")
+    pytest.importorskip("matplotlib")
+    import base64
+    import html.parser
+
+    work = tmp_path / "records"
+    shutil.copytree(ROOT / "fixtures" / "TL007" / "script", work)
+    r = run_cli("--fix", "--verify", "--report", "report.html", "bad.py", cwd=work)
+    assert r.returncode == 0, r.stderr
+    page = (work / "report.html").read_text()
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) == 1 and base64.b64decode(images[0]).startswith(b"\x89PNG")
+    assert "TL007" in page and "kept: identical gradients and parameters" in page
+    html.parser.HTMLParser().feed(page)  # well-formed enough to parse

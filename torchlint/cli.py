@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --fix: run the script with each fix and without, and keep only the fixes proven on it")
     p.add_argument("--steps", type=int, default=20, help="with --verify: optimizer steps to run (default 20)")
     p.add_argument("--device", default="cpu", help="with --verify: cpu or cuda (default cpu)")
+    p.add_argument("--report", type=Path, help="with --verify: write per-step plots of each fix to this HTML file")
     p.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that change behaviour")
     p.add_argument("--diff", action="store_true", help="print the diff --fix would make; write nothing")
     p.add_argument("--add-noqa", action="store_true",
@@ -267,12 +268,13 @@ def _fix_verify(args: argparse.Namespace, cfg: Config, files: list[Path]) -> int
     project = Project(cfg.root)
     diags: list[Diagnostic] = []
     fixed = 0
+    runs: list[dict] | None = [] if args.report is not None else None
     for path in files:
         if path.suffix != ".py":
             print(f"torchlint: {path}: --verify runs Python scripts; not a notebook", file=sys.stderr)
             continue
         rules = select_rules(cfg.codes_for(path))
-        verdicts, new_text = verify_fixes(path, rules, cfg.unsafe_fixes, args.steps, args.device, project)
+        verdicts, new_text = verify_fixes(path, rules, cfg.unsafe_fixes, args.steps, args.device, project, runs)
         for v in verdicts:
             if v.kept:
                 print(f"{path}:{v.line}:{v.column}: {v.code} {v.applicability} fix verified: {v.detail}",
@@ -283,6 +285,10 @@ def _fix_verify(args: argparse.Namespace, cfg: Config, files: list[Path]) -> int
             fixed += sum(v.kept for v in verdicts)
         text = decode(path.read_bytes()).text
         diags.extend(lint_source(text, str(path), rules, project=project))
+    if args.report is not None:
+        from torchlint.report import write_report
+
+        write_report(args.report, files[0] if len(files) == 1 else Path("."), runs or [])
     diags.sort(key=Diagnostic.sort_key)
     sys.stdout.write(FORMATS[args.format](diags, cfg.unsafe_fixes))
     if not args.quiet:

@@ -31,8 +31,10 @@ class Verdict:
     detail: str
 
 
-def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, project=None) -> tuple[list[Verdict], str | None]:
-    """The verdict on each fix of `path`, and the text with the kept fixes applied (None when nothing is kept)."""
+def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, project=None,
+                 runs: list[dict] | None = None) -> tuple[list[Verdict], str | None]:
+    """The verdict on each fix of `path`, and the text with the kept fixes applied (None when nothing is kept).
+    With `runs`, each fix's two records are appended to it (for `--report`)."""
     import libcst as cst
 
     from torchlint.engine import decode
@@ -71,6 +73,9 @@ def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, proje
     for (rule, f), temp, record in zip(chosen, temps, candidates):
         pos = where[f.node].start
         mismatch = compare_records(record, original)
+        if runs is not None:
+            runs.append({"title": f"{path.name}:{pos.line}:{pos.column + 1}: {rule.code} {f.fix.message}",
+                         "original": original, "fixed": record, "verdict": ""})
         if f.fix.applicability == "safe":
             if mismatch is not None or record["error"]:
                 detail = f"withdrawn: on this script it changes training ({mismatch or record['error']})"
@@ -95,6 +100,9 @@ def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, proje
             detail = f"{differs}; {promise}"
         verdicts.append(Verdict(rule.code, pos.line, pos.column + 1, f.fix.applicability, True, detail))
         kept.append(f.fix)
+    if runs is not None:
+        for run, verdict in zip(runs[len(runs) - len(chosen):], verdicts):
+            run["verdict"] = ("kept: " if verdict.kept else "") + verdict.detail
     if not kept:
         return verdicts, None
     new = apply_fixes(analysis.module, kept).code
