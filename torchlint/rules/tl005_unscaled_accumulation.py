@@ -110,13 +110,14 @@ A loss that is a mean over a window built elsewhere is not recognised.
                     continue
                 if _divided(model, scope, b.value, k, loop, b):
                     continue
-                yield Finding(
-                    b.node,
-                    f"`{code_of(b.node)}` runs every iteration but the optimizer steps every `{code_of(k)}` "
-                    f"iterations: gradients of `{code_of(k)}` micro-batches add up, an update `{code_of(k)}`x too "
-                    f"large; divide the loss by `{code_of(k)}`",
-                    _fix(loop, b, k),
-                )
+                yield Finding(b.node, _unscaled(b, k, "iteration", "iterations", "micro-batches"), _fix(loop, b, k))
+
+
+def _unscaled(b: Event, k: cst.BaseExpression, unit: str, units: str, parts: str, why: str = "") -> str:
+    """The message of an unscaled window: the backward runs every `unit`, the step every k `units`."""
+    k_code = code_of(k)
+    return (f"`{code_of(b.node)}` runs every {unit} but the optimizer steps every `{k_code}` {units}: gradients of "
+            f"`{k_code}` {parts} add up{why}, an update `{k_code}`x too large; divide the loss by `{k_code}`")
 
 
 def _lightning_hooks(model: FileModel) -> Iterator[Finding]:
@@ -138,10 +139,8 @@ def _lightning_hooks(model: FileModel) -> Iterator[Finding]:
             if _divided(model, scope, b.value, k, None, b):
                 continue
             yield Finding(
-                b.node,
-                f"`{code_of(b.node)}` runs on every batch but the optimizer steps every `{code_of(k)}` batches: "
-                f"gradients of `{code_of(k)}` batches add up (Lightning does not divide a manually "
-                f"back-propagated loss), an update `{code_of(k)}`x too large; divide the loss by `{code_of(k)}`",
+                b.node, _unscaled(b, k, "batch", "batches", "batches",
+                                  " (Lightning does not divide a manually back-propagated loss)"),
                 _fix_call(b, k),
             )
 

@@ -34,6 +34,8 @@ import weakref
 from pathlib import Path
 from typing import Sequence
 
+from torchlint.verify.runner import _Holder, reachable
+
 _HERE = str(Path(__file__).resolve().parent.parent)  # torchlint's own files are never the user's frames
 SCHEDULER_WARNING = "Detected call of `lr_scheduler.step()` before `optimizer.step()`"
 SECOND_BACKWARD = "Trying to backward through the graph a second time"
@@ -270,27 +272,15 @@ def _tensors(torch, value, depth: int) -> list:
     return [t for item in items for t in _tensors(torch, item, depth - 1)]
 
 
-def _reachable(nodes: list) -> int:
-    seen: set = set()
-    stack = list(nodes)
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        stack.extend(fn for fn, _ in node.next_functions)
-    return len(seen)
-
-
 def _graph_nodes(torch) -> int:
     """Autograd nodes reachable from what the script's frames hold."""
     roots = _roots(torch)
-    return _reachable([n for nodes in roots.values() for n in nodes])
+    return reachable([n for nodes in roots.values() for n in nodes])
 
 
 def _holder_of_graph(torch) -> str | None:
     """The variable of the script's frames that reaches the most graph nodes."""
-    sizes = {name: _reachable(nodes) for name, nodes in _roots(torch).items()}
+    sizes = {name: reachable(nodes) for name, nodes in _roots(torch).items()}
     return max(sizes, key=sizes.get) if sizes else None
 
 
@@ -406,13 +396,6 @@ def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
         warnings.showwarning = original_show
     return {"script": str(script), "device": device, "steps": monitor.steps, "stopped": stopped,
             "observations": monitor.observations, "error": error, "traceback": tb}
-
-
-class _Holder:
-    __slots__ = ("tensor", "__weakref__")
-
-    def __init__(self, tensor) -> None:
-        self.tensor = tensor
 
 
 def _prune() -> None:

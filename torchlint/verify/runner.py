@@ -47,10 +47,10 @@ class _Holder:
         self.tensor = tensor
 
 
-def _graph_nodes(torch) -> int:
-    """Autograd nodes reachable from every live tensor: what a graph kept across iterations costs (TL007)."""
+def reachable(nodes) -> int:
+    """How many autograd nodes are reachable from `nodes` (grad_fn objects) through their inputs."""
     seen: set = set()
-    stack = [o.grad_fn for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.grad_fn is not None]
+    stack = list(nodes)
     while stack:
         node = stack.pop()
         if node is None or node in seen:
@@ -58,6 +58,11 @@ def _graph_nodes(torch) -> int:
         seen.add(node)
         stack.extend(fn for fn, _ in node.next_functions)
     return len(seen)
+
+
+def _graph_nodes(torch) -> int:
+    """Autograd nodes reachable from every live tensor: what a graph kept across iterations costs (TL007)."""
+    return reachable(o.grad_fn for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.grad_fn is not None)
 
 
 class _Enough(BaseException):
