@@ -5,6 +5,42 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    # -- scale-invariant optimizers: reported only when something sees the summed gradient's size ---------------
+    "adam_with_clipping": (
+        """
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward()
+            if (i + 1) % accum == 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(5, 5)],
+    ),
+    "adam_with_coupled_weight_decay": (
+        """
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, weight_decay=1e-2)
+        for i, (x, y) in enumerate(loader):
+            criterion(model(x), y).backward()
+            if (i + 1) % accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(4, 5)],
+    ),
+    "optimizer_built_elsewhere": (
+        """
+        def train(model, loader, optimizer, accum):
+            for i, (x, y) in enumerate(loader):
+                criterion(model(x), y).backward()
+                if (i + 1) % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        [(4, 9)],
+    ),
     # -- frameworks that do not divide ---------------------------------------------------------------------------
     "fabric_manual_accumulation": (
         """
@@ -294,6 +330,44 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # Adam divides by the running gradient magnitude: k summed mean gradients give the same update as their mean
+    "adamw_without_clipping": """
+        optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=2e-4)
+        for step, batch in enumerate(loader):
+            loss = model(**batch).loss
+            loss.backward()
+            if step % gradient_accumulation_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "fused_adam_micro_loop": """
+        optimizer = FusedAdam(model.parameters(), lr=args.learning_rate)
+        for i in range(steps):
+            for j in range(args.grads_accumulated):
+                loss = criterion(model(batches[i * args.grads_accumulated + j]))
+                scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        """,
+    # the gradients are rescaled by hand before the step (fairseq style: divided by the samples of the window)
+    "grads_multiplied_before_step": """
+        for batch, k in zip(loader, cycle(range(update_freq))):
+            loss = criterion(model, batch)
+            loss.backward()
+            if (k + 1) % update_freq == 0:
+                optim.multiply_grads(world_size / sample_size)
+                optim.step()
+                optim.zero_grad()
+        """,
+    "grads_divided_in_place": """
+        for i, (x, y) in enumerate(loader):
+            criterion(model(x), y).backward()
+            if (i + 1) % k == 0:
+                for p in model.parameters():
+                    p.grad.div_(k)
+                opt.step()
+                opt.zero_grad()
+        """,
     "accelerator_built_with_accumulation_steps": """
         accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps)
         for step, batch in enumerate(loader):

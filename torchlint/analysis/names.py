@@ -85,6 +85,7 @@ class Symbols:
         # accelerator -> does its backward() divide the loss by the accumulation steps? Accelerate's does when
         # the Accelerator is built with `gradient_accumulation_steps` (or a plugin); Fabric's never does.
         self.backward_divides: dict[str, bool] = {}
+        self.optimizer_class: dict[str, cst.Call] = {}  # optimizer -> the constructor call that built it
 
     def record(self, target: str, value: cst.BaseExpression, first: bool = True) -> None:
         """Learn from `target = value`; `first` is False for the later names of a tuple target."""
@@ -99,6 +100,7 @@ class Symbols:
         self._set(target, kind)
         if kind is Kind.OPTIMIZER and isinstance(value, cst.Call):
             self.optimizer_models[target] = _models_in_params(value)
+            self.optimizer_class[target] = self.optimizer_class[last_part(target)] = value
         if kind is Kind.ACCELERATOR and isinstance(value, cst.Call):
             self.backward_divides[target] = _accumulates(value)
         if kind is Kind.SCHEDULER and isinstance(value, cst.Call) and value.args:

@@ -129,3 +129,16 @@ STATE_RESETS = ("detach", "repackage", "init_hidden", "init_state", "zeros", "ze
 
 # Backward flavours whose framework divides by the number of accumulation steps itself.
 SELF_SCALING_BACKWARDS = ("accelerator", "engine")
+
+
+# Optimizers whose update does not change when every gradient is multiplied by the same factor (they divide by a
+# running gradient magnitude, or take its sign): an accumulation window summed instead of averaged changes nothing
+# for them unless clipping or a coupled L2 weight decay sees the larger gradients.
+SCALE_INVARIANT_OPTIMIZERS = frozenset({
+    "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad", "Adadelta", "SparseAdam", "Adafactor",
+    "FusedAdam", "FusedLAMB", "FusedAdagrad", "LAMB", "Lamb", "Lion", "AdamW8bit", "Adam8bit", "PagedAdamW",
+    "PagedAdamW8bit", "DeepSpeedCPUAdam",
+})
+# Those of them whose weight decay is decoupled from the gradient (AdamW): a `weight_decay=` does not see its scale.
+DECOUPLED_DECAY_OPTIMIZERS = frozenset({"AdamW", "AdamW8bit", "PagedAdamW", "PagedAdamW8bit", "LAMB", "Lamb",
+                                        "FusedLAMB", "Lion", "Adafactor"})

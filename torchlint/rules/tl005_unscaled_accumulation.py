@@ -12,8 +12,10 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
-from torchlint.analysis.semantics import ACCUMULATION_NAME, SELF_SCALING_BACKWARDS, gradients_go_to
-from torchlint.analysis.exprs import dotted, code_of, modulo_divisor, names_in
+from torchlint.analysis.semantics import (
+    ACCUMULATION_NAME, DECOUPLED_DECAY_OPTIMIZERS, SCALE_INVARIANT_OPTIMIZERS, SELF_SCALING_BACKWARDS, gradients_go_to,
+)
+from torchlint.analysis.exprs import dotted, code_of, keyword, modulo_divisor, names_in
 from torchlint.analysis.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
@@ -46,6 +48,12 @@ Two more shapes of the same window:
   after it, with the loss not divided by the number of micro-batches;
 - the loss divided by a counter the loop increments (`loss / accum_step` with `accum_step += 1`) instead of the
   window's size: the first micro-batch of a window counts k times more than the last.
+
+An optimizer built in the file as a scale-invariant one (Adam, AdamW, RMSprop, Adagrad, LAMB, Lion, ... : it
+divides by a running gradient magnitude or takes its sign) makes the same update from the summed gradient as from
+the mean, so it is reported only when something sees the gradient's size: clipping in the loop, or a coupled L2
+`weight_decay` (Adam's, not AdamW's). Gradients rescaled by hand before the step (`optimizer.multiply_grads(...)`,
+`p.grad.div_(k)`, `p.grad /= k`) count as divided. An optimizer built elsewhere is taken as SGD-like.
 
 Frameworks count as plain backwards unless they divide: `fabric.backward` never does, Lightning's
 `self.manual_backward` in a `training_step` whose `opt.step()` waits for `(batch_idx + 1) % k == 0` does not
@@ -91,6 +99,8 @@ A loss that is a mean over a window built elsewhere is not recognised.
             yield from _micro_batch_loop(model, loop)
             k = _accumulation_divisor(loop)
             if k is None:
+                continue
+            if _scale_does_not_matter(model, loop.node, loop.of(EventKind.STEP), loop.of(EventKind.CLIP)):
                 continue
             for b in loop.of(EventKind.BACKWARD):
                 if _self_scaling(model, b) or "accumulate" in b.contexts or "no_grad" in b.contexts:
@@ -153,6 +163,43 @@ def _lightning_class(model: FileModel, name: str | None) -> bool:
                _lightning_class(model, dotted(base.value)) for base in cls.bases if dotted(base.value) != name)
 
 
+def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Event], clips: list[Event]) -> bool:
+    """The window's summed gradient changes nothing the optimizer does, or is rescaled by hand: every optimizer the
+    loop (`node`) steps is built in the file as a scale-invariant one (Adam-like) with nothing that sees the gradient's size
+    (clipping, a coupled L2 `weight_decay`); or the loop multiplies or divides the gradients themselves before the
+    step (`optimizer.multiply_grads(...)`, `p.grad.div_(n)`, `p.grad /= n`)."""
+    if _grads_rescaled(node):
+        return True
+    if not steps or clips:
+        return False
+    for step in steps:
+        call = model.symbols.optimizer_class.get(step.target or "") or model.symbols.optimizer_class.get(
+            (step.target or "").rsplit(".", 1)[-1])
+        name = (dotted(call.func) or "").rsplit(".", 1)[-1] if call is not None else ""
+        if name not in SCALE_INVARIANT_OPTIMIZERS:
+            return False
+        decay = keyword(call, "weight_decay")
+        if (decay is not None and name not in DECOUPLED_DECAY_OPTIMIZERS
+                and not (isinstance(decay.value, (cst.Integer, cst.Float)) and float(decay.value.value) == 0)):
+            return False
+    return True
+
+
+def _grads_rescaled(node: cst.CSTNode) -> bool:
+    for n in walk(node):
+        if isinstance(n, cst.Call):
+            name = dotted(n.func) or ""
+            last = name.rsplit(".", 1)[-1]
+            if "multiply_grads" in last or "scale_grads" in last:
+                return True
+            if last in ("mul_", "div_") and ".grad" in name:
+                return True
+        elif isinstance(n, cst.AugAssign) and isinstance(n.operator, (cst.MultiplyAssign, cst.DivideAssign)):
+            if ".grad" in (dotted(n.target) or "") or ".grad" in code_of(n.target):
+                return True
+    return False
+
+
 def _self_scaling(model: FileModel, b: Event) -> bool:
     """Does this backward divide the loss by the accumulation steps itself? DeepSpeed's engine does (by its
     configured steps). Accelerate's does when its Accelerator was built with `gradient_accumulation_steps`; one
@@ -189,6 +236,10 @@ def _micro_batch_loop(model: FileModel, inner: Loop) -> Iterator[Finding]:
             depth = b.loops.index(node)
     if not backwards or inner.of(EventKind.STEP, EventKind.ZERO_GRAD):
         return  # a step or a clear per micro-batch is another loop shape (GAN critics, TL006)
+    if _scale_does_not_matter(model, node if not depth else backwards[0].loops[depth - 1],
+                              [s for s in scope.events if s.kind is EventKind.STEP and s.scope is scope.node],
+                              [c for c in scope.events if c.kind is EventKind.CLIP]):
+        return
     outer = backwards[0].loops[:depth]
     steps = [s for s in scope.events if s.kind is EventKind.STEP and s.loops == outer and s.scope is scope.node
              and any(scope.may_follow(b, s, outer[-1] if outer else None) for b in backwards)]
