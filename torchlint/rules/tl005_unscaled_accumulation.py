@@ -168,7 +168,7 @@ def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Even
     loop (`node`) steps is built in the file as a scale-invariant one (Adam-like) with nothing that sees the gradient's size
     (clipping, a coupled L2 `weight_decay`); or the loop multiplies or divides the gradients themselves before the
     step (`optimizer.multiply_grads(...)`, `p.grad.div_(n)`, `p.grad /= n`)."""
-    if _grads_rescaled(node):
+    if _RESCALING.search(model.text) and _grads_rescaled(node):
         return True
     if not steps or clips:
         return False
@@ -183,6 +183,10 @@ def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Even
                 and not (isinstance(decay.value, (cst.Integer, cst.Float)) and float(decay.value.value) == 0)):
             return False
     return True
+
+
+# Text any rescaling of the gradients by hand needs (checked before walking a loop for it).
+_RESCALING = re.compile(r"multiply_grads|scale_grads|\.grad(?:\.data)?\s*(?:\.\s*(?:mul_|div_)|[*/]=)")
 
 
 def _grads_rescaled(node: cst.CSTNode) -> bool:
@@ -222,7 +226,9 @@ def _micro_batch_loop(model: FileModel, inner: Loop) -> Iterator[Finding]:
     `next(it)`) back-propagates in each pass, and the optimizer steps once after it: the step applies the sum of
     the micro-batch gradients unless the loss is divided by their number."""
     node = inner.node
-    count = _micro_batches(node)
+    if not isinstance(node, cst.For) or not inner.of(EventKind.BACKWARD):
+        return
+    count = _micro_batches(node, model.text)
     if count is None:
         return
     scope = inner.scope
@@ -258,7 +264,7 @@ def _micro_batch_loop(model: FileModel, inner: Loop) -> Iterator[Finding]:
         )
 
 
-def _micro_batches(node: cst.CSTNode) -> cst.BaseExpression | None:
+def _micro_batches(node: cst.CSTNode, text: str = "") -> cst.BaseExpression | None:
     """How many micro-batches an inner loop goes through, when it goes through micro-batches: the `k` of
     `x.chunk(k)` / `torch.chunk(x, k)`, `len(...)` of a split, or the `k` of `range(k)` when the body draws the
     next batch (`next(it)`) or `k` names the accumulation steps."""
@@ -280,8 +286,9 @@ def _micro_batches(node: cst.CSTNode) -> cst.BaseExpression | None:
         return it  # the number of pieces is not written down: the call stands for it (no fix offered)
     if name == "range" and len(positional) == 1:
         k = positional[0]
-        draws = any(isinstance(n, cst.Call) and dotted(n.func) == "next" for n in walk(node.body))
-        if draws or ACCUMULATION_NAME.search(code_of(k)) or "micro" in code_of(k).lower():
+        if ACCUMULATION_NAME.search(code_of(k)) or "micro" in code_of(k).lower():
+            return k
+        if "next(" in text and any(isinstance(n, cst.Call) and dotted(n.func) == "next" for n in walk(node.body)):
             return k
     return None
 
