@@ -571,9 +571,10 @@ class FileModel:
                 trains = summary.trains
                 if trains:
                     # A run of its own: the caller sees it as one event at the call, per optimizer it steps.
-                    out.extend(dataclasses.replace(e, kind=EventKind.RUN, target=_mapped(opt, _positional(callee, e), e, same_file=True),
-                                                   flavor="run")
-                               for opt in sorted(summary.steps))
+                    node = callee.node
+                    params = ([p.name.value for p in (*node.params.posonly_params, *node.params.params)]
+                              if isinstance(node, cst.FunctionDef) else [])
+                    out.extend(_runs(e, sorted(summary.steps), params, same_file=True))
                 key = (id(callee.node), depth + 1, active | {scope.node})
                 inner_events = self._expanded.get(key)
                 if inner_events is None:
@@ -621,11 +622,10 @@ class FileModel:
         """The events a call to another file's function adds to the caller's iteration, placed at the call; the
         callee's names are mapped to the call's arguments (a name the caller cannot see becomes None)."""
         exp = found.export
-        params = exp.params[1:] if (e.callee or "").startswith("self.") else exp.params
+        params = _positional(exp.params, e)
         out: list[Event] = []
         if exp.trains:
-            out.extend(dataclasses.replace(e, kind=EventKind.RUN, target=_mapped(opt, params, e), flavor="run",
-                                           origin=(found.path, exp.line)) for opt in exp.steps)
+            out.extend(_runs(e, exp.steps, exp.params, origin=(found.path, exp.line)))
         else:
             key = (found.path, found.name)
             foreign = self._foreign.get(key)
@@ -1020,15 +1020,20 @@ def _innermost_common(a: tuple[cst.CSTNode, ...], b: tuple[cst.CSTNode, ...]) ->
     return common
 
 
-def _positional(callee: Scope, call_event: Event) -> list[str]:
-    node = callee.node
-    if not isinstance(node, cst.FunctionDef):
-        return []
-    names = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
-    return names[1:] if (call_event.callee or "").startswith("self.") else names
+def _positional(params: list[str], call_event: Event) -> list[str]:
+    """The callee's positional parameters as the call fills them: `self` is not passed by `self.method(...)`."""
+    return params[1:] if (call_event.callee or "").startswith("self.") else params
 
 
-def _mapped(name: str | None, params, call_event: Event, same_file: bool = False) -> str | None:
+def _runs(call_event: Event, steps, params: list[str], same_file: bool = False, origin=None) -> list[Event]:
+    """A call to a function that trains, as the caller sees it: one RUN event per optimizer it steps, named as the
+    caller names it."""
+    params = _positional(params, call_event)
+    return [dataclasses.replace(call_event, kind=EventKind.RUN, target=_mapped(opt, params, call_event, same_file),
+                                flavor="run", origin=origin) for opt in steps]
+
+
+def _mapped(name: str | None, params: list[str], call_event: Event, same_file: bool = False) -> str | None:
     """A callee's name for a value (`optimizer`, `self.opt`, `model.module`), as the caller names it: a parameter
     becomes the argument passed for it; `self.` stays (a method of the same object); anything else (the callee's
     own globals and locals) is not a name of the caller: None (in the same file, a global keeps its name)."""
@@ -1037,11 +1042,12 @@ def _mapped(name: str | None, params, call_event: Event, same_file: bool = False
     if name.startswith("self."):
         return name
     head, dot, rest = name.partition(".")
-    names = list(params)
     call = call_event.node
-    if head not in names or not isinstance(call, cst.Call):
-        return name if same_file and head not in names else None
-    index = names.index(head)
+    if head not in params:
+        return name if same_file else None
+    if not isinstance(call, cst.Call):
+        return None
+    index = params.index(head)
     arg = None
     for i, a in enumerate(call.args):
         if a.star:

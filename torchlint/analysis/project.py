@@ -33,7 +33,7 @@ from typing import Iterator
 
 from torchlint.analysis.events import EventKind
 
-EXPORTS_VERSION = "1"
+EXPORTS_VERSION = "2"
 
 # Text that any exported event needs (a backward, a step, a zero_grad or gradient reset, a GradScaler call).
 EVENT_TEXT = re.compile(r"\.backward\s*\(|manual_backward\s*\(|\.\s*step\s*\(|zero_grad|\.grad\s*=\s*None|\.grad\.zero_")
@@ -113,7 +113,6 @@ class ExportedEvent:
     flavor: str
     via: str | None
     line: int
-    column: int
     contexts: tuple[str, ...] = ()
 
 
@@ -130,15 +129,10 @@ class FunctionExport:
 
 
 @dataclass
-class ClassExport:
-    bases: list[str]  # dotted, as written
-    methods: dict[str, FunctionExport]  # those that may act (`acting`)
-
-
-@dataclass
 class Exports:
     functions: dict[str, FunctionExport] = field(default_factory=dict)
-    classes: dict[str, ClassExport] = field(default_factory=dict)
+    # class -> its methods that may act (`acting`); its bases are read from the text (`Project.bases`)
+    classes: dict[str, dict[str, FunctionExport]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -153,8 +147,7 @@ class Exports:
 
         return cls(
             {k: fn(v) for k, v in raw["functions"].items()},
-            {k: ClassExport(c["bases"], {m: fn(f) for m, f in c["methods"].items()})
-             for k, c in raw["classes"].items()},
+            {k: {m: fn(f) for m, f in methods.items()} for k, methods in raw["classes"].items()},
         )
 
 
@@ -189,23 +182,19 @@ class Project:
         self._root_prefix = str(self.root).rstrip(os.sep) + os.sep
         self._classes: dict[str, dict[str, list[str]]] = {}  # by content hash: each class's bases, as written
         self.reads: dict[Path, dict[str, Path]] = {}  # for each file viewed: the project files it looked at
-        self.analysed = 0  # files parsed to compute exports (for benchmarks and tests)
 
     # -- files -----------------------------------------------------------------------------------------------
-    def text(self, path: Path) -> tuple[str, str] | None:
-        """(text, content hash) of a project file, or None when it cannot be read or decoded."""
+    def text(self, path: Path, data: bytes | None = None) -> tuple[str, str] | None:
+        """(text, content hash) of a project file (from `data` when its bytes were just read), or None when it
+        cannot be read or decoded."""
         if path in self._texts:
             return self._texts[path]
-        found = None
-        try:
-            data = path.read_bytes()
-            from torchlint.pipeline.decode import SourceError, decode
+        from torchlint.pipeline.decode import SourceError, decode
 
-            try:
-                found = (decode(data).text, content_hash(data))
-            except SourceError:
-                found = None
-        except OSError:
+        try:
+            data = path.read_bytes() if data is None else data
+            found = (decode(data).text, content_hash(data))
+        except (OSError, SourceError):
             found = None
         self._texts[path] = found
         return found
@@ -273,7 +262,6 @@ class Project:
             found = self._load(digest)
             if found is None and not self.cached_only:
                 found = compute_exports(text, self._acting_of(path))
-                self.analysed += 1
                 if found is not None:
                     self._store(digest, found)
         self._exports[digest] = found
@@ -285,10 +273,11 @@ class Project:
         found = self._eventful.get(path)
         if found is None:
             try:
-                found = _EVENT_BYTES.search(path.read_bytes()) is not None
+                data = path.read_bytes()
             except OSError:
-                found = False
-            found = self._eventful[path] = found and self.text(path) is not None
+                data = b""
+            found = self._eventful[path] = (_EVENT_BYTES.search(data) is not None
+                                            and self.text(path, data) is not None)
         return found
 
     def may_act(self, path: Path, name: str, prefix: bool = False) -> bool:
@@ -464,7 +453,8 @@ class ProjectView:
         """Does the file call (or inherit) something of a project file that holds events? Also gathers the
         callees' event text for the prefilter. Only names bound to files whose text can hold events are looked
         for in the file's text: the rest of the imports cost a dictionary lookup."""
-        base_heads = {b.strip().split(".", 1)[0] for m in _CLASS_BASES.finditer(text) for b in m.group(1).split(",")}
+        all_bases = [b.strip() for m in _CLASS_BASES.finditer(text) for b in m.group(1).split(",") if b.strip()]
+        base_heads = {b.split(".", 1)[0] for b in all_bases}
         # A class brings events only to a subclass (`self.fit()` inherited); a function or module to its calls.
         wanted = [local for local, imp in self.bound.items()
                   if (local in base_heads or not local[:1].isupper()) and self._eventful(imp)]
@@ -477,8 +467,7 @@ class ProjectView:
             found = self.function(name)
             if found is not None:
                 self.stand_ins[name] = _event_text(found.export)
-        bases = [b.strip() for m in _CLASS_BASES.finditer(text) for b in m.group(1).split(",")
-                 if b.strip().split(".", 1)[0] in wanted]
+        bases = [b for b in all_bases if b.split(".", 1)[0] in wanted]
         if bases:
             for name in sorted({m.group(1) for m in _SELF_CALL.finditer(text)}):
                 found = self.method(bases, name)
@@ -532,8 +521,7 @@ class ProjectView:
             finally:
                 self._recorders.pop()
             hit = memo[key] = (value, recorded)
-        self.reads.update(hit[1])
-        for reads in self._recorders:
+        for reads in self._recorders:  # this file's `reads` first, then any lookup that called this one
             reads.update(hit[1])
         return hit[0]
 
@@ -588,8 +576,8 @@ class ProjectView:
                 if not self.project.may_act(path, f"{owner}.{name}"):
                     continue
                 exports = exports or self.project.exports(path)
-                if exports is not None and owner in exports.classes and name in exports.classes[owner].methods:
-                    return Resolved(exports.classes[owner].methods[name], self.project.display(path), name)
+                if exports is not None and name in exports.classes.get(owner, {}):
+                    return Resolved(exports.classes[owner][name], self.project.display(path), name)
         return None
 
     def _lineage(self, path: Path, cls_name: str) -> list[str]:
@@ -663,9 +651,9 @@ def export(model, names: frozenset[str]) -> Exports:
                 wanted.append(e.node)
     where = positions(model.module, model.text, wanted, model.top_of) if wanted else {}
 
-    def pos(node) -> tuple[int, int]:
+    def line(node) -> int:
         rng = where.get(node)
-        return (rng.start.line, rng.start.column + 1) if rng is not None else (0, 0)
+        return rng.start.line if rng is not None else 0
 
     def fn(scope) -> FunctionExport:
         summary = model.summary(scope)
@@ -677,8 +665,8 @@ def export(model, names: frozenset[str]) -> Exports:
                 continue  # a run of its own: callers see it as one RUN event
             if e.guards and e.kind is not EventKind.ZERO_GRAD:
                 continue  # guarded inside the callee: when it runs is not known to the caller
-            line, col = pos(e.node) if e.scope is scope.node else pos(scope.node)
-            events.append(ExportedEvent(e.kind.value, e.target, e.flavor, e.via, line, col, tuple(e.contexts)))
+            at = line(e.node if e.scope is scope.node else scope.node)
+            events.append(ExportedEvent(e.kind.value, e.target, e.flavor, e.via, at, tuple(e.contexts)))
         params = [p.name.value for p in (*scope.node.params.posonly_params, *scope.node.params.params)]
         handed = _handed(model, scope, set(params) | {"self"})
         try:
@@ -686,7 +674,7 @@ def export(model, names: frozenset[str]) -> Exports:
         except Exception:
             returns = "UNKNOWN"
         return FunctionExport(
-            pos(scope.node)[0], params, summary.trains, sorted(summary.steps), events,
+            line(scope.node), params, summary.trains, sorted(summary.steps), events,
             bool(summary.zeroes) or any(e.kind is EventKind.ZERO_GRAD for e in scope.events), handed, returns,
         )
 
@@ -694,12 +682,10 @@ def export(model, names: frozenset[str]) -> Exports:
     for scope in scopes:
         if scope.class_name is None:
             out.functions[scope.name] = fn(scope)
-    for name, cls in model.classes.items():
+    for name in model.classes:
         methods = {s.name: fn(s) for s in scopes if s.class_name == name}
-        if not methods:
-            continue
-        bases = [b for b in (_dotted(base.value) for base in cls.bases) if b]
-        out.classes[name] = ClassExport(bases, methods)
+        if methods:
+            out.classes[name] = methods
     return out
 
 
@@ -725,9 +711,3 @@ def _handed(model, scope, params: set[str]) -> list[str]:
             if name is not None and name.split(".", 1)[0] in params:
                 handed.add(name.split(".", 1)[0])
     return sorted(handed)
-
-
-def _dotted(node) -> str | None:
-    from torchlint.analysis.exprs import dotted
-
-    return dotted(node)

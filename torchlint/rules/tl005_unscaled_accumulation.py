@@ -242,14 +242,12 @@ def _micro_batch_loop(model: FileModel, inner: Loop) -> Iterator[Finding]:
             depth = b.loops.index(node)
     if not backwards or inner.of(EventKind.STEP, EventKind.ZERO_GRAD):
         return  # a step or a clear per micro-batch is another loop shape (GAN critics, TL006)
-    if _scale_does_not_matter(model, node if not depth else backwards[0].loops[depth - 1],
-                              [s for s in scope.events if s.kind is EventKind.STEP and s.scope is scope.node],
-                              [c for c in scope.events if c.kind is EventKind.CLIP]):
-        return
+    own_steps = [s for s in scope.events if s.kind is EventKind.STEP and s.scope is scope.node]
     outer = backwards[0].loops[:depth]
-    steps = [s for s in scope.events if s.kind is EventKind.STEP and s.loops == outer and s.scope is scope.node
+    steps = [s for s in own_steps if s.loops == outer
              and any(scope.may_follow(b, s, outer[-1] if outer else None) for b in backwards)]
-    if not steps:
+    if not steps or _scale_does_not_matter(model, outer[-1] if outer else node, own_steps,
+                                           [c for c in scope.events if c.kind is EventKind.CLIP]):
         return
     for b in backwards:
         if _divided(model, scope, b.value, count, inner, b):

@@ -151,11 +151,9 @@ def _reset_elsewhere(model: FileModel, forward: Scope, state: str, at: Event) ->
 
 
 def _fix_module_state(e: Event, state: str) -> Fix | None:
-    if not isinstance(e.stmt, cst.SimpleStatementLine):
-        return None
-    line = (f"if {state} is not None:\n    {state} = {state}.detach() if hasattr({state}, 'detach') "
-            f"else tuple(h.detach() for h in {state})\n")
-    return Fix("unsafe", f"detach `{state}` before feeding it back", (insert_before(e.stmt, line),))
+    """The state on the module starts as anything (None in `__init__`, or set from outside): the form that handles
+    a tensor, a tuple and None."""
+    return _detach_before(e, state, cst.Name("None"))
 
 
 def _feeds_back(call: cst.Call, state: str) -> bool:
@@ -200,11 +198,15 @@ def _detaching(value: cst.BaseExpression) -> bool:
 
 
 def _fix(scope: Scope, loop: Loop, e: Event) -> Fix | None:
-    if not isinstance(e.stmt, cst.SimpleStatementLine):
-        return None
     state = e.target
     inits = [a for a in scope.assignments(state or "") if loop.node not in a.loops and a.value is not None]
-    init = inits[-1].value if inits else None
+    return _detach_before(e, state or "", inits[-1].value if inits else None)
+
+
+def _detach_before(e: Event, state: str, init: cst.BaseExpression | None) -> Fix | None:
+    """Insert, before the statement that feeds `state` back, the detach that suits how it starts (`init`)."""
+    if not isinstance(e.stmt, cst.SimpleStatementLine):
+        return None
     if isinstance(init, (cst.Tuple, cst.List)):
         line = f"{state} = tuple(h.detach() for h in {state})\n"
     elif isinstance(init, cst.Call) and (dotted(init.func) or "").startswith("torch."):

@@ -88,14 +88,11 @@ of another file) that steps the optimizer; the message names that function's fil
                 before = f"`{code_of(opt.node)}`{where(opt)}"
                 if opt.kind is EventKind.RUN:
                     before += f", which steps `{opt.target}`," if opt.target else ", which steps an optimizer,"
-                    before += " in the same iteration"
-                else:
-                    before += " in the same iteration"
                 yield Finding(
                     call,
-                    f"`{code_of(call)}` runs before {before}: the schedule's first learning rate is skipped "
-                    f"('Detected call of lr_scheduler.step() before optimizer.step()'); step the scheduler after "
-                    f"the optimizer",
+                    f"`{code_of(call)}` runs before {before} in the same iteration: the schedule's first learning rate "
+                    f"is skipped ('Detected call of lr_scheduler.step() before optimizer.step()'); step the scheduler "
+                    f"after the optimizer",
                     _fix(loop, sched, opt),
                 )
 
@@ -129,6 +126,7 @@ def _wrappers(model: FileModel) -> Iterator[Finding]:
 
 
 def _move(sched: Event, opt: Event) -> Fix | None:
+    """Move the scheduler step to right after `opt`, when both statements can move and share their contexts."""
     if sched.contexts != opt.contexts or not movable(sched.stmt) or not movable(opt.stmt):
         return None
     return Fix("unsafe", "move the scheduler step after the optimizer step", move_after(sched.stmt, opt.stmt))
@@ -149,9 +147,5 @@ def _scheduled(model: FileModel, sched: Event, steps: list[Event]) -> list[Event
 
 
 def _fix(loop: Loop, sched: Event, opt: Event) -> Fix | None:
-    anchor = loop.after_step(opt)
-    if sched.scope is not anchor.scope or sched.contexts != anchor.contexts:
-        return None
-    if not movable(sched.stmt) or not movable(anchor.stmt):
-        return None
-    return Fix("unsafe", "move the scheduler step after the optimizer step", move_after(sched.stmt, anchor.stmt))
+    anchor = loop.after_step(opt)  # after `scaler.update()` when a GradScaler steps the optimizer
+    return _move(sched, anchor) if sched.scope is anchor.scope else None
