@@ -32,13 +32,16 @@ import traceback
 import warnings
 import weakref
 from pathlib import Path
+from contextlib import ExitStack
 from typing import Sequence
+from unittest import mock
 
-from torchlint.verify.runner import _Holder, reachable
+from torchlint.verify.runner import _Holder, as_main, reachable
 
 _HERE = str(Path(__file__).resolve().parent.parent)  # torchlint's own files are never the user's frames
 SCHEDULER_WARNING = "Detected call of `lr_scheduler.step()` before `optimizer.step()`"
 SECOND_BACKWARD = "Trying to backward through the graph a second time"
+CLIPS = ("clip_grad_norm_", "clip_grad_value_")
 SCALER_ERRORS = ("No inf checks were recorded", "step() has already been called since the last update()",
                  "unscale_() has already been called on this optimizer since the last update()")
 
@@ -94,7 +97,6 @@ class Monitor:
         self.prev_object: dict[int, object] = {}  # id(param) -> the .grad tensor itself after the last step
         self.retained: list[bool] = []  # since the last step: did each backward pass retain_graph=True?
         self.scaled = False  # a GradScaler scaled a loss and nothing unscaled the gradients since
-        self.params: dict[int, weakref.ref] = {}
         self._seen: set[tuple] = set()  # (code, innermost frame): one observation each
 
     # -- recording ---------------------------------------------------------------------------------------------
@@ -119,7 +121,6 @@ class Monitor:
                 if id(p) in self.hooked or not getattr(p, "requires_grad", False):
                     continue
                 self.hooked.add(id(p))
-                self.params[id(p)] = weakref.ref(p)
                 p.register_hook(self._grad_hook(id(p)))
 
     def _grad_hook(self, key: int):
@@ -183,18 +184,16 @@ class Monitor:
 
     def post_step(self, optimizer, args, kwargs) -> None:
         torch = self.torch
-        record = {"backwards": len(self.backwards), "saved": len(_SAVED), "graph_nodes": 0}
+        n = len(self.steps) + 1
+        # the graph: at every step at first, then every 8th (a leak shows within 5 samples; long runs stay cheap)
+        counted = self.count_graph and (n <= 8 or n % 8 == 0)
+        record = {"backwards": len(self.backwards), "saved": len(_SAVED),
+                  "graph_nodes": _graph_nodes(torch) if counted else None}
         if len(self.backwards) > 1:
             # k backwards between two steps: an accumulation window (TL005 confirms its static finding with it)
             self.observe("TL005", user_frames(), f"{len(self.backwards)} backward calls between two optimizer "
                          "steps: the step applies the sum of their gradients", backwards=[
                              f for b in self.backwards for f in b[-1:]], static_only=True)
-        n = len(self.steps) + 1
-        if self.count_graph and (n <= 8 or n % 8 == 0):
-            # every step at first, then every 8th: a leak shows within 5 samples, and long runs stay cheap
-            record["graph_nodes"] = _graph_nodes(torch)
-        else:
-            record["graph_nodes"] = None
         self.steps.append(record)
         if self.retained and self.retained[-1] and record["saved"]:
             # the last backward before the step kept its graph, and its buffers are still alive after the step
@@ -215,19 +214,16 @@ class Monitor:
             raise _Stop
 
     def _check_growth(self) -> None:
-        """Buffers or graph nodes alive after each step that grow at every one of the last 4 steps."""
-        sampled = [s for s in self.steps if s["graph_nodes"] is not None]
-        if len(sampled) < 5 or self.steps[-1]["graph_nodes"] is None:
+        """Graph nodes the script's variables hold after each step, growing at every one of the last 5 samples."""
+        values = [s["graph_nodes"] for s in self.steps if s["graph_nodes"] is not None][-5:]
+        if len(values) < 5 or self.steps[-1]["graph_nodes"] is None:
             return
-        last = sampled[-5:]
-        for metric, code, what in (("graph_nodes", "TL007", "autograd graph nodes still reachable"),):
-            values = [s[metric] for s in last]
-            if all(b > a for a, b in zip(values, values[1:])):
-                if any(c == "TL002" for c, _ in self._seen):
-                    return  # the graphs retain_graph keeps: one cause, reported once
-                holder = _holder_of_graph(self.torch)
-                self.observe(code, user_frames(), f"{what} grow at every step ({' -> '.join(map(str, values))})"
-                             + (f"; `{holder}` holds the largest graph" if holder else ""), holder=holder)
+        if all(b > a for a, b in zip(values, values[1:])) and not any(c == "TL002" for c, _ in self._seen):
+            # (the graphs retain_graph keeps are TL002's: one cause, reported once)
+            holder = _holder_of_graph(self.torch)
+            self.observe("TL007", user_frames(), "autograd graph nodes still reachable grow at every step "
+                         f"({' -> '.join(map(str, values))})"
+                         + (f"; `{holder}` holds the largest graph" if holder else ""), holder=holder)
 
 
 _SAVED: list = []  # weak references to what autograd saved for backward, pruned at each step
@@ -240,9 +236,7 @@ def _roots(torch) -> dict[str, list]:
     out: dict[str, list] = {}
     frame = sys._getframe()
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if not (filename.startswith(_HERE) or "site-packages" in filename or filename.startswith("<")
-                or filename.startswith(sys.base_prefix)):
+        if _user_file(frame.f_code.co_filename) is not None:
             for var, value in list(frame.f_locals.items()):
                 items = [(var, value)]
                 if var == "self" and hasattr(value, "__dict__") and not isinstance(value, torch.nn.Module):
@@ -289,111 +283,91 @@ def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
     from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
     monitor = Monitor(torch, steps)
-    original_backward = torch.autograd.backward
+    scaler_cls = torch.amp.GradScaler
+    # the functions the wrappers below call: taken before anything is patched
+    original = {
+        "backward": torch.autograd.backward, "opt_zero": torch.optim.Optimizer.zero_grad,
+        "mod_zero": torch.nn.Module.zero_grad, "scale": scaler_cls.scale, "unscale_": scaler_cls.unscale_,
+        **{n: getattr(torch.nn.utils, n) for n in CLIPS},
+    }
 
     def backward(*a, **k):
         retain = k.get("retain_graph", a[2] if len(a) > 2 else None)
         monitor.on_backward(bool(retain))
-        return original_backward(*a, **k)
+        return original["backward"](*a, **k)
 
-    original_opt_zero = torch.optim.Optimizer.zero_grad
-    original_mod_zero = torch.nn.Module.zero_grad
-
-    def opt_zero(self, *a, **k):
-        monitor.on_zero_grad()
-        return original_opt_zero(self, *a, **k)
-
-    def mod_zero(self, *a, **k):
-        monitor.on_zero_grad()
-        return original_mod_zero(self, *a, **k)
-
-    def pack(t):
-        holder = _Holder(t)
-        _SAVED.append(weakref.ref(holder))
-        return holder
-
-    def unpack(h):
-        return h.tensor
-
-    original_show = warnings.showwarning
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        if SCHEDULER_WARNING in str(message):
-            monitor.observe("TL011", user_frames(), "PyTorch warned: " + str(message).split("\n")[0][:200])
-        return original_show(message, category, filename, lineno, file, line)
-
-    scaler_cls = torch.amp.GradScaler
-    original_scale, original_unscale = scaler_cls.scale, scaler_cls.unscale_
-    original_clips = {n: getattr(torch.nn.utils, n) for n in ("clip_grad_norm_", "clip_grad_value_")}
+    def zeroing(which):
+        def zero_grad(self, *a, **k):
+            monitor.on_zero_grad()
+            return original[which](self, *a, **k)
+        return zero_grad
 
     def scale(self, outputs):
         if self.is_enabled():
             monitor.scaled = True  # gradients of the next backward are multiplied by the scale
-        return original_scale(self, outputs)
+        return original["scale"](self, outputs)
 
     def unscale_(self, optimizer):
         monitor.scaled = False
-        return original_unscale(self, optimizer)
+        return original["unscale_"](self, optimizer)
 
     def clipping(name):
         def clip(*a, **k):
             if monitor.scaled and monitor.backwards:
                 monitor.observe("TL010", user_frames(), "gradients were clipped while still multiplied by the "
                                 "GradScaler's scale (no unscale_ before the clip)")
-            return original_clips[name](*a, **k)
+            return original[name](*a, **k)
         return clip
 
-    scaler_cls.scale, scaler_cls.unscale_ = scale, unscale_
-    for n in original_clips:
-        setattr(torch.nn.utils, n, clipping(n))
-    torch.autograd.backward = backward
-    torch.optim.Optimizer.zero_grad = opt_zero
-    torch.nn.Module.zero_grad = mod_zero
-    warnings.showwarning = show
-    warnings.simplefilter("always", UserWarning)
-    pre = register_optimizer_step_pre_hook(monitor.pre_step)
-    post = register_optimizer_step_post_hook(lambda o, a, k: (_prune(), monitor.post_step(o, a, k)))
-    if device != "cpu":
-        torch.set_default_device(device)
-    old_argv, old_path = sys.argv, list(sys.path)
-    sys.argv = [str(script), *argv]
-    sys.path.insert(0, str(script.parent))
-    for name, module in list(sys.modules.items()):  # a helper module of an earlier script of the same folder
-        if getattr(module, "__file__", None) and Path(module.__file__).parent == script.parent:
-            del sys.modules[name]
+    def show(message, category, filename, lineno, file=None, line=None):
+        if SCHEDULER_WARNING in str(message):
+            monitor.observe("TL011", user_frames(), "PyTorch warned: " + str(message).split("\n")[0][:200])
+        return shown(message, category, filename, lineno, file, line)
+
+    def pack(t):
+        holder = _Holder(t)
+        _SAVED.append(weakref.ref(holder))
+        return holder
+
     error = tb = None
     stopped = False
-    try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-            runpy.run_path(str(script), run_name="__main__")
-    except _Stop:
-        stopped = True
-    except SystemExit as exc:
-        if exc.code not in (None, 0):
-            error = f"SystemExit: {exc.code}"
-    except BaseException as exc:  # the script's own failure is a result
-        error = f"{type(exc).__name__}: {exc}"
-        tb = traceback.format_exc()
-        frames = user_frames(traceback.extract_tb(exc.__traceback__))
-        if SECOND_BACKWARD in str(exc):
-            # a total carried across iterations (TL001) or a recurrent state fed back (TL008): the same error
-            monitor.observe("TL001", frames, "backward reached a graph that an earlier backward had already freed: "
-                            "'Trying to backward through the graph a second time'", also=["TL008"])
-        elif any(m in str(exc) for m in SCALER_ERRORS):
-            # GradScaler misuse (TL010), or gradients cleared before scaler.step left no inf checks (TL006)
-            monitor.observe("TL010", frames, f"GradScaler refused: {str(exc).splitlines()[0][:160]}", also=["TL006"])
-    finally:
-        sys.argv, sys.path[:] = old_argv, old_path
-        _SAVED.clear()
-        pre.remove()
-        post.remove()
-        scaler_cls.scale, scaler_cls.unscale_ = original_scale, original_unscale
-        for n, fn in original_clips.items():
-            setattr(torch.nn.utils, n, fn)
-        torch.autograd.backward = original_backward
-        torch.optim.Optimizer.zero_grad = original_opt_zero
-        torch.nn.Module.zero_grad = original_mod_zero
-        warnings.showwarning = original_show
+    with ExitStack() as stack:
+        # Every patch is undone and every hook removed when the script ends, however it ends.
+        for owner, name, value in (
+            (torch.autograd, "backward", backward), (torch.optim.Optimizer, "zero_grad", zeroing("opt_zero")),
+            (torch.nn.Module, "zero_grad", zeroing("mod_zero")), (scaler_cls, "scale", scale),
+            (scaler_cls, "unscale_", unscale_), *((torch.nn.utils, n, clipping(n)) for n in CLIPS),
+        ):
+            stack.enter_context(mock.patch.object(owner, name, value))
+        stack.enter_context(warnings.catch_warnings())
+        shown = warnings.showwarning
+        warnings.showwarning = show
+        warnings.simplefilter("always", UserWarning)
+        stack.callback(register_optimizer_step_pre_hook(monitor.pre_step).remove)
+        stack.callback(register_optimizer_step_post_hook(lambda o, a, k: (_prune(), monitor.post_step(o, a, k))).remove)
+        stack.callback(_SAVED.clear)
+        if device != "cpu":
+            torch.set_default_device(device)
+        try:
+            with as_main(script, argv), torch.autograd.graph.saved_tensors_hooks(pack, lambda h: h.tensor):
+                runpy.run_path(str(script), run_name="__main__")
+        except _Stop:
+            stopped = True
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                error = f"SystemExit: {exc.code}"
+        except BaseException as exc:  # the script's own failure is a result
+            error = f"{type(exc).__name__}: {exc}"
+            tb = traceback.format_exc()
+            frames = user_frames(traceback.extract_tb(exc.__traceback__))
+            if SECOND_BACKWARD in str(exc):
+                # a total carried across iterations (TL001) or a recurrent state fed back (TL008): the same error
+                monitor.observe("TL001", frames, "backward reached a graph that an earlier backward had already "
+                                "freed: 'Trying to backward through the graph a second time'", also=["TL008"])
+            elif any(m in str(exc) for m in SCALER_ERRORS):
+                # GradScaler misuse (TL010), or gradients cleared before scaler.step left no inf checks (TL006)
+                monitor.observe("TL010", frames, f"GradScaler refused: {str(exc).splitlines()[0][:160]}",
+                                also=["TL006"])
     return {"script": str(script), "device": device, "steps": monitor.steps, "stopped": stopped,
             "observations": monitor.observations, "error": error, "traceback": tb}
 

@@ -19,7 +19,8 @@ import traceback
 import subprocess
 import weakref
 from pathlib import Path
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 
 def _deterministic(device: str, seed: int) -> None:
@@ -63,6 +64,23 @@ def reachable(nodes) -> int:
 def _graph_nodes(torch) -> int:
     """Autograd nodes reachable from every live tensor: what a graph kept across iterations costs (TL007)."""
     return reachable(o.grad_fn for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.grad_fn is not None)
+
+
+@contextmanager
+def as_main(script: Path, argv: Sequence[str]) -> Iterator[None]:
+    """Set up this process as `python SCRIPT ARGV` would: `sys.argv`, and the script's folder first on `sys.path`
+    so that it imports its helpers (`from engine import train_step`), freshly for each script (a module of that
+    folder imported by an earlier script is forgotten); put both back afterwards."""
+    old_argv, old_path = sys.argv, list(sys.path)
+    sys.argv = [str(script), *argv]
+    sys.path.insert(0, str(script.parent))
+    for name, module in list(sys.modules.items()):
+        if getattr(module, "__file__", None) and Path(module.__file__).parent == script.parent:
+            del sys.modules[name]
+    try:
+        yield
+    finally:
+        sys.argv, sys.path[:] = old_argv, old_path
 
 
 class _Enough(BaseException):
@@ -110,16 +128,8 @@ def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = 
     previous = torch.get_default_device()
     torch.set_default_device(device)
     error = None
-    old_argv, old_path = sys.argv, list(sys.path)
-    sys.argv = [str(script)]
-    # As `python script.py` does: the script's directory first on sys.path, so that it imports its helpers
-    # (`from engine import train_step`), freshly for each script.
-    sys.path.insert(0, str(script.parent))
-    for name, module in list(sys.modules.items()):
-        if getattr(module, "__file__", None) and Path(module.__file__).parent == script.parent:
-            del sys.modules[name]
     try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        with as_main(script, []), torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             runpy.run_path(str(script), run_name="__main__")
     except _Enough:
         pass
@@ -127,8 +137,6 @@ def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = 
         error = f"{type(exc).__name__}: {exc}"
         traceback.print_exc(limit=3)
     finally:
-        sys.argv = old_argv
-        sys.path[:] = old_path
         handle.remove()
         torch.set_default_device(previous)
     return {"script": str(script), "device": device, "steps": steps, "error": error}
