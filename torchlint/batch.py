@@ -72,12 +72,13 @@ def _process(job: Job, cache: "Cache | None") -> Outcome:
         hit = cache.get(key, job.path, job.project)
         if hit is not None:
             return Outcome(job.path, hit, cached=True)
+    project = _project(Path(job.project), cache.dir if cache is not None else None) if job.project else None
     timer = job.timeout > 0 and hasattr(signal, "setitimer")
     if timer:
         previous = signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, job.timeout)
     try:
-        outcome = _run(job, path, data, _project(job.project, cache) if job.project else None)
+        outcome = _run(job, path, data, project)
     except _Timeout:
         outcome = Outcome(job.path, (Diagnostic(job.path, 1, 1, 1, 1, TIMEOUT,
                                                 f"checking took longer than {job.timeout:g}s; file not checked"),))
@@ -86,20 +87,18 @@ def _process(job: Job, cache: "Cache | None") -> Outcome:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
     if key is not None and cache is not None and not any(d.code == TIMEOUT for d in outcome.diags):
-        project = _project(job.project, cache) if job.project else None
         reads = project.reads.get(path.resolve(), {}) if project is not None else {}
         cache.put(key, outcome.diags, {shown: _digest(dep) for shown, dep in sorted(reads.items())})
     return outcome
 
 
-_PROJECTS: dict[tuple[str, str | None], object] = {}  # per process: a project's files and exports, read once
+_PROJECTS: dict[tuple[str, str, bool], object] = {}  # per process: a project's files and exports, read once
 
 
 def cached_project(path: str):
     """For front ends that check one file at a time (flake8, the language server): the file's project, reading
     only the exports the command already cached (`.torchlint_cache/` at the configuration's root, or the current
     directory); None when there is no cache, and the file is checked alone."""
-    from torchlint.analysis.project import Project
     from torchlint.config import find_pyproject
 
     try:
@@ -108,22 +107,17 @@ def cached_project(path: str):
         return None
     root = found.parent.resolve() if found is not None else Path.cwd().resolve()
     directory = root / CACHE_DIR / __version__
-    if not (directory / "exports").is_dir():
-        return None
-    key = (str(root), "cached:" + str(directory))
-    project = _PROJECTS.get(key)
-    if project is None:
-        project = _PROJECTS[key] = Project(root, directory, cached_only=True)
-    return project
+    return _project(root, directory, cached_only=True) if (directory / "exports").is_dir() else None
 
 
-def _project(root: str, cache: "Cache | None"):
+def _project(root: Path, cache_dir: Path | None, cached_only: bool = False):
+    """The process's one `Project` for this root and cache (its files and exports are read once per run)."""
     from torchlint.analysis.project import Project
 
-    key = (root, str(cache.dir) if cache is not None else None)
+    key = (str(root), str(cache_dir), cached_only)
     found = _PROJECTS.get(key)
     if found is None:
-        found = _PROJECTS[key] = Project(Path(root), cache.dir if cache is not None else None)
+        found = _PROJECTS[key] = Project(root, cache_dir, cached_only)
     return found
 
 

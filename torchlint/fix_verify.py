@@ -41,7 +41,6 @@ def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, proje
     from torchlint.pipeline.analyze import analyze
     from torchlint.pipeline.apply import apply_fixes
     from torchlint.pipeline.positions import positions
-    from torchlint.verify.compare import compare_records
     from torchlint.verify.monitor import run_many
     from torchlint.verify.runner import run_scripts
 
@@ -72,41 +71,42 @@ def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, proje
     verdicts, kept = [], []
     for (rule, f), temp, record in zip(chosen, temps, candidates):
         pos = where[f.node].start
-        mismatch = compare_records(record, original)
+        kept_it, detail = _judge(rule.code, f.fix.applicability, original, record, monitored.get(str(temp)))
+        verdicts.append(Verdict(rule.code, pos.line, pos.column + 1, f.fix.applicability, kept_it, detail))
+        if kept_it:
+            kept.append(f.fix)
         if runs is not None:
             runs.append({"title": f"{path.name}:{pos.line}:{pos.column + 1}: {rule.code} {f.fix.message}",
-                         "original": original, "fixed": record, "verdict": ""})
-        if f.fix.applicability == "safe":
-            if mismatch is not None or record["error"]:
-                detail = f"withdrawn: on this script it changes training ({mismatch or record['error']})"
-                verdicts.append(Verdict(rule.code, pos.line, pos.column + 1, "safe", False, detail))
-                continue
-            n = len(record["steps"])
-            saved = _last(original, "saved"), _last(record, "saved")
-            nodes = _last(original, "graph_nodes"), _last(record, "graph_nodes")
-            saves = [f"{a} -> {b} {what}" for (a, b), what in ((saved, "autograd buffers"), (nodes, "graph nodes"))
-                     if b < a]
-            detail = f"identical gradients and parameters at all {n} steps" + (
-                f"; alive after the last step: {', '.join(saves)}" if saves else "")
-        else:
-            promise = _promise(rule.code, original, record, monitored[str(temp)])
-            if promise is None or record["error"]:
-                detail = (f"withdrawn: the fixed script fails ({record['error']})" if record["error"] else
-                          f"withdrawn: the run of the fixed script does not keep what {rule.code} promises")
-                verdicts.append(Verdict(rule.code, pos.line, pos.column + 1, "unsafe", False, detail))
-                continue
-            differs = (f"training differs from optimizer step {mismatch.step + 1} on ({mismatch.what}), as intended"
-                       if mismatch is not None else "training is unchanged in the steps run")
-            detail = f"{differs}; {promise}"
-        verdicts.append(Verdict(rule.code, pos.line, pos.column + 1, f.fix.applicability, True, detail))
-        kept.append(f.fix)
-    if runs is not None:
-        for run, verdict in zip(runs[len(runs) - len(chosen):], verdicts):
-            run["verdict"] = ("kept: " if verdict.kept else "") + verdict.detail
+                         "original": original, "fixed": record, "verdict": ("kept: " if kept_it else "") + detail})
     if not kept:
         return verdicts, None
     new = apply_fixes(analysis.module, kept).code
     return verdicts, new if new != text else None
+
+
+def _judge(code: str, applicability: str, original: dict, record: dict, monitored) -> tuple[bool, str]:
+    """Is the fix kept, and why: a safe one must leave every gradient and parameter as they were; an unsafe one
+    must keep what its rule promises on the fixed run."""
+    from torchlint.verify.compare import compare_records
+
+    mismatch = compare_records(record, original)
+    if applicability == "safe":
+        if mismatch is not None or record["error"]:
+            return False, f"withdrawn: on this script it changes training ({mismatch or record['error']})"
+        saved = _last(original, "saved"), _last(record, "saved")
+        nodes = _last(original, "graph_nodes"), _last(record, "graph_nodes")
+        saves = [f"{a} -> {b} {what}" for (a, b), what in ((saved, "autograd buffers"), (nodes, "graph nodes"))
+                 if b < a]
+        return True, f"identical gradients and parameters at all {len(record['steps'])} steps" + (
+            f"; alive after the last step: {', '.join(saves)}" if saves else "")
+    if record["error"]:
+        return False, f"withdrawn: the fixed script fails ({record['error']})"
+    promise = _promise(code, original, record, monitored)  # an unsafe fix's script ran under the monitor too
+    if promise is None:
+        return False, f"withdrawn: the run of the fixed script does not keep what {code} promises"
+    differs = (f"training differs from optimizer step {mismatch.step + 1} on ({mismatch.what}), as intended"
+               if mismatch is not None else "training is unchanged in the steps run")
+    return True, f"{differs}; {promise}"
 
 
 def _promise(code: str, original: dict, fixed: dict, monitored: dict) -> str | None:
