@@ -96,6 +96,34 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # zero_grad at the first micro-step of each window, counted by the loop's own variable
+    "zero_grad_at_first_step_of_window": """
+        for batch, micro in zip(loader, cycle(range(1, accum + 1))):
+            if micro == 1:
+                model.zero_grad(set_to_none=True)
+            loss = criterion(model(batch))
+            scaler.scale(loss).backward()
+            if micro % accum == 0:
+                scaler.step(optimizer)
+                scaler.update()
+        """,
+    # the helper that steps and clears is called on exclusive branches: every iteration without accumulation,
+    # every k-th with it; its zero_grad never runs in a pass where the guarded step waits
+    "step_helper_on_exclusive_branches": """
+        def train(model, loader, optimizer, accumulate, k):
+            for i, batch in enumerate(loader):
+                model(batch).backward()
+
+                def take_step():
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+                if not accumulate:
+                    take_step()
+                else:
+                    if (i + 1) % k == 0:
+                        take_step()
+        """,
     # zero_grad once per epoch (outside the batch loop), the step every `accumulate` batches: an unfinished
     # window is dropped at the epoch boundary, no micro-step loses its gradient (a YOLO-style loop)
     "epoch_start_zero_grad_with_inner_accumulation": """

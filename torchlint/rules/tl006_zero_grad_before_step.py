@@ -12,7 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
-from torchlint.analysis.exprs import code_of, modulo_divisor
+from torchlint.analysis.exprs import code_of, names_in, modulo_divisor
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, movable, move_after
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
@@ -59,7 +59,9 @@ Move the `zero_grad()` to right after the step (inside the accumulation guard wh
 guard as the step; `optimizer.zero_grad()` inside `accelerator.accumulate`; GANs that clear one network while
 stepping the other (`netD.zero_grad()` before `optimizerG.step()` when `optimizerG` owns only `netG`);
 `optimizer_G.zero_grad()` every iteration while the generator steps every `n_critic` iterations with its own
-backward under the same guard (it clears the stray gradients the discriminator loss left in the generator).
+backward under the same guard (it clears the stray gradients the discriminator loss left in the generator);
+a `zero_grad()` guarded by a loop variable (`if micro == 1:`, the first micro-step of each window); a step helper
+that clears, called on exclusive branches (every iteration without accumulation, every k-th with it).
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -99,9 +101,14 @@ def _every_micro_step(model: FileModel, loop: Loop, z: Event, steps: list[Event]
     z_guards = z.guards_within(loop.node)
     if any(modulo_divisor(g.test) is not None for g in z_guards if not g.negated):
         return None
+    counters = {n for lp in z.loops[z.loops.index(loop.node):] if isinstance(lp, cst.For) for n in names_in(lp.target)}
+    if any(names_in(g.test) & counters for g in z_guards if isinstance(g.test, cst.BaseExpression)):
+        return None  # `if accum_step == 1:` over a loop variable: once per window, not every iteration
     for step in steps:
         if step.target is None or not clears(model, step.target, z):
             continue
+        if loop.scope.exclusive(z, step):
+            continue  # `if not accumulating: take_step() else: ... take_step()`: never in one pass
         if "accumulate" in z.contexts and z.flavor == "model":
             return step, ("runs on every micro-step inside `accelerator.accumulate`: the model's gradients are "
                           "cleared before they are accumulated; use the prepared optimizer's zero_grad()")
