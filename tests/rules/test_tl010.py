@@ -97,6 +97,25 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # the direct step runs only when the scaled backward (nested ifs in a helper) did not: `a and b` vs a, b
+    "scaled_backward_and_plain_step_on_exclusive_compound_guards": """
+        def train_iteration(model, batch, scaler, args):
+            loss = model(batch)
+            if args.fp16:
+                if args.amp == "pytorch":
+                    scaler.scale(loss).backward()
+            else:
+                loss.backward()
+
+        for batch in loader:
+            train_iteration(model, batch, scaler, args)
+            if args.fp16 and args.amp == "pytorch":
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            optimizer.zero_grad()
+        """,
     "recipe": """
         for x, y in loader:
             optimizer.zero_grad()

@@ -46,29 +46,60 @@ class Guard:
         negation of `x`: two guards with the same text and opposite polarity never hold together, even when
         one is in a helper (`if scaler is not None: scaler.scale(loss).backward()`) and one in its caller
         (`else: optimizer.step()` under `if scaler is not None`)."""
-        test = self.test
-        if not isinstance(test, cst.BaseExpression):
+        if not isinstance(self.test, cst.BaseExpression):
             return None
-        polarity = not self.negated
-        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-            test, polarity = test.expression, not polarity
-        if (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
-                and isinstance(test.comparisons[0].comparator, cst.Name)
-                and test.comparisons[0].comparator.value == "None"):
-            op = test.comparisons[0].operator
-            if isinstance(op, cst.IsNot):
-                test = test.left
-            elif isinstance(op, cst.Is):
-                test, polarity = test.left, not polarity
-        return cst.Module(body=[]).code_for_node(test), polarity
+        return _literal(self.test, not self.negated)
+
+
+def _literal(test: cst.BaseExpression, polarity: bool) -> tuple[str, bool]:
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, polarity = test.expression, not polarity
+    if (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].comparator, cst.Name)
+            and test.comparisons[0].comparator.value == "None"):
+        op = test.comparisons[0].operator
+        if isinstance(op, cst.IsNot):
+            test = test.left
+        elif isinstance(op, cst.Is):
+            test, polarity = test.left, not polarity
+    return cst.Module(body=[]).code_for_node(test), polarity
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """`a and b and c` -> [a, b, c]; anything else -> [itself]."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _conjuncts(test.left) + _conjuncts(test.right)
+    return [test]
 
 
 def contradict(a: tuple[Guard, ...], b: tuple[Guard, ...]) -> bool:
-    """Some condition `a` needs is the negation of one `b` needs."""
+    """Some condition `a` needs is the negation of one `b` needs. A guard `if x and y:` needs x and y; its `else`
+    contradicts guards that need both (`if args.fp16 and args.amp == "pytorch": scaler.step(...) else:
+    optimizer.step()` never runs with a backward under `if args.fp16:` and `if args.amp == "pytorch":`)."""
     if not a or not b:
         return False
-    need = {c for g in a if (c := g.condition()) is not None}
-    return any((c[0], not c[1]) in need for g in b if (c := g.condition()) is not None)
+    need_a, need_b = _needs(a), _needs(b)
+    if any((text, not polarity) in need_a for text, polarity in need_b):
+        return True
+    return _denies_all(a, need_b) or _denies_all(b, need_a)
+
+
+def _needs(guards: tuple[Guard, ...]) -> set[tuple[str, bool]]:
+    """What holding all `guards` implies: each condition, and each conjunct of an `and` that holds."""
+    out = {c for g in guards if (c := g.condition()) is not None}
+    for g in guards:
+        if not g.negated and isinstance(g.test, cst.BooleanOperation):
+            out.update(_literal(t, True) for t in _conjuncts(g.test))
+    return out
+
+
+def _denies_all(guards: tuple[Guard, ...], need: set[tuple[str, bool]]) -> bool:
+    """One of `guards` is the `else` of an `and` whose every conjunct `need` holds."""
+    for g in guards:
+        if g.negated and isinstance(g.test, cst.BooleanOperation) and isinstance(g.test.operator, cst.And):
+            if all(_literal(t, True) in need for t in _conjuncts(g.test)):
+                return True
+    return False
 
 
 @dataclass(frozen=True, eq=False)
