@@ -20,8 +20,6 @@ from torchlint.engine import lint_source
 
 SCENARIOS = sorted(p for p in (ROOT / "fixtures").glob("TL*/*") if (p / "bad.py").is_file())
 DEVICE = os.environ.get("TORCHLINT_DEVICE", "cpu")
-# A detached term is not visible at runtime (the run is normal, the term just never learns).
-NOT_OBSERVABLE = {"TL003"}
 # Their reference.py is the original script (the fixes keep behaviour): it keeps the growth on purpose.
 BEHAVIOUR_KEEPING = ("TL002", "TL007")
 
@@ -50,8 +48,7 @@ def test_bad_script_finding_is_confirmed_at_runtime(records, scenario):
     code = scenario.parent.name
     found = _combined(records, scenario, "bad.py")
     statuses = {d.runtime for d in found if d.code == code}
-    expected = "not observed" if code in NOT_OBSERVABLE else "confirmed"
-    assert statuses == {expected}, [(d.code, d.line, d.runtime, d.message[:80]) for d in found]
+    assert statuses == {"confirmed"}, [(d.code, d.line, d.runtime, d.message[:80]) for d in found]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[f"{p.parent.name}/{p.name}" for p in SCENARIOS])
@@ -150,3 +147,112 @@ def test_run_never_writes_the_script(tmp_path, run_cli):
     before = script.stat().st_mtime_ns
     run_cli("run", "--steps", "2", "train.py", "--lr", "0.1", cwd=tmp_path)
     assert script.read_text() == TRAIN and script.stat().st_mtime_ns == before
+
+
+# -- signs the monitor reads from values: a cut term (TL003) and an unscaled window (TL005) ------------------------
+HEAD = "import torch\nimport torch.nn.functional as F\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(3, 1)\n"
+WINDOW = HEAD + textwrap.dedent(
+    """\
+    opt = {optimizer}
+    apply = getattr(opt, "st" + "ep")  # the analysis cannot see this step: what the run sees is all there is
+    for i in range(40):
+        x, y = torch.randn(4, 3), torch.randn(4, 1)
+        loss = F.mse_loss(model(x), y){scaled}
+        loss.backward()
+        {between}
+        if (i + 1) % 4 == 0:
+            {before_step}
+            apply()
+            opt.zero_grad()
+    """
+)
+SGD = "torch.optim.SGD(model.parameters(), lr=0.01)"
+ADAM = "torch.optim.Adam(model.parameters(), lr=0.01)"
+# name -> (script, the observations expected: (code, line of the innermost frame, static_only))
+SIGNS = {
+    "window_sgd": (WINDOW.format(optimizer=SGD, scaled="", between="", before_step="pass"), [("TL005", 10, False)]),
+    "window_divided": (WINDOW.format(optimizer=SGD, scaled=" / 4", between="", before_step="pass"), []),
+    "window_multiplied": (WINDOW.format(optimizer=SGD, scaled=" * 0.25", between="", before_step="pass"), []),
+    "window_adam": (WINDOW.format(optimizer=ADAM, scaled="", between="", before_step="pass"), []),
+    "window_adam_clipped": (WINDOW.format(optimizer=ADAM, scaled="", between="", before_step=(
+        "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)")), [("TL005", 10, False)]),
+    "window_adam_coupled_decay": (WINDOW.format(optimizer=ADAM[:-1] + ", weight_decay=0.1)", scaled="",
+                                                between="", before_step="pass"), [("TL005", 10, False)]),
+    "window_rescaled_by_hand": (WINDOW.format(optimizer=SGD, scaled="", between="", before_step=(
+        "[p.grad.div_(4) for p in model.parameters()]")), []),
+    # the loss logged after its backward: a cut of a tensor already back-propagated is no sign
+    "window_logged": (WINDOW.format(optimizer=SGD, scaled=" / 4", between="total = loss.item()",
+                                    before_step="pass"), []),
+    "two_terms_two_lines": (HEAD + textwrap.dedent(
+        """\
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for _ in range(10):
+            x = torch.randn(4, 3)
+            real = model(x).mean()
+            fake = -model(torch.randn(4, 3)).mean()
+            real.backward()
+            fake.backward()
+            opt.step()
+            opt.zero_grad()
+        """), []),
+    "scaler_window": (HEAD + textwrap.dedent(
+        """\
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        scaler = torch.amp.GradScaler(torch.get_default_device().type)
+        for i in range(40):
+            loss = model(torch.randn(4, 3)).pow(2).mean()
+            scaler.scale(loss{scaled}).backward()
+            if i % 2:
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+        """).replace("{scaled}", ""), [("TL005", 9, False)]),
+    "cut_term": (HEAD + textwrap.dedent(
+        """\
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for _ in range(10):
+            x = torch.randn(4, 3)
+            main = model(x).pow(2).mean()
+            reg = model.weight.abs().sum()
+            loss = main + float(reg) + main.detach().clamp(max=1)
+            loss.backward()
+            print(reg.item(), loss.item())
+            opt.step()
+            opt.zero_grad()
+        """), [("TL003", 10, True)]),
+}
+
+
+@pytest.fixture(scope="module")
+def sign_records(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    if DEVICE.startswith("cuda") and not torch.cuda.is_available():
+        pytest.skip("TORCHLINT_DEVICE=cuda but no CUDA device is available")
+    from torchlint.verify.monitor import run_many
+
+    folder = tmp_path_factory.mktemp("signs")
+    scripts = []
+    for name, (text, _) in SIGNS.items():
+        scripts.append(folder / f"{name}.py")
+        scripts[-1].write_text(text)
+    return dict(zip(SIGNS, run_many(scripts, 6, DEVICE)))
+
+
+@pytest.mark.parametrize("name", SIGNS)
+def test_monitor_reads_cut_terms_and_unscaled_windows(sign_records, name):
+    record = sign_records[name]
+    assert record["error"] is None, record["traceback"]
+    seen = [(o["code"], o["frames"][-1][1], bool(o.get("static_only"))) for o in record["observations"]]
+    assert seen == SIGNS[name][1]
+
+
+def test_unscaled_window_is_reported_at_its_backward_line(sign_records, tmp_path):
+    from torchlint.run_command import combine
+
+    script = tmp_path / "window_sgd.py"
+    record = sign_records["window_sgd"]
+    record = dict(record, observations=[dict(o, frames=[[str(script.resolve()), o["frames"][-1][1]]])
+                                        for o in record["observations"]])
+    found = combine([], record, script)
+    assert [(d.code, d.line, d.runtime) for d in found] == [("TL005", 10, "runtime only")]
+    assert "sum of 4 gradients, 4x their mean" in found[0].message

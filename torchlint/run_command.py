@@ -25,7 +25,7 @@ from torchlint.diagnostic import Diagnostic
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 # Rules whose runtime sign sits on the same line as the static finding; the others are matched by rule alone (a
 # state fed back is reported on the model call, the failing backward is elsewhere; a growing graph has no line).
-SAME_LINE = {"TL001", "TL004", "TL006", "TL009", "TL011"}
+SAME_LINE = {"TL001", "TL003", "TL004", "TL005", "TL006", "TL009", "TL011"}
 
 
 def main(argv: Sequence[str]) -> int:
@@ -105,7 +105,7 @@ def combine(static: list[Diagnostic], record: dict, script: Path) -> list[Diagno
         out.append(replace(d, runtime=status))
     for i, o in enumerate(observations):
         if i in used or not o["frames"] or o.get("static_only"):
-            continue  # a window of k backwards is only a bug with the loss unscaled, which the static finding says
+            continue  # a sign that is a bug only where the analysis says so (a cut term flows into the loss)
         path, line = o["frames"][-1]
         shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
         message = o["message"]

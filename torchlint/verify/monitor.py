@@ -12,6 +12,12 @@ script's own frames, innermost last, from the stack when the hook fired):
 - the gradient each backward brings to each parameter (a tensor hook), summed since the last step: at a step,
   `.grad` minus that sum is what was there before, a gradient from before the previous step never cleared (TL004);
   backwards since the last step but every gradient gone (TL006); a first step with no backward before it (TL009);
+- a number or tensor taken out of a graph-carrying tensor at the script's line (`.item()`, `.detach()`,
+  `.tolist()`, `float()`, `.data`) that no backward of its window then reaches: a hook on the tensor never fires,
+  so the term it came from brought no gradient (TL003);
+- k backwards from one line between two steps, each of a loss neither divided nor multiplied (its last op, under
+  a GradScaler's scale), the gradients at the step their raw sum, and an optimizer that the sum's size changes
+  (SGD-like, or clipping or a coupled L2 weight decay in the window): k times the mean gradient (TL005);
 - a last backward before a step that passed `retain_graph=True`, with autograd buffers still alive after the
   step (TL002); graph nodes still reachable after each step, growing from step to step (TL007);
 - gradients clipped while a GradScaler's scale is still in them, and GradScaler's own refusals (TL010);
@@ -36,12 +42,17 @@ from contextlib import ExitStack
 from typing import Sequence
 from unittest import mock
 
+from torchlint.analysis.semantics import DECOUPLED_DECAY_OPTIMIZERS, SCALE_INVARIANT_OPTIMIZERS
 from torchlint.verify.runner import _Holder, as_main, reachable
 
 _HERE = str(Path(__file__).resolve().parent.parent)  # torchlint's own files are never the user's frames
 SCHEDULER_WARNING = "Detected call of `lr_scheduler.step()` before `optimizer.step()`"
 SECOND_BACKWARD = "Trying to backward through the graph a second time"
 CLIPS = ("clip_grad_norm_", "clip_grad_value_")
+# What cuts a value out of its graph, with the name the user wrote: methods, and the `.data` attribute.
+CUTS = {"item": ".item()", "detach": ".detach()", "tolist": ".tolist()", "__float__": "float()"}
+# The last op of a loss scaled for its window (`loss / k`, `loss * (1 / k)`).
+SCALING_OPS = ("DivBackward0", "MulBackward0")
 SCALER_ERRORS = ("No inf checks were recorded", "step() has already been called since the last update()",
                  "unscale_() has already been called on this optimizer since the last update()")
 
@@ -92,11 +103,18 @@ class Monitor:
         self.backwards: list[list[tuple[str, int]]] = []  # since the last step: where each backward ran
         self.zero_grads: list[tuple[int, list[tuple[str, int]]]] = []  # since the last step: (backwards before, where)
         self.incoming: dict[int, object] = {}  # id(param) -> gradient brought by the backwards since the last step
-        self.hooked: set[int] = set()
+        self.hooked: dict[int, object] = {}  # id(param) -> the parameter, with a gradient hook on it
         self.prev: dict[int, object] = {}  # id(param) -> its gradient right after the last step
         self.prev_object: dict[int, object] = {}  # id(param) -> the .grad tensor itself after the last step
         self.retained: list[bool] = []  # since the last step: did each backward pass retain_graph=True?
         self.scaled = False  # a GradScaler scaled a loss and nothing unscaled the gradients since
+        self.roots: list[str | None] = []  # since the last step: the last op of each back-propagated loss
+        self.scaled_from: dict[int, str | None] = {}  # id(a GradScaler's output) -> the last op of its input
+        self.unscaled_by: float | None = None  # the scale the last unscale_ divided the gradients by
+        self.clipped = False  # since the last step: gradients clipped
+        self.raw_sum: bool | None = None  # at the step: .grad is exactly what the window's backwards brought
+        self.cuts: list[tuple] = []  # since the last step: (frames, how, op, backwards before, reached cell)
+        self.rooted: set[int] = set()  # since the last step: id of each tensor back-propagated
         self._seen: set[tuple] = set()  # (code, innermost frame): one observation each
 
     # -- recording ---------------------------------------------------------------------------------------------
@@ -108,9 +126,39 @@ class Monitor:
         self.observations.append({"code": code, "frames": frames, "message": message, "step": len(self.steps), **extra})
 
     # -- hooks ---------------------------------------------------------------------------------------------------
-    def on_backward(self, retained: bool) -> None:
+    def on_backward(self, retained: bool, tensors, grad_tensors) -> None:
         self.backwards.append(user_frames())
         self.retained.append(retained)
+        self.raw_sum = None  # read before a clip: a backward after it adds to the gradients
+        root = None
+        if isinstance(tensors, self.torch.Tensor):
+            self.rooted.add(id(tensors))
+        if grad_tensors is None and isinstance(tensors, self.torch.Tensor) and tensors.grad_fn is not None:
+            root = self.scaled_from.get(id(tensors)) or type(tensors.grad_fn).__name__
+        self.roots.append(root)
+
+    def on_cut(self, tensor, how: str) -> None:
+        """A value taken out of `tensor` by the script's own line (the caller of the patched method). Only a tensor
+        that carries a graph matters (not a loss already back-propagated, logged after its backward); a hook on it
+        says whether a later backward of this window reaches it."""
+        if tensor.grad_fn is None or id(tensor) in self.rooted or _user_file(sys._getframe(2).f_code.co_filename) is None:
+            return
+        reached = [False]
+
+        def hook(grad):
+            reached[0] = True
+
+        tensor.register_hook(hook)
+        self.cuts.append((user_frames(), how, type(tensor.grad_fn).__name__, len(self.backwards), reached))
+
+    def _check_cuts(self) -> None:
+        """TL003: a cut before a backward of this window, of a tensor no backward reached. (A cut after the last
+        backward, as when logging `loss.item()`, is judged by nothing: its graph was already used, or never is.)"""
+        for frames, how, op, before, reached in self.cuts:
+            if before < len(self.backwards) and not reached[0]:
+                self.observe("TL003", frames, f"{how} took a value out of a tensor with a graph ({op}), and the "
+                             "backward after it never reached that tensor: its term brought no gradient",
+                             static_only=True)
 
     def on_zero_grad(self) -> None:
         self.zero_grads.append((len(self.backwards), user_frames()))
@@ -120,7 +168,7 @@ class Monitor:
             for p in group["params"]:
                 if id(p) in self.hooked or not getattr(p, "requires_grad", False):
                     continue
-                self.hooked.add(id(p))
+                self.hooked[id(p)] = p
                 p.register_hook(self._grad_hook(id(p)))
 
     def _grad_hook(self, key: int):
@@ -132,10 +180,13 @@ class Monitor:
 
     def pre_step(self, optimizer, args, kwargs) -> None:
         frames = user_frames()
+        self._check_cuts()
+        if self.raw_sum is None and len(self.backwards) > 1:
+            self.raw_sum = self._raw_sum()
         if args[1:] or kwargs.get("closure") is not None:  # args[0] is the optimizer itself
             return  # a closure runs its own backward inside the step (LBFGS)
         first = not self.steps
-        if first and not self.backwards and self.hooked == set():
+        if first and not self.backwards and not self.hooked:
             grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
             if not grads:
                 self.observe("TL009", frames, "the optimizer stepped before any backward: the first step applies no "
@@ -170,6 +221,36 @@ class Monitor:
                                  backwards=where)
                     return
 
+    def _raw_sum(self) -> bool | None:
+        """Whether `.grad` is exactly the sum the backwards since the last step brought (after the GradScaler's
+        unscale_, times its scale): nothing rescaled it by hand. Read at the step, or before a clip changes it.
+        None when there is no gradient to compare."""
+        for key, incoming in self.incoming.items():
+            p = self.hooked[key]
+            if p.grad is None or not bool(incoming.abs().sum()):
+                continue
+            grad = p.grad if self.unscaled_by is None else p.grad * self.unscaled_by
+            fresh = grad - self.prev[key] if p.grad is self.prev_object.get(key) else grad
+            return bool(self.torch.allclose(fresh, incoming, rtol=1e-3, atol=1e-7 * float(incoming.abs().max())))
+        return None
+
+    def _check_window(self, optimizer) -> None:
+        """TL005: k backwards from one line, each of a loss not scaled for its window, summed into the step's
+        gradient, for an optimizer whose update changes with the gradient's size."""
+        lines = {tuple(b[-1:]) for b in self.backwards}
+        if len(self.backwards) < 2 or len(lines) != 1 or not self.backwards[-1] or not self.raw_sum:
+            return
+        if any(root is None or root in SCALING_OPS for root in self.roots):
+            return
+        names = {cls.__name__ for cls in type(optimizer).__mro__}
+        invariant = names & SCALE_INVARIANT_OPTIMIZERS
+        coupled = not names & DECOUPLED_DECAY_OPTIMIZERS and any(g.get("weight_decay") for g in optimizer.param_groups)
+        if invariant and not self.clipped and not coupled:
+            return  # Adam-like: the update is the same from the sum as from the mean
+        k = len(self.backwards)
+        self.observe("TL005", self.backwards[-1], f"{k} backward calls from this line between two optimizer steps, "
+                     f"the loss not divided: the step applied the sum of {k} gradients, {k}x their mean")
+
     def _check_cleared(self, optimizer, frames) -> None:
         if not self.backwards or not self.incoming or any(code == "TL009" for code, _ in self._seen):
             return  # a step before the backward explains cleared gradients (TL009)
@@ -189,11 +270,7 @@ class Monitor:
         counted = self.count_graph and (n <= 8 or n % 8 == 0)
         record = {"backwards": len(self.backwards), "saved": len(_SAVED),
                   "graph_nodes": _graph_nodes(torch) if counted else None}
-        if len(self.backwards) > 1:
-            # k backwards between two steps: an accumulation window (TL005 confirms its static finding with it)
-            self.observe("TL005", user_frames(), f"{len(self.backwards)} backward calls between two optimizer "
-                         "steps: the step applies the sum of their gradients", backwards=[
-                             f for b in self.backwards for f in b[-1:]], static_only=True)
+        self._check_window(optimizer)
         self.steps.append(record)
         if self.retained and self.retained[-1] and record["saved"]:
             # the last backward before the step kept its graph, and its buffers are still alive after the step
@@ -206,7 +283,12 @@ class Monitor:
                     self.prev_object[id(p)] = p.grad  # held, so that a new gradient tensor cannot reuse its id
         self.backwards.clear()
         self.retained.clear()
-        self.scaled = False
+        self.roots.clear()
+        self.scaled_from.clear()
+        self.cuts.clear()
+        self.rooted.clear()
+        self.scaled = self.clipped = False
+        self.unscaled_by = self.raw_sum = None
         self.zero_grads.clear()
         self.incoming.clear()
         self._check_growth()
@@ -293,8 +375,23 @@ def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
 
     def backward(*a, **k):
         retain = k.get("retain_graph", a[2] if len(a) > 2 else None)
-        monitor.on_backward(bool(retain))
+        monitor.on_backward(bool(retain), a[0] if a else k.get("tensors"),
+                            k.get("grad_tensors", a[1] if len(a) > 1 else None))
         return original["backward"](*a, **k)
+
+    def cutting(name):
+        method = getattr(torch.Tensor, name)
+
+        def cut(self, *a, **k):
+            monitor.on_cut(self, CUTS[name])
+            return method(self, *a, **k)
+        return cut
+
+    base_data = torch._C.TensorBase.data
+
+    def get_data(self):
+        monitor.on_cut(self, ".data")
+        return base_data.__get__(self)
 
     def zeroing(which):
         def zero_grad(self, *a, **k):
@@ -303,16 +400,24 @@ def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
         return zero_grad
 
     def scale(self, outputs):
+        scaled = original["scale"](self, outputs)
         if self.is_enabled():
             monitor.scaled = True  # gradients of the next backward are multiplied by the scale
-        return original["scale"](self, outputs)
+            if isinstance(outputs, torch.Tensor):
+                monitor.scaled_from[id(scaled)] = type(outputs.grad_fn).__name__ if outputs.grad_fn else None
+        return scaled
 
     def unscale_(self, optimizer):
         monitor.scaled = False
+        if self.is_enabled():
+            monitor.unscaled_by = self.get_scale()
         return original["unscale_"](self, optimizer)
 
     def clipping(name):
         def clip(*a, **k):
+            monitor.clipped = True
+            if monitor.raw_sum is None and len(monitor.backwards) > 1:
+                monitor.raw_sum = monitor._raw_sum()
             if monitor.scaled and monitor.backwards:
                 monitor.observe("TL010", user_frames(), "gradients were clipped while still multiplied by the "
                                 "GradScaler's scale (no unscale_ before the clip)")
@@ -337,6 +442,8 @@ def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
             (torch.autograd, "backward", backward), (torch.optim.Optimizer, "zero_grad", zeroing("opt_zero")),
             (torch.nn.Module, "zero_grad", zeroing("mod_zero")), (scaler_cls, "scale", scale),
             (scaler_cls, "unscale_", unscale_), *((torch.nn.utils, n, clipping(n)) for n in CLIPS),
+            *((torch.Tensor, n, cutting(n)) for n in CUTS),
+            (torch.Tensor, "data", property(get_data, lambda self, value: base_data.__set__(self, value))),
         ):
             stack.enter_context(mock.patch.object(owner, name, value))
         stack.enter_context(warnings.catch_warnings())
