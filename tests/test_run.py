@@ -220,6 +220,23 @@ SIGNS = {
             opt.step()
             opt.zero_grad()
         """), [("TL003", 10, True)]),
+    # the graph kept by the first optimizer's last backward is back-propagated by the next one: retain was needed
+    "retain_needed_across_steps": (HEAD + textwrap.dedent(
+        """\
+        head_a, head_b = torch.nn.Linear(1, 1), torch.nn.Linear(1, 1)
+        opt_a = torch.optim.SGD(head_a.parameters(), lr=0.01)
+        opt_b = torch.optim.SGD([*model.parameters(), *head_b.parameters()], lr=0.01)
+        for _ in range(10):
+            shared = torch.tanh(model(torch.randn(4, 3)))
+            loss_a = head_a(shared).pow(2).mean()
+            loss_a.backward(retain_graph=True)
+            opt_a.step()
+            opt_a.zero_grad()
+            loss_b = head_b(shared).abs().mean()
+            loss_b.backward()
+            opt_b.step()
+            opt_b.zero_grad()
+        """), []),
 }
 
 
@@ -256,3 +273,27 @@ def test_unscaled_window_is_reported_at_its_backward_line(sign_records, tmp_path
     found = combine([], record, script)
     assert [(d.code, d.line, d.runtime) for d in found] == [("TL005", 10, "runtime only")]
     assert "sum of 4 gradients, 4x their mean" in found[0].message
+
+
+def test_a_saved_tensor_modified_in_place_fails_the_run_as_it_fails_alone(tmp_path):
+    """The monitor's saved-tensor hooks turn off PyTorch's own check of saved tensors; it is done again, so a GAN
+    that steps the discriminator before back-propagating the generator's loss through it fails here too."""
+    pytest.importorskip("torch")
+    from torchlint.verify.monitor import run_many
+
+    script = tmp_path / "inplace.py"
+    script.write_text(HEAD + textwrap.dedent(
+        """\
+        head = torch.nn.Linear(1, 1)
+        opt_d = torch.optim.SGD(head.parameters(), lr=0.1)
+        for _ in range(5):
+            score = head(model(torch.randn(4, 3))).sigmoid()
+            d_loss = score.log().mean()
+            d_loss.backward(retain_graph=True)
+            opt_d.step()
+            (1 - score).log().mean().backward()
+        """))
+    (record,) = run_many([script], 4, DEVICE)
+    assert record["error"].startswith("RuntimeError: one of the variables needed for gradient computation has been "
+                                      "modified by an inplace operation"), record["error"]
+    assert len(record["steps"]) == 1

@@ -18,8 +18,9 @@ script's own frames, innermost last, from the stack when the hook fired):
 - k backwards from one line between two steps, each of a loss neither divided nor multiplied (its last op, under
   a GradScaler's scale), the gradients at the step their raw sum, and an optimizer that the sum's size changes
   (SGD-like, or clipping or a coupled L2 weight decay in the window): k times the mean gradient (TL005);
-- a last backward before a step that passed `retain_graph=True`, with autograd buffers still alive after the
-  step (TL002); graph nodes still reachable after each step, growing from step to step (TL007);
+- a last backward before a step that passed `retain_graph=True`, whose buffers outlive the step and are then
+  dropped with no backward through them (a later backward that frees some of them, a GAN's generator loss
+  through the discriminator's graph, needed them) (TL002); graph nodes still reachable after each step, growing from step to step (TL007);
 - gradients clipped while a GradScaler's scale is still in them, and GradScaler's own refusals (TL010);
 - "Trying to backward through the graph a second time" (TL001 or TL008) and PyTorch's "Detected call of
   `lr_scheduler.step()` before `optimizer.step()`" warning (TL011).
@@ -43,7 +44,7 @@ from typing import Sequence
 from unittest import mock
 
 from torchlint.analysis.semantics import DECOUPLED_DECAY_OPTIMIZERS, SCALE_INVARIANT_OPTIMIZERS
-from torchlint.verify.runner import _Holder, as_main, reachable
+from torchlint.verify.runner import _Holder, as_main, reachable, unpack
 
 _HERE = str(Path(__file__).resolve().parent.parent)  # torchlint's own files are never the user's frames
 SCHEDULER_WARNING = "Detected call of `lr_scheduler.step()` before `optimizer.step()`"
@@ -107,6 +108,8 @@ class Monitor:
         self.prev: dict[int, object] = {}  # id(param) -> its gradient right after the last step
         self.prev_object: dict[int, object] = {}  # id(param) -> the .grad tensor itself after the last step
         self.retained: list[bool] = []  # since the last step: did each backward pass retain_graph=True?
+        # after a step whose last backward retained its graph: the buffers alive then, and where that backward ran
+        self.kept: tuple[list, list[tuple[str, int]]] | None = None
         self.scaled = False  # a GradScaler scaled a loss and nothing unscaled the gradients since
         self.roots: list[str | None] = []  # since the last step: the last op of each back-propagated loss
         self.scaled_from: dict[int, str | None] = {}  # id(a GradScaler's output) -> the last op of its input
@@ -127,6 +130,13 @@ class Monitor:
 
     # -- hooks ---------------------------------------------------------------------------------------------------
     def on_backward(self, retained: bool, tensors, grad_tensors) -> None:
+        if self.kept is not None and any(r() is None for r in self.kept[0]):
+            # dropped before any backward went through them: retain_graph kept them for nothing
+            refs, where = self.kept
+            self.observe("TL002", where, "the last backward before the step passed retain_graph=True: "
+                         f"{len(refs)} autograd buffers outlived the step into the next iteration, and were dropped "
+                         "without a backward through them")
+            self.kept = None
         self.backwards.append(user_frames())
         self.retained.append(retained)
         self.raw_sum = None  # read before a clip: a backward after it adds to the gradients
@@ -136,6 +146,10 @@ class Monitor:
         if grad_tensors is None and isinstance(tensors, self.torch.Tensor) and tensors.grad_fn is not None:
             root = self.scaled_from.get(id(tensors)) or type(tensors.grad_fn).__name__
         self.roots.append(root)
+
+    def after_backward(self) -> None:
+        if self.kept is not None and any(r() is None for r in self.kept[0]):
+            self.kept = None  # this backward went through the kept graph and freed it: retain_graph was needed
 
     def on_cut(self, tensor, how: str) -> None:
         """A value taken out of `tensor` by the script's own line (the caller of the patched method). Only a tensor
@@ -273,9 +287,9 @@ class Monitor:
         self._check_window(optimizer)
         self.steps.append(record)
         if self.retained and self.retained[-1] and record["saved"]:
-            # the last backward before the step kept its graph, and its buffers are still alive after the step
-            self.observe("TL002", self.backwards[-1], f"the last backward before the step passed retain_graph=True: "
-                         f"{record['saved']} autograd buffers were still alive after the step")
+            # the last backward before the step kept its graph, and its buffers are still alive after the step:
+            # judged at the next backward (needed if it goes through them, wasted if they are dropped before)
+            self.kept = (list(_SAVED), self.backwards[-1])
         for group in optimizer.param_groups:
             for p in group["params"]:
                 if id(p) in self.hooked:
@@ -377,7 +391,9 @@ def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
         retain = k.get("retain_graph", a[2] if len(a) > 2 else None)
         monitor.on_backward(bool(retain), a[0] if a else k.get("tensors"),
                             k.get("grad_tensors", a[1] if len(a) > 1 else None))
-        return original["backward"](*a, **k)
+        result = original["backward"](*a, **k)
+        monitor.after_backward()
+        return result
 
     def cutting(name):
         method = getattr(torch.Tensor, name)
@@ -456,7 +472,7 @@ def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
         if device != "cpu":
             torch.set_default_device(device)
         try:
-            with as_main(script, argv), torch.autograd.graph.saved_tensors_hooks(pack, lambda h: h.tensor):
+            with as_main(script, argv), torch.autograd.graph.saved_tensors_hooks(pack, unpack):
                 runpy.run_path(str(script), run_name="__main__")
         except _Stop:
             stopped = True

@@ -42,10 +42,24 @@ def _deterministic(device: str, seed: int) -> None:
 
 
 class _Holder:
-    __slots__ = ("tensor", "__weakref__")
+    """A tensor autograd saved for backward (through saved_tensors_hooks), with its version when saved."""
+
+    __slots__ = ("tensor", "version", "__weakref__")
 
     def __init__(self, tensor) -> None:
         self.tensor = tensor
+        self.version = tensor._version
+
+
+def unpack(holder: _Holder):
+    """The saved tensor, checked as PyTorch checks it when no hooks are set (with hooks it does not): a tensor
+    modified in place since it was saved fails the backward, so that a script fails here as it fails alone."""
+    t = holder.tensor
+    if t._version != holder.version:
+        raise RuntimeError(
+            "one of the variables needed for gradient computation has been modified by an inplace operation: "
+            f"[{t.type()} {list(t.shape)}] is at version {t._version}; expected version {holder.version} instead.")
+    return t
 
 
 def reachable(nodes) -> int:
@@ -103,9 +117,6 @@ def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = 
         h = _Holder(t)
         alive.append(weakref.ref(h))
         return h
-
-    def unpack(h):
-        return h.tensor
 
     def post_hook(optimizer, args, kwargs) -> None:
         key = id(optimizer)
