@@ -237,6 +237,27 @@ SIGNS = {
             opt_b.step()
             opt_b.zero_grad()
         """), []),
+    # a running total back-propagated with retain_graph=True: no error, each step applies every earlier loss again
+    "total_retained": (HEAD + textwrap.dedent(
+        """\
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        total = 0
+        for _ in range(10):
+            opt.zero_grad()
+            total = total + model(torch.randn(4, 3)).pow(2).mean()
+            total.backward(retain_graph=True)
+            opt.step()
+        """), [("TL001", 10, False)]),
+    # a graph built once, before the loop, back-propagated into by every iteration: no loss is back-propagated twice
+    "prebuilt_graph_retained": (HEAD + textwrap.dedent(
+        """\
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        feature = model(torch.randn(4, 3))
+        for _ in range(10):
+            opt.zero_grad()
+            (feature * torch.randn(4, 1)).mean().backward(retain_graph=True)
+            opt.step()
+        """), []),
 }
 
 

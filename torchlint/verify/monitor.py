@@ -22,7 +22,8 @@ script's own frames, innermost last, from the stack when the hook fired):
   dropped with no backward through them (a later backward that frees some of them, a GAN's generator loss
   through the discriminator's graph, needed them) (TL002); graph nodes still reachable after each step, growing from step to step (TL007);
 - gradients clipped while a GradScaler's scale is still in them, and GradScaler's own refusals (TL010);
-- "Trying to backward through the graph a second time" (TL001 or TL008) and PyTorch's "Detected call of
+- a backward through a loss that was back-propagated with retain_graph=True before an earlier step (a hook on
+  that loss's node), and "Trying to backward through the graph a second time" (TL001 or TL008) and PyTorch's "Detected call of
   `lr_scheduler.step()` before `optimizer.step()`" warning (TL011).
 
 The record is JSON: the steps seen, each observation, and the script's error with its traceback if it failed.
@@ -143,9 +144,26 @@ class Monitor:
         root = None
         if isinstance(tensors, self.torch.Tensor):
             self.rooted.add(id(tensors))
+            if retained and tensors.grad_fn is not None:
+                tensors.grad_fn.register_prehook(self._again(self.backwards[-1]))
         if grad_tensors is None and isinstance(tensors, self.torch.Tensor) and tensors.grad_fn is not None:
             root = self.scaled_from.get(id(tensors)) or type(tensors.grad_fn).__name__
         self.roots.append(root)
+
+    def _again(self, where: list[tuple[str, int]]):
+        """A hook on the first node of a loss back-propagated with retain_graph=True: it runs again only when a later
+        backward goes through that loss (a total that keeps every iteration's loss, TL001); after an optimizer
+        step, that iteration's gradient is applied again."""
+        window = len(self.steps)
+
+        def prehook(grad_outputs):
+            if len(self.steps) > window and self.backwards:
+                line = f"line {where[-1][1]}" if where else "an earlier line"
+                self.observe("TL001", self.backwards[-1], "backward went again through a loss back-propagated before "
+                             f"an earlier optimizer step (at {line}, kept by retain_graph=True): that iteration's "
+                             "gradient is added again at every step")
+            return None
+        return prehook
 
     def after_backward(self) -> None:
         if self.kept is not None and any(r() is None for r in self.kept[0]):
@@ -314,8 +332,9 @@ class Monitor:
         values = [s["graph_nodes"] for s in self.steps if s["graph_nodes"] is not None][-5:]
         if len(values) < 5 or self.steps[-1]["graph_nodes"] is None:
             return
-        if all(b > a for a, b in zip(values, values[1:])) and not any(c == "TL002" for c, _ in self._seen):
-            # (the graphs retain_graph keeps are TL002's: one cause, reported once)
+        if all(b > a for a, b in zip(values, values[1:])) and not any(c in ("TL001", "TL002") for c, _ in self._seen):
+            # (the graphs retain_graph keeps, and a total back-propagated again, are TL002's and TL001's: one cause,
+            # reported once)
             holder = _holder_of_graph(self.torch)
             self.observe("TL007", user_frames(), "autograd graph nodes still reachable grow at every step "
                          f"({' -> '.join(map(str, values))})"
