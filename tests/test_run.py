@@ -318,3 +318,20 @@ def test_a_saved_tensor_modified_in_place_fails_the_run_as_it_fails_alone(tmp_pa
     assert record["error"].startswith("RuntimeError: one of the variables needed for gradient computation has been "
                                       "modified by an inplace operation"), record["error"]
     assert len(record["steps"]) == 1
+
+
+def test_state_fed_back_with_retain_graph_is_confirmed_by_the_in_place_error(tmp_path):
+    """retain_graph=True added to silence TL008's error: the next backward reaches the previous chunk's graph, whose
+    saved weights the step changed in place. The run fails with that error, which confirms TL008; the retained graph
+    was still being back-propagated into, so TL002 is not confirmed."""
+    pytest.importorskip("torch")
+    from torchlint.run_command import combine
+    from torchlint.verify.monitor import run_many
+
+    script = tmp_path / "gru_retain.py"
+    bad = (ROOT / "fixtures" / "TL008" / "script_gru" / "bad.py").read_text()
+    script.write_text(bad.replace("loss.backward()", "loss.backward(retain_graph=True)"))
+    (record,) = run_many([script], 4, DEVICE)
+    static = lint_source(script.read_text(), str(script), project=Project(tmp_path))
+    found = combine(static, record, script)
+    assert [(d.code, d.line, d.runtime) for d in found] == [("TL008", 13, "confirmed"), ("TL002", 15, "not observed")]

@@ -50,6 +50,7 @@ from torchlint.verify.runner import _Holder, as_main, reachable, unpack
 _HERE = str(Path(__file__).resolve().parent.parent)  # torchlint's own files are never the user's frames
 SCHEDULER_WARNING = "Detected call of `lr_scheduler.step()` before `optimizer.step()`"
 SECOND_BACKWARD = "Trying to backward through the graph a second time"
+INPLACE = "modified by an inplace operation"
 CLIPS = ("clip_grad_norm_", "clip_grad_value_")
 # What cuts a value out of its graph, with the name the user wrote: methods, and the `.data` attribute.
 CUTS = {"item": ".item()", "detach": ".detach()", "tolist": ".tolist()", "__float__": "float()"}
@@ -111,6 +112,7 @@ class Monitor:
         self.retained: list[bool] = []  # since the last step: did each backward pass retain_graph=True?
         # after a step whose last backward retained its graph: the buffers alive then, and where that backward ran
         self.kept: tuple[list, list[tuple[str, int]]] | None = None
+        self.dropped = 0  # how many of them were gone when the backward after the step began
         self.scaled = False  # a GradScaler scaled a loss and nothing unscaled the gradients since
         self.roots: list[str | None] = []  # since the last step: the last op of each back-propagated loss
         self.scaled_from: dict[int, str | None] = {}  # id(a GradScaler's output) -> the last op of its input
@@ -131,13 +133,8 @@ class Monitor:
 
     # -- hooks ---------------------------------------------------------------------------------------------------
     def on_backward(self, retained: bool, tensors, grad_tensors) -> None:
-        if self.kept is not None and any(r() is None for r in self.kept[0]):
-            # dropped before any backward went through them: retain_graph kept them for nothing
-            refs, where = self.kept
-            self.observe("TL002", where, "the last backward before the step passed retain_graph=True: "
-                         f"{len(refs)} autograd buffers outlived the step into the next iteration, and were dropped "
-                         "without a backward through them")
-            self.kept = None
+        if self.kept is not None:
+            self.dropped = sum(r() is None for r in self.kept[0])  # before this backward: not by a backward
         self.backwards.append(user_frames())
         self.retained.append(retained)
         self.raw_sum = None  # read before a clip: a backward after it adds to the gradients
@@ -166,8 +163,19 @@ class Monitor:
         return prehook
 
     def after_backward(self) -> None:
-        if self.kept is not None and any(r() is None for r in self.kept[0]):
-            self.kept = None  # this backward went through the kept graph and freed it: retain_graph was needed
+        """Judge a graph kept past a step at the next backward that returns: needed if that backward went through it
+        and freed some of it; wasted if some of it was dropped before, and the backward freed none of the rest."""
+        if self.kept is None:
+            return
+        refs, where = self.kept
+        dead = sum(r() is None for r in refs)
+        if dead > self.dropped:
+            self.kept = None
+        elif self.dropped:
+            self.observe("TL002", where, "the last backward before the step passed retain_graph=True: "
+                         f"{len(refs)} autograd buffers outlived the step into the next iteration, and were dropped "
+                         "without a backward through them")
+            self.kept = None
 
     def on_cut(self, tensor, how: str) -> None:
         """A value taken out of `tensor` by the script's own line (the caller of the patched method). Only a tensor
@@ -506,6 +514,13 @@ def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
                 # a total carried across iterations (TL001) or a recurrent state fed back (TL008): the same error
                 monitor.observe("TL001", frames, "backward reached a graph that an earlier backward had already "
                                 "freed: 'Trying to backward through the graph a second time'", also=["TL008"])
+            elif INPLACE in str(exc):
+                # what adding retain_graph=True to a TL008/TL001 loop leads to: the step changed the weights that
+                # the earlier graph, still back-propagated into, saved (other in-place edits raise it too: it only
+                # confirms)
+                monitor.observe("TL008", frames, "backward failed: a tensor the graph saved was modified in place "
+                                "(an optimizer step changes the weights an earlier iteration's graph saved)",
+                                also=["TL001"], static_only=True)
             elif any(m in str(exc) for m in SCALER_ERRORS):
                 # GradScaler misuse (TL010), or gradients cleared before scaler.step left no inf checks (TL006)
                 monitor.observe("TL010", frames, f"GradScaler refused: {str(exc).splitlines()[0][:160]}",
