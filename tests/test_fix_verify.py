@@ -29,7 +29,9 @@ def test_fix_verify_proves_and_writes_each_rules_fix(tmp_path, run_cli, scenario
     elif code == "TL005":
         assert "the first step's gradient is now the mean over its" in verdict.group(2)
     else:
-        assert verdict.group(2).endswith(f"the run of the fixed script no longer shows {code}")
+        from torchlint.fix_verify import PROMISES
+
+        assert verdict.group(2).endswith(PROMISES[code])
     assert (work / "bad.py").read_text() == (scenario / "fixed.py").read_text()
 
 
@@ -65,6 +67,35 @@ def test_a_safe_fix_that_changes_training_is_withdrawn(tmp_path):
     assert diag.code == "TL903" and "withdrawn: on this script it changes training" in diag.message
     assert script.read_text() == text
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # the candidates are removed
+
+
+def test_an_unsafe_fix_that_keeps_the_bug_is_withdrawn(tmp_path):
+    """A TL003 'fix' that keeps the term cut (`.detach()` becomes `.detach().clone()`): training changes (the term is
+    scaled), but the run still shows a value cut at that line that the backward never reaches."""
+    pytest.importorskip("torch")
+    import libcst as cst
+
+    from torchlint.diagnostic import Fix
+    from torchlint.fix_verify import verify_fixes
+    from torchlint.rules.base import Finding, Rule
+
+    class KeepsTheCut(Rule):
+        code = "TL003"
+        name = "test-only"
+        summary = "test only"
+        requires = ()
+        doc = ""
+
+        def check(self, model):
+            for node in _floats(model.module):
+                if node.value == "0.5":
+                    yield Finding(node, "cut", Fix("unsafe", "scale it", ((node, cst.Float("0.25")),)))
+
+    script = tmp_path / "bad.py"
+    shutil.copy(ROOT / "fixtures" / "TL003" / "script_detach" / "bad.py", script)
+    verdicts, new_text = verify_fixes(script, [KeepsTheCut], True, 3, "cpu")
+    assert new_text is None and [(v.kept, v.detail) for v in verdicts] == [
+        (False, "withdrawn: the run of the fixed script does not keep what TL003 promises")]
 
 
 def _floats(module):

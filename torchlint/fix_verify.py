@@ -71,7 +71,7 @@ def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, proje
     verdicts, kept = [], []
     for (rule, f), temp, record in zip(chosen, temps, candidates):
         pos = where[f.node].start
-        kept_it, detail = _judge(rule.code, f.fix.applicability, original, record, monitored.get(str(temp)))
+        kept_it, detail = _judge(rule.code, pos.line, f.fix.applicability, original, record, monitored.get(str(temp)))
         verdicts.append(Verdict(rule.code, pos.line, pos.column + 1, f.fix.applicability, kept_it, detail))
         if kept_it:
             kept.append(f.fix)
@@ -84,7 +84,7 @@ def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, proje
     return verdicts, new if new != text else None
 
 
-def _judge(code: str, applicability: str, original: dict, record: dict, monitored) -> tuple[bool, str]:
+def _judge(code: str, line: int, applicability: str, original: dict, record: dict, monitored) -> tuple[bool, str]:
     """Is the fix kept, and why: a safe one must leave every gradient and parameter as they were; an unsafe one
     must keep what its rule promises on the fixed run."""
     from torchlint.verify.compare import compare_records
@@ -101,7 +101,7 @@ def _judge(code: str, applicability: str, original: dict, record: dict, monitore
             f"; alive after the last step: {', '.join(saves)}" if saves else "")
     if record["error"]:
         return False, f"withdrawn: the fixed script fails ({record['error']})"
-    promise = _promise(code, original, record, monitored)  # an unsafe fix's script ran under the monitor too
+    promise = _promise(code, line, original, record, monitored)  # an unsafe fix's script ran under the monitor too
     if promise is None:
         return False, f"withdrawn: the run of the fixed script does not keep what {code} promises"
     differs = (f"training differs from optimizer step {mismatch.step + 1} on ({mismatch.what}), as intended"
@@ -109,7 +109,7 @@ def _judge(code: str, applicability: str, original: dict, record: dict, monitore
     return True, f"{differs}; {promise}"
 
 
-def _promise(code: str, original: dict, fixed: dict, monitored: dict) -> str | None:
+def _promise(code: str, line: int, original: dict, fixed: dict, monitored: dict) -> str | None:
     """The property the rule promises, checked on the fixed run; None when the run breaks it."""
     if code == "TL005":
         # the gradient at a step is now the mean over its k micro-batches: 1/k of the sum the original applied
@@ -127,8 +127,26 @@ def _promise(code: str, original: dict, fixed: dict, monitored: dict) -> str | N
         if all(scaled(a, b) for a, b in pairs):
             return f"the first step's gradient is now the mean over its {k} micro-batches (1/{k} of the original's)"
         return None
-    seen = [o for o in monitored["observations"] if o["code"] == code and not o.get("static_only")]
-    return None if seen else f"the run of the fixed script no longer shows {code}"
+    if code == "TL003":  # a cut is a sign only at the finding's line (the fix edits that expression in place)
+        seen = [o for o in monitored["observations"] if o["code"] == code and [line] == [f[1] for f in o["frames"][-1:]]]
+    else:
+        seen = [o for o in monitored["observations"] if o["code"] == code and not o.get("static_only")]
+    return None if seen else PROMISES.get(code, f"the run of the fixed script no longer shows {code}")
+
+
+# What each rule's fix promises, said when the monitor saw none of the rule's signs on the fixed run.
+PROMISES = {
+    "TL001": "no backward of the fixed run goes through an earlier iteration's graph",
+    "TL002": "no graph kept by retain_graph=True outlives its step in the fixed run",
+    "TL003": "the term now receives gradient: the backward reaches what this line computes",
+    "TL004": "each step's gradient is now what its own backward brought (nothing left from the step before)",
+    "TL006": "the gradients now reach the step (nothing clears them between the backward and the step)",
+    "TL007": "the graph held by the script's variables no longer grows from step to step",
+    "TL008": "no backward of the fixed run reaches the previous batch's graph",
+    "TL009": "every step now follows the backward of its own batch",
+    "TL010": "GradScaler now unscales before clipping, checks for inf and updates at every step",
+    "TL011": "the scheduler now steps after the optimizer (PyTorch no longer warns)",
+}
 
 
 def _last(record: dict, metric: str) -> int:
