@@ -94,9 +94,14 @@ def _judge(code: str, line: int, applicability: str, original: dict, record: dic
         if mismatch is not None or record["error"]:
             return False, f"withdrawn: on this script it changes training ({mismatch or record['error']})"
         saved = _last(original, "saved"), _last(record, "saved")
+        size = _last(original, "saved_bytes"), _last(record, "saved_bytes")
         nodes = _last(original, "graph_nodes"), _last(record, "graph_nodes")
         saves = [f"{a} -> {b} {what}" for (a, b), what in ((saved, "autograd buffers"), (nodes, "graph nodes"))
                  if b < a]
+        if size[1] < size[0]:
+            saves.append(f"{_size(size[0])} -> {_size(size[1])} saved for backward")
+        if original.get("peak_cuda") and record.get("peak_cuda") and record["peak_cuda"] < original["peak_cuda"]:
+            saves.append(f"peak CUDA memory {_size(original['peak_cuda'])} -> {_size(record['peak_cuda'])}")
         return True, f"identical gradients and parameters at all {len(record['steps'])} steps" + (
             f"; alive after the last step: {', '.join(saves)}" if saves else "")
     if record["error"]:
@@ -147,6 +152,14 @@ PROMISES = {
     "TL010": "GradScaler now unscales before clipping, checks for inf and updates at every step",
     "TL011": "the scheduler now steps after the optimizer (PyTorch no longer warns)",
 }
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:g} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
 
 
 def _last(record: dict, metric: str) -> int:

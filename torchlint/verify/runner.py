@@ -130,12 +130,15 @@ def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = 
         alive[:] = [r for r in alive if r() is not None]
         steps.append({
             "optimizer": optimizers.index(key), "grads": grads, "params": params, "saved": len(alive),
-            "graph_nodes": _graph_nodes(torch) if count_graph else 0,
+            "saved_bytes": _bytes(r() for r in alive), "graph_nodes": _graph_nodes(torch) if count_graph else 0,
         })
         if max_steps and len(steps) >= max_steps:
             raise _Enough
 
     handle = register_optimizer_step_post_hook(post_hook)
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     previous = torch.get_default_device()
     torch.set_default_device(device)
     error = None
@@ -150,7 +153,18 @@ def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = 
     finally:
         handle.remove()
         torch.set_default_device(previous)
-    return {"script": str(script), "device": device, "steps": steps, "error": error}
+    return {"script": str(script), "device": device, "steps": steps, "error": error,
+            "peak_cuda": torch.cuda.max_memory_allocated() if cuda else None}
+
+
+def _bytes(holders) -> int:
+    """Bytes of the distinct tensors autograd keeps for backward (a tensor saved by several nodes counts once)."""
+    seen: dict[tuple, int] = {}
+    for h in holders:
+        if h is not None:
+            t = h.tensor
+            seen[(t.data_ptr(), t.dtype, tuple(t.shape))] = t.numel() * t.element_size()
+    return sum(seen.values())
 
 
 def run_scripts(
