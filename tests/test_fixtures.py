@@ -31,7 +31,7 @@ EXPECTED_ERROR = {
     "TL010/direct_step": "No inf checks were recorded prior to update",
     "TL010/no_update": "step() has already been called since the last update()",
 }
-# Safe fixes keep behaviour: the reference is the original script, and the proof is less memory kept alive.
+# Safe fixes keep behaviour: the original matches the (bug-free) reference too, and the proof is less memory kept alive.
 BEHAVIOUR_KEEPING = ("TL002", "TL007")
 
 
@@ -118,6 +118,7 @@ def test_safe_fix_keeps_gradients_and_frees_saved_tensors(records, scenario):
 
     bad, fixed = _rec(records, scenario, "bad.py"), _rec(records, scenario, "fixed.py")
     assert compare_records(fixed, bad) is None  # behaviour kept: same gradients as the original
+    assert compare_records(bad, _rec(records, scenario, "reference.py")) is None  # the bug costs memory, not gradients
     # TL002 keeps saved activations alive; TL007 keeps whole graphs (their nodes) alive across iterations.
     metric = "saved" if scenario.parent.name == "TL002" else "graph_nodes"
     bad_kept = [s[metric] for s in bad["steps"]]

@@ -20,8 +20,6 @@ from torchlint.engine import lint_source
 
 SCENARIOS = sorted(p for p in (ROOT / "fixtures").glob("TL*/*") if (p / "bad.py").is_file())
 DEVICE = os.environ.get("TORCHLINT_DEVICE", "cpu")
-# Their reference.py is the original script (the fixes keep behaviour): it keeps the growth on purpose.
-BEHAVIOUR_KEEPING = ("TL002", "TL007")
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +51,7 @@ def test_bad_script_finding_is_confirmed_at_runtime(records, scenario):
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[f"{p.parent.name}/{p.name}" for p in SCENARIOS])
 def test_fixed_and_reference_scripts_show_nothing_at_runtime(records, scenario):
-    names = ["fixed.py"] + ([] if scenario.parent.name in BEHAVIOUR_KEEPING else ["reference.py"])
-    for name in names:
+    for name in ("fixed.py", "reference.py"):
         found = _combined(records, scenario, name)
         assert found == [], (name, [(d.code, d.line, d.runtime, d.message[:80]) for d in found])
         assert records[str(scenario / name)]["error"] is None
