@@ -74,11 +74,12 @@ TRAIN = textwrap.dedent(
         args = parser.parse_args()
         model = torch.nn.Linear(4, 1)
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-        data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+        device = model.weight.device  # where the run put it (--device); the workers' data stays on the CPU
+        data = TensorDataset(torch.randn(64, 4, device="cpu"), torch.randn(64, 1, device="cpu"))
         loader = DataLoader(data, batch_size=8, num_workers=args.workers)
         for epoch in range(100):
             for x, y in loader:
-                loss = F.mse_loss(model(x), y)
+                loss = F.mse_loss(model(x.to(device)), y.to(device))
                 loss.backward()
                 optimizer.step()
 
@@ -96,7 +97,7 @@ def test_run_confirms_with_argparse_main_and_dataloader_workers(tmp_path, run_cl
                 cwd=tmp_path)
     assert r.returncode == 1, r.stderr
     items = json.loads(r.stdout)
-    assert [(i["code"], i["line"], i["runtime"]) for i in items] == [("TL004", 21, "confirmed")]
+    assert [(i["code"], i["line"], i["runtime"]) for i in items] == [("TL004", 22, "confirmed")]
     assert "Ran train.py for 5 optimizer steps" in r.stderr  # stopped after 5 of 800 steps
 
 

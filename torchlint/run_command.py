@@ -35,7 +35,8 @@ def main(argv: Sequence[str]) -> int:
                                 "and check its findings on the run.")
     p.add_argument("--steps", type=int, default=20, help="optimizer steps to run (default 20)")
     p.add_argument("--device", default=os.environ.get("TORCHLINT_DEVICE", "cpu"),
-                   help="cpu or cuda (default: $TORCHLINT_DEVICE or cpu)")
+                   help="torch's default device while the script runs, where what it builds without a device goes "
+                   "(a script that picks its own device keeps it): cpu or cuda (default: $TORCHLINT_DEVICE or cpu)")
     p.add_argument("--format", choices=sorted(set(FORMATS) - {"full"}), default="text")
     p.add_argument("--timeout", type=float, default=600, help="seconds before the run is stopped (default 600)")
     p.add_argument("script", type=Path)
