@@ -42,29 +42,14 @@ def test_a_safe_fix_that_changes_training_is_withdrawn(tmp_path):
     """A rule whose 'safe' fix doubles the learning rate: the run shows different parameters, so the fix is not
     written and is reported as TL903."""
     pytest.importorskip("torch")
-    import libcst as cst
-
-    from torchlint.diagnostic import Fix
     from torchlint.fix_verify import diagnostics, verify_fixes
-    from torchlint.rules.base import Finding, Rule
 
-    class WrongSafeFix(Rule):
-        code = "TL004"
-        name = "test-only"
-        summary = "test only"
-        requires = ()
-        doc = ""
-
-        def check(self, model):
-            for node in _floats(model.module):
-                if node.value == "0.1":
-                    yield Finding(node, "lr", Fix("safe", "double it", ((node, cst.Float("0.2")),)))
-
+    wrong_safe_fix = _number_rule("TL004", "safe", "0.1", "0.2")  # doubles the learning rate
     script = tmp_path / "train.py"
     text = ("import torch\nmodel = torch.nn.Linear(3, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
             "for _ in range(5):\n    opt.zero_grad()\n    model(torch.ones(2, 3)).sum().backward()\n    opt.step()\n")
     script.write_text(text)
-    verdicts, new_text = verify_fixes(script, [WrongSafeFix], False, 3, "cpu")
+    verdicts, new_text = verify_fixes(script, [wrong_safe_fix], False, 3, "cpu")
     assert new_text is None and [v.kept for v in verdicts] == [False]
     [diag] = diagnostics(str(script), verdicts)
     assert diag.code == "TL903" and "withdrawn: on this script it changes training" in diag.message
@@ -73,17 +58,27 @@ def test_a_safe_fix_that_changes_training_is_withdrawn(tmp_path):
 
 
 def test_an_unsafe_fix_that_keeps_the_bug_is_withdrawn(tmp_path):
-    """A TL003 'fix' that keeps the term cut (`.detach()` becomes `.detach().clone()`): training changes (the term is
-    scaled), but the run still shows a value cut at that line that the backward never reaches."""
+    """A TL003 'fix' that keeps the term cut (it only scales it): training changes, but the run still shows a value
+    cut at that line that the backward never reaches."""
     pytest.importorskip("torch")
+    from torchlint.fix_verify import verify_fixes
+
+    keeps_the_cut = _number_rule("TL003", "unsafe", "0.5", "0.25")  # `0.5 * reg_loss.detach()` -> `0.25 * ...`
+    script = tmp_path / "bad.py"
+    shutil.copy(ROOT / "fixtures" / "TL003" / "script_detach" / "bad.py", script)
+    verdicts, new_text = verify_fixes(script, [keeps_the_cut], True, 3, "cpu")
+    assert new_text is None and [(v.kept, v.detail) for v in verdicts] == [
+        (False, "withdrawn: the run of the fixed script does not keep what TL003 promises")]
+
+
+def _number_rule(code: str, applicability: str, old: str, new: str):
+    """A rule (for these tests only) that reports the number `old` with a fix that writes `new` in its place."""
     import libcst as cst
 
     from torchlint.diagnostic import Fix
-    from torchlint.fix_verify import verify_fixes
     from torchlint.rules.base import Finding, Rule
 
-    class KeepsTheCut(Rule):
-        code = "TL003"
+    class NumberRule(Rule):
         name = "test-only"
         summary = "test only"
         requires = ()
@@ -91,14 +86,11 @@ def test_an_unsafe_fix_that_keeps_the_bug_is_withdrawn(tmp_path):
 
         def check(self, model):
             for node in _floats(model.module):
-                if node.value == "0.5":
-                    yield Finding(node, "cut", Fix("unsafe", "scale it", ((node, cst.Float("0.25")),)))
+                if node.value == old:
+                    yield Finding(node, "number", Fix(applicability, f"write {new}", ((node, cst.Float(new)),)))
 
-    script = tmp_path / "bad.py"
-    shutil.copy(ROOT / "fixtures" / "TL003" / "script_detach" / "bad.py", script)
-    verdicts, new_text = verify_fixes(script, [KeepsTheCut], True, 3, "cpu")
-    assert new_text is None and [(v.kept, v.detail) for v in verdicts] == [
-        (False, "withdrawn: the run of the fixed script does not keep what TL003 promises")]
+    NumberRule.code = code
+    return NumberRule
 
 
 def _floats(module):
