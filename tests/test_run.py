@@ -218,6 +218,22 @@ SIGNS = {
             opt.step()
             opt.zero_grad()
         """), [("TL003", 10, True)]),
+    # LBFGS evaluates its closure (one loss, one backward line) several times inside one step: no window
+    "lbfgs_closure": (HEAD + textwrap.dedent(
+        """\
+        opt = torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=4)
+        x, y = torch.randn(8, 3), torch.randn(8, 1)
+
+        def closure():
+            opt.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+
+
+        for _ in range(5):
+            opt.step(closure)
+        """), []),
     # the graph kept by the first optimizer's last backward is back-propagated by the next one: retain was needed
     "retain_needed_across_steps": (HEAD + textwrap.dedent(
         """\

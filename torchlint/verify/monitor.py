@@ -188,7 +188,10 @@ class Monitor:
         def hook(grad):
             reached[0] = True
 
-        tensor.register_hook(hook)
+        try:
+            tensor.register_hook(hook)
+        except RuntimeError:  # a tensor autograd will not hook: nothing to say about it, and the script goes on
+            return
         self.cuts.append((user_frames(), how, type(tensor.grad_fn).__name__, len(self.backwards), reached))
 
     def _check_cuts(self) -> None:
@@ -221,10 +224,10 @@ class Monitor:
     def pre_step(self, optimizer, args, kwargs) -> None:
         frames = user_frames()
         self._check_cuts()
+        if _closure(args, kwargs):
+            return  # a closure runs its own backwards inside the step (LBFGS)
         if self.raw_sum is None and len(self.backwards) > 1:
-            self.raw_sum = self._raw_sum()
-        if args[1:] or kwargs.get("closure") is not None:  # args[0] is the optimizer itself
-            return  # a closure runs its own backward inside the step (LBFGS)
+            self.raw_sum = self._raw_sum(p for g in optimizer.param_groups for p in g["params"])
         first = not self.steps
         if first and not self.backwards and not self.hooked:
             grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
@@ -261,25 +264,28 @@ class Monitor:
                                  backwards=where)
                     return
 
-    def _raw_sum(self) -> bool | None:
+    def _raw_sum(self, params) -> bool | None:
         """Whether `.grad` is exactly the sum the backwards since the last step brought (after the GradScaler's
-        unscale_, times its scale): nothing rescaled it by hand. Read at the step, or before a clip changes it.
-        None when there is no gradient to compare."""
-        for key, incoming in self.incoming.items():
-            p = self.hooked[key]
-            if p.grad is None or not bool(incoming.abs().sum()):
+        unscale_, times its scale): nothing rescaled it by hand. Read at the step, or before a clip changes it, on
+        the first of `params` that received a gradient; None when none did."""
+        for p in params:
+            key = id(p)
+            incoming = self.incoming.get(key)
+            if p.grad is None or incoming is None or not bool(incoming.abs().sum()):
                 continue
             grad = p.grad if self.unscaled_by is None else p.grad * self.unscaled_by
             fresh = grad - self.prev[key] if p.grad is self.prev_object.get(key) else grad
             return bool(self.torch.allclose(fresh, incoming, rtol=1e-3, atol=1e-7 * float(incoming.abs().max())))
         return None
 
-    def _check_window(self, optimizer) -> None:
+    def _check_window(self, optimizer, args, kwargs) -> None:
         """TL005: k backwards from one line, each of a loss not scaled for its window, summed into the step's
         gradient, for an optimizer whose update changes with the gradient's size."""
         lines = {tuple(b[-1:]) for b in self.backwards}
         if len(self.backwards) < 2 or len(lines) != 1 or not self.backwards[-1] or not self.raw_sum:
             return
+        if _closure(args, kwargs):
+            return  # LBFGS re-evaluates one loss several times in a step: no window
         if any(root is None or root in SCALING_OPS for root in self.roots):
             return
         names = {cls.__name__ for cls in type(optimizer).__mro__}
@@ -310,7 +316,7 @@ class Monitor:
         counted = self.count_graph and (n <= 8 or n % 8 == 0)
         record = {"backwards": len(self.backwards), "saved": len(_SAVED),
                   "graph_nodes": _graph_nodes(torch) if counted else None}
-        self._check_window(optimizer)
+        self._check_window(optimizer, args, kwargs)
         self.steps.append(record)
         if self.retained and self.retained[-1] and record["saved"]:
             # the last backward before the step kept its graph, and its buffers are still alive after the step:
@@ -347,6 +353,11 @@ class Monitor:
             self.observe("TL007", user_frames(), "autograd graph nodes still reachable grow at every step "
                          f"({' -> '.join(map(str, values))})"
                          + (f"; `{holder}` holds the largest graph" if holder else ""), holder=holder)
+
+
+def _closure(args, kwargs) -> bool:
+    """Was the step given a closure (args[0] is the optimizer itself)?"""
+    return bool(args[1:]) or kwargs.get("closure") is not None
 
 
 _SAVED: list = []  # weak references to what autograd saved for backward, pruned at each step
@@ -460,7 +471,7 @@ def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
         def clip(*a, **k):
             monitor.clipped = True
             if monitor.raw_sum is None and len(monitor.backwards) > 1:
-                monitor.raw_sum = monitor._raw_sum()
+                monitor.raw_sum = monitor._raw_sum(monitor.hooked.values())
             if monitor.scaled and monitor.backwards:
                 monitor.observe("TL010", user_frames(), "gradients were clipped while still multiplied by the "
                                 "GradScaler's scale (no unscale_ before the clip)")
