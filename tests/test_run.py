@@ -262,6 +262,20 @@ SIGNS = {
             total.backward(retain_graph=True)
             opt.step()
         """), [("TL001", 10, False)]),
+    # the same, divided before its backward (from a user's question: "the loss soon becomes nan"); the total is
+    # emptied in place with .data.zero_(), which leaves its graph in place
+    "total_divided_retained": (HEAD + textwrap.dedent(
+        """\
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        total = torch.zeros(1, requires_grad=True)
+        for i in range(40):
+            total = total + model(torch.randn(1, 3)).pow(2).mean()
+            if i % 4 == 0:
+                (total / 4).backward(retain_graph=True)
+                opt.step()
+                total.data.zero_()
+                opt.zero_grad()
+        """), [("TL001", 10, False)]),
     # a graph built once, before the loop, back-propagated into by every iteration: no loss is back-propagated twice
     "prebuilt_graph_retained": (HEAD + textwrap.dedent(
         """\

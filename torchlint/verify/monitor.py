@@ -142,25 +142,29 @@ class Monitor:
         if isinstance(tensors, self.torch.Tensor):
             self.rooted.add(id(tensors))
             if retained and tensors.grad_fn is not None:
-                tensors.grad_fn.register_prehook(self._again(self.backwards[-1]))
+                self._hook_total(tensors.grad_fn)
         if grad_tensors is None and isinstance(tensors, self.torch.Tensor) and tensors.grad_fn is not None:
             root = self.scaled_from.get(id(tensors)) or type(tensors.grad_fn).__name__
         self.roots.append(root)
 
-    def _again(self, where: list[tuple[str, int]]):
-        """A hook on the first node of a loss back-propagated with retain_graph=True: it runs again only when a later
-        backward goes through that loss (a total that keeps every iteration's loss, TL001); after an optimizer
-        step, that iteration's gradient is applied again."""
-        window = len(self.steps)
+    def _hook_total(self, root) -> None:
+        """Hooks on the first node of a loss back-propagated with retain_graph=True and on the nodes that feed it
+        (`total / k` is fed by `total`); not on deeper nodes (a graph built once before the loop, that every
+        iteration's loss uses) nor on the parameters' accumulators (every backward runs those). Such a node runs
+        again when a later backward from the same line goes through it after an optimizer step: a total that keeps
+        every iteration's loss (TL001), whose earlier gradients are applied again at every step."""
+        where, window = self.backwards[-1], len(self.steps)
 
         def prehook(grad_outputs):
-            if len(self.steps) > window and self.backwards:
-                line = f"line {where[-1][1]}" if where else "an earlier line"
-                self.observe("TL001", self.backwards[-1], "backward went again through a loss back-propagated before "
-                             f"an earlier optimizer step (at {line}, kept by retain_graph=True): that iteration's "
-                             "gradient is added again at every step")
+            if len(self.steps) > window and self.backwards and self.backwards[-1][-1:] == where[-1:]:
+                self.observe("TL001", self.backwards[-1], "backward went again through a loss total back-propagated "
+                             "before an earlier optimizer step (kept by retain_graph=True): the earlier iterations' "
+                             "gradients are added again at every step")
             return None
-        return prehook
+
+        for node in (root, *(n for n, _ in root.next_functions)):
+            if node is not None and type(node).__name__ != "AccumulateGrad":
+                node.register_prehook(prehook)
 
     def after_backward(self) -> None:
         """Judge a graph kept past a step at the next backward that returns: needed if that backward went through it
