@@ -218,6 +218,22 @@ SIGNS = {
             opt.step()
             opt.zero_grad()
         """), [("TL003", 10, True)]),
+    # one loss per output head of one forward, each back-propagated from one line (from a user's article among the
+    # seeds): the heads share the graph (retain_graph=True but on the last), their sum is meant, not micro-batches
+    "heads_of_one_forward": (HEAD + textwrap.dedent(
+        """\
+        heads = torch.nn.ModuleList(torch.nn.Linear(1, 1) for _ in range(3))
+        opt = torch.optim.SGD([*model.parameters(), *heads.parameters()], lr=0.01)
+        for _ in range(10):
+            x, y = torch.randn(4, 3), torch.randn(4, 1)
+            features = model(x)
+            output = [head(features) for head in heads]
+            opt.zero_grad()
+            for j in range(len(output)):
+                loss = F.mse_loss(output[j], y)
+                loss.backward(retain_graph=j < len(output) - 1)
+            opt.step()
+        """), []),
     # LBFGS evaluates its closure (one loss, one backward line) several times inside one step: no window
     "lbfgs_closure": (HEAD + textwrap.dedent(
         """\

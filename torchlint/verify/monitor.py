@@ -15,8 +15,9 @@ script's own frames, innermost last, from the stack when the hook fired):
 - a number or tensor taken out of a graph-carrying tensor at the script's line (`.item()`, `.detach()`,
   `.tolist()`, `float()`, `.data`) that no backward of its window then reaches: a hook on the tensor never fires,
   so the term it came from brought no gradient (TL003);
-- k backwards from one line between two steps, each of a loss neither divided nor multiplied (its last op, under
-  a GradScaler's scale), the gradients at the step their raw sum, and an optimizer that the sum's size changes
+- k backwards from one line between two steps, none keeping its graph for the next (micro-batches, not the
+  heads of one forward), each of a loss neither divided nor multiplied (its last op, under a GradScaler's
+  scale), the gradients at the step their raw sum, and an optimizer that the sum's size changes
   (SGD-like, or clipping or a coupled L2 weight decay in the window): k times the mean gradient (TL005);
 - a last backward before a step that passed `retain_graph=True`, whose buffers outlive the step and are then
   dropped with no backward through them (a later backward that frees some of them, a GAN's generator loss
@@ -290,6 +291,8 @@ class Monitor:
             return
         if _closure(args, kwargs):
             return  # LBFGS re-evaluates one loss several times in a step: no window
+        if any(self.retained):
+            return  # the backwards share one graph (each head of one forward): one loss in parts, not micro-batches
         if any(root is None or root in SCALING_OPS for root in self.roots):
             return
         names = {cls.__name__ for cls in type(optimizer).__mro__}
