@@ -379,3 +379,17 @@ def test_state_fed_back_with_retain_graph_is_confirmed_by_the_in_place_error(tmp
     static = lint_source(script.read_text(), str(script), project=Project(tmp_path))
     found = combine(static, record, script)
     assert [(d.code, d.line, d.runtime) for d in found] == [("TL008", 13, "confirmed"), ("TL002", 15, "not observed")]
+
+
+def test_script_that_exits_with_an_error_code_before_its_first_step(tmp_path, run_cli):
+    pytest.importorskip("torch")
+    (tmp_path / "quit.py").write_text("import sys\nsys.exit(3)\n")
+    r = run_cli("run", "quit.py", cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.endswith("failed before its first optimizer step:\nSystemExit: 3\n"), r.stderr
+
+
+def test_run_refuses_a_notebook(tmp_path, run_cli):
+    (tmp_path / "nb.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    r = run_cli("run", "nb.ipynb", cwd=tmp_path)
+    assert r.returncode == 2 and "is a notebook" in r.stderr and r.stdout == ""

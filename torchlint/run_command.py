@@ -45,6 +45,10 @@ def main(argv: Sequence[str]) -> int:
     if not args.script.is_file():
         print(f"torchlint: error: {args.script} is not a file", file=sys.stderr)
         return EXIT_ERROR
+    if args.script.suffix == ".ipynb":
+        print(f"torchlint: error: {args.script} is a notebook; torchlint run runs a Python script (export it with "
+              "`jupyter nbconvert --to script`)", file=sys.stderr)
+        return EXIT_ERROR
     static = _static(args.script)
     try:
         record, output = _run(args.script, args.args, args.steps, args.device, args.timeout)
@@ -53,7 +57,8 @@ def main(argv: Sequence[str]) -> int:
         return EXIT_ERROR
     if record is None or (record["error"] and not record["steps"] and not record["observations"]):
         print(f"torchlint: {args.script} failed before its first optimizer step:", file=sys.stderr)
-        print((record or {}).get("traceback") or output, file=sys.stderr, end="")
+        record = record or {}
+        print(record.get("traceback") or output or f"{record.get('error')}\n", file=sys.stderr, end="")
         return EXIT_ERROR
     diags = combine(static, record, args.script)
     sys.stdout.write(FORMATS[args.format](diags, False))
