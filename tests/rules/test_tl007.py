@@ -7,6 +7,21 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    # the same chunks kept in a list bound once, before all the batches: it holds every step's graphs
+    "micro_batch_outputs_of_every_step": (
+        """
+        outputs = []
+        for data, targets in train_loader:
+            optimizer.zero_grad()
+            for data_chunk, target_chunk in zip(data.chunk(4), targets.chunk(4)):
+                output_chunk = model(data_chunk)
+                outputs.append(output_chunk)
+                loss = loss_func(output_chunk, target_chunk)
+                loss.backward()
+            optimizer.step()
+        """,
+        [(7, 9)],
+    ),
     "running_loss": (
         """
         running_loss = 0.0
@@ -214,6 +229,21 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # hysts/pytorch_image_classification: the chunks of one batch are kept for the batch's accuracy, in a list bound
+    # afresh for every batch; the step comes after the chunk loop, so the list never holds more than one step
+    "micro_batch_outputs_of_one_step": """
+        for data, targets in train_loader:
+            optimizer.zero_grad()
+            outputs = []
+            for data_chunk, target_chunk in zip(data.chunk(4), targets.chunk(4)):
+                output_chunk = model(data_chunk)
+                outputs.append(output_chunk)
+                loss = loss_func(output_chunk, target_chunk)
+                loss.backward()
+            outputs = torch.cat(outputs)
+            optimizer.step()
+            log(accuracy(outputs, targets))
+        """,
     "item": """
         running_loss = 0.0
         for x, y in loader:

@@ -95,7 +95,7 @@ features of one call in a list; loops without a backward (evaluation code).
                 attached = _attached_items(model, scope, e)
                 if kinds.of(e.value, scope, e) is not VKind.GRAPH and not attached:
                     continue  # a number, a string, a detached tensor, or a value the analysis cannot see
-                if not _carried(scope, loop, e) or _escapes(model, scope, e.target):
+                if not _carried(scope, loop, e) or _escapes(model, scope, e.target) or _within_one_step(scope, loop, e):
                     continue
                 reported.add(e.target)
                 where = _small_statement(e)
@@ -152,6 +152,15 @@ def _carried(scope: Scope, loop: Loop, e: Event) -> bool:
     return any(a.rebinds and loop.node not in a.loops for a in scope.assignments(e.target or "")) or (
         e.target or ""
     ).startswith("self.")
+
+
+def _within_one_step(scope: Scope, loop: Loop, e: Event) -> bool:
+    """The container is carried across a loop that never steps (the micro-batches of one step), and an enclosing
+    loop binds it afresh: it holds one step's graphs at most, already back-propagated, and nothing grows."""
+    if loop.of(EventKind.STEP, EventKind.RUN):
+        return False
+    return any(a.target == e.target and a.rebinds and a.loops and loop.node not in a.loops
+               and any(outer in e.loops for outer in a.loops) for a in scope.assignments(e.target or ""))
 
 
 def _escapes(model: FileModel, scope: Scope, total: str) -> bool:
