@@ -30,6 +30,26 @@ POSITIVE = {
         """,
         [(4, 5)],
     ),
+    # the optimizer handed to the training function: one caller passes an AdamW, another an SGD
+    "optimizer_handed_by_callers_one_sgd": (
+        """
+        def train_epoch(model, loader, optimizer, accum):
+            for i, (x, y) in enumerate(loader):
+                criterion(model(x), y).backward()
+                if i % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+        def fine_tune(model, loader):
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            train_epoch(model, loader, opt, 4)
+
+        def pretrain(model, loader):
+            sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+            train_epoch(model, loader, optimizer=sgd, accum=8)
+        """,
+        [(4, 9)],
+    ),
     "optimizer_built_elsewhere": (
         """
         def train(model, loader, optimizer, accum):
@@ -339,6 +359,48 @@ NEGATIVE = {
             if step % gradient_accumulation_steps == 0:
                 optimizer.step()
                 optimizer.zero_grad()
+        """,
+    # microsoft/LoRA's eli5_utils: the epoch function steps the optimizer it is handed, and the file's one caller
+    # builds it as AdamW, with nothing clipping: the summed window changes nothing AdamW does
+    "optimizer_handed_by_the_caller_adamw": """
+        def train_epoch(model, loader, optimizer, scheduler, args):
+            for step, batch in enumerate(loader):
+                loss = model(**batch)[0]
+                loss.backward()
+                if step % args.backward_freq == 0:
+                    optimizer.step()
+                    scheduler.step()
+                    model.zero_grad()
+
+        def train(model, loader, args):
+            s2s_optimizer = AdamW(model.parameters(), lr=args.learning_rate, eps=1e-8)
+            s2s_scheduler = get_linear_schedule_with_warmup(s2s_optimizer, 400, 10000)
+            for e in range(args.num_epochs):
+                train_epoch(model, loader, s2s_optimizer, s2s_scheduler, args)
+        """,
+    # Hugging Face's Trainer (as vendored by microsoft/LoRA): `self.deepspeed` is the DeepSpeedEngine, whose backward
+    # divides by the accumulation steps itself
+    "trainer_deepspeed_engine_backward": """
+        class Trainer:
+            def training_step(self, model, inputs):
+                loss = self.compute_loss(model, inputs)
+                if self.args.gradient_accumulation_steps > 1 and not self.deepspeed:
+                    loss = loss / self.args.gradient_accumulation_steps
+                if self.deepspeed:
+                    loss = self.deepspeed.backward(loss)
+                else:
+                    loss.backward()
+                return loss.detach()
+
+            def train(self, loader):
+                for step, inputs in enumerate(loader):
+                    self.training_step(self.model, inputs)
+                    if (step + 1) % self.args.gradient_accumulation_steps == 0:
+                        if self.deepspeed:
+                            self.deepspeed.step()
+                        else:
+                            self.optimizer.step()
+                        self.model.zero_grad()
         """,
     "fused_adam_micro_loop": """
         optimizer = FusedAdam(model.parameters(), lr=args.learning_rate)

@@ -486,6 +486,10 @@ class FileModel:
     def scope_of(self, event: Event) -> Scope:
         return self._by_node[event.scope]
 
+    def scope_at(self, node: cst.CSTNode | None) -> Scope | None:
+        """The scope a node defines, if it is one of this file's (an event placed from another file has none)."""
+        return self._by_node.get(node)
+
     def innermost_loop(self, event: Event, scope: Scope) -> Loop | None:
         if not event.loops:
             return None
@@ -499,6 +503,31 @@ class FileModel:
     def _add_scope(self, scope: Scope) -> None:
         self.scopes.append(scope)
         self._by_node[scope.node] = scope
+
+    def optimizer_calls(self, scope: Scope | None, name: str | None, depth: int = 2) -> list[cst.Call] | None:
+        """The constructor calls that built the optimizer `name` of `scope` may hold: one built in the file under
+        that name, or, for a parameter of the function, what every call of the function in this file passes for it
+        (`train_epoch(model, data, s2s_optimizer)`). None when one of them is unknown (no call in this file, an
+        argument built elsewhere)."""
+        if name is None:
+            return None
+        built = self.symbols.optimizer_class.get(name) or self.symbols.optimizer_class.get(name.rsplit(".", 1)[-1])
+        if built is not None:
+            return [built]
+        node = scope.node if scope is not None else None
+        if depth == 0 or not isinstance(node, cst.FunctionDef) or name.partition(".")[0] not in (
+                params := [p.name.value for p in (*node.params.posonly_params, *node.params.params)]):
+            return None
+        found: list[cst.Call] = []
+        for caller in self.scopes:
+            for e in caller.raw:
+                if e.kind is not EventKind.LOCAL_CALL or self.resolve(caller, e.callee or "") is not scope:
+                    continue
+                calls = self.optimizer_calls(caller, _mapped(name, _positional(params, e), e), depth - 1)
+                if calls is None:
+                    return None
+                found.extend(calls)
+        return found or None
 
     def resolve(self, caller: Scope, callee: str) -> Scope | None:
         if callee.startswith("self."):

@@ -37,7 +37,8 @@ _OPTIMIZER_NAME = re.compile(
 _SCHEDULER_NAME = re.compile(r"(^|_)(lr_)?sched(uler)?s?(_?[a-z0-9]+)?$|^scheduler|^lr_schedule")
 _SCALER_NAME = re.compile(r"(^|_)(grad_|amp_)?scaler(_?[a-z0-9]+)?$")
 _ACCELERATOR_NAME = re.compile(r"^(accelerator|accel|fabric)$")
-_ENGINE_NAME = re.compile(r"^(engine|model_engine|ds_engine|ds_model|deepspeed_engine)$")
+# (`self.deepspeed` is the DeepSpeedEngine of Hugging Face's Trainer, vendored by many repositories)
+_ENGINE_NAME = re.compile(r"^(engine|model_engine|ds_engine|ds_model|deepspeed_engine|deepspeed)$")
 _NOT_OPTIMIZER = frozenset({"opts", "optional", "option", "options", "optimize", "optimum"})
 
 

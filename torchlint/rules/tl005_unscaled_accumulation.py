@@ -165,7 +165,8 @@ def _lightning_class(model: FileModel, name: str | None) -> bool:
 
 def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Event], clips: list[Event]) -> bool:
     """The window's summed gradient changes nothing the optimizer does, or is rescaled by hand: every optimizer the
-    loop (`node`) steps is built in the file as a scale-invariant one (Adam-like) with nothing that sees the gradient's size
+    loop (`node`) steps is built in the file as a scale-invariant one (Adam-like; an optimizer handed to the function by
+    its callers in the file, as they build it) with nothing that sees the gradient's size
     (clipping, a coupled L2 `weight_decay`); or the loop multiplies or divides the gradients themselves before the
     step (`optimizer.multiply_grads(...)`, `p.grad.div_(n)`, `p.grad /= n`)."""
     if _RESCALING.search(model.text) and _grads_rescaled(node):
@@ -173,15 +174,14 @@ def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Even
     if not steps or clips:
         return False
     for step in steps:
-        call = model.symbols.optimizer_class.get(step.target or "") or model.symbols.optimizer_class.get(
-            (step.target or "").rsplit(".", 1)[-1])
-        name = (dotted(call.func) or "").rsplit(".", 1)[-1] if call is not None else ""
-        if name not in SCALE_INVARIANT_OPTIMIZERS:
-            return False
-        decay = keyword(call, "weight_decay")
-        if (decay is not None and name not in DECOUPLED_DECAY_OPTIMIZERS
-                and not (isinstance(decay.value, (cst.Integer, cst.Float)) and float(decay.value.value) == 0)):
-            return False
+        for call in model.optimizer_calls(model.scope_at(step.scope), step.target) or [None]:
+            name = (dotted(call.func) or "").rsplit(".", 1)[-1] if call is not None else ""
+            if name not in SCALE_INVARIANT_OPTIMIZERS:
+                return False
+            decay = keyword(call, "weight_decay")
+            if (decay is not None and name not in DECOUPLED_DECAY_OPTIMIZERS
+                    and not (isinstance(decay.value, (cst.Integer, cst.Float)) and float(decay.value.value) == 0)):
+                return False
     return True
 
 
