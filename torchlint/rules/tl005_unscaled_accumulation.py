@@ -53,7 +53,10 @@ An optimizer built in the file as a scale-invariant one (Adam, AdamW, RMSprop, A
 divides by a running gradient magnitude or takes its sign) makes the same update from the summed gradient as from
 the mean, so it is reported only when something sees the gradient's size: clipping in the loop, or a coupled L2
 `weight_decay` (Adam's, not AdamW's). Gradients rescaled by hand before the step (`optimizer.multiply_grads(...)`,
-`p.grad.div_(k)`, `p.grad /= k`) count as divided. An optimizer built elsewhere is taken as SGD-like.
+`p.grad.div_(k)`, `p.grad /= k`) count as divided. An optimizer handed to the training function is judged by what
+every call of it in the file passes (`train_epoch(model, loader, s2s_optimizer)` with `s2s_optimizer = AdamW(...)`);
+one built elsewhere is taken as SGD-like. DeepSpeed's engine (`model_engine.backward`, and `self.deepspeed` of Hugging
+Face's Trainer) divides by the accumulation steps itself.
 
 Frameworks count as plain backwards unless they divide: `fabric.backward` never does, Lightning's
 `self.manual_backward` in a `training_step` whose `opt.step()` waits for `(batch_idx + 1) % k == 0` does not

@@ -70,7 +70,8 @@ nothing itself (its caller may back-propagate it).
 ## Correct look-alikes (not flagged)
 A total that is later back-propagated (correct chunked accumulation, or TL001); anything under
 `torch.no_grad()` / `inference_mode()`; `loss.item()` / `.detach()` already; a model's forward that collects
-features of one call in a list; loops without a backward (evaluation code).
+features of one call in a list; loops without a backward (evaluation code); the micro-batch outputs of one step,
+kept in a list the batch loop binds afresh (it never holds more than one step's graphs).
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
