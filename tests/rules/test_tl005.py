@@ -50,6 +50,22 @@ POSITIVE = {
         """,
         [(4, 9)],
     ),
+    # the same window, each micro-batch's sum divided by the micro-batch's own size: a mean per micro-batch, and the
+    # rounds add k of them
+    "sum_divided_by_the_micro_batch_size": (
+        """
+        num_accumulation_rounds = batch_gpu_total // batch_gpu
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        while True:
+            optimizer.zero_grad(set_to_none=True)
+            for round_idx in range(num_accumulation_rounds):
+                images, labels = next(dataset_iterator)
+                loss = loss_fn(net=net, images=images, labels=labels)
+                (loss.sum() / batch_gpu).backward()
+            optimizer.step()
+        """,
+        [(9, 9)],
+    ),
     "optimizer_built_elsewhere": (
         """
         def train(model, loader, optimizer, accum):
@@ -401,6 +417,20 @@ NEGATIVE = {
                         else:
                             self.optimizer.step()
                         self.model.zero_grad()
+        """,
+    # NVlabs/edm: each micro-batch's summed loss is divided by the window's total batch, of which the number of
+    # rounds is a quotient: the rounds add up to the mean over the window
+    "sum_divided_by_the_window_total": """
+        batch_gpu_total = batch_size // world_size
+        num_accumulation_rounds = batch_gpu_total // batch_gpu
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        while True:
+            optimizer.zero_grad(set_to_none=True)
+            for round_idx in range(num_accumulation_rounds):
+                images, labels = next(dataset_iterator)
+                loss = loss_fn(net=net, images=images, labels=labels)
+                loss.sum().mul(loss_scaling / batch_gpu_total).backward()
+            optimizer.step()
         """,
     "fused_adam_micro_loop": """
         optimizer = FusedAdam(model.parameters(), lr=args.learning_rate)

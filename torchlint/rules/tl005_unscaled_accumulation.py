@@ -353,6 +353,7 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
     """Is the loss back-propagated at `at` divided by `k` (or scaled by hand) on its way, along the definitions
     that reach it?"""
     k_names = names_in(k) - {"self", "args", "config", "cfg", "opt", "hparams"}
+    k_names |= _window_totals(scope, k)
     k_code = code_of(k)
     counters = _counters(loop) if loop is not None else set()
 
@@ -394,6 +395,19 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
                 if callee is not None and divides(callee.node):
                     return True
     return False
+
+
+def _window_totals(scope, k: cst.BaseExpression) -> set[str]:
+    """The names of what `k` counts in: `k = batch_gpu_total // batch_gpu` makes a loss summed over a micro-batch
+    and divided by `batch_gpu_total` a mean over the window (NVlabs/edm). Only the dividend: a loss divided by the
+    micro-batch's own size is still a per-micro-batch mean."""
+    name = dotted(k)
+    out: set[str] = set()
+    for a in scope.assignments(name) if name else ():
+        value = a.value
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Divide, cst.FloorDivide)):
+            out |= names_in(value.left) - {"self", "args", "config", "cfg", "opt", "hparams"}
+    return out
 
 
 def _multiplies_itself(name: str, value: cst.BaseExpression) -> bool:
