@@ -7,6 +7,19 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    # a new entry at every step: the dict holds every step's graph
+    "dict_entry_per_step": (
+        """
+        loss_at = {}
+        for step, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            loss_at[step] = loss
+        """,
+        [(8, 5)],
+    ),
     # the same chunks kept in a list bound once, before all the batches: it holds every step's graphs
     "micro_batch_outputs_of_every_step": (
         """
@@ -229,6 +242,20 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # rosinality/stylegan2-pytorch: a dict of the latest losses, each entry replaced at every iteration; it holds one
+    # iteration's graphs, never more
+    "dict_entry_replaced_each_iteration": """
+        loss_dict = {}
+        for idx in pbar:
+            real_pred = discriminator(next(loader))
+            d_loss = F.softplus(-real_pred).mean()
+            loss_dict["d"] = d_loss
+            loss_dict["real_score"] = real_pred.mean()
+            discriminator.zero_grad()
+            d_loss.backward()
+            d_optim.step()
+            log(reduce_loss_dict(loss_dict))
+        """,
     # hysts/pytorch_image_classification: the chunks of one batch are kept for the batch's accuracy, in a list bound
     # afresh for every batch; the step comes after the chunk loop, so the list never holds more than one step
     "micro_batch_outputs_of_one_step": """

@@ -71,7 +71,8 @@ nothing itself (its caller may back-propagate it).
 A total that is later back-propagated (correct chunked accumulation, or TL001); anything under
 `torch.no_grad()` / `inference_mode()`; `loss.item()` / `.detach()` already; a model's forward that collects
 features of one call in a list; loops without a backward (evaluation code); the micro-batch outputs of one step,
-kept in a list the batch loop binds afresh (it never holds more than one step's graphs).
+kept in a list the batch loop binds afresh (it never holds more than one step's graphs); a dict entry with a
+literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest value only).
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -91,6 +92,8 @@ kept in a list the batch loop binds afresh (it never holds more than one step's 
                     continue
                 if not (e.accumulates or e.kind is EventKind.APPEND or e.flavor == "item="):
                     continue
+                if e.flavor == "item=" and not e.accumulates and _same_key(e):
+                    continue  # `loss_dict["d"] = d_loss`: each iteration replaces the last one's value
                 if "no_grad" in e.contexts or e.target in backprop:
                     continue
                 attached = _attached_items(model, scope, e)
@@ -153,6 +156,22 @@ def _carried(scope: Scope, loop: Loop, e: Event) -> bool:
     return any(a.rebinds and loop.node not in a.loops for a in scope.assignments(e.target or "")) or (
         e.target or ""
     ).startswith("self.")
+
+
+def _same_key(e: Event) -> bool:
+    """`d["name"] = value`: a key written as a literal, the same entry at every iteration, replaced by a value that
+    does not read the container (`d["loss"] = d["loss"] + loss` adds to it)."""
+    if any(isinstance(n, cst.Subscript) and dotted(n.value) == e.target for n in walk(e.value)):
+        return False
+    line = e.node
+    smalls = line.body if isinstance(line, cst.SimpleStatementLine) else [line]
+    targets = [t for small in smalls if isinstance(small, cst.Assign) and small.value is e.value for t in small.targets]
+    for t in targets:
+        target = t.target
+        if isinstance(target, cst.Subscript) and dotted(target.value) == e.target:
+            return all(isinstance(el.slice, cst.Index) and isinstance(el.slice.value, (
+                cst.SimpleString, cst.Integer, cst.Float)) for el in target.slice)
+    return False
 
 
 def _within_one_step(scope: Scope, loop: Loop, e: Event) -> bool:
