@@ -393,3 +393,9 @@ def test_run_refuses_a_notebook(tmp_path, run_cli):
     (tmp_path / "nb.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
     r = run_cli("run", "nb.ipynb", cwd=tmp_path)
     assert r.returncode == 2 and "is a notebook" in r.stderr and r.stdout == ""
+
+
+def test_retained_graph_names_the_variable_that_holds_it(records):
+    script = ROOT / "fixtures" / "TL002" / "script" / "bad.py"
+    [seen] = [o for o in records[str(script)]["observations"] if o["code"] == "TL002"]
+    assert seen["holder"] == "loss" and "(held through `loss`)" in seen["message"], seen

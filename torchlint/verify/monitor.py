@@ -112,7 +112,8 @@ class Monitor:
         self.prev_object: dict[int, object] = {}  # id(param) -> the .grad tensor itself after the last step
         self.retained: list[bool] = []  # since the last step: did each backward pass retain_graph=True?
         # after a step whose last backward retained its graph: the buffers alive then, and where that backward ran
-        self.kept: tuple[list, list[tuple[str, int]]] | None = None
+        # and the script's variable that reached the most of the graph then
+        self.kept: tuple[list, list[tuple[str, int]], str | None] | None = None
         self.dropped = 0  # how many of them were gone when the backward after the step began
         self.scaled = False  # a GradScaler scaled a loss and nothing unscaled the gradients since
         self.roots: list[str | None] = []  # since the last step: the last op of each back-propagated loss
@@ -172,14 +173,15 @@ class Monitor:
         and freed some of it; wasted if some of it was dropped before, and the backward freed none of the rest."""
         if self.kept is None:
             return
-        refs, where = self.kept
+        refs, where, holder = self.kept
         dead = sum(r() is None for r in refs)
         if dead > self.dropped:
             self.kept = None
         elif self.dropped:
             self.observe("TL002", where, "the last backward before the step passed retain_graph=True: "
-                         f"{len(refs)} autograd buffers outlived the step into the next iteration, and were dropped "
-                         "without a backward through them")
+                         f"{len(refs)} autograd buffers outlived the step into the next iteration"
+                         + (f" (held through `{holder}`)" if holder else "")
+                         + ", and were dropped without a backward through them", holder=holder)
             self.kept = None
 
     def on_cut(self, tensor, how: str) -> None:
@@ -328,7 +330,7 @@ class Monitor:
         if self.retained and self.retained[-1] and record["saved"]:
             # the last backward before the step kept its graph, and its buffers are still alive after the step:
             # judged at the next backward (needed if it goes through them, wasted if they are dropped before)
-            self.kept = (list(_SAVED), self.backwards[-1])
+            self.kept = (list(_SAVED), self.backwards[-1], _holder_of_graph(torch))
         for group in optimizer.param_groups:
             for p in group["params"]:
                 if id(p) in self.hooked:
