@@ -108,6 +108,19 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # pyg-team/pytorch_geometric's EquilibriumAggregation: gradient steps on `y` unrolled inside a forward; the graph
+    # of every round is kept on purpose, for the backward of the model's loss after it
+    "unrolled_solver_in_forward": """
+        class EquilibriumAggregation(torch.nn.Module):
+            def forward(self, x, y, func, iterations=5):
+                momentum_buffer = torch.zeros_like(y)
+                for _ in range(iterations):
+                    val = func(x, y)
+                    grad = torch.autograd.grad(val, y, create_graph=True, retain_graph=True)[0]
+                    momentum_buffer = self.momentum * momentum_buffer - self.learning_rate * grad
+                    y = y + momentum_buffer
+                return y
+        """,
     "gan_then_plain": """
         for real in loader:
             d_loss = bce(netD(real), ones)

@@ -65,7 +65,9 @@ iterations (then the next backward would fail: fix TL001 first). `create_graph=T
 in the other arm of an `if` is not "later" (the flow graph decides what follows what).
 
 ## Limits
-A loop whose every iteration back-propagates into a graph built once before it (`s_feats = student(x)`, then
+A loop that steps no optimizer and differentiates with `create_graph=True` (`torch.autograd.grad(val, y,
+create_graph=True)` in an unrolled solver inside a forward) keeps its graph for the backward after it, and is not
+reported. A loop whose every iteration back-propagates into a graph built once before it (`s_feats = student(x)`, then
 one loss per layer with `retain_graph=True`) is not reported: all iterations but the last need the graph, and
 it is freed when the function returns. The right code there is `retain_graph=<not the last layer>`, which the
 rule does not offer.
@@ -75,10 +77,13 @@ rule does not offer.
         for loop in model.loops:
             if not loop.outermost:
                 continue
+            steps = bool(loop.of(EventKind.STEP, EventKind.RUN))
             backwards = loop.of(EventKind.BACKWARD)
             for last in backwards:
                 if not loop.ends_iteration_after(last, [b for b in backwards if b is not last]):
                     continue  # a later backward of the iteration releases the graph on every path
+                if last.create_graph and not steps:
+                    continue  # differentiating through gradients in a loop that trains nothing: an unrolled solver
                 yield from _check_last(model, loop, last)
 
 
