@@ -7,6 +7,26 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    # pyg-team/pytorch_geometric examples/rdl.py: the loss scaled in place after its backward, then added into a
+    # tensor total kept for the whole epoch
+    "scaled_in_place_then_accumulated": (
+        """
+        def train(model, loader, optimizer):
+            loss_accum = torch.zeros(1, device=device).squeeze_()
+            count_accum = 0
+            for batch in tqdm(loader):
+                optimizer.zero_grad()
+                pred = model(batch)
+                loss = loss_fn(pred, batch.y.float())
+                loss.backward()
+                optimizer.step()
+                loss *= pred.size(0)
+                loss_accum += loss
+                count_accum += pred.size(0)
+            return loss_accum.item() / count_accum
+        """,
+        [(12, 9)],
+    ),
     # a new entry at every step: the dict holds every step's graph
     "dict_entry_per_step": (
         """
