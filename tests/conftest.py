@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,17 @@ def run_cli():
         return subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, input=input, timeout=120)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def device() -> str:
+    """TORCHLINT_DEVICE (cpu by default), for the tests that run training scripts: they skip without torch, and
+    with cuda but no GPU (.ci/cuda refuses to call that a pass)."""
+    torch = pytest.importorskip("torch")
+    name = os.environ.get("TORCHLINT_DEVICE", "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        pytest.skip("TORCHLINT_DEVICE=cuda but no CUDA device is available")
+    return name
 
 
 @pytest.fixture

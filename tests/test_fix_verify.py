@@ -15,8 +15,7 @@ ONE_PER_RULE = [sorted(p for p in d.iterdir() if (p / "bad.py").is_file())[0]
 
 
 @pytest.mark.parametrize("scenario", ONE_PER_RULE, ids=[f"{p.parent.name}/{p.name}" for p in ONE_PER_RULE])
-def test_fix_verify_proves_and_writes_each_rules_fix(tmp_path, run_cli, scenario):
-    pytest.importorskip("torch")
+def test_fix_verify_proves_and_writes_each_rules_fix(tmp_path, run_cli, scenario, device):
     work = tmp_path / scenario.name
     shutil.copytree(scenario, work)
     r = run_cli("--fix", "--verify", "--unsafe-fixes", "--steps", "4", "bad.py", cwd=work)
@@ -38,10 +37,9 @@ def test_fix_verify_proves_and_writes_each_rules_fix(tmp_path, run_cli, scenario
     assert (work / "bad.py").read_text() == (scenario / "fixed.py").read_text()
 
 
-def test_a_safe_fix_that_changes_training_is_withdrawn(tmp_path):
+def test_a_safe_fix_that_changes_training_is_withdrawn(tmp_path, device):
     """A rule whose 'safe' fix doubles the learning rate: the run shows different parameters, so the fix is not
     written and is reported as TL903."""
-    pytest.importorskip("torch")
     from torchlint.fix_verify import diagnostics, verify_fixes
 
     wrong_safe_fix = _number_rule("TL004", "safe", "0.1", "0.2")  # doubles the learning rate
@@ -49,7 +47,7 @@ def test_a_safe_fix_that_changes_training_is_withdrawn(tmp_path):
     text = ("import torch\nmodel = torch.nn.Linear(3, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
             "for _ in range(5):\n    opt.zero_grad()\n    model(torch.ones(2, 3)).sum().backward()\n    opt.step()\n")
     script.write_text(text)
-    verdicts, new_text = verify_fixes(script, [wrong_safe_fix], False, 3, "cpu")
+    verdicts, new_text = verify_fixes(script, [wrong_safe_fix], False, 3, device)
     assert new_text is None and [v.kept for v in verdicts] == [False]
     [diag] = diagnostics(str(script), verdicts)
     assert diag.code == "TL903" and "withdrawn: on this script it changes training" in diag.message
@@ -57,16 +55,15 @@ def test_a_safe_fix_that_changes_training_is_withdrawn(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # the candidates are removed
 
 
-def test_an_unsafe_fix_that_keeps_the_bug_is_withdrawn(tmp_path):
+def test_an_unsafe_fix_that_keeps_the_bug_is_withdrawn(tmp_path, device):
     """A TL003 'fix' that keeps the term cut (it only scales it): training changes, but the run still shows a value
     cut at that line that the backward never reaches."""
-    pytest.importorskip("torch")
     from torchlint.fix_verify import verify_fixes
 
     keeps_the_cut = _number_rule("TL003", "unsafe", "0.5", "0.25")  # `0.5 * reg_loss.detach()` -> `0.25 * ...`
     script = tmp_path / "bad.py"
     shutil.copy(ROOT / "fixtures" / "TL003" / "script_detach" / "bad.py", script)
-    verdicts, new_text = verify_fixes(script, [keeps_the_cut], True, 3, "cpu")
+    verdicts, new_text = verify_fixes(script, [keeps_the_cut], True, 3, device)
     assert new_text is None and [(v.kept, v.detail) for v in verdicts] == [
         (False, "withdrawn: the run of the fixed script does not keep what TL003 promises")]
 
@@ -106,8 +103,7 @@ def test_verify_needs_fix(tmp_path, run_cli):
     assert r.returncode == 2 and "--verify goes with --fix" in r.stderr
 
 
-def test_report_plots_each_fix_before_and_after(tmp_path, run_cli):
-    pytest.importorskip("torch")
+def test_report_plots_each_fix_before_and_after(tmp_path, run_cli, device):
     pytest.importorskip("matplotlib")
     import base64
     import html.parser

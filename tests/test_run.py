@@ -8,7 +8,6 @@ scripts with argparse, `if __name__ == "__main__":`, DataLoader workers, a helpe
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from pathlib import Path
 
@@ -19,18 +18,14 @@ from torchlint.analysis.project import Project
 from torchlint.engine import lint_source
 
 SCENARIOS = sorted(p for p in (ROOT / "fixtures").glob("TL*/*") if (p / "bad.py").is_file())
-DEVICE = os.environ.get("TORCHLINT_DEVICE", "cpu")
 
 
 @pytest.fixture(scope="module")
-def records():
-    torch = pytest.importorskip("torch")
-    if DEVICE.startswith("cuda") and not torch.cuda.is_available():
-        pytest.skip("TORCHLINT_DEVICE=cuda but no CUDA device is available")
+def records(device):
     from torchlint.verify.monitor import run_many
 
     scripts = [s / name for s in SCENARIOS for name in ("bad.py", "fixed.py", "reference.py")]
-    return dict(zip(map(str, scripts), run_many(scripts, 8, DEVICE)))
+    return dict(zip(map(str, scripts), run_many(scripts, 8, device)))
 
 
 def _combined(records, scenario: Path, name: str):
@@ -90,8 +85,7 @@ TRAIN = textwrap.dedent(
 )
 
 
-def test_run_confirms_with_argparse_main_and_dataloader_workers(tmp_path, run_cli):
-    pytest.importorskip("torch")
+def test_run_confirms_with_argparse_main_and_dataloader_workers(tmp_path, run_cli, device):
     (tmp_path / "train.py").write_text(TRAIN)
     r = run_cli("run", "--steps", "5", "--format", "json", "train.py", "--lr", "0.1", "--workers", "2",
                 cwd=tmp_path)
@@ -101,10 +95,9 @@ def test_run_confirms_with_argparse_main_and_dataloader_workers(tmp_path, run_cl
     assert "Ran train.py for 5 optimizer steps" in r.stderr  # stopped after 5 of 800 steps
 
 
-def test_run_reports_what_only_the_run_saw(tmp_path, run_cli):
+def test_run_reports_what_only_the_run_saw(tmp_path, run_cli, device):
     """A helper whose step the analysis cannot see statically (the script hides it behind getattr): the run
     still sees the stale gradient, at the script's own line."""
-    pytest.importorskip("torch")
     (tmp_path / "hidden.py").write_text(textwrap.dedent(
         """\
         import torch
@@ -121,16 +114,14 @@ def test_run_reports_what_only_the_run_saw(tmp_path, run_cli):
     assert r.stdout.startswith("hidden.py:7:1: TL004 [runtime only]"), r.stdout
 
 
-def test_run_sarif_carries_the_runtime_status(tmp_path, run_cli):
-    pytest.importorskip("torch")
+def test_run_sarif_carries_the_runtime_status(tmp_path, run_cli, device):
     (tmp_path / "train.py").write_text(TRAIN)
     r = run_cli("run", "--steps", "3", "--format", "sarif", "train.py", "--lr", "0.1", cwd=tmp_path)
     results = json.loads(r.stdout)["runs"][0]["results"]
     assert [(x["ruleId"], x["properties"]["runtime"]) for x in results] == [("TL004", "confirmed")]
 
 
-def test_script_that_fails_before_its_first_step(tmp_path, run_cli):
-    pytest.importorskip("torch")
+def test_script_that_fails_before_its_first_step(tmp_path, run_cli, device):
     (tmp_path / "broken.py").write_text("import torch\nmodel = torch.nn.Linear(3, 1)\nraise ValueError('no data')\n")
     r = run_cli("run", "broken.py", cwd=tmp_path)
     assert r.returncode == 2
@@ -138,8 +129,7 @@ def test_script_that_fails_before_its_first_step(tmp_path, run_cli):
     assert r.stdout == ""
 
 
-def test_run_never_writes_the_script(tmp_path, run_cli):
-    pytest.importorskip("torch")
+def test_run_never_writes_the_script(tmp_path, run_cli, device):
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
     before = script.stat().st_mtime_ns
@@ -306,10 +296,7 @@ SIGNS = {
 
 
 @pytest.fixture(scope="module")
-def sign_records(tmp_path_factory):
-    torch = pytest.importorskip("torch")
-    if DEVICE.startswith("cuda") and not torch.cuda.is_available():
-        pytest.skip("TORCHLINT_DEVICE=cuda but no CUDA device is available")
+def sign_records(tmp_path_factory, device):
     from torchlint.verify.monitor import run_many
 
     folder = tmp_path_factory.mktemp("signs")
@@ -317,7 +304,7 @@ def sign_records(tmp_path_factory):
     for name, (text, _) in SIGNS.items():
         scripts.append(folder / f"{name}.py")
         scripts[-1].write_text(text)
-    return dict(zip(SIGNS, run_many(scripts, 6, DEVICE)))
+    return dict(zip(SIGNS, run_many(scripts, 6, device)))
 
 
 @pytest.mark.parametrize("name", SIGNS)
@@ -340,10 +327,9 @@ def test_unscaled_window_is_reported_at_its_backward_line(sign_records, tmp_path
     assert "sum of 4 gradients, 4x their mean" in found[0].message
 
 
-def test_a_saved_tensor_modified_in_place_fails_the_run_as_it_fails_alone(tmp_path):
+def test_a_saved_tensor_modified_in_place_fails_the_run_as_it_fails_alone(tmp_path, device):
     """The monitor's saved-tensor hooks turn off PyTorch's own check of saved tensors; it is done again, so a GAN
     that steps the discriminator before back-propagating the generator's loss through it fails here too."""
-    pytest.importorskip("torch")
     from torchlint.verify.monitor import run_many
 
     script = tmp_path / "inplace.py"
@@ -358,31 +344,29 @@ def test_a_saved_tensor_modified_in_place_fails_the_run_as_it_fails_alone(tmp_pa
             opt_d.step()
             (1 - score).log().mean().backward()
         """))
-    (record,) = run_many([script], 4, DEVICE)
+    (record,) = run_many([script], 4, device)
     assert record["error"].startswith("RuntimeError: one of the variables needed for gradient computation has been "
                                       "modified by an inplace operation"), record["error"]
     assert len(record["steps"]) == 1
 
 
-def test_state_fed_back_with_retain_graph_is_confirmed_by_the_in_place_error(tmp_path):
+def test_state_fed_back_with_retain_graph_is_confirmed_by_the_in_place_error(tmp_path, device):
     """retain_graph=True added to silence TL008's error: the next backward reaches the previous chunk's graph, whose
     saved weights the step changed in place. The run fails with that error, which confirms TL008; the retained graph
     was still being back-propagated into, so TL002 is not confirmed."""
-    pytest.importorskip("torch")
     from torchlint.run_command import combine
     from torchlint.verify.monitor import run_many
 
     script = tmp_path / "gru_retain.py"
     bad = (ROOT / "fixtures" / "TL008" / "script_gru" / "bad.py").read_text()
     script.write_text(bad.replace("loss.backward()", "loss.backward(retain_graph=True)"))
-    (record,) = run_many([script], 4, DEVICE)
+    (record,) = run_many([script], 4, device)
     static = lint_source(script.read_text(), str(script), project=Project(tmp_path))
     found = combine(static, record, script)
     assert [(d.code, d.line, d.runtime) for d in found] == [("TL008", 13, "confirmed"), ("TL002", 15, "not observed")]
 
 
-def test_script_that_exits_with_an_error_code_before_its_first_step(tmp_path, run_cli):
-    pytest.importorskip("torch")
+def test_script_that_exits_with_an_error_code_before_its_first_step(tmp_path, run_cli, device):
     (tmp_path / "quit.py").write_text("import sys\nsys.exit(3)\n")
     r = run_cli("run", "quit.py", cwd=tmp_path)
     assert r.returncode == 2
