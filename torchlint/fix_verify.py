@@ -5,7 +5,8 @@ applied is written beside the original (a hidden temporary file, removed afterwa
 imports resolve), and both run under the recorder (torchlint.verify.runner) with the same seeds for N optimizer
 steps:
 - a safe fix must give the same gradients and parameters at every step; otherwise it is withdrawn (TL903) and not
-  written. What it saves is reported: autograd buffers and graph nodes alive after the last step.
+  written. What it saves is reported: autograd buffers, their bytes and graph nodes alive after the last step, and
+  the peak CUDA memory on CUDA.
 - an unsafe fix changes training on purpose: the first step that differs is reported, and the fixed script runs
   under the runtime monitor, which must no longer see the rule's sign (the property the rule promises).
 The verified fixes are then written together, as `--fix` writes them.
@@ -133,7 +134,7 @@ def _promise(code: str, line: int, original: dict, fixed: dict, monitored: dict)
             return f"the first step's gradient is now the mean over its {k} micro-batches (1/{k} of the original's)"
         return None
     if code == "TL003":  # a cut is a sign only at the finding's line (the fix edits that expression in place)
-        seen = [o for o in monitored["observations"] if o["code"] == code and [line] == [f[1] for f in o["frames"][-1:]]]
+        seen = [o for o in monitored["observations"] if o["code"] == code and o["frames"] and o["frames"][-1][1] == line]
     else:
         seen = [o for o in monitored["observations"] if o["code"] == code and not o.get("static_only")]
     return None if seen else PROMISES.get(code, f"the run of the fixed script no longer shows {code}")

@@ -42,6 +42,13 @@ def positional(call: cst.Call, index: int) -> cst.Arg | None:
     return pos[index] if index < len(pos) else None
 
 
+def positional_params(node: cst.CSTNode) -> list[str]:
+    """The names of a function's positional parameters, in order (`self` included); none for anything else."""
+    if not isinstance(node, cst.FunctionDef):
+        return []
+    return [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
+
+
 def names_in(node: cst.CSTNode) -> set[str]:
     """Every variable name and dotted attribute chain that `node` reads (`self.total.data` gives
     `self.total.data`, `self.total` and `self`)."""

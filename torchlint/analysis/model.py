@@ -14,7 +14,9 @@ from torchlint.analysis.events import Event, EventKind, Guard, contradict
 from torchlint.analysis.flow import FlowGraph
 from torchlint.analysis.kinds import Kinds
 from torchlint.analysis.summaries import Summary, summarize
-from torchlint.analysis.exprs import dotted, is_self_accumulation, is_true, keyword, names_in, positional, summand_names
+from torchlint.analysis.exprs import (
+    dotted, is_self_accumulation, is_true, keyword, names_in, positional, positional_params, summand_names,
+)
 from torchlint.analysis.names import Kind, Symbols
 from torchlint.analysis.project import MODULE_BASES, ProjectView, Resolved
 from torchlint.analysis.semantics import IN_PLACE_DETACH, LOSS_FUNCTION_WORDS, context_of, gradients_go_to
@@ -514,9 +516,8 @@ class FileModel:
         built = self.symbols.optimizer_class.get(name) or self.symbols.optimizer_class.get(name.rsplit(".", 1)[-1])
         if built is not None:
             return [built]
-        node = scope.node if scope is not None else None
-        if depth == 0 or not isinstance(node, cst.FunctionDef) or name.partition(".")[0] not in (
-                params := [p.name.value for p in (*node.params.posonly_params, *node.params.params)]):
+        params = positional_params(scope.node) if scope is not None else []
+        if depth == 0 or name.partition(".")[0] not in params:
             return None
         found: list[cst.Call] = []
         for caller in self.scopes:
@@ -600,10 +601,7 @@ class FileModel:
                 trains = summary.trains
                 if trains:
                     # A run of its own: the caller sees it as one event at the call, per optimizer it steps.
-                    node = callee.node
-                    params = ([p.name.value for p in (*node.params.posonly_params, *node.params.params)]
-                              if isinstance(node, cst.FunctionDef) else [])
-                    out.extend(_runs(e, sorted(summary.steps), params, same_file=True))
+                    out.extend(_runs(e, sorted(summary.steps), positional_params(callee.node), same_file=True))
                 key = (id(callee.node), depth + 1, active | {scope.node})
                 inner_events = self._expanded.get(key)
                 if inner_events is None:

@@ -639,6 +639,7 @@ def export(model, names: frozenset[str]) -> Exports:
     """The exports of an analysed file (`FileModel`): its functions and methods among `names` (`acting`)."""
     import libcst as cst
 
+    from torchlint.analysis.exprs import positional_params
     from torchlint.pipeline.positions import positions
 
     scopes = [s for s in model.scopes if isinstance(s.node, cst.FunctionDef) and "." not in s.name
@@ -667,7 +668,7 @@ def export(model, names: frozenset[str]) -> Exports:
                 continue  # guarded inside the callee: when it runs is not known to the caller
             at = line(e.node if e.scope is scope.node else scope.node)
             events.append(ExportedEvent(e.kind.value, e.target, e.flavor, e.via, at, tuple(e.contexts)))
-        params = [p.name.value for p in (*scope.node.params.posonly_params, *scope.node.params.params)]
+        params = positional_params(scope.node)
         handed = _handed(model, scope, set(params) | {"self"})
         try:
             returns = model.kinds.returns(scope).name

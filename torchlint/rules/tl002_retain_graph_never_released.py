@@ -77,12 +77,11 @@ rule does not offer.
         for loop in model.loops:
             if not loop.outermost:
                 continue
-            steps = bool(loop.of(EventKind.STEP, EventKind.RUN))
             backwards = loop.of(EventKind.BACKWARD)
             for last in backwards:
                 if not loop.ends_iteration_after(last, [b for b in backwards if b is not last]):
                     continue  # a later backward of the iteration releases the graph on every path
-                if last.create_graph and not steps:
+                if last.create_graph and not loop.of(EventKind.STEP, EventKind.RUN):
                     continue  # differentiating through gradients in a loop that trains nothing: an unrolled solver
                 yield from _check_last(model, loop, last)
 

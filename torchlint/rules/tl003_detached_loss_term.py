@@ -13,7 +13,8 @@ import libcst as cst
 from torchlint.analysis import EventKind, Event, FileModel
 from torchlint.analysis.kinds import VKind
 from torchlint.analysis.exprs import (
-    COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, keyword, summand_names,
+    COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, keyword, positional_params,
+    summand_names,
 )
 from torchlint.analysis.semantics import is_module_name
 from torchlint.analysis.walk import walk
@@ -160,7 +161,7 @@ def _from_graph_argument(model: FileModel, scope, at: Event, callee, operand: cs
     node = callee.node
     if not isinstance(node, cst.FunctionDef):
         return False
-    params = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
+    params = positional_params(node)
     used = callee.depends(operand)
     for i, arg in enumerate(call.args):
         if arg.star or (arg.keyword is None and i >= len(params)):

@@ -348,11 +348,15 @@ def _counter_division(model: FileModel, scope, loop: Loop, value: cst.BaseExpres
     return None
 
 
+# Names that hold settings rather than count anything (`args.accum_steps`): never a match for a divisor on their own.
+_HOLDERS = frozenset({"self", "args", "config", "cfg", "opt", "hparams"})
+
+
 def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpression, loop: Loop | None = None,
              at: Event | None = None) -> bool:
     """Is the loss back-propagated at `at` divided by `k` (or scaled by hand) on its way, along the definitions
     that reach it?"""
-    k_names = names_in(k) - {"self", "args", "config", "cfg", "opt", "hparams"}
+    k_names = names_in(k) - _HOLDERS
     k_names |= _window_totals(scope, k)
     k_code = code_of(k)
     counters = _counters(loop) if loop is not None else set()
@@ -406,7 +410,7 @@ def _window_totals(scope, k: cst.BaseExpression) -> set[str]:
     for a in scope.assignments(name) if name else ():
         value = a.value
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Divide, cst.FloorDivide)):
-            out |= names_in(value.left) - {"self", "args", "config", "cfg", "opt", "hparams"}
+            out |= names_in(value.left) - _HOLDERS
     return out
 
 

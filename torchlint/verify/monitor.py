@@ -20,12 +20,14 @@ script's own frames, innermost last, from the stack when the hook fired):
   scale), the gradients at the step their raw sum, and an optimizer that the sum's size changes
   (SGD-like, or clipping or a coupled L2 weight decay in the window): k times the mean gradient (TL005);
 - a last backward before a step that passed `retain_graph=True`, whose buffers outlive the step and are then
-  dropped with no backward through them (a later backward that frees some of them, a GAN's generator loss
-  through the discriminator's graph, needed them) (TL002); graph nodes still reachable after each step, growing from step to step (TL007);
+  dropped with no backward through them (a later backward that frees some of them, a second optimizer's loss
+  through the first one's graph, needed them) (TL002);
+- graph nodes still reachable after each step, growing from step to step (TL007);
 - gradients clipped while a GradScaler's scale is still in them, and GradScaler's own refusals (TL010);
-- a backward through a loss that was back-propagated with retain_graph=True before an earlier step (a hook on
-  that loss's node), and "Trying to backward through the graph a second time" (TL001 or TL008) and PyTorch's "Detected call of
-  `lr_scheduler.step()` before `optimizer.step()`" warning (TL011).
+- a later backward from the same line, after a step, through a loss back-propagated with retain_graph=True (hooks
+  on that loss's first nodes), and "Trying to backward through the graph a second time" (TL001 or TL008); a
+  tensor saved for backward and modified in place since, which confirms them;
+- PyTorch's "Detected call of `lr_scheduler.step()` before `optimizer.step()`" warning (TL011).
 
 The record is JSON: the steps seen, each observation, and the script's error with its traceback if it failed.
 """
@@ -104,26 +106,30 @@ class Monitor:
         self.count_graph = count_graph
         self.steps: list[dict] = []
         self.observations: list[dict] = []
-        self.backwards: list[list[tuple[str, int]]] = []  # since the last step: where each backward ran
-        self.zero_grads: list[tuple[int, list[tuple[str, int]]]] = []  # since the last step: (backwards before, where)
-        self.incoming: dict[int, object] = {}  # id(param) -> gradient brought by the backwards since the last step
         self.hooked: dict[int, object] = {}  # id(param) -> the parameter, with a gradient hook on it
         self.prev: dict[int, object] = {}  # id(param) -> its gradient right after the last step
         self.prev_object: dict[int, object] = {}  # id(param) -> the .grad tensor itself after the last step
-        self.retained: list[bool] = []  # since the last step: did each backward pass retain_graph=True?
-        # after a step whose last backward retained its graph: the buffers alive then, and where that backward ran
+        # after a step whose last backward retained its graph: the buffers alive then, where that backward ran,
         # and the script's variable that reached the most of the graph then
         self.kept: tuple[list, list[tuple[str, int]], str | None] | None = None
         self.dropped = 0  # how many of them were gone when the backward after the step began
+        self._seen: set[tuple] = set()  # (code, innermost frame): one observation each
+        self._new_window()
+
+    def _new_window(self) -> None:
+        """What is known of the step's window, from the last step on: set here, and again after every step."""
+        self.backwards: list[list[tuple[str, int]]] = []  # where each backward ran
+        self.retained: list[bool] = []  # did each backward pass retain_graph=True?
+        self.roots: list[str | None] = []  # the last op of each back-propagated loss
+        self.rooted: set[int] = set()  # id of each tensor back-propagated
+        self.zero_grads: list[tuple[int, list[tuple[str, int]]]] = []  # (backwards before it, where)
+        self.incoming: dict[int, object] = {}  # id(param) -> the gradient the backwards brought
         self.scaled = False  # a GradScaler scaled a loss and nothing unscaled the gradients since
-        self.roots: list[str | None] = []  # since the last step: the last op of each back-propagated loss
         self.scaled_from: dict[int, str | None] = {}  # id(a GradScaler's output) -> the last op of its input
         self.unscaled_by: float | None = None  # the scale the last unscale_ divided the gradients by
-        self.clipped = False  # since the last step: gradients clipped
+        self.clipped = False  # gradients clipped
         self.raw_sum: bool | None = None  # at the step: .grad is exactly what the window's backwards brought
-        self.cuts: list[tuple] = []  # since the last step: (frames, how, op, backwards before, reached cell)
-        self.rooted: set[int] = set()  # since the last step: id of each tensor back-propagated
-        self._seen: set[tuple] = set()  # (code, innermost frame): one observation each
+        self.cuts: list[tuple] = []  # (frames, how, op, backwards before, reached cell)
 
     # -- recording ---------------------------------------------------------------------------------------------
     def observe(self, code: str, frames: list[tuple[str, int]], message: str, **extra) -> None:
@@ -143,10 +149,11 @@ class Monitor:
         root = None
         if isinstance(tensors, self.torch.Tensor):
             self.rooted.add(id(tensors))
-            if retained and tensors.grad_fn is not None:
-                self._hook_total(tensors.grad_fn)
-        if grad_tensors is None and isinstance(tensors, self.torch.Tensor) and tensors.grad_fn is not None:
-            root = self.scaled_from.get(id(tensors)) or type(tensors.grad_fn).__name__
+            if tensors.grad_fn is not None:
+                if retained:
+                    self._hook_total(tensors.grad_fn)
+                if grad_tensors is None:
+                    root = self.scaled_from.get(id(tensors)) or type(tensors.grad_fn).__name__
         self.roots.append(root)
 
     def _hook_total(self, root) -> None:
@@ -336,16 +343,7 @@ class Monitor:
                 if id(p) in self.hooked:
                     self.prev[id(p)] = p.grad.detach().clone() if p.grad is not None else None
                     self.prev_object[id(p)] = p.grad  # held, so that a new gradient tensor cannot reuse its id
-        self.backwards.clear()
-        self.retained.clear()
-        self.roots.clear()
-        self.scaled_from.clear()
-        self.cuts.clear()
-        self.rooted.clear()
-        self.scaled = self.clipped = False
-        self.unscaled_by = self.raw_sum = None
-        self.zero_grads.clear()
-        self.incoming.clear()
+        self._new_window()
         self._check_growth()
         if len(self.steps) >= self.limit:
             raise _Stop
