@@ -117,3 +117,15 @@ def test_report_plots_each_fix_before_and_after(tmp_path, run_cli, device):
     assert len(images) == 1 and base64.b64decode(images[0]).startswith(b"\x89PNG")
     assert "TL007" in page and "kept: identical gradients and parameters" in page
     html.parser.HTMLParser().feed(page)  # well-formed enough to parse
+
+
+def test_verify_runs_on_the_device_torchlint_device_names(monkeypatch):
+    """--fix --verify, like `torchlint run` and `torchlint verify`, runs on $TORCHLINT_DEVICE unless told otherwise
+    (so that .ci/cuda runs these tests on the GPU)."""
+    from torchlint.cli import build_parser
+
+    monkeypatch.setenv("TORCHLINT_DEVICE", "cuda")
+    assert build_parser().parse_args(["--fix", "--verify", "t.py"]).device == "cuda"
+    assert build_parser().parse_args(["--fix", "--verify", "--device", "cpu", "t.py"]).device == "cpu"
+    monkeypatch.delenv("TORCHLINT_DEVICE")
+    assert build_parser().parse_args(["--fix", "--verify", "t.py"]).device == "cpu"

@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verify", action="store_true",
                    help="with --fix: run the script with each fix and without, and keep only the fixes proven on it")
     p.add_argument("--steps", type=int, default=20, help="with --verify: optimizer steps to run (default 20)")
-    p.add_argument("--device", default="cpu", help="with --verify: cpu or cuda (default cpu)")
+    add_device_option(p, "with --verify: torch's default device for the runs")
     p.add_argument("--report", type=Path, help="with --verify: write per-step plots of each fix to this HTML file")
     p.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that change behaviour")
     p.add_argument("--diff", action="store_true", help="print the diff --fix would make; write nothing")
@@ -129,12 +129,18 @@ def _server_command(argv: list[str]) -> int:
     return serve()
 
 
+def add_device_option(p: argparse.ArgumentParser, use: str) -> None:
+    """`--device` of the commands that run training scripts: $TORCHLINT_DEVICE, else cpu."""
+    p.add_argument("--device", default=os.environ.get("TORCHLINT_DEVICE", "cpu"),
+                   help=f"{use}: cpu or cuda (default: $TORCHLINT_DEVICE or cpu)")
+
+
 def _verify_command(argv: list[str]) -> int:
     """Run a script and a reference with the same seeds; compare gradients and parameters at every step."""
     p = _Parser(prog="torchlint verify", description=_verify_command.__doc__)
     p.add_argument("script", type=Path, help="the training script to check (e.g. the output of --fix)")
     p.add_argument("--reference", type=Path, required=True, help="a correct script it must match")
-    p.add_argument("--device", default=os.environ.get("TORCHLINT_DEVICE", "cpu"), help="cpu or cuda (default: $TORCHLINT_DEVICE or cpu)")
+    add_device_option(p, "torch's default device for both runs")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--atol", type=float, default=1e-6)
     p.add_argument("--seed", type=int, default=0)

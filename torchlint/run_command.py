@@ -29,14 +29,14 @@ SAME_LINE = {"TL001", "TL003", "TL004", "TL005", "TL006", "TL009", "TL011"}
 
 
 def main(argv: Sequence[str]) -> int:
+    from torchlint.cli import add_device_option
     from torchlint.output import FORMATS
 
     p = argparse.ArgumentParser(prog="torchlint run", description="Run a training script under torchlint's monitor "
                                 "and check its findings on the run.")
     p.add_argument("--steps", type=int, default=20, help="optimizer steps to run (default 20)")
-    p.add_argument("--device", default=os.environ.get("TORCHLINT_DEVICE", "cpu"),
-                   help="torch's default device while the script runs, where what it builds without a device goes "
-                   "(a script that picks its own device keeps it): cpu or cuda (default: $TORCHLINT_DEVICE or cpu)")
+    add_device_option(p, "torch's default device while the script runs, where what it builds without a device goes "
+                      "(a script that picks its own device keeps it)")
     p.add_argument("--format", choices=sorted(set(FORMATS) - {"full"}), default="text")
     p.add_argument("--timeout", type=float, default=600, help="seconds before the run is stopped (default 600)")
     p.add_argument("script", type=Path)
