@@ -1,7 +1,7 @@
 """Incremental re-analysis with project analysis: after one file changes, only that file and the files whose
 results read it are analysed again; every other result comes from the cache.
 
-    python benchmarks/incremental.py [FOLDER]     # default: ../shared/realcode beside the checkout
+    python benchmarks/incremental.py [FOLDER]     # default: $TORCHLINT_REALCODE, the materialized dev set
 
 Copies FOLDER (one sub-folder per repository, each its own project) to a temporary directory, checks it once
 cold and once warm, then, for each repository, appends a comment to the file that the most other files read and
@@ -14,6 +14,7 @@ never fails on them.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -41,8 +42,12 @@ def check(repo: Path, files: list[Path]) -> tuple[dict[str, bool], float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", nargs="?", type=Path, default=ROOT.parent / "shared" / "realcode")
+    parser.add_argument("folder", nargs="?", type=Path, default=os.environ.get("TORCHLINT_REALCODE"),
+                        help="default: $TORCHLINT_REALCODE (../shared/realcode/materialize.sh writes it)")
     args = parser.parse_args()
+    if args.folder is None:
+        parser.error("give FOLDER or set TORCHLINT_REALCODE to the folder ../shared/realcode/materialize.sh wrote")
+    args.folder = Path(args.folder)
     with tempfile.TemporaryDirectory(prefix="torchlint-incremental-") as tmp:
         total = Counter()
         for src in sorted(p for p in args.folder.iterdir() if p.is_dir()):

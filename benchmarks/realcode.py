@@ -1,6 +1,6 @@
 """Precision on real code: findings per rule on a folder of real repositories, judged against its TRUE.json.
 
-    python benchmarks/realcode.py [FOLDER]        # default: ../shared/realcode beside the checkout
+    python benchmarks/realcode.py [FOLDER]        # default: $TORCHLINT_REALCODE, the materialized dev set
 
 FOLDER holds one sub-folder per repository and a TRUE.json listing the findings that are real bugs
 (`path`, `line`, `code`); for the dev set, tests/realcode_true_extra.json adds the real bugs found there since.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -23,13 +24,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folder", nargs="?", type=Path, default=ROOT.parent / "shared" / "realcode")
+    parser.add_argument("folder", nargs="?", type=Path, default=os.environ.get("TORCHLINT_REALCODE"),
+                        help="default: $TORCHLINT_REALCODE (../shared/realcode/materialize.sh writes it)")
     args = parser.parse_args()
-    folder: Path = args.folder.resolve()
+    if args.folder is None:
+        parser.error("give FOLDER or set TORCHLINT_REALCODE to the folder ../shared/realcode/materialize.sh wrote")
+    folder: Path = Path(args.folder).resolve()
     truth_file = folder / "TRUE.json"
     truth = json.loads(truth_file.read_text()) if truth_file.exists() else []
     extra = ROOT / "tests" / "realcode_true_extra.json"  # real bugs of the dev set found after its TRUE.json
-    if args.folder.resolve() == (ROOT.parent / "shared" / "realcode").resolve() and extra.exists():
+    dev_set = os.environ.get("TORCHLINT_REALCODE")
+    if dev_set and folder == Path(dev_set).resolve() and extra.exists():
         truth += json.loads(extra.read_text())
     true_keys = {(t["path"], t["line"], t["code"]) for t in truth}
 

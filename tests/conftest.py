@@ -52,6 +52,18 @@ def device() -> str:
     return name
 
 
+def fetched_dataset(variable: str, marker: str, how: str) -> Path:
+    """The folder of fetched real code named by the environment variable `variable` (the output of a
+    ../shared/*/materialize.sh), or a skip that says why. CI cannot fetch, so these tests skip there."""
+    value = os.environ.get(variable)
+    if not value:
+        pytest.skip(f"{variable} is not set: {how}")
+    folder = Path(value).expanduser().resolve()
+    if not (folder / marker).is_file():
+        pytest.fail(f"{variable}={value} is not a materialized data set: {folder / marker} is missing")
+    return folder
+
+
 @pytest.fixture
 def python() -> str:
     return sys.executable

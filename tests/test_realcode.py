@@ -1,11 +1,12 @@
-"""Precision on real code: torchlint over the dev set (../shared/realcode, 11 popular repositories at pinned
-commits) must report exactly the real bugs listed in its TRUE.json, and safe fixes must change nothing else."""
+"""Precision on real code: torchlint over the dev set (11 popular repositories at pinned commits, listed in
+../shared/realcode) must report exactly the real bugs listed in its TRUE.json, and safe fixes must change nothing
+else. The code itself is fetched, never kept: TORCHLINT_REALCODE names the folder that
+../shared/realcode/materialize.sh wrote; without it these tests skip."""
 
 from __future__ import annotations
 
 import filecmp
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -13,18 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, fetched_dataset
 
-REALCODE = ROOT.parent / "shared" / "realcode"
 EXTRA_TRUE = ROOT / "tests" / "realcode_true_extra.json"
+HOW = ("fetch the repositories of ../shared/realcode/repos.txt, run "
+       "`MIRRORS=... ../shared/realcode/materialize.sh OUT` and set TORCHLINT_REALCODE=OUT (CI cannot fetch)")
 
 
-def _require_realcode() -> Path:
-    if (REALCODE / "TRUE.json").is_file():
-        return REALCODE
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"the dev set is missing in CI: {REALCODE} (with TRUE.json) must sit beside the checkout")
-    pytest.skip(f"the dev set {REALCODE} is not beside this checkout (it is in the project's CI)")
+@pytest.fixture(scope="module")
+def realcode() -> Path:
+    return fetched_dataset("TORCHLINT_REALCODE", "TRUE.json", HOW)
 
 
 def _torchlint(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -35,8 +34,8 @@ def _torchlint(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def realcode_findings() -> tuple[list[dict], list[dict]]:
-    root = _require_realcode()
+def realcode_findings(realcode: Path) -> tuple[list[dict], list[dict]]:
+    root = realcode
     out = _torchlint("--format", "json", "--exit-zero", ".", cwd=root)
     assert out.returncode == 0, out.stderr
     found = json.loads(out.stdout)
@@ -68,18 +67,18 @@ def test_every_true_finding_is_found(realcode_findings):
     )
 
 
-def test_safe_fixes_change_only_true_findings(realcode_findings, tmp_path):
+def test_safe_fixes_change_only_true_findings(realcode, realcode_findings, tmp_path):
     _, true = realcode_findings
     copy = tmp_path / "realcode"
-    shutil.copytree(REALCODE, copy, symlinks=True)
+    shutil.copytree(realcode, copy, symlinks=True)
     out = _torchlint("--fix", "--exit-zero", ".", cwd=copy)
     assert out.returncode == 0, out.stderr
     allowed = {(t["path"], t["line"]) for t in true}
     changed: list[str] = []
-    for path in sorted(REALCODE.rglob("*")):
+    for path in sorted(realcode.rglob("*")):
         if not path.is_file() or path.suffix not in (".py", ".ipynb"):
             continue
-        rel = path.relative_to(REALCODE).as_posix()
+        rel = path.relative_to(realcode).as_posix()
         if filecmp.cmp(path, copy / rel, shallow=False):
             continue
         before = path.read_text(errors="replace").splitlines()
