@@ -23,7 +23,7 @@ from lsprotocol import types as lsp
 from tests.conftest import ROOT
 from tests.helpers import start_language_server
 from torchlint.engine import decode, lint_source
-from torchlint.lines import split_lines
+from torchlint.source.lines import split_lines
 
 ODD = ROOT / "tests" / "odd_inputs"
 FORMATS = ("text", "json", "sarif", "github")

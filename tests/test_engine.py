@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import positive_sources
 from torchlint.engine import INTERNAL_ERROR, lint_source, rules_that_may_fire
 from torchlint.rules import ALL_RULES
-from torchlint.pipeline import positions as positions_module
+from torchlint.source import positions as positions_module
 
 
 @pytest.mark.parametrize(
@@ -128,7 +128,7 @@ def test_text_patterns_are_linear_on_hostile_text():
     of '#' after a comma once took seconds per file). Inputs where an exponential pattern would run for years."""
     import time
 
-    from torchlint.pipeline import prune
+    from torchlint.analysis import prune
 
     patterns = {p for r in ALL_RULES for p in r.requires + tuple(q for c in r.scope_conditions() for q in c)}
     patterns |= {prune._DEFINES, prune._DEF_START, prune._BARE_NAME, prune._SELF_ATTRIBUTE}
@@ -147,7 +147,7 @@ def test_marked_code_generation_gives_libcst_positions():
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
 
-    from torchlint.analysis.walk import walk
+    from torchlint.source.walk import walk
 
     odd = [
         "@dec(\n    1)\nclass A(B):  # c\n\n    # lead\n    def f(self, x,\n          y):\n        return (x +\n  y)\n",

@@ -91,7 +91,7 @@ def _number_rule(code: str, applicability: str, old: str, new: str):
 
 
 def _floats(module):
-    from torchlint.analysis.walk import walk
+    from torchlint.source.walk import walk
     import libcst as cst
 
     return [n for n in walk(module, descend_scopes=True) if isinstance(n, cst.Float)]

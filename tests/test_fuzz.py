@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import ROOT
-from torchlint import pyast
+from torchlint.source import pyast
 from torchlint.engine import FIX_ERROR, INTERNAL_ERROR, fix_source, lint_source
 
 EXAMPLES = int(os.environ.get("TORCHLINT_FUZZ_EXAMPLES", "2000"))

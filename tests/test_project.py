@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from torchlint.analysis.project import Imported, Project, acting, scan_imports
+from torchlint.analysis.prescan import Imported, acting, scan_imports
+from torchlint.analysis.project import Project
 
 PROJECTS = ROOT / "tests" / "projects"
 

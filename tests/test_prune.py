@@ -1,4 +1,4 @@
-"""Pruning before parsing (torchlint.pipeline.prune) keeps line numbers and never changes what is found."""
+"""Pruning before parsing (torchlint.analysis.prune) keeps line numbers and never changes what is found."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import positive_sources
 from torchlint.engine import lint_source
-from torchlint.pipeline.prune import MIN_LINES, prune
+from torchlint.analysis.prune import MIN_LINES, prune
 from torchlint.rules import ALL_RULES
 
 TRIGGERS = [c for rule in ALL_RULES for c in rule.scope_conditions()]
@@ -214,7 +214,7 @@ def test_builders_kept_are_those_the_model_reads():
     takes for an optimizer, scheduler, scaler or Accelerate/DeepSpeed object matches prune._DEFINES."""
     import libcst as cst
 
-    from torchlint.pipeline import prune as pruning
+    from torchlint.analysis import prune as pruning
     from torchlint.analysis.names import OPTIMIZER_CLASSES, kind_of_value
 
     calls = [f"{prefix}{cls}(params)" for cls in sorted(OPTIMIZER_CLASSES) for prefix in ("", "torch.optim.", "optim.")]

@@ -13,7 +13,7 @@ import tokenize
 from typing import Iterable, Mapping
 
 from torchlint.diagnostic import Diagnostic
-from torchlint.lines import split_lines
+from torchlint.source.lines import split_lines
 from torchlint.pipeline.suppress import noqa_codes
 
 _END = re.compile(r"(\r\n|\r|\n)$")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -18,6 +17,7 @@ from torchlint.batch import run as run_jobs
 from torchlint.config import Config, ConfigError, find_pyproject, load, validate_codes
 from torchlint.diagnostic import Diagnostic
 from torchlint.files import PathError, discover
+from torchlint.options import add_device_option
 from torchlint.output import FORMATS, render_full, render_statistics
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -127,12 +127,6 @@ def _server_command(argv: list[str]) -> int:
               file=sys.stderr)
         return EXIT_ERROR
     return serve()
-
-
-def add_device_option(p: argparse.ArgumentParser, use: str) -> None:
-    """`--device` of the commands that run training scripts: $TORCHLINT_DEVICE, else cpu."""
-    p.add_argument("--device", default=os.environ.get("TORCHLINT_DEVICE", "cpu"),
-                   help=f"{use}: cpu or cuda (default: $TORCHLINT_DEVICE or cpu)")
 
 
 def _verify_command(argv: list[str]) -> int:

@@ -8,15 +8,15 @@ from typing import Sequence
 
 import libcst as cst
 
-from torchlint import pyast
-from torchlint.lines import split_lines
+from torchlint.source import pyast
+from torchlint.source.lines import split_lines
 from torchlint.codes import FIX_ERROR, INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR  # noqa: F401
 from torchlint.diagnostic import Diagnostic, Fix, FixInfo
 from torchlint.analysis.project import Project
 from torchlint.pipeline.analyze import ISSUES_URL, Analysis, analyze
 from torchlint.pipeline.apply import LocalEdits, apply_fixes, edits as text_edits
-from torchlint.pipeline.decode import Decoded, SourceError, decode  # noqa: F401
-from torchlint.pipeline.positions import positions as node_positions
+from torchlint.source.decode import Decoded, SourceError, decode  # noqa: F401
+from torchlint.source.positions import positions as node_positions
 from torchlint.pipeline.prefilter import rules_that_may_fire, select_rules  # noqa: F401
 from torchlint.pipeline.suppress import suppressed
 from torchlint.rules import ALL_RULES, Rule

@@ -41,7 +41,7 @@ def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, proje
     from torchlint.engine import decode
     from torchlint.pipeline.analyze import analyze
     from torchlint.pipeline.apply import apply_fixes
-    from torchlint.pipeline.positions import positions
+    from torchlint.source.positions import positions
     from torchlint.verify.monitor import run_many
     from torchlint.verify.runner import run_scripts
 

@@ -18,7 +18,7 @@ from torchlint.batch import cached_project
 from torchlint.config import ConfigError, find_pyproject, load
 from torchlint.diagnostic import Diagnostic
 from torchlint.engine import fix_source, lint_source, select_rules
-from torchlint.lines import split_lines
+from torchlint.source.lines import split_lines
 from torchlint.rule_docs import doc_url
 
 SOURCE = "torchlint"

@@ -15,11 +15,11 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from torchlint import pyast
+from torchlint.source import pyast
 from torchlint.codes import SYNTAX_ERROR
 from torchlint.diagnostic import Diagnostic, FixInfo
 from torchlint.engine import fix_source, lint_source
-from torchlint.lines import split_lines
+from torchlint.source.lines import split_lines
 from torchlint.rules import Rule
 
 NOTEBOOK_ERROR = "TL900"

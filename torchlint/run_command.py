@@ -29,7 +29,7 @@ SAME_LINE = {"TL001", "TL003", "TL004", "TL005", "TL006", "TL009", "TL011"}
 
 
 def main(argv: Sequence[str]) -> int:
-    from torchlint.cli import add_device_option
+    from torchlint.options import add_device_option
     from torchlint.output import FORMATS
 
     p = argparse.ArgumentParser(prog="torchlint run", description="Run a training script under torchlint's monitor "

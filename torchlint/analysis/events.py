@@ -7,6 +7,10 @@ from enum import Enum
 
 import libcst as cst
 
+# How deep a helper's events are placed at its call (a helper of a helper, no further): the file model inlines
+# this deep, and pruning keeps the helpers a loop reaches this deep.
+INLINE_DEPTH = 2
+
 
 class EventKind(str, Enum):
     BACKWARD = "backward"  # loss.backward(), scaler.scale(loss).backward(), accelerator.backward(loss), autograd.grad

@@ -13,7 +13,7 @@ import re
 import libcst as cst
 
 from torchlint.analysis.exprs import dotted
-from torchlint.analysis.walk import walk
+from torchlint.source.walk import walk
 
 # unittest's and pytest's names for "the code below must warn / raise"
 EXPECTING = frozenset({"warns", "raises", "deprecated_call", "assertWarns", "assertWarnsRegex", "assertRaises",

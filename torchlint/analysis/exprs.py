@@ -7,7 +7,7 @@ from typing import Callable
 
 import libcst as cst
 
-from torchlint.analysis.walk import walk
+from torchlint.source.walk import walk
 
 
 def dotted(node: cst.CSTNode | None) -> str | None:
@@ -20,6 +20,13 @@ def dotted(node: cst.CSTNode | None) -> str | None:
         parts.append(node.value)
         return ".".join(reversed(parts))
     return None
+
+
+def container_name(target: cst.BaseExpression) -> str | None:
+    """The name of the container a subscript reads or stores into (`d[k][0]` -> `d`), or the dotted name itself."""
+    while isinstance(target, cst.Subscript):
+        target = target.value
+    return dotted(target)
 
 
 def last_part(name: str) -> str:

@@ -6,17 +6,15 @@ guess", and a rule that needs a kind stays silent on UNKNOWN.
 from __future__ import annotations
 
 from enum import Enum
-from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchlint.analysis import semantics as sem
 from torchlint.analysis.events import Event, EventKind
 from torchlint.analysis.exprs import dotted, last_part
+from torchlint.analysis.lookup import FileLookup
 from torchlint.analysis.names import Kind
-
-if TYPE_CHECKING:
-    from torchlint.analysis.model import FileModel, Scope
+from torchlint.analysis.scopes import Scope
 
 
 class VKind(str, Enum):
@@ -55,7 +53,7 @@ _MAX_DEPTH = 6
 
 
 class Kinds:
-    def __init__(self, model: FileModel) -> None:
+    def __init__(self, model: FileLookup) -> None:
         self.model = model
         self._defs: dict[int, VKind] = {}
         self._returns: dict[int, VKind] = {}

@@ -24,141 +24,19 @@ holds no training events itself calls a helper that does.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
 
-from torchlint.analysis.events import EventKind
+from torchlint.analysis.exports import compute_exports
+from torchlint.analysis.foreign import Exports, Resolved, event_text
+from torchlint.analysis.prescan import (
+    CLASS_BASES, CLASS_LINE, EVENT_BYTES, EVENT_TEXT, SELF_CALL, Imported, acting, scan_imports,
+)
+from torchlint.analysis.semantics import MODULE_BASES
+from torchlint.source.decode import SourceError, decode
 
 EXPORTS_VERSION = "2"
-
-# Text that any exported event needs (a backward, a step, a zero_grad or gradient reset, a GradScaler call).
-EVENT_TEXT = re.compile(r"\.backward\s*\(|manual_backward\s*\(|\.\s*step\s*\(|zero_grad|\.grad\s*=\s*None|\.grad\.zero_")
-_EVENT_BYTES = re.compile(EVENT_TEXT.pattern.encode())
-
-_IMPORTS = re.compile(
-    r"(?m)^[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+)?import[ \t]+(\([^)]*\)|(?:[^\n#;\\]|\\\n)*)"
-)
-MODULE_BASES = frozenset({"Module", "LightningModule", "Sequential", "ModuleList", "ModuleDict"})
-_EXPORTED_KINDS = {
-    EventKind.BACKWARD, EventKind.STEP, EventKind.ZERO_GRAD, EventKind.SCHED_STEP, EventKind.CLIP,
-    EventKind.SCALER_UPDATE, EventKind.SCALER_UNSCALE,
-}
-
-
-@dataclass(frozen=True)
-class Imported:
-    """What a name of the importing file is bound to: a module (`name` None) or a name in a module."""
-
-    module: str  # dotted, without the leading dots
-    level: int  # leading dots of a relative import
-    name: str | None = None
-    subs: tuple[str, ...] = ()  # `import a.b.c` binds `a` and names its submodule `b.c`
-
-
-def scan_imports(text: str) -> dict[str, Imported]:
-    """The names a file binds by import statements, read from its text (any indentation; an import in a string
-    is read too, which only makes a call resolvable that the file's model then checks against its own code)."""
-    bound: dict[str, Imported] = {}
-    for m in _import_lines(text):
-        names = m.group(3).strip("()").replace("\\\n", " ")
-        if m.group(2) is not None:  # from X import a, b as c
-            dots, module = len(m.group(1)), m.group(2)
-            for item in names.split(","):
-                parts = item.split()
-                if parts and parts[0] != "*":
-                    local = parts[2] if len(parts) == 3 and parts[1] == "as" else parts[0]
-                    bound[local] = Imported(module, dots, parts[0])
-            continue
-        for item in names.split(","):  # import a.b, c as d
-            parts = item.split()
-            if not parts:
-                continue
-            if len(parts) == 3 and parts[1] == "as":
-                bound[parts[2]] = Imported(parts[0], 0)
-            else:
-                head, _, sub = parts[0].partition(".")
-                known = bound.get(head)
-                subs = known.subs if known is not None and known.name is None and known.module == head else ()
-                bound[head] = Imported(head, 0, None, subs + ((sub,) if sub else ()))
-    return bound
-
-
-def _import_lines(text: str) -> Iterator[re.Match[str]]:
-    """`_IMPORTS` matched at the start of each line holding `import` (found by a plain substring search, much
-    faster than letting the pattern try every line)."""
-    pos, done = 0, -1
-    while True:
-        hit = text.find("import", pos)
-        if hit < 0:
-            return
-        start = text.rfind("\n", 0, hit) + 1
-        pos = hit + 6
-        if start <= done:
-            continue
-        m = _IMPORTS.match(text, start)
-        if m is not None:
-            done = m.end()
-            pos = max(pos, done)
-            yield m
-
-
-@dataclass
-class ExportedEvent:
-    kind: str  # an EventKind value
-    target: str | None
-    flavor: str
-    via: str | None
-    line: int
-    contexts: tuple[str, ...] = ()
-
-
-@dataclass
-class FunctionExport:
-    line: int
-    params: list[str]  # positional order, `self` included for methods
-    trains: bool  # holds its own training loop (a run of its own)
-    steps: list[str]  # optimizers it steps, as named in the function
-    events: list[ExportedEvent]  # per-batch events a caller's iteration gains at the call (unguarded only)
-    zeroes: bool  # clears gradients somewhere (guarded or not)
-    handed: list[str]  # its parameters (and `self`) that it hands to calls its own file cannot resolve
-    returns: str  # a VKind name
-
-
-@dataclass
-class Exports:
-    functions: dict[str, FunctionExport] = field(default_factory=dict)
-    # class -> its methods that may act (`acting`); its bases are read from the text (`Project.bases`)
-    classes: dict[str, dict[str, FunctionExport]] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, data: str) -> "Exports":
-        raw = json.loads(data)
-
-        def fn(d: dict) -> FunctionExport:
-            events = [ExportedEvent(**{**e, "contexts": tuple(e["contexts"])}) for e in d.pop("events")]
-            return FunctionExport(events=events, **d)
-
-        return cls(
-            {k: fn(v) for k, v in raw["functions"].items()},
-            {k: {m: fn(f) for m, f in methods.items()} for k, methods in raw["classes"].items()},
-        )
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A callee in another file of the project: what it does, and where it is (for messages)."""
-
-    export: FunctionExport
-    path: str  # as shown in messages: relative to the project root
-    name: str
-
 
 class Project:
     """The files of one project (the directory torchlint was run on, or its configuration's root), read lazily.
@@ -189,8 +67,6 @@ class Project:
         cannot be read or decoded."""
         if path in self._texts:
             return self._texts[path]
-        from torchlint.pipeline.decode import SourceError, decode
-
         try:
             data = path.read_bytes() if data is None else data
             found = (decode(data).text, content_hash(data))
@@ -276,7 +152,7 @@ class Project:
                 data = path.read_bytes()
             except OSError:
                 data = b""
-            found = self._eventful[path] = (_EVENT_BYTES.search(data) is not None
+            found = self._eventful[path] = (EVENT_BYTES.search(data) is not None
                                             and self.text(path, data) is not None)
         return found
 
@@ -311,7 +187,7 @@ class Project:
         if index is None:
             index = self._classes[got[1]] = {
                 m.group(1): [b.strip() for b in m.group(2).split(",") if b.strip()]
-                for m in _CLASS_LINE.finditer(got[0])
+                for m in CLASS_LINE.finditer(got[0])
             }
         return index.get(cls_name, [])
 
@@ -360,82 +236,6 @@ class Project:
         return view if view.relevant(text) else None
 
 
-def acting(text: str) -> frozenset[str]:
-    """The functions (`f`) and methods (`Class.method`) of a file whose code, or the code of the file's functions
-    (or the class's methods) they call, holds event text: the only ones a caller in another file gains events
-    from. Read from the text with docstrings and comments dropped; only these are exported."""
-    index = _definitions(text)
-    classes = {name.split(".", 1)[0] for name in index if "." in name}
-    out = set()
-    for name, piece in index.items():
-        if name in classes:
-            continue  # a class acts through its methods
-        if EVENT_TEXT.search(piece) or any(EVENT_TEXT.search(index[c]) for c in _called_names(piece)
-                                           if c in index and c != name):
-            out.add(name)
-        elif "." in name:
-            cls = name.split(".", 1)[0]
-            if any(EVENT_TEXT.search(index.get(f"{cls}.{m}", "")) for m in _self_calls(piece)):
-                out.add(name)
-    return frozenset(out)
-
-
-def _definitions(text: str) -> dict[str, str]:
-    """The text of each top-level function and class (`name`) and of each method (`Class.method`), split at lines
-    by indentation: a cheap superset, only used to decide whether a file is worth parsing."""
-    out: dict[str, str] = {}
-    lines = text.splitlines(keepends=True)
-    top: list[tuple[str, int]] = []  # (qualified name, first line)
-    methods: list[tuple[str, int, int]] = []  # (qualified name, first line, indent)
-    for i, line in enumerate(lines):
-        m = _DEF_LINE.match(line)
-        if m is None:
-            continue
-        indent, kind, name = len(m.group(1).expandtabs()), m.group(2), m.group(3)
-        if indent == 0:
-            top.append((name, i))
-        elif kind == "def" and top and lines[top[-1][1]].lstrip().startswith("class"):
-            methods.append((f"{top[-1][0]}.{name}", i, indent))
-    starts = [i for i, line in enumerate(lines) if line[:1] not in ("", " ", "\t", "\n", "\r", "#", ")", "]", "}")]
-    for name, first in top:
-        end = next((s for s in starts if s > first and not lines[s].startswith(("@", "else", "elif", "except",
-                                                                               "finally"))), len(lines))
-        out[name] = _code_only("".join(lines[first:end]))
-    for name, first, indent in methods:
-        end = first + 1
-        while end < len(lines):
-            line = lines[end]
-            stripped = line.strip()
-            if stripped and not stripped.startswith("#") and len(line) - len(line.lstrip()) <= indent and not \
-                    stripped.startswith((")", "]", "}")):
-                break
-            end += 1
-        out[name] = _code_only("".join(lines[first:end]))
-    return out
-
-
-def _code_only(text: str) -> str:
-    """Without docstrings and comments (whose `.backward()` examples are not calls): a cheap approximation."""
-    return _COMMENT.sub("", _TRIPLE.sub("", text))
-
-
-def _self_calls(text: str) -> set[str]:
-    return {m.group(1) for m in _SELF_CALL.finditer(text)}
-
-
-def _called_names(text: str) -> set[str]:
-    return {m.group(1) for m in _BARE_CALL.finditer(text)}
-
-
-_TRIPLE = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
-_COMMENT = re.compile(r"#[^\n]*")
-_CLASS_LINE = re.compile(r"(?m)^class[ \t]+(\w+)[ \t]*\(([^)]*)\)")
-_DEF_LINE = re.compile(r"([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)")
-_BARE_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
-_SELF_CALL = re.compile(r"\bself\s*\.\s*([A-Za-z_]\w*)\s*\(")
-_CLASS_BASES = re.compile(r"(?m)^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)")
-
-
 class ProjectView:
     """The project as one file sees it: its imports resolved to the exports of other files."""
 
@@ -453,7 +253,7 @@ class ProjectView:
         """Does the file call (or inherit) something of a project file that holds events? Also gathers the
         callees' event text for the prefilter. Only names bound to files whose text can hold events are looked
         for in the file's text: the rest of the imports cost a dictionary lookup."""
-        all_bases = [b.strip() for m in _CLASS_BASES.finditer(text) for b in m.group(1).split(",") if b.strip()]
+        all_bases = [b.strip() for m in CLASS_BASES.finditer(text) for b in m.group(1).split(",") if b.strip()]
         base_heads = {b.split(".", 1)[0] for b in all_bases}
         # A class brings events only to a subclass (`self.fit()` inherited); a function or module to its calls.
         wanted = [local for local, imp in self.bound.items()
@@ -466,13 +266,13 @@ class ProjectView:
         for name in called:
             found = self.function(name)
             if found is not None:
-                self.stand_ins[name] = _event_text(found.export)
+                self.stand_ins[name] = event_text(found.export)
         bases = [b for b in all_bases if b.split(".", 1)[0] in wanted]
         if bases:
-            for name in sorted({m.group(1) for m in _SELF_CALL.finditer(text)}):
+            for name in sorted({m.group(1) for m in SELF_CALL.finditer(text)}):
                 found = self.method(bases, name)
                 if found is not None:
-                    self.stand_ins[f"self.{name}"] = _event_text(found.export)
+                    self.stand_ins[f"self.{name}"] = event_text(found.export)
         self.text = "\n".join(p for p in self.stand_ins.values() if p)
         return bool(self.text)
 
@@ -599,116 +399,5 @@ class ProjectView:
                    for name in self._lineage(*target) for b in self.project.bases(target[0], name))
 
 
-def _event_text(exp: FunctionExport) -> str:
-    """Text standing for a callee's events, for the prefilter: `.backward(`, `.step(` ..."""
-    words = {
-        "backward": ".backward(", "step": ".step(", "zero_grad": "zero_grad(", "scheduler_step": ".step(",
-        "clip_grad": "clip_grad_norm_(", "scaler_update": ".update(", "scaler_unscale": ".unscale_(",
-    }
-    out = [words[e.kind] for e in exp.events if e.kind in words]
-    if exp.trains or exp.steps:
-        out.append(".step(")
-    if exp.zeroes:
-        out.append("zero_grad(")
-    return " ".join(dict.fromkeys(out))
-
-
 def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=20).hexdigest()
-
-
-def compute_exports(text: str, names: frozenset[str]) -> Exports | None:
-    """Parse one file and summarise its functions and classes for callers in other files."""
-    import libcst as cst
-
-    from torchlint.analysis.model import FileModel
-
-    from torchlint.pipeline.prune import prune
-
-    try:
-        # Only what can act is parsed: the other functions are blanked (their lines kept), as for linting.
-        source = prune(text, [(EVENT_TEXT,)])
-        module = cst.parse_module(source)
-        model = FileModel(module, source)
-        return export(model, names)
-    except Exception:  # a file we cannot analyse is not followed: its callers stay as silent as before
-        return None
-
-
-def export(model, names: frozenset[str]) -> Exports:
-    """The exports of an analysed file (`FileModel`): its functions and methods among `names` (`acting`)."""
-    import libcst as cst
-
-    from torchlint.analysis.exprs import positional_params
-    from torchlint.pipeline.positions import positions
-
-    scopes = [s for s in model.scopes if isinstance(s.node, cst.FunctionDef) and "." not in s.name
-              and (f"{s.class_name}.{s.name}" if s.class_name else s.name) in names]
-    wanted = []
-    for scope in scopes:
-        wanted.append(scope.node)
-        for e in scope.events:
-            if e.kind in _EXPORTED_KINDS and e.scope is scope.node:
-                wanted.append(e.node)
-    where = positions(model.module, model.text, wanted, model.top_of) if wanted else {}
-
-    def line(node) -> int:
-        rng = where.get(node)
-        return rng.start.line if rng is not None else 0
-
-    def fn(scope) -> FunctionExport:
-        summary = model.summary(scope)
-        events = []
-        for e in scope.events:
-            if e.kind not in _EXPORTED_KINDS:
-                continue
-            if summary.trains and e.loops:
-                continue  # a run of its own: callers see it as one RUN event
-            if e.guards and e.kind is not EventKind.ZERO_GRAD:
-                continue  # guarded inside the callee: when it runs is not known to the caller
-            at = line(e.node if e.scope is scope.node else scope.node)
-            events.append(ExportedEvent(e.kind.value, e.target, e.flavor, e.via, at, tuple(e.contexts)))
-        params = positional_params(scope.node)
-        handed = _handed(model, scope, set(params) | {"self"})
-        try:
-            returns = model.kinds.returns(scope).name
-        except Exception:
-            returns = "UNKNOWN"
-        return FunctionExport(
-            line(scope.node), params, summary.trains, sorted(summary.steps), events,
-            bool(summary.zeroes) or any(e.kind is EventKind.ZERO_GRAD for e in scope.events), handed, returns,
-        )
-
-    out = Exports()
-    for scope in scopes:
-        if scope.class_name is None:
-            out.functions[scope.name] = fn(scope)
-    for name in model.classes:
-        methods = {s.name: fn(s) for s in scopes if s.class_name == name}
-        if methods:
-            out.classes[name] = methods
-    return out
-
-
-def _handed(model, scope, params: set[str]) -> list[str]:
-    """The parameters (and `self`) that the function hands to calls the model cannot follow: an unresolved
-    function or inherited method, or a method of another object (`engine.run(optimizer)`)."""
-    import libcst as cst
-
-    from torchlint.analysis.exprs import dotted
-    from torchlint.analysis.model import _tracked
-    from torchlint.analysis.walk import calls_in_evaluation_order
-
-    calls = [e.node for e in scope.events if e.kind is EventKind.OPAQUE and isinstance(e.node, cst.Call)]
-    handed: set[str] = set()
-    for e in scope.events:
-        if e.kind is EventKind.OPAQUE and (e.callee or "").startswith("self."):
-            handed.add("self")
-    for stmt in scope.body:
-        calls.extend(c for c in calls_in_evaluation_order(stmt) if isinstance(c.func, cst.Attribute) and not _tracked(c))
-    for call in calls:
-        for a in call.args:
-            name = dotted(a.value)
-            if name is not None and name.split(".", 1)[0] in params:
-                handed.add(name.split(".", 1)[0])
-    return sorted(handed)

@@ -142,3 +142,6 @@ SCALE_INVARIANT_OPTIMIZERS = frozenset({
 # Those of them whose weight decay is decoupled from the gradient (AdamW): a `weight_decay=` does not see its scale.
 DECOUPLED_DECAY_OPTIMIZERS = frozenset({"AdamW", "AdamW8bit", "PagedAdamW", "PagedAdamW8bit", "LAMB", "Lamb",
                                         "FusedLAMB", "Lion", "Adafactor"})
+
+# Base classes of a torch module, as written in a class statement (`class Net(nn.Module)`, Lightning's module).
+MODULE_BASES = frozenset({"Module", "LightningModule", "Sequential", "ModuleList", "ModuleDict"})

@@ -10,13 +10,11 @@ the caller's flow. The return kind of a summary is computed on demand by the kin
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from torchlint.analysis.events import EventKind
+from torchlint.analysis.lookup import FileLookup
 from torchlint.analysis.names import Kind
-
-if TYPE_CHECKING:
-    from torchlint.analysis.model import FileModel, Scope
+from torchlint.analysis.scopes import Scope
 
 
 @dataclass(frozen=True)
@@ -32,7 +30,7 @@ class Summary:
         return (self.backprops or bool(self.steps)) and not self.trains
 
 
-def summarize(model: FileModel, scope: Scope) -> Summary:
+def summarize(model: FileLookup, scope: Scope) -> Summary:
     """From the function's own events (before helpers are placed into it)."""
     steps, zeroes, builds = set(), set(), set()
     backprops = False

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from torchlint.diagnostic import Diagnostic
-from torchlint.lines import split_lines
+from torchlint.source.lines import split_lines
 
 MAX_LINES = 6  # a longer range shows its first and last lines around an ellipsis
 

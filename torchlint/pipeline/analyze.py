@@ -10,14 +10,14 @@ from typing import Iterator, Sequence
 
 import libcst as cst
 
-from torchlint import pyast
+from torchlint.source import pyast
 from torchlint.analysis import FileModel
 from torchlint.analysis.expected import expected_regions
 from torchlint.analysis.project import Project, ProjectView
 from torchlint.codes import INTERNAL_ERROR, SYNTAX_ERROR
 from torchlint.diagnostic import Diagnostic
 from torchlint.pipeline.prefilter import rules_that_may_fire
-from torchlint.pipeline.prune import prune
+from torchlint.analysis.prune import prune
 from torchlint.rules import Finding, Rule
 
 ISSUES_URL = "https://github.com/torchlint/torchlint/issues"
@@ -50,7 +50,7 @@ def analyze(
     text: str, path: str, rules: Sequence[type[Rule]], whole: bool = True, project: Project | None = None
 ) -> Analysis:
     """Parse and run the rules. With `whole` False (reporting only), functions that cannot matter are blanked
-    out before parsing (torchlint.pipeline.prune); fixing always parses the whole text, since it rewrites it.
+    out before parsing (torchlint.analysis.prune); fixing always parses the whole text, since it rewrites it.
 
     With a `project`, calls into its other files are answered by their exports (torchlint.analysis.project):
     the prefilter reads the file's text together with the events of the callees it reaches."""

@@ -9,7 +9,7 @@ from typing import Sequence
 import libcst as cst
 
 from torchlint.diagnostic import Edit, Fix
-from torchlint.lines import breaks_before, split_lines
+from torchlint.source.lines import breaks_before, split_lines
 
 
 def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
@@ -47,7 +47,7 @@ class LocalEdits:
         self._before: dict[tuple[int, int], str] = {}
 
     def _index(self) -> None:
-        from torchlint.analysis.walk import walk
+        from torchlint.source.walk import walk
 
         module = self.module
         self._top = {}
@@ -108,7 +108,7 @@ def _replace_along_paths(root: cst.CSTNode, fix: Fix) -> cst.Module:
 
 
 def _replace(root: cst.CSTNode, old: cst.CSTNode, new) -> cst.CSTNode:
-    from torchlint.analysis.walk import children
+    from torchlint.source.walk import children
 
     parent: dict[int, cst.CSTNode] = {}
     stack = [root]

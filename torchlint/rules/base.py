@@ -39,7 +39,7 @@ class Rule:
     # and is not parsed for it (the prefilter). Each must be a necessary condition, never a heuristic.
     requires: ClassVar[tuple[re.Pattern[str], ...]] = (BACKWARD_CALL, LOOP)
     # Necessary text of the function that holds a finding, read together with the helpers of the same file it
-    # calls, two levels deep, as the model inlines them (torchlint.pipeline.prune drops functions that fail it).
+    # calls, two levels deep, as the model inlines them (torchlint.analysis.prune drops functions that fail it).
     # None: the same as `requires`; a rule whose trigger may sit elsewhere (a scheduler built in __init__) says
     # which part is local.
     scope_requires: ClassVar[tuple[re.Pattern[str], ...] | None] = None

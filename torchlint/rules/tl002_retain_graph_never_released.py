@@ -14,7 +14,7 @@ import libcst as cst
 from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.semantics import NOT_A_FORWARD
 from torchlint.analysis.exprs import code_of, dotted
-from torchlint.analysis.walk import walk
+from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, LOOP, Finding, Rule
 

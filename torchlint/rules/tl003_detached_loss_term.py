@@ -17,7 +17,7 @@ from torchlint.analysis.exprs import (
     summand_names,
 )
 from torchlint.analysis.semantics import is_module_name
-from torchlint.analysis.walk import walk
+from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
 

@@ -16,7 +16,7 @@ from torchlint.analysis.semantics import (
     ACCUMULATION_NAME, DECOUPLED_DECAY_OPTIMIZERS, SCALE_INVARIANT_OPTIMIZERS, SELF_SCALING_BACKWARDS, gradients_go_to,
 )
 from torchlint.analysis.exprs import dotted, code_of, keyword, modulo_divisor, names_in
-from torchlint.analysis.walk import walk
+from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
 

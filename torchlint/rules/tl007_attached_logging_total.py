@@ -14,11 +14,11 @@ import libcst as cst
 from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.semantics import DISPLAY
 from torchlint.analysis.exprs import code_of, dotted
-from torchlint.analysis.walk import walk
+from torchlint.source.walk import walk
 from torchlint.analysis.kinds import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import parenthesized
-from torchlint.lines import split_lines
+from torchlint.source.lines import split_lines
 from torchlint.rules.base import Finding, Rule
 
 

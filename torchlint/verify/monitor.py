@@ -48,7 +48,7 @@ from typing import Sequence
 from unittest import mock
 
 from torchlint.analysis.semantics import DECOUPLED_DECAY_OPTIMIZERS, SCALE_INVARIANT_OPTIMIZERS
-from torchlint.verify.runner import _Holder, as_main, reachable, unpack
+from torchlint.verify.runner import SavedTensor, as_main, reachable, unpack
 
 _HERE = str(Path(__file__).resolve().parent.parent)  # torchlint's own files are never the user's frames
 SCHEDULER_WARNING = "Detected call of `lr_scheduler.step()` before `optimizer.step()`"
@@ -491,7 +491,7 @@ def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
         return shown(message, category, filename, lineno, file, line)
 
     def pack(t):
-        holder = _Holder(t)
+        holder = SavedTensor(t)
         _SAVED.append(weakref.ref(holder))
         return holder
 

@@ -41,7 +41,7 @@ def _deterministic(device: str, seed: int) -> None:
         torch.backends.cudnn.benchmark = False
 
 
-class _Holder:
+class SavedTensor:
     """A tensor autograd saved for backward (through saved_tensors_hooks), with its version when saved."""
 
     __slots__ = ("tensor", "version", "__weakref__")
@@ -51,7 +51,7 @@ class _Holder:
         self.version = tensor._version
 
 
-def unpack(holder: _Holder):
+def unpack(holder: SavedTensor):
     """The saved tensor, checked as PyTorch checks it when no hooks are set (with hooks it does not): a tensor
     modified in place since it was saved fails the backward, so that a script fails here as it fails alone."""
     t = holder.tensor
@@ -114,7 +114,7 @@ def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = 
     optimizers: list[int] = []
 
     def pack(t):
-        h = _Holder(t)
+        h = SavedTensor(t)
         alive.append(weakref.ref(h))
         return h
 

@@ -23,9 +23,9 @@ import re
 from bisect import bisect_left
 from typing import Iterable, Mapping, Sequence
 
-from torchlint import pyast
-from torchlint.lines import split_lines
-from torchlint.analysis.model import INLINE_DEPTH  # how deep the model inlines helpers
+from torchlint.source import pyast
+from torchlint.source.lines import split_lines
+from torchlint.analysis.events import INLINE_DEPTH  # how deep the model inlines helpers
 from torchlint.analysis.names import OPTIMIZER_CLASSES
 
 MIN_LINES = 300  # below this, pruning saves less than the `ast` pass costs

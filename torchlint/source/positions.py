@@ -14,9 +14,9 @@ from typing import Mapping, Sequence
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
-from torchlint import pyast
-from torchlint.lines import breaks_before
-from torchlint.analysis.walk import walk
+from torchlint.source import pyast
+from torchlint.source.lines import breaks_before
+from torchlint.source.walk import walk
 
 try:  # libcst's code generation state: internal, so a libcst that moves it gets the public (slower) path
     from libcst._nodes.internal import CodegenState

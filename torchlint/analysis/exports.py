@@ -1,0 +1,102 @@
+"""A file's exports, computed from that file alone: for each of its functions and methods that may act, the
+summary its callers in other files need (see `foreign`)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.events import EventKind
+from torchlint.analysis.exprs import dotted, positional_params
+from torchlint.analysis.foreign import ExportedEvent, Exports, FunctionExport
+from torchlint.analysis.model import FileModel
+from torchlint.analysis.prescan import EVENT_TEXT
+from torchlint.analysis.prune import prune
+from torchlint.analysis.scopes import Scope
+from torchlint.analysis.walker import tracked_call
+from torchlint.source.positions import positions
+from torchlint.source.walk import calls_in_evaluation_order
+
+_EXPORTED_KINDS = {
+    EventKind.BACKWARD, EventKind.STEP, EventKind.ZERO_GRAD, EventKind.SCHED_STEP, EventKind.CLIP,
+    EventKind.SCALER_UPDATE, EventKind.SCALER_UNSCALE,
+}
+
+
+def compute_exports(text: str, names: frozenset[str]) -> Exports | None:
+    """Parse one file and summarise its functions and classes for callers in other files."""
+    try:
+        # Only what can act is parsed: the other functions are blanked (their lines kept), as for linting.
+        source = prune(text, [(EVENT_TEXT,)])
+        module = cst.parse_module(source)
+        model = FileModel(module, source)
+        return export(model, names)
+    except Exception:  # a file we cannot analyse is not followed: its callers stay as silent as before
+        return None
+
+
+def export(model: FileModel, names: frozenset[str]) -> Exports:
+    """The exports of an analysed file (`FileModel`): its functions and methods among `names` (`acting`)."""
+    scopes = [s for s in model.scopes if isinstance(s.node, cst.FunctionDef) and "." not in s.name
+              and (f"{s.class_name}.{s.name}" if s.class_name else s.name) in names]
+    wanted = []
+    for scope in scopes:
+        wanted.append(scope.node)
+        for e in scope.events:
+            if e.kind in _EXPORTED_KINDS and e.scope is scope.node:
+                wanted.append(e.node)
+    where = positions(model.module, model.text, wanted, model.top_of) if wanted else {}
+
+    def line(node) -> int:
+        rng = where.get(node)
+        return rng.start.line if rng is not None else 0
+
+    def fn(scope) -> FunctionExport:
+        summary = model.summary(scope)
+        events = []
+        for e in scope.events:
+            if e.kind not in _EXPORTED_KINDS:
+                continue
+            if summary.trains and e.loops:
+                continue  # a run of its own: callers see it as one RUN event
+            if e.guards and e.kind is not EventKind.ZERO_GRAD:
+                continue  # guarded inside the callee: when it runs is not known to the caller
+            at = line(e.node if e.scope is scope.node else scope.node)
+            events.append(ExportedEvent(e.kind.value, e.target, e.flavor, e.via, at, tuple(e.contexts)))
+        params = positional_params(scope.node)
+        handed = _handed(model, scope, set(params) | {"self"})
+        try:
+            returns = model.kinds.returns(scope).name
+        except Exception:
+            returns = "UNKNOWN"
+        return FunctionExport(
+            line(scope.node), params, summary.trains, sorted(summary.steps), events,
+            bool(summary.zeroes) or any(e.kind is EventKind.ZERO_GRAD for e in scope.events), handed, returns,
+        )
+
+    out = Exports()
+    for scope in scopes:
+        if scope.class_name is None:
+            out.functions[scope.name] = fn(scope)
+    for name in model.classes:
+        methods = {s.name: fn(s) for s in scopes if s.class_name == name}
+        if methods:
+            out.classes[name] = methods
+    return out
+
+
+def _handed(model: FileModel, scope: Scope, params: set[str]) -> list[str]:
+    """The parameters (and `self`) that the function hands to calls the model cannot follow: an unresolved
+    function or inherited method, or a method of another object (`engine.run(optimizer)`)."""
+    calls = [e.node for e in scope.events if e.kind is EventKind.OPAQUE and isinstance(e.node, cst.Call)]
+    handed: set[str] = set()
+    for e in scope.events:
+        if e.kind is EventKind.OPAQUE and (e.callee or "").startswith("self."):
+            handed.add("self")
+    for stmt in scope.body:
+        calls.extend(c for c in calls_in_evaluation_order(stmt) if isinstance(c.func, cst.Attribute) and not tracked_call(c))
+    for call in calls:
+        for a in call.args:
+            name = dotted(a.value)
+            if name is not None and name.split(".", 1)[0] in params:
+                handed.add(name.split(".", 1)[0])
+    return sorted(handed)

@@ -1,0 +1,98 @@
+"""What a file's model may know of the project's other files: their exports (per function and method, what a
+caller needs: steps, clears, trains, returns, the per-batch events a caller's iteration gains at the call), and the
+lookup the project answers (`ProjectLookup`). The project, above the file model, implements the lookup; the model
+only sees this protocol, so it never imports the project."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+
+@dataclass
+class ExportedEvent:
+    kind: str  # an EventKind value
+    target: str | None
+    flavor: str
+    via: str | None
+    line: int
+    contexts: tuple[str, ...] = ()
+
+
+@dataclass
+class FunctionExport:
+    line: int
+    params: list[str]  # positional order, `self` included for methods
+    trains: bool  # holds its own training loop (a run of its own)
+    steps: list[str]  # optimizers it steps, as named in the function
+    events: list[ExportedEvent]  # per-batch events a caller's iteration gains at the call (unguarded only)
+    zeroes: bool  # clears gradients somewhere (guarded or not)
+    handed: list[str]  # its parameters (and `self`) that it hands to calls its own file cannot resolve
+    returns: str  # a VKind name
+
+
+@dataclass
+class Exports:
+    functions: dict[str, FunctionExport] = field(default_factory=dict)
+    # class -> its methods that may act (`acting`); its bases are read from the text (`Project.bases`)
+    classes: dict[str, dict[str, FunctionExport]] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, data: str) -> "Exports":
+        raw = json.loads(data)
+
+        def fn(d: dict) -> FunctionExport:
+            events = [ExportedEvent(**{**e, "contexts": tuple(e["contexts"])}) for e in d.pop("events")]
+            return FunctionExport(events=events, **d)
+
+        return cls(
+            {k: fn(v) for k, v in raw["functions"].items()},
+            {k: {m: fn(f) for m, f in methods.items()} for k, methods in raw["classes"].items()},
+        )
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A callee in another file of the project: what it does, and where it is (for messages)."""
+
+    export: FunctionExport
+    path: str  # as shown in messages: relative to the project root
+    name: str
+
+
+class ProjectLookup(Protocol):
+    """The questions a file model asks of the rest of its project (`project.ProjectView` answers them)."""
+
+    def modules(self) -> set[str]:
+        """Local names that may be bound to modules of the project (`import engine`)."""
+        ...
+
+    def function(self, dotted: str) -> Resolved | None:
+        """The function of another project file that a call of `dotted` reaches, if any."""
+        ...
+
+    def method(self, bases: list[str], name: str) -> Resolved | None:
+        """The method `name` that a class with these bases inherits from another project file, if any."""
+        ...
+
+    def module_base(self, base: str) -> bool:
+        """Does this base (as written) derive from nn.Module through the project's classes?"""
+        ...
+
+
+def event_text(exp: FunctionExport) -> str:
+    """Text standing for a callee's events, for the prefilter: `.backward(`, `.step(` ..."""
+    words = {
+        "backward": ".backward(", "step": ".step(", "zero_grad": "zero_grad(", "scheduler_step": ".step(",
+        "clip_grad": "clip_grad_norm_(", "scaler_update": ".update(", "scaler_unscale": ".unscale_(",
+    }
+    out = [words[e.kind] for e in exp.events if e.kind in words]
+    if exp.trains or exp.steps:
+        out.append(".step(")
+    if exp.zeroes:
+        out.append("zero_grad(")
+    return " ".join(dict.fromkeys(out))

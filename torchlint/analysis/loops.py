@@ -1,0 +1,126 @@
+"""Queries over one loop's iterations: what runs between two events, whether an iteration can end after an
+event, the trip count, whether an unknown call is handed a name, which backwards a step is gated with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from torchlint.analysis.events import Event, EventKind
+from torchlint.analysis.exprs import dotted
+from torchlint.analysis.scopes import Scope
+from torchlint.analysis.semantics import gradients_go_to
+from torchlint.analysis.walker import tracked_call
+from torchlint.source.walk import calls_in_evaluation_order
+
+
+@dataclass(eq=False)
+class Loop:
+    """One loop of a scope, with the events of its iterations (inner loops and placed helpers included)."""
+
+    node: cst.CSTNode
+    scope: Scope
+    events: list[Event]
+
+    def of(self, *kinds: EventKind) -> list[Event]:
+        return [e for e in self.events if e.kind in kinds]
+
+    def between(self, start: Event, end: Event) -> list[Event]:
+        """Events an iteration meets going from `start` to the next `end`, wrapping to the next iteration."""
+        if end.seq > start.seq:
+            return [e for e in self.events if start.seq < e.seq < end.seq]
+        return [e for e in self.events if e.seq > start.seq or e.seq < end.seq]
+
+    def after_step(self, step: Event) -> Event:
+        """Where code that must follow this optimizer step goes: the step itself, or the `scaler.update()`
+        that follows a `scaler.step(optimizer)` in the same block."""
+        if step.via:
+            for e in self.events:
+                if (e.kind is EventKind.SCALER_UPDATE and e.seq > step.seq and e.guards == step.guards
+                        and e.scope is step.scope):
+                    return e
+        return step
+
+    def may_follow(self, a: Event, b: Event) -> bool:
+        """Can `b` run after `a` within one iteration of this loop (inner loops included)?"""
+        return self.scope.may_follow(a, b, self.node)
+
+    def ends_iteration_after(self, event: Event, unless: list[Event]) -> bool:
+        """Can this loop's iteration end after `event` (inner loops may go round) with none of `unless` between?
+        (`loss_a.backward(retain_graph=True)` is followed by `loss_b.backward()` on every path: not last.)"""
+        scope = self.scope
+        flow = scope.flow
+        start = scope.flow_node(event)
+        if start is None:
+            return not any(u.seq > event.seq for u in unless)
+        if any(scope.flow_node(u) == start and u.seq > event.seq for u in unless):
+            return False
+        head = flow.loop_head[id(self.node)]
+        avoid = frozenset(n for u in unless if (n := scope.flow_node(u)) is not None and n != start)
+        return flow.reaches_avoiding(start, head, avoid, normal_only=True)  # not "if the next backward raises"
+
+    def trip_count(self) -> int | None:
+        """How many times the loop runs when that is a constant (`for _ in range(5)`, `range(n)` with `n = 2`)."""
+        node = self.node
+        if not isinstance(node, cst.For) or not isinstance(node.iter, cst.Call) or dotted(node.iter.func) != "range":
+            return None
+        args = [a.value for a in node.iter.args if a.keyword is None and not a.star]
+        if len(args) not in (1, 2):
+            return None
+        bounds = [self._constant(a) for a in args]
+        if any(b is None for b in bounds):
+            return None
+        return max(0, bounds[-1] - (bounds[0] if len(bounds) == 2 else 0))  # type: ignore[operator]
+
+    def _constant(self, expr: cst.BaseExpression) -> int | None:
+        if isinstance(expr, cst.Integer):
+            return int(expr.evaluated_value)
+        if isinstance(expr, cst.Name) and self.events:
+            defs, entry = self.scope.reaching(expr.value, self.events[0])
+            if defs and not entry and all(isinstance(d.value, cst.Integer) and d.flavor == "=" for d in defs):
+                values = {int(d.value.evaluated_value) for d in defs}  # type: ignore[union-attr]
+                return values.pop() if len(values) == 1 else None
+        return None
+
+    def handed_to_unknown(self, name: str) -> bool:
+        """A call the model cannot follow is handed `name` in this loop (or, for `self.x`, an unresolved method
+        of `self` runs): what that call does with it is not known."""
+        last = name.rsplit(".", 1)[-1]
+        opaque = self.of(EventKind.OPAQUE)
+        if name.startswith("self.") and any((e.callee or "").startswith("self.") for e in opaque):
+            return True
+        if any(e.flavor == "external" and e.target is not None
+               and (e.target == name or e.target.rsplit(".", 1)[-1] == last) for e in opaque):
+            return True  # another file's function hands it to a call that file cannot follow
+        calls = [e.node for e in opaque if e.flavor != "external"]
+        # Method calls of other objects (`engine.train_step(model, optimizer)`) are not events: look for them
+        # only now, when a rule needs the answer.
+        calls += [c for c in calls_in_evaluation_order(self.node)
+                  if isinstance(c.func, cst.Attribute) and id(c) not in self.scope.resolved_calls]
+        for call in calls:
+            if isinstance(call, cst.Call) and not tracked_call(call):
+                for a in call.args:
+                    arg = dotted(a.value)
+                    if arg is not None and (arg == name or arg.rsplit(".", 1)[-1] == last):
+                        return True
+        return False
+
+    def backwards_into_grad(self) -> list[Event]:
+        """The backwards of the iteration that add into `.grad` (not `autograd.grad`, not dist_autograd)."""
+        return [b for b in self.of(EventKind.BACKWARD) if gradients_go_to(b.flavor) == "grad"]
+
+    def gated_with(self, step: Event) -> list[Event]:
+        """Backwards under the same guard as `step` (within this loop): the guard that gates a step also gates
+        the backward that serves it, so such a step is not fed by the backwards that run every iteration (a GAN's
+        generator trained every n_critic steps)."""
+        tests = {id(g.test) for g in step.guards_within(self.node) if not g.negated}
+        return [
+            b for b in self.backwards_into_grad()
+            if tests & {id(g.test) for g in b.guards_within(self.node) if not g.negated}
+        ]
+
+    @property
+    def outermost(self) -> bool:
+        """Not nested in another loop of the same function."""
+        return self.events[0].loops[0] is self.node if self.events else True

@@ -1,0 +1,150 @@
+"""What is read from a file's text before it is parsed (cheap, and enough to decide whether parsing it can
+matter): the names its import statements bind (`scan_imports`), and which of its functions and methods may act,
+that is hold a backward, a step or a zero_grad, themselves or through the file's helpers (`acting`)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+# Text that any exported event needs (a backward, a step, a zero_grad or gradient reset, a GradScaler call).
+EVENT_TEXT = re.compile(r"\.backward\s*\(|manual_backward\s*\(|\.\s*step\s*\(|zero_grad|\.grad\s*=\s*None|\.grad\.zero_")
+EVENT_BYTES = re.compile(EVENT_TEXT.pattern.encode())
+
+_IMPORTS = re.compile(
+    r"(?m)^[ \t]*(?:from[ \t]+(\.*)[ \t]*([\w.]*)[ \t]+)?import[ \t]+(\([^)]*\)|(?:[^\n#;\\]|\\\n)*)"
+)
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What a name of the importing file is bound to: a module (`name` None) or a name in a module."""
+
+    module: str  # dotted, without the leading dots
+    level: int  # leading dots of a relative import
+    name: str | None = None
+    subs: tuple[str, ...] = ()  # `import a.b.c` binds `a` and names its submodule `b.c`
+
+
+def scan_imports(text: str) -> dict[str, Imported]:
+    """The names a file binds by import statements, read from its text (any indentation; an import in a string
+    is read too, which only makes a call resolvable that the file's model then checks against its own code)."""
+    bound: dict[str, Imported] = {}
+    for m in _import_lines(text):
+        names = m.group(3).strip("()").replace("\\\n", " ")
+        if m.group(2) is not None:  # from X import a, b as c
+            dots, module = len(m.group(1)), m.group(2)
+            for item in names.split(","):
+                parts = item.split()
+                if parts and parts[0] != "*":
+                    local = parts[2] if len(parts) == 3 and parts[1] == "as" else parts[0]
+                    bound[local] = Imported(module, dots, parts[0])
+            continue
+        for item in names.split(","):  # import a.b, c as d
+            parts = item.split()
+            if not parts:
+                continue
+            if len(parts) == 3 and parts[1] == "as":
+                bound[parts[2]] = Imported(parts[0], 0)
+            else:
+                head, _, sub = parts[0].partition(".")
+                known = bound.get(head)
+                subs = known.subs if known is not None and known.name is None and known.module == head else ()
+                bound[head] = Imported(head, 0, None, subs + ((sub,) if sub else ()))
+    return bound
+
+
+def _import_lines(text: str) -> Iterator[re.Match[str]]:
+    """`_IMPORTS` matched at the start of each line holding `import` (found by a plain substring search, much
+    faster than letting the pattern try every line)."""
+    pos, done = 0, -1
+    while True:
+        hit = text.find("import", pos)
+        if hit < 0:
+            return
+        start = text.rfind("\n", 0, hit) + 1
+        pos = hit + 6
+        if start <= done:
+            continue
+        m = _IMPORTS.match(text, start)
+        if m is not None:
+            done = m.end()
+            pos = max(pos, done)
+            yield m
+
+
+def acting(text: str) -> frozenset[str]:
+    """The functions (`f`) and methods (`Class.method`) of a file whose code, or the code of the file's functions
+    (or the class's methods) they call, holds event text: the only ones a caller in another file gains events
+    from. Read from the text with docstrings and comments dropped; only these are exported."""
+    index = _definitions(text)
+    classes = {name.split(".", 1)[0] for name in index if "." in name}
+    out = set()
+    for name, piece in index.items():
+        if name in classes:
+            continue  # a class acts through its methods
+        if EVENT_TEXT.search(piece) or any(EVENT_TEXT.search(index[c]) for c in _called_names(piece)
+                                           if c in index and c != name):
+            out.add(name)
+        elif "." in name:
+            cls = name.split(".", 1)[0]
+            if any(EVENT_TEXT.search(index.get(f"{cls}.{m}", "")) for m in _self_calls(piece)):
+                out.add(name)
+    return frozenset(out)
+
+
+def _definitions(text: str) -> dict[str, str]:
+    """The text of each top-level function and class (`name`) and of each method (`Class.method`), split at lines
+    by indentation: a cheap superset, only used to decide whether a file is worth parsing."""
+    out: dict[str, str] = {}
+    lines = text.splitlines(keepends=True)
+    top: list[tuple[str, int]] = []  # (qualified name, first line)
+    methods: list[tuple[str, int, int]] = []  # (qualified name, first line, indent)
+    for i, line in enumerate(lines):
+        m = _DEF_LINE.match(line)
+        if m is None:
+            continue
+        indent, kind, name = len(m.group(1).expandtabs()), m.group(2), m.group(3)
+        if indent == 0:
+            top.append((name, i))
+        elif kind == "def" and top and lines[top[-1][1]].lstrip().startswith("class"):
+            methods.append((f"{top[-1][0]}.{name}", i, indent))
+    starts = [i for i, line in enumerate(lines) if line[:1] not in ("", " ", "\t", "\n", "\r", "#", ")", "]", "}")]
+    for name, first in top:
+        end = next((s for s in starts if s > first and not lines[s].startswith(("@", "else", "elif", "except",
+                                                                               "finally"))), len(lines))
+        out[name] = _code_only("".join(lines[first:end]))
+    for name, first, indent in methods:
+        end = first + 1
+        while end < len(lines):
+            line = lines[end]
+            stripped = line.strip()
+            if stripped and not stripped.startswith("#") and len(line) - len(line.lstrip()) <= indent and not \
+                    stripped.startswith((")", "]", "}")):
+                break
+            end += 1
+        out[name] = _code_only("".join(lines[first:end]))
+    return out
+
+
+def _code_only(text: str) -> str:
+    """Without docstrings and comments (whose `.backward()` examples are not calls): a cheap approximation."""
+    return _COMMENT.sub("", _TRIPLE.sub("", text))
+
+
+def _self_calls(text: str) -> set[str]:
+    return {m.group(1) for m in SELF_CALL.finditer(text)}
+
+
+def _called_names(text: str) -> set[str]:
+    return {m.group(1) for m in _BARE_CALL.finditer(text)}
+
+
+_TRIPLE = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
+_COMMENT = re.compile(r"#[^\n]*")
+CLASS_LINE = re.compile(r"(?m)^class[ \t]+(\w+)[ \t]*\(([^)]*)\)")
+_DEF_LINE = re.compile(r"([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)")
+_BARE_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
+SELF_CALL = re.compile(r"\bself\s*\.\s*([A-Za-z_]\w*)\s*\(")
+CLASS_BASES = re.compile(r"(?m)^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)")

@@ -1,0 +1,292 @@
+"""Queries over one scope's events: reaching definitions (backwards over the flow graph, memoised), what flows
+into an expression, whether B can follow A, whether two events are exclusive, whether a value goes round a loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from torchlint.analysis.events import Event, EventKind, contradict
+from torchlint.analysis.exprs import dotted, names_in, summand_names
+from torchlint.analysis.flow import FlowGraph
+from torchlint.analysis.semantics import LOSS_FUNCTION_WORDS
+from torchlint.analysis.walker import RawScope
+
+
+@dataclass(eq=False)
+class Scope(RawScope):
+    """A function (or the module body) with its events in program order, and the queries over them."""
+
+    events: list[Event] = field(default_factory=list)  # after classification and inlining of helpers
+    _assigns: dict[str, list[Event]] | None = None
+    _depends: dict[str, frozenset[str]] = field(default_factory=dict)
+    _value_names: dict[int, set[str]] = field(default_factory=dict)
+    _backpropagated: frozenset[str] | None = None
+    _flow: FlowGraph | None = None
+    _def_nodes: dict[str, frozenset[int]] | None = None
+    _kill_events: dict[tuple[str, int | None], list[Event]] | None = None
+    _defined: set[str] | None = None
+    _followed: dict[tuple[int, int, str], list[Event]] = field(default_factory=dict)  # flow_defs, summand_defs
+    stmt_scope: dict[int, "Scope"] = field(default_factory=dict)  # shared by a file's scopes: id(stmt) -> scope
+    _reaching: dict[tuple[str, int], tuple[tuple[Event, ...], bool]] = field(default_factory=dict)
+    resolved_calls: set[int] = field(default_factory=set)  # shared by a file's scopes: FileModel.resolved_calls
+
+    def assignments(self, name: str) -> list[Event]:
+        """Every ASSIGN/APPEND event of this scope whose target is `name`."""
+        if self._assigns is None:
+            self._assigns = {}
+            for e in self.events:
+                if e.scope is self.node and e.kind in (EventKind.ASSIGN, EventKind.APPEND) and e.target:
+                    self._assigns.setdefault(e.target, []).append(e)
+        return self._assigns.get(name, [])
+
+    # -- flow ----------------------------------------------------------------------------------------------------
+    @property
+    def flow(self) -> FlowGraph:
+        """The scope's flow graph, built on first use (most functions of a file are never asked)."""
+        if self._flow is None:
+            self._flow = FlowGraph(self.body)
+        return self._flow
+
+    def flow_node(self, event: Event) -> int | None:
+        """The flow node where `event` happens in this scope (the call statement, for a helper's event)."""
+        flow = self._flow or self.flow
+        return flow.node_of.get(id(event.path[0] if event.path else event.stmt))
+
+    def may_follow(self, a: Event, b: Event, loop: cst.CSTNode | None = None) -> bool:
+        """Can `b` run after `a` (within one iteration of `loop`, when given)? Events of helpers are placed at
+        their call; two events of the same call are ordered by the helper's own flow graph; events whose guards
+        contradict (`scaler is not None` in a helper, its `else` in the caller) never run in one pass."""
+        if contradict(a.guards, b.guards):
+            return False
+        for i, (sa, sb) in enumerate(zip(a.path, b.path)):
+            if sa is sb:
+                continue
+            owner = self.stmt_scope.get(id(sa)) if i else self
+            if owner is None:
+                break
+            flow = owner.flow
+            na, nb = flow.node_of.get(id(sa)), flow.node_of.get(id(sb))
+            if na is None or nb is None or na == nb:
+                break
+            within = loop if i == 0 else innermost_common(
+                tuple(x for x in a.loops if id(x) in flow.loop_head),
+                tuple(x for x in b.loops if id(x) in flow.loop_head),
+            )
+            return flow.may_follow(na, nb, within)
+        return b.seq > a.seq
+
+    def exclusive(self, a: Event, b: Event) -> bool:
+        """`a` and `b` never run in the same pass: different arms of an if/elif/else, match or try/except."""
+        loop = innermost_common(a.loops, b.loops)
+        return not self.may_follow(a, b, loop) and not self.may_follow(b, a, loop)
+
+    def reaching(self, name: str, at: Event) -> tuple[tuple[Event, ...], bool]:
+        """The definitions of `name` (assignments, `del`, in-place resets) that reach `at`, and whether a path
+        from the scope's entry (a parameter, a global, an attribute set elsewhere) reaches it too."""
+        if self._defined is None:
+            self._defined = {e.target for e in self.events if e.scope is self.node and e.target and kills(e)}
+        if name not in self._defined:
+            return (), True  # never defined in this scope: it comes from outside (parameter, global)
+        node = self.flow_node(at)
+        if node is None:
+            return tuple(e for e in self.assignments(name) if e.seq < at.seq), False
+        same = [e for e in self._defs_in(name, node) if e.seq < at.seq]
+        if same:
+            return (same[-1],), False
+        return self._reaching_node(name, node)
+
+    def carried_round(self, d: Event, loop: cst.CSTNode) -> bool:
+        """Does the value defined by `d` go round `loop` (through its head) and reach `d`'s statement again, with
+        no other definition of its name on the way? (a state fed back from one iteration into the next)"""
+        assert d.target is not None
+        start, head = self.flow_node(d), self.flow.loop_head.get(id(loop))
+        if start is None or head is None:
+            return False
+        kills = self.def_nodes().get(d.target, frozenset()) - {start}
+        if head in kills:
+            return False  # the loop variable itself: each iteration binds it anew
+        return self.flow.reaches_avoiding(start, head, kills) and (
+            head == start or self.flow.reaches_avoiding(head, start, kills)
+        )
+
+    def _reaching_node(self, name: str, node: int) -> tuple[tuple[Event, ...], bool]:
+        key = (name, node)
+        cached = self._reaching.get(key)
+        if cached is None:
+            stops = self.def_nodes().get(name)
+            if not stops:
+                cached = ((), True)  # never defined in this scope: it comes from outside (parameter, global)
+            else:
+                found, entry = self.flow.backward(node, stops)
+                cached = (tuple(self._defs_in(name, n)[-1] for n in sorted(found)), entry)
+            self._reaching[key] = cached
+        return cached
+
+    def def_nodes(self) -> dict[str, frozenset[int]]:
+        if self._def_nodes is None:
+            nodes: dict[str, set[int]] = {}
+            for e in self.events:
+                if e.scope is self.node and e.target and kills(e):
+                    n = self.flow_node(e)
+                    if n is not None:
+                        nodes.setdefault(e.target, set()).add(n)
+            self._def_nodes = {k: frozenset(v) for k, v in nodes.items()}
+        return self._def_nodes
+
+    def _defs_in(self, name: str, node: int) -> list[Event]:
+        """The definitions of `name` made at flow node `node`, in order."""
+        if self._kill_events is None:
+            self._kill_events = {}
+            for e in self.events:
+                if e.scope is self.node and e.target and kills(e):
+                    self._kill_events.setdefault((e.target, self.flow_node(e)), []).append(e)
+        return self._kill_events.get((name, node), [])
+
+    def own_returns(self) -> list[Event]:
+        """RETURN events of this scope with a value: what a caller gets (the function summary reads them)."""
+        return [e for e in self.events if e.kind is EventKind.RETURN and e.scope is self.node and e.value is not None]
+
+    def own_backwards(self) -> list[Event]:
+        """BACKWARD events whose names are this scope's (not those inlined from helpers)."""
+        return [e for e in self.events if e.kind is EventKind.BACKWARD and e.scope is self.node and e.value is not None]
+
+    def backpropagated(self) -> frozenset[str]:
+        """Every name whose value may flow into a backward of this scope (flow-insensitive: an over-approximation,
+        which is the safe side for rules that stay silent on back-propagated values)."""
+        if self._backpropagated is None:
+            names: set[str] = set()
+            for b in self.own_backwards():
+                names |= self.depends(b.value)
+            self._backpropagated = frozenset(names)
+        return self._backpropagated
+
+    def summand_defs(self, expr: cst.BaseExpression, at: Event, terms=None) -> list[Event]:
+        """The definitions whose values are terms of `expr` at `at` (reaching definitions followed through
+        arithmetic, sums and stacks, appends into the lists involved; not through the arguments of a forward).
+        `terms(expr, at)` may narrow which names of an expression count as its terms (default: summand_names)."""
+        if terms is not None:
+            return self._follow(expr, at, terms)
+        key = (id(expr), id(at), "terms")
+        cached = self._followed.get(key)
+        if cached is None:
+            cached = self._followed[key] = self._follow(expr, at, lambda e, _at: summand_names(e))
+        return cached
+
+    def flow_defs(self, expr: cst.BaseExpression, at: Event) -> list[Event]:
+        """The definitions whose values flow into `expr` evaluated at `at`, through any expression: reaching
+        definitions followed transitively, plus what is appended or stored into the containers involved. A loop
+        variable ends the walk (its iterable is where the batches come from, not part of a graph)."""
+        key = (id(expr), id(at), "names")
+        cached = self._followed.get(key)
+        if cached is None:
+            cached = self._followed[key] = self._follow(expr, at, lambda e, _at: self._names(e))
+        return cached
+
+    def _follow(self, expr: cst.BaseExpression, at: Event, names_of) -> list[Event]:
+        """Reaching definitions of the names `names_of(expr, at)` gives, followed through the values of those
+        definitions (and through the old value of an accumulation); loop variables and definitions without a
+        value (`del`, `detach_()`) end the walk."""
+        out: list[Event] = []
+        seen: set[tuple[str, int]] = set()
+        seen_defs: set[int] = set()
+        todo = [(n, at) for n in names_of(expr, at)]
+        while todo:
+            name, where = todo.pop()
+            if (name, id(where)) in seen:
+                continue
+            seen.add((name, id(where)))
+            defs, _ = self.reaching(name, where)
+            adds = [e for e in self.assignments(name) if e.kind is EventKind.APPEND or e.flavor == "item="]
+            for d in (*defs, *adds):
+                if id(d) in seen_defs or d.value is None or d.flavor == "for":
+                    continue
+                seen_defs.add(id(d))
+                out.append(d)
+                todo.extend((n, d) for n in names_of(d.value, d))
+                if d.accumulates and d.target:
+                    todo.append((d.target, d))
+        return out
+
+    def depends(self, expr: cst.CSTNode) -> frozenset[str]:
+        """Names whose values flow into `expr`, through the assignments of this scope (flow-insensitive)."""
+        out: set[str] = set()
+        for name in names_in(expr):
+            out |= self._closure(name)
+        return frozenset(out)
+
+    def _closure(self, name: str) -> frozenset[str]:
+        cached = self._depends.get(name)
+        if cached is not None:
+            return cached
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            for e in self.assignments(n):
+                if e.value is not None:
+                    todo.extend(m for m in self._names(e.value) if m not in seen)
+        result = self._depends[name] = frozenset(seen)
+        return result
+
+    def _names(self, value: cst.CSTNode) -> set[str]:
+        cached = self._value_names.get(id(value))
+        if cached is None:
+            cached = self._value_names[id(value)] = names_in(value)
+        return cached
+
+    def is_numeric(self, expr: cst.BaseExpression, _depth: int = 0) -> bool:
+        """True when `expr` is plainly a Python number or a size (`1`, `len(x)`, `x.size(0)`, `bs` = such)."""
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return True
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Name) and func.value in ("len", "int", "float", "round"):
+                return True
+            if isinstance(func, cst.Attribute) and func.attr.value in ("size", "numel", "item", "dim", "tolist"):
+                return True
+        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape":
+            return True
+        if isinstance(expr, cst.BinaryOperation):
+            return self.is_numeric(expr.left, _depth) and self.is_numeric(expr.right, _depth)
+        name = dotted(expr)
+        if name is not None and _depth < 3:
+            defs = [e for e in self.assignments(name) if e.value is not None]
+            return bool(defs) and all(self.is_numeric(e.value, _depth + 1) for e in defs)
+        return False
+
+    def is_loss(self, expr: cst.BaseExpression) -> bool:
+        """A value that is a training loss: named like one, or computed by a criterion / loss function."""
+        name = dotted(expr)
+        if name is None:
+            return False
+        last = name.rsplit(".", 1)[-1].lower()
+        if "loss" in last or "cost" in last or last in ("l", "nll", "objective"):
+            return True
+        for e in self.assignments(name):
+            if isinstance(e.value, cst.Call):
+                func = (dotted(e.value.func) or "").lower()
+                if any(w in func for w in LOSS_FUNCTION_WORDS):
+                    return True
+        return False
+
+
+def kills(e: Event) -> bool:
+    """An event that gives `e.target` a new value (what the name held before no longer reaches later uses)."""
+    if e.kind is EventKind.ASSIGN:
+        return e.flavor != "item="
+    return e.kind is EventKind.RESET
+
+
+def innermost_common(a: tuple[cst.CSTNode, ...], b: tuple[cst.CSTNode, ...]) -> cst.CSTNode | None:
+    """The innermost loop (or other node) that both nestings share."""
+    common = None
+    for x, y in zip(a, b):
+        if x is not y:
+            break
+        common = x
+    return common

@@ -1,0 +1,272 @@
+"""Tree to events: one walk over a module, by hand over statements (cheap) and with small visitors over
+expressions, emits each function's (and the module body's) raw events in program order, each with its loops,
+guards and contexts. The layers above classify them (`classify`), place helpers' events at their calls (`model`)
+and answer questions over them (`scopes`, `loops`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import libcst as cst
+
+from torchlint.analysis.events import Event, EventKind, Guard
+from torchlint.analysis.exprs import container_name, dotted, is_self_accumulation
+from torchlint.analysis.semantics import context_of
+from torchlint.source.walk import calls_in_evaluation_order
+
+# Method calls that may be events (a backward, a step, an append into a total ...): emitted as METHOD events and
+# classified later, once the names' kinds are known.
+TRACKED_METHODS = frozenset(
+    """backward manual_backward grad step zero_grad update unscale_ clip_grad_norm_ clip_grad_value_
+    append extend clear detach_ zero_ fill_""".split()
+)
+_Ctx = tuple  # (loops, guards, contexts)
+
+
+@dataclass(eq=False)
+class RawScope:
+    """A function (or the module body) as the walk leaves it: its raw events, in program order."""
+
+    node: cst.CSTNode
+    name: str
+    class_name: str | None
+    raw: list[Event] = field(default_factory=list)
+    local_defs: dict[str, cst.CSTNode] = field(default_factory=dict)  # functions defined inside it
+    body: Sequence[cst.CSTNode] = ()  # the statements the flow graph is built from
+    params: dict[str, cst.Param] = field(default_factory=dict)
+
+
+class EventWalker:
+    """Walks statements by hand (cheap) and expressions with small visitors, emitting raw events.
+
+    `project_modules`: names bound to modules of the project (a call through one may reach another file's
+    function); `scope_type`: the class of the scopes it creates (the query layer's `Scope`)."""
+
+    def __init__(self, project_modules: set[str] | frozenset[str], scope_type: type[RawScope] = RawScope) -> None:
+        self.project_modules = project_modules
+        self.scope_type = scope_type
+        self.scopes: list[RawScope] = []  # in the order they are met: the module body first
+        self.classes: dict[str, cst.ClassDef] = {}  # the file's classes by name (the first of a name)
+        self.imported: set[str] = set()  # names bound by import statements
+        # id(node) -> index of the module-level statement holding it, for the nodes events point at
+        # (positions are computed per module-level statement, see torchlint.source.positions).
+        self.top_of: dict[int, int] = {}
+        self._top = 0  # index of the module-level statement being walked
+
+    def walk_module(self, module: cst.Module) -> None:
+        scope = self.scope_type(module, "<module>", None, body=module.body)
+        self.scopes.append(scope)
+        for index, stmt in enumerate(module.body):
+            self._top = index
+            self._stmt(scope, stmt, ((), (), ()))
+
+    def _function(self, node: cst.FunctionDef, class_name: str | None, prefix: str) -> RawScope:
+        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
+        scope = self.scope_type(node, prefix + node.name.value, class_name, body=body)
+        p = node.params
+        for param in (*p.posonly_params, *p.params, *p.kwonly_params):
+            scope.params[param.name.value] = param
+        self.scopes.append(scope)
+        contexts: tuple[str, ...] = ()
+        for dec in node.decorators:
+            d = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+            name = dotted(d) or ""
+            ctx = context_of(name)
+            if ctx:
+                contexts += (ctx,)
+        self._block(scope, body, ((), (), contexts))
+        return scope
+
+    def _block(self, scope: RawScope, stmts: Sequence[cst.CSTNode], ctx: _Ctx) -> None:
+        for stmt in stmts:
+            self._stmt(scope, stmt, ctx)
+
+    def _body(self, scope: RawScope, node: cst.CSTNode, ctx: _Ctx) -> None:
+        body = getattr(node, "body", None)
+        if isinstance(body, cst.IndentedBlock):
+            self._block(scope, body.body, ctx)
+        elif isinstance(body, cst.SimpleStatementSuite):
+            self._simple(scope, node, body.body, ctx)
+
+    def _stmt(self, scope: RawScope, stmt: cst.CSTNode, ctx: _Ctx) -> None:
+        loops, guards, contexts = ctx
+        if isinstance(stmt, cst.SimpleStatementLine):
+            self._simple(scope, stmt, stmt.body, ctx)
+        elif isinstance(stmt, cst.If):
+            self._exprs(scope, stmt, [stmt.test], ctx)
+            g = Guard(stmt.test, False, len(loops))
+            self._body(scope, stmt, (loops, guards + (g,), contexts))
+            orelse = stmt.orelse
+            neg = guards + (Guard(stmt.test, True, len(loops)),)
+            if isinstance(orelse, cst.If):
+                self._stmt(scope, orelse, (loops, neg, contexts))
+            elif isinstance(orelse, cst.Else):
+                self._body(scope, orelse, (loops, neg, contexts))
+        elif isinstance(stmt, (cst.For, cst.While)):
+            head = [stmt.iter] if isinstance(stmt, cst.For) else [stmt.test]
+            if isinstance(stmt, cst.For):
+                self._assign_targets(scope, stmt, stmt.target, stmt.iter, ctx, "for")
+            self._exprs(scope, stmt, head, ctx)
+            self._body(scope, stmt, (loops + (stmt,), guards, contexts))
+            if stmt.orelse is not None:
+                self._body(scope, stmt.orelse, ctx)
+        elif isinstance(stmt, cst.With):
+            added: tuple[str, ...] = ()
+            for item in stmt.items:
+                expr = item.item
+                func = expr.func if isinstance(expr, cst.Call) else expr
+                name = dotted(func) or ""
+                kind = context_of(name)
+                if kind:
+                    added += (kind,)
+            self._exprs(scope, stmt, [i.item for i in stmt.items], ctx)
+            for item in stmt.items:
+                if item.asname is not None:  # `with amp.scale_loss(loss, opt) as scaled_loss:`
+                    self._assign_targets(scope, stmt, item.asname.name, item.item, ctx, "=")
+            self._body(scope, stmt, (loops, guards, contexts + added))
+        elif isinstance(stmt, (cst.Try, cst.TryStar)):
+            self._body(scope, stmt, ctx)
+            for handler in stmt.handlers:
+                self._body(scope, handler, (loops, guards + (Guard(handler, False, len(loops)),), contexts))
+            if stmt.orelse is not None:
+                self._body(scope, stmt.orelse, ctx)
+            if stmt.finalbody is not None:
+                self._body(scope, stmt.finalbody, ctx)
+        elif isinstance(stmt, cst.FunctionDef):
+            scope.local_defs[stmt.name.value] = stmt
+            prefix = "" if isinstance(scope.node, cst.Module) else scope.name + "."
+            self._function(stmt, scope.class_name, prefix)
+        elif isinstance(stmt, cst.ClassDef):
+            self.classes.setdefault(stmt.name.value, stmt)
+            for item in stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else ():
+                if isinstance(item, cst.FunctionDef):
+                    self._function(item, stmt.name.value, "")
+                else:
+                    self._stmt(scope, item, ctx)
+        elif isinstance(stmt, cst.Match):
+            self._exprs(scope, stmt, [stmt.subject], ctx)
+            for case in stmt.cases:
+                self._body(scope, case, (loops, guards + (Guard(case, False, len(loops)),), contexts))
+
+    # -- simple statements ---------------------------------------------------------------------------------------
+    def _simple(self, scope: RawScope, line: cst.CSTNode, smalls: Sequence[cst.CSTNode], ctx: _Ctx) -> None:
+        for small in smalls:
+            if isinstance(small, cst.Assign):
+                self._exprs(scope, line, [small.value], ctx)
+                for t in small.targets:
+                    self._assign_targets(scope, line, t.target, small.value, ctx, "=")
+            elif isinstance(small, cst.AnnAssign):
+                if small.value is not None:
+                    self._exprs(scope, line, [small.value], ctx)
+                    self._assign_targets(scope, line, small.target, small.value, ctx, "=")
+            elif isinstance(small, cst.AugAssign):
+                self._exprs(scope, line, [small.value], ctx)
+                op = small.operator.__class__.__name__
+                flavor = {"AddAssign": "+=", "DivideAssign": "/=", "MultiplyAssign": "*=", "SubtractAssign": "-="}.get(op, "op=")
+                target = container_name(small.target)
+                if target:
+                    self._emit(scope, EventKind.ASSIGN, small, line, ctx, target=target, value=small.value, flavor=flavor)
+            elif isinstance(small, cst.Expr):
+                self._exprs(scope, line, [small.value], ctx)
+            elif isinstance(small, cst.Return) and small.value is not None:
+                self._exprs(scope, line, [small.value], ctx)
+                self._emit(scope, EventKind.RETURN, small, line, ctx, value=small.value)
+            elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                for alias in small.names:
+                    bound = alias.asname.name if alias.asname is not None else alias.name
+                    name = dotted(bound)  # type: ignore[arg-type]
+                    if name:
+                        self.imported.add(name.split(".", 1)[0])
+            elif isinstance(small, cst.Del):
+                targets = small.target.elements if isinstance(small.target, cst.Tuple) else [small.target]
+                for t in targets:
+                    node = t.value if isinstance(t, cst.Element) else t
+                    name = dotted(node)
+                    if name:
+                        self._emit(scope, EventKind.RESET, small, line, ctx, target=name)
+
+    def _assign_targets(
+        self, scope: RawScope, line: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression, ctx: _Ctx, how: str
+    ) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for i, el in enumerate(_flatten(target)):
+                name = dotted(el)
+                if name:
+                    flavor = "for" if how == "for" else ("tuple0" if i == 0 else "tuple")
+                    self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=value, flavor=flavor,
+                               index=i)
+            return
+        name = dotted(target)
+        if name is None:
+            container = container_name(target)
+            if container and how == "=":
+                # `d[k] = v` stores data in the container without rebinding it.
+                self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=container, value=value, flavor="item=")
+            return
+        if name.endswith(".grad") and isinstance(value, cst.Name) and value.value == "None":
+            self._emit(scope, EventKind.ZERO_GRAD, line, line, ctx, target=name, flavor="param")
+            return
+        if how == "for":
+            self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=value, flavor="for")
+            return
+        added = is_self_accumulation(name, value)
+        if added is not None:
+            self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=added, flavor="=+")
+        else:
+            self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=value, flavor="=")
+
+    def _exprs(self, scope: RawScope, line: cst.CSTNode, exprs: Iterable[cst.CSTNode], ctx: _Ctx) -> None:
+        for expr in exprs:
+            for call in calls_in_evaluation_order(expr):
+                self._call(scope, line, call, ctx)
+
+    def _call(self, scope: RawScope, line: cst.CSTNode, call: cst.Call, ctx: _Ctx) -> None:
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in TRACKED_METHODS:
+                if method == "step" and call.args:
+                    closure = call.args[0].value
+                    if isinstance(closure, cst.Name):
+                        self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=closure.value, flavor="closure")
+                    elif isinstance(closure, cst.Lambda):
+                        self._exprs(scope, line, [closure.body], ctx)
+                self._emit(scope, EventKind.METHOD, call, line, ctx)
+                if not (isinstance(func.value, cst.Name) and func.value.value == "self"):
+                    return
+                # `self.clear()` / `self.step()` may be methods of this class: follow them too.
+            name = dotted(func)
+            if name and name.startswith("self.") and name.count(".") == 1:
+                self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=name)
+            elif name and name.split(".", 1)[0] in self.project_modules:
+                # `engine.train_one_epoch(...)`: a function of another file of the project, resolved on expansion
+                self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=name, flavor="module")
+        elif isinstance(func, cst.Name):
+            if func.value in ("clip_grad_norm_", "clip_grad_value_"):
+                self._emit(scope, EventKind.CLIP, call, line, ctx, flavor="torch")
+            else:
+                self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=func.value)
+
+    def _emit(self, scope: RawScope, kind: EventKind, node: cst.CSTNode, line: cst.CSTNode, ctx: _Ctx, **kw) -> None:
+        loops, guards, contexts = ctx
+        event = Event(kind, node, line, scope.node, loops, guards, contexts, path=(line,), **kw)
+        scope.raw.append(event)
+        top = self.top_of
+        top[id(node)] = top[id(line)] = self._top
+        if event.value is not None:
+            top[id(event.value)] = self._top
+
+
+def _flatten(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """`a, (b, c)` -> [a, b, c]; starred names included."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for el in target.elements for n in _flatten(el.value)]
+    if isinstance(target, cst.StarredElement):
+        return [target.value]
+    return [target]
+
+
+def tracked_call(call: cst.Call) -> bool:
+    """A call the model already understands (`scaler.step(opt)`, `opt.zero_grad()`), not an unknown helper."""
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in TRACKED_METHODS
