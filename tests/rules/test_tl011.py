@@ -147,9 +147,45 @@ POSITIVE = {
         """,
         [(6, 5)],
     ),
+    "run_through_a_helper_of_the_file": (
+        """
+        def _epoch(model, loader, optimizer):
+            for x, y in loader:
+                optimizer.zero_grad()
+                model(x).sub(y).pow(2).mean().backward()
+                optimizer.step()
+
+        def train(model, loader, optimizer):
+            model.train()
+            return _epoch(model, loader, optimizer=optimizer)
+
+        sched = torch.optim.lr_scheduler.StepLR(adam, 5)
+        for epoch in range(3):
+            sched.step()
+            train(net, data, optimizer=adam)
+        """,
+        [(14, 5)],
+    ),
 }
 
 NEGATIVE = {
+    "run_through_a_helper_of_the_file_in_order": """
+        def _epoch(model, loader, optimizer):
+            for x, y in loader:
+                optimizer.zero_grad()
+                model(x).sub(y).pow(2).mean().backward()
+                optimizer.step()
+
+        def train(model, loader, optimizer):
+            return _epoch(model, loader, optimizer=optimizer)
+
+        sched = torch.optim.lr_scheduler.StepLR(adam, 5)
+        other = torch.optim.lr_scheduler.StepLR(sgd, 5)
+        for epoch in range(3):
+            other.step()
+            train(net, data, optimizer=adam)
+            sched.step()
+        """,
     "wrapper_in_order": """
         class OptimWrapper:
             def step(self):

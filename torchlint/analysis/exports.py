@@ -52,11 +52,16 @@ def export(model: FileModel, names: frozenset[str]) -> Exports:
 
     def fn(scope) -> FunctionExport:
         summary = model.summary(scope)
+        # A function that reaches a training loop through a helper (`def train(...): return _run_epoch(...)`) is
+        # a run too: it steps what that helper's runs step, as it names them (its own parameters).
+        runs = [e for e in scope.events if e.kind is EventKind.RUN and e.scope is scope.node and not e.guards]
+        trains = summary.trains or bool(runs)
+        steps = sorted(set(summary.steps) | {r.target for r in runs if r.target})
         events = []
         for e in scope.events:
             if e.kind not in _EXPORTED_KINDS:
                 continue
-            if summary.trains and e.loops:
+            if trains and e.loops:
                 continue  # a run of its own: callers see it as one RUN event
             if e.guards and e.kind is not EventKind.ZERO_GRAD:
                 continue  # guarded inside the callee: when it runs is not known to the caller
@@ -69,7 +74,7 @@ def export(model: FileModel, names: frozenset[str]) -> Exports:
         except Exception:
             returns = "UNKNOWN"
         return FunctionExport(
-            line(scope.node), params, summary.trains, sorted(summary.steps), events,
+            line(scope.node), params, trains, steps, events,
             bool(summary.zeroes) or any(e.kind is EventKind.ZERO_GRAD for e in scope.events), handed, returns,
         )
 

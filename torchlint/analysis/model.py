@@ -225,6 +225,10 @@ class FileModel:
                         continue  # the callee's own names mean nothing in the caller
                     shift = len(e.loops)
                     placed = copy.copy(inner)  # faster than dataclasses.replace on this hot path
+                    if inner.kind is EventKind.RUN:
+                        # a run the helper starts steps what the caller passed for the helper's parameter
+                        callee_params = _positional(positional_params(callee.node), e)
+                        object.__setattr__(placed, "target", _mapped(inner.target, callee_params, e, same_file=True))
                     for attr, value in (
                         ("loops", e.loops + inner.loops),
                         ("guards", e.guards + tuple(Guard(g.test, g.negated, g.depth + shift) for g in inner.guards)),

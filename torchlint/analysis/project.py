@@ -36,7 +36,7 @@ from torchlint.analysis.prescan import (
 from torchlint.analysis.semantics import MODULE_BASES
 from torchlint.source.decode import SourceError, decode
 
-EXPORTS_VERSION = "2"
+EXPORTS_VERSION = "3"
 
 class Project:
     """The files of one project (the directory torchlint was run on, or its configuration's root), read lazily.
