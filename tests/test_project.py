@@ -54,6 +54,16 @@ NESTED_RUN = [
 ]
 
 
+OBJECT_CALLS = [
+    # `self.engine = Trainer(...)` in __init__, then `self.engine.train_step(x, y)`: the class of another file
+    "holder.py:12:13: TL004 [unsafe fix] `self.engine.train_step(x, y)` steps `self.engine.optimizer` "
+    "(trainer.py:9) in a loop that never clears `self.engine.optimizer`'s gradients",
+    # `trainer = Trainer(...)` at module level (clean.py's CleanTrainer clears first: silent)
+    "main.py:8:5: TL004 [unsafe fix] `trainer.train_step(x, y)` steps `trainer.optimizer` (trainer.py:9) in a "
+    "loop that never clears `trainer.optimizer`'s gradients",
+]
+
+
 def _copy(name: str, tmp_path: Path) -> Path:
     dest = tmp_path / name
     shutil.copytree(PROJECTS / name, dest)
@@ -69,7 +79,7 @@ def _matches(found: list[str], expected: list[str]) -> bool:
 
 
 @pytest.mark.parametrize("name, expected", [("engine_split", ENGINE_SPLIT), ("trainer_base", TRAINER_BASE),
-                                            ("nested_run", NESTED_RUN)])
+                                            ("nested_run", NESTED_RUN), ("object_calls", OBJECT_CALLS)])
 def test_cli_follows_calls_into_other_files(tmp_path, run_cli, name, expected):
     project = _copy(name, tmp_path)
     r = run_cli("-q", "--no-cache", ".", cwd=project)
@@ -78,7 +88,7 @@ def test_cli_follows_calls_into_other_files(tmp_path, run_cli, name, expected):
     assert r.returncode == 1
 
 
-@pytest.mark.parametrize("name", ["engine_split", "trainer_base", "nested_run"])
+@pytest.mark.parametrize("name", ["engine_split", "trainer_base", "nested_run", "object_calls"])
 def test_each_file_alone_finds_none_of_them(tmp_path, run_cli, name):
     """The negative half: without the other files, every call above is unknown and torchlint stays silent
     (the negatives in the projects: a helper that zeroes, a zero_grad before the call, a scheduler after the

@@ -110,6 +110,46 @@ POSITIVE = {
         """,
         [(5, 9)],
     ),
+    # -- a training step reached through an object of a class of the file (receiver types) -------------------
+    "object_of_a_class_of_the_file": (
+        """
+        class Trainer:
+            def __init__(self, model, optimizer):
+                self.model = model
+                self.optimizer = optimizer
+
+            def train_step(self, x, y):
+                loss = (self.model(x) - y).pow(2).mean()
+                loss.backward()
+                self.optimizer.step()
+
+        trainer = Trainer(net, torch.optim.SGD(net.parameters(), lr=0.1))
+        for x, y in loader:
+            trainer.train_step(x, y)
+        """,
+        [(10, 9)],
+    ),
+    "object_held_by_another_object": (
+        """
+        class Updater:
+            def __init__(self, opt):
+                self.opt = opt
+
+            def update(self, loss):
+                loss.backward()
+                self.opt.step()
+
+        class Runner:
+            def __init__(self, net, opt):
+                self.net = net
+                self.updater = Updater(opt)
+
+            def run(self, loader):
+                for x in loader:
+                    self.updater.update(self.net(x).sum())
+        """,
+        [(8, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -225,6 +265,32 @@ NEGATIVE = {
             loss.backward()
             optimizer.step()
             after_step(optimizer, scheduler)
+        """,
+    "object_whose_method_clears": """
+        class Trainer:
+            def __init__(self, model, optimizer):
+                self.model = model
+                self.optimizer = optimizer
+
+            def train_step(self, x):
+                self.optimizer.zero_grad()
+                self.model(x).sum().backward()
+                self.optimizer.step()
+
+        trainer = Trainer(net, torch.optim.SGD(net.parameters(), lr=0.1))
+        for x in loader:
+            trainer.train_step(x)
+        """,
+    "object_of_unknown_class": """
+        class Trainer:
+            def train_step(self, x):
+                self.model(x).sum().backward()
+                self.optimizer.step()
+
+        trainer = make_trainer() if fast else Trainer()
+        for x in loader:
+            trainer.train_step(x)
+            trainer.clear()
         """,
 }
 

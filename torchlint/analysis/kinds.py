@@ -328,8 +328,8 @@ class Kinds:
                 return self._from_args(call, scope, at, depth)
             if prefix in sem.MODULE_NAMESPACES and method[:1].isupper():
                 return VKind.MODULE
-            if name is not None and name.startswith("self.") and name.count(".") == 1:
-                callee = self.model.resolve(scope, name)
+            if name is not None and (name.count(".") == 1 or name.startswith("self.") and name.count(".") == 2):
+                callee = self.model.resolve(scope, name)  # `self.f(...)`, or a method of an object of known class
                 if callee is not None:
                     return self._summary(callee, depth)
             if name is not None and self.model.project is not None:

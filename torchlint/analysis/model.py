@@ -16,6 +16,7 @@ from torchlint.analysis.foreign import ProjectLookup, Resolved
 from torchlint.analysis.kinds import Kinds
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.names import Kind, Symbols
+from torchlint.analysis.receivers import Receivers
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import MODULE_BASES
 from torchlint.analysis.summaries import Summary, summarize
@@ -59,6 +60,15 @@ class FileModel:
         self._summaries: dict[int, Summary] = {}
         self._functions = {s.name: s for s in self.scopes if s.class_name is None and "." not in s.name}
         self._methods = {(s.class_name, s.name): s for s in self.scopes if s.class_name is not None}
+        self.receivers = Receivers(self.scopes, self.classes, self.imported)  # type: ignore[arg-type]
+        # A method call of an object becomes a call event where its class is known and defines or inherits it.
+        for scope, index, event, method in reversed(walker.object_calls):
+            if method is not None and self.classify(method) is not None:
+                continue  # `optimizer.step()`, `scaler.update()`: understood by what the receiver's name holds
+            if self._object_method(scope, event.callee or "") is not None or (
+                    self.project is not None and self._object_external(scope, event.callee or "") is not None):
+                scope.raw.insert(index, event)
+                stmt_scope[id(event.stmt)] = scope  # type: ignore[index]
         for scope in self.scopes:
             scope.events = self._expand(scope, 0, frozenset())
             for i, e in enumerate(scope.events):
@@ -142,8 +152,10 @@ class FileModel:
         return found or None
 
     def resolve(self, caller: Scope, callee: str) -> Scope | None:
-        if callee.startswith("self."):
+        if callee.startswith("self.") and callee.count(".") == 1:
             return self._methods.get((caller.class_name, callee[5:]))
+        if "." in callee:
+            return self._object_method(caller, callee)
         local = caller.local_defs.get(callee)
         if local is not None:
             return self._by_node.get(local)
@@ -196,7 +208,7 @@ class FileModel:
                         out.extend(self._place_external(scope, e, found))
                         continue
                 if callee is None:
-                    if e.flavor in ("closure", "module"):
+                    if e.flavor in ("closure", "module", "object"):
                         # `scaler.step(opt)`: the argument was not a closure after all; `utils.f(...)` that is not
                         # a function of the project: a method call like any other (Loop.handed_to_unknown)
                         continue
@@ -208,6 +220,8 @@ class FileModel:
                     continue
                 if depth >= INLINE_DEPTH or callee.node in active:
                     continue
+                if e.flavor == "object":
+                    self.resolved_calls.add(id(e.node))
                 summary = self.summary(callee)
                 trains = summary.trains
                 if trains:
@@ -252,13 +266,41 @@ class FileModel:
         """A function or inherited method of another project file that the call `callee(...)` reaches."""
         if self.project is None:
             return None
-        if callee.startswith("self."):
-            if callee.count(".") != 1 or not self._inherited(scope, callee):
+        if callee.startswith("self.") and callee.count(".") == 1:
+            if not self._inherited(scope, callee):
                 return None
             cls = self.classes.get(scope.class_name or "")
             bases = [b for b in (dotted(base.value) for base in cls.bases) if b] if cls is not None else []
             return self.project.method(bases, callee[5:])
-        return self.project.function(callee)
+        found = self.project.function(callee) if not callee.startswith("self.") else None
+        return found if found is not None else self._object_external(scope, callee)
+
+    def _object_method(self, scope: Scope, callee: str) -> Scope | None:
+        """`obj.name(...)` where `obj` is an instance of a class of this file that defines `name` (itself or
+        through a base of the file)."""
+        receiver, _, name = callee.rpartition(".")
+        cls = self.receivers.class_of(scope, receiver)
+        seen: set[str] = set()
+        while cls is not None and cls in self.classes and cls not in seen:
+            seen.add(cls)
+            found = self._methods.get((cls, name))
+            if found is not None:
+                return found
+            bases = [dotted(b.value) for b in self.classes[cls].bases]
+            cls = next((b for b in bases if b in self.classes), None)
+        return None
+
+    def _object_external(self, scope: Scope, callee: str) -> Resolved | None:
+        """`obj.name(...)` where `obj` is an instance of a class of another project file (or of a class of this
+        file whose base there defines `name`)."""
+        receiver, _, name = callee.rpartition(".")
+        cls = self.receivers.class_of(scope, receiver)
+        if cls is None or self.project is None:
+            return None
+        if cls in self.classes:
+            bases = [b for b in (dotted(base.value) for base in self.classes[cls].bases) if b and b not in self.classes]
+            return self.project.method(bases, name) if bases else None
+        return self.project.method([cls], name)
 
     def _place_external(self, scope: Scope, e: Event, found: Resolved) -> list[Event]:
         """The events a call to another file's function adds to the caller's iteration, placed at the call; the
@@ -311,8 +353,15 @@ class FileModel:
 
 
 def _positional(params: list[str], call_event: Event) -> list[str]:
-    """The callee's positional parameters as the call fills them: `self` is not passed by `self.method(...)`."""
-    return params[1:] if (call_event.callee or "").startswith("self.") else params
+    """The callee's positional parameters as the call fills them: `self` is not passed by `self.method(...)` nor
+    by `obj.method(...)`."""
+    return params[1:] if (call_event.callee or "").startswith("self.") or call_event.flavor == "object" else params
+
+
+def _on_receiver(name: str, call_event: Event) -> str:
+    """A method's `self.x`, as the caller of `obj.method(...)` names it: `obj.x`."""
+    receiver = (call_event.callee or "").rpartition(".")[0]
+    return receiver + name[4:] if receiver else name
 
 
 def _runs(call_event: Event, steps, params: list[str], same_file: bool = False, origin=None) -> list[Event]:
@@ -330,7 +379,7 @@ def _mapped(name: str | None, params: list[str], call_event: Event, same_file: b
     if name is None:
         return None
     if name.startswith("self."):
-        return name
+        return _on_receiver(name, call_event) if call_event.flavor == "object" else name
     head, dot, rest = name.partition(".")
     call = call_event.node
     if head not in params:

@@ -146,5 +146,6 @@ _COMMENT = re.compile(r"#[^\n]*")
 CLASS_LINE = re.compile(r"(?m)^class[ \t]+(\w+)[ \t]*\(([^)]*)\)")
 _DEF_LINE = re.compile(r"([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)")
 _BARE_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
+OBJECT_CALL = re.compile(r"(?<![\w.])((?:self\s*\.\s*)?[A-Za-z_]\w*)\s*\.\s*([A-Za-z_]\w*)\s*\(")  # obj.method(
 SELF_CALL = re.compile(r"\bself\s*\.\s*([A-Za-z_]\w*)\s*\(")
 CLASS_BASES = re.compile(r"(?m)^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)")

@@ -31,7 +31,7 @@ from pathlib import Path
 from torchlint.analysis.exports import compute_exports
 from torchlint.analysis.foreign import Exports, Resolved, event_text
 from torchlint.analysis.prescan import (
-    CLASS_BASES, CLASS_LINE, EVENT_BYTES, EVENT_TEXT, SELF_CALL, Imported, acting, scan_imports,
+    CLASS_BASES, CLASS_LINE, EVENT_BYTES, EVENT_TEXT, OBJECT_CALL, SELF_CALL, Imported, acting, scan_imports,
 )
 from torchlint.analysis.semantics import MODULE_BASES
 from torchlint.source.decode import SourceError, decode
@@ -255,9 +255,12 @@ class ProjectView:
         for in the file's text: the rest of the imports cost a dictionary lookup."""
         all_bases = [b.strip() for m in CLASS_BASES.finditer(text) for b in m.group(1).split(",") if b.strip()]
         base_heads = {b.split(".", 1)[0] for b in all_bases}
-        # A class brings events only to a subclass (`self.fit()` inherited); a function or module to its calls.
+        # A class brings events to a subclass (`self.fit()` inherited) and to the objects the file builds of it
+        # (`trainer = Trainer(...)`, then `trainer.fit()`); a function or module to its calls.
+        built = {local for local in self.bound if local[:1].isupper() and local not in base_heads
+                 and re.search(rf"(?<![\w.]){re.escape(local)}\s*\(", text)}
         wanted = [local for local, imp in self.bound.items()
-                  if (local in base_heads or not local[:1].isupper()) and self._eventful(imp)]
+                  if (local in base_heads or local in built or not local[:1].isupper()) and self._eventful(imp)]
         if not wanted:
             return False
         alternatives = "|".join(re.escape(w) for w in sorted(wanted, key=len, reverse=True))
@@ -273,6 +276,16 @@ class ProjectView:
                 found = self.method(bases, name)
                 if found is not None:
                     self.stand_ins[f"self.{name}"] = event_text(found.export)
+        classes = [c for c in wanted if c in built]
+        if classes:
+            calls: dict[str, set[str]] = {}
+            for m in OBJECT_CALL.finditer(text):
+                calls.setdefault(m.group(2), set()).add(re.sub(r"\s+", "", m.group(1)))
+            for name, receivers in sorted(calls.items()):
+                found = self.method(classes, name)
+                if found is not None:
+                    for receiver in sorted(receivers):
+                        self.stand_ins[f"{receiver}.{name}"] = event_text(found.export)
         self.text = "\n".join(p for p in self.stand_ins.values() if p)
         return bool(self.text)
 

@@ -33,6 +33,7 @@ MIN_LINES = 300  # below this, pruning saves less than the `ast` pass costs
 # a method of the caller's class; attributes of anything else are not followed.
 _BARE_NAME = re.compile(r"(?<![\w.])(?<!def )[A-Za-z_]\w*")
 _SELF_ATTRIBUTE = re.compile(r"\bself\s*\.\s*([A-Za-z_]\w*)")
+_METHOD_CALL = re.compile(r"(?<!self)\.\s*([A-Za-z_]\w*)\s*\(")
 _DEF_START = re.compile(r"(?m)^(?=[ \t]{0,8}(?:@|(?:async[ \t]+)?def[ \t]|class[ \t]))")
 # Every call that torchlint.analysis.names.kind_of_value recognises (optimizer classes and `optim.*`, scheduler
 # classes and `lr_scheduler.*`, GradScaler, Accelerator/Fabric, deepspeed.initialize) contains one of these.
@@ -106,11 +107,18 @@ def prune(
         else:
             methods.setdefault((cls, d.name), []).append(i)  # type: ignore[attr-defined]
 
+    by_method: dict[str, list[int]] = {}
+    for (_, name), indices in methods.items():
+        by_method.setdefault(name, []).extend(indices)
+
     def callees(start: int, end: int, cls: str | None = None) -> set[int]:
         found = {j for n in set(_BARE_NAME.findall(text, start, end)) & functions.keys() for j in functions[n]}
         if cls is not None:
             for n in set(_SELF_ATTRIBUTE.findall(text, start, end)):
                 found.update(methods.get((cls, n), ()))
+        # `trainer.train_step(x)`: a method of an object may be any class's of the file (receiver types decide)
+        for n in set(_METHOD_CALL.findall(text, start, end)) & by_method.keys():
+            found.update(by_method[n])
         return found
 
     own = [mask(a, b) for a, b in spans]

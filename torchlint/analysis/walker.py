@@ -53,6 +53,9 @@ class EventWalker:
         # (positions are computed per module-level statement, see torchlint.source.positions).
         self.top_of: dict[int, int] = {}
         self._top = 0  # index of the module-level statement being walked
+        # method calls of objects (`trainer.step_batch(x)`): (scope, index in its raw events, the event it would
+        # be, the METHOD event of the same call when its name is one of TRACKED_METHODS)
+        self.object_calls: list[tuple[RawScope, int, Event, Event | None]] = []
 
     def walk_module(self, module: cst.Module) -> None:
         scope = self.scope_type(module, "<module>", None, body=module.body)
@@ -234,6 +237,9 @@ class EventWalker:
                         self._exprs(scope, line, [closure.body], ctx)
                 self._emit(scope, EventKind.METHOD, call, line, ctx)
                 if not (isinstance(func.value, cst.Name) and func.value.value == "self"):
+                    # `self.updater.update(batch)` may be a method of an object of known class, where its name
+                    # means nothing to the classification (it is not a GradScaler's update)
+                    self._object_call(scope, call, line, ctx, scope.raw[-1])
                     return
                 # `self.clear()` / `self.step()` may be methods of this class: follow them too.
             name = dotted(func)
@@ -242,20 +248,34 @@ class EventWalker:
             elif name and name.split(".", 1)[0] in self.project_modules:
                 # `engine.train_one_epoch(...)`: a function of another file of the project, resolved on expansion
                 self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=name, flavor="module")
+            else:
+                self._object_call(scope, call, line, ctx, None)
         elif isinstance(func, cst.Name):
             if func.value in ("clip_grad_norm_", "clip_grad_value_"):
                 self._emit(scope, EventKind.CLIP, call, line, ctx, flavor="torch")
             else:
                 self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=func.value)
 
+    def _object_call(self, scope: RawScope, call: cst.Call, line: cst.CSTNode, ctx: _Ctx, method: Event | None) -> None:
+        """`trainer.train_step(x)`, `self.updater.step(x)`: a method of an object whose class is known only once the
+        walk is done (receivers); kept aside with its place and the METHOD event of the same call, if any."""
+        name = dotted(call.func)
+        if name and (name.count(".") == 1 and not name.startswith("self.") and name.split(".", 1)[0]
+                     not in self.imported or name.count(".") == 2 and name.startswith("self.")):
+            event = self._event(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=name, flavor="object")
+            self.object_calls.append((scope, len(scope.raw), event, method))
+
     def _emit(self, scope: RawScope, kind: EventKind, node: cst.CSTNode, line: cst.CSTNode, ctx: _Ctx, **kw) -> None:
+        scope.raw.append(self._event(scope, kind, node, line, ctx, **kw))
+
+    def _event(self, scope: RawScope, kind: EventKind, node: cst.CSTNode, line: cst.CSTNode, ctx: _Ctx, **kw) -> Event:
         loops, guards, contexts = ctx
         event = Event(kind, node, line, scope.node, loops, guards, contexts, path=(line,), **kw)
-        scope.raw.append(event)
         top = self.top_of
         top[id(node)] = top[id(line)] = self._top
         if event.value is not None:
             top[id(event.value)] = self._top
+        return event
 
 
 def _flatten(target: cst.BaseExpression) -> list[cst.BaseExpression]:

@@ -1,0 +1,67 @@
+"""Receiver types: which class an object is, so that `trainer.train_step(batch)` and `self.updater.step(x)` reach
+the method they call. Inferred from the constructor calls the object is bound to (`trainer = Trainer(...)` in the
+function, or for a global in the module body; `self.updater = Updater(...)` in any method of the class) and from a
+parameter's annotation (`trainer: Trainer`). The class must be one of the file's own or a name imported from
+elsewhere (a project class, which the project's lookup then finds or not). Anything else stays unknown: every
+binding of the name must agree on one class."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.events import Event, EventKind
+from torchlint.analysis.exprs import dotted
+from torchlint.analysis.walker import RawScope
+
+
+class Receivers:
+    def __init__(self, scopes: list[RawScope], classes: dict[str, cst.ClassDef], imported: set[str]) -> None:
+        self.scopes = scopes
+        self.classes = classes
+        self.imported = imported
+        self._binds: dict[int, dict[str, list[Event]]] = {}  # id(scope node) -> name -> rebinding assignments
+        self._known: dict[tuple[int, str], str | None] = {}
+
+    def class_of(self, scope: RawScope, receiver: str) -> str | None:
+        """The class (as this file names it) that `receiver` is an instance of in `scope`, or None."""
+        key = (id(scope.node), receiver)
+        if key not in self._known:
+            self._known[key] = self._infer(scope, receiver)
+        return self._known[key]
+
+    def _infer(self, scope: RawScope, receiver: str) -> str | None:
+        if receiver.startswith("self."):
+            if receiver.count(".") != 1 or scope.class_name is None:
+                return None
+            defs = [d for s in self.scopes if s.class_name == scope.class_name for d in self._bound(s, receiver)]
+        elif "." in receiver:
+            return None
+        else:
+            defs = self._bound(scope, receiver)
+            if not defs and receiver in scope.params:
+                ann = scope.params[receiver].annotation
+                return self._known_class(dotted(ann.annotation) if ann is not None else None)
+            if not defs and scope is not self.scopes[0]:
+                defs = self._bound(self.scopes[0], receiver)  # a global of the module
+        if not defs:
+            return None
+        names = {dotted(d.value.func) if d.flavor == "=" and isinstance(d.value, cst.Call) else None for d in defs}
+        if len(names) != 1:
+            return None
+        return self._known_class(names.pop())
+
+    def _known_class(self, name: str | None) -> str | None:
+        if name is None or not name[:1].isupper() and "." not in name:
+            return None
+        if name in self.classes or name.split(".", 1)[0] in self.imported:
+            return name
+        return None
+
+    def _bound(self, scope: RawScope, name: str) -> list[Event]:
+        index = self._binds.get(id(scope.node))
+        if index is None:
+            index = self._binds[id(scope.node)] = {}
+            for e in scope.raw:
+                if e.kind is EventKind.ASSIGN and e.target and e.scope is scope.node and e.flavor != "item=":
+                    index.setdefault(e.target, []).append(e)
+        return index.get(name, [])
