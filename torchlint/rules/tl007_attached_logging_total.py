@@ -86,6 +86,7 @@ literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest v
     def check(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
         displayed: dict[str, bool] = {}
+        handed: dict[tuple[int, str], bool] = {}  # one look at the uses of each container of a scope
         for loop in model.loops:
             if not loop.of(EventKind.BACKWARD):
                 continue
@@ -109,7 +110,10 @@ literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest v
                 runs = _runs_while_kept(model, scope, e)
                 if runs is not None and runs <= FEW_ITERATIONS:
                     continue  # a test's mini-run: a bounded handful of graphs, freed with the container
-                if _handed_on(model, scope, e.target):
+                key = (id(scope.node), e.target)
+                if key not in handed:
+                    handed[key] = _handed_on(model, scope, e.target)
+                if handed[key]:
                     continue  # kept for a backward later, or handed to code whose use of it is not known
                 reported.add(e.target)
                 where = _small_statement(e)
