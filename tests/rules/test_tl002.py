@@ -292,3 +292,78 @@ def test_inline_forward_in_backward_is_flagged():
         opt.step()
     """
     assert findings(src, "TL002") == [(3, 5)]
+
+
+# Issue 21, item 14: a helper called once per batch back-propagates one loss per layer of a single forward, with
+# retain_graph=True on each. The next run of its inner loop goes through the same graph: dropping retain_graph
+# made PyTorch raise "Trying to backward through the graph a second time" (/tmp run of the shape, before the fix).
+PER_LAYER_HELPER = """
+def train_step(model, opt, x, y):
+    outs = model(x)
+    for j in range(len(outs)):
+        loss = F.mse_loss(outs[j], y)
+        loss.backward(retain_graph=True)
+    opt.step()
+    opt.zero_grad()
+
+for x, y in loader:
+    train_step(model, opt, x, y)
+"""
+
+
+def test_per_layer_helper_called_per_batch_is_not_flagged():
+    # The graph is built once per call before the helper's own loop and freed when it returns: the retain is needed.
+    assert findings(PER_LAYER_HELPER, "TL002") == []
+    assert "retain_graph=True" in fixed(PER_LAYER_HELPER, "TL002", unsafe=True)
+
+
+HEAD_HELPER_IN_INNER_LOOP = """
+def head_step(head, feats, y):
+    loss = F.mse_loss(head(feats), y)
+    loss.backward(retain_graph=True)
+
+for x, y in loader:
+    feats = trunk(x)
+    for head in heads:
+        head_step(head, feats, y)
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_helper_handed_a_shared_graph_in_an_inner_loop_has_no_fix():
+    # `feats` is built once per batch and kept into the next forward (the finding stands), but every run of the
+    # inner loop goes through it: no fix, safe or unsafe.
+    assert findings(HEAD_HELPER_IN_INNER_LOOP, "TL002") == [(4, 5)]
+    assert "retain_graph=True" in fixed(HEAD_HELPER_IN_INNER_LOOP, "TL002", unsafe=True)
+
+
+def test_helper_built_from_own_parameter_in_its_inner_loop_has_no_fix():
+    src = """
+    def heads_step(heads, feats, y):
+        for head in heads:
+            loss = F.mse_loss(head(feats), y)
+            loss.backward(retain_graph=True)
+
+    for x, y in loader:
+        feats = trunk(x)
+        heads_step(heads, feats, y)
+        opt.step()
+    """
+    assert findings(src, "TL002") == [(5, 9)]
+    assert "retain_graph=True" in fixed(src, "TL002", unsafe=True)
+
+
+def test_helper_with_fresh_micro_batch_forwards_keeps_its_safe_fix():
+    src = """
+    def micro_step(model, mb_x, mb_y):
+        loss = F.mse_loss(model(mb_x), mb_y)
+        loss.backward(retain_graph=True)
+
+    for x, y in loader:
+        for mb_x, mb_y in zip(x.chunk(2), y.chunk(2)):
+            micro_step(model, mb_x, mb_y)
+        opt.step()
+    """
+    assert findings(src, "TL002") == [(4, 5)]
+    assert "    loss.backward()\n" in fixed(src, "TL002", unsafe=False)

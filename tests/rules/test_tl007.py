@@ -513,3 +513,180 @@ def test_fix_detaches_the_values_kept_in_a_record():
     out = fixed(POSITIVE["records_holding_the_loss"][0], "TL007", unsafe=False)
     assert 'outputs.append({"loss": loss.detach(), "n": len(y)})' in out
     assert findings(out, "TL007") == [] and fixed(out, "TL007") == out
+
+
+# Issue 21, item 15: values kept on purpose to be back-propagated later. A pipeline schedule keeps each micro-batch's
+# output in a queue and pops it into a backward through a helper; the old safe `.detach()` made that backward raise
+# "element 0 of tensors does not require grad" (run on CPU before the fix).
+KEPT_FOR_A_LATER_BACKWARD = {
+    "pipeline_queue_popped_into_a_backward_helper": """
+        def backward_step(output):
+            output.backward()
+
+        def train_batch(model, batch, opt, n_micro=4, in_flight=2):
+            outputs = []
+            for mb in batch.chunk(n_micro):
+                out = model(mb).pow(2).mean()
+                outputs.append(out)
+                if len(outputs) > in_flight:
+                    backward_step(outputs.pop(0))
+            while outputs:
+                backward_step(outputs.pop(0))
+            opt.step()
+        """,
+    "popped_item_bound_then_handed_to_a_method": """
+        class Schedule:
+            def backward_step(self, output, grad=None):
+                torch.autograd.backward(output, grad)
+
+            def run(self, batch):
+                queue = []
+                for mb in batch:
+                    out = self.model(mb)
+                    aux = out.pow(2).mean()
+                    aux.backward(retain_graph=True)
+                    queue.append(out)
+                    if len(queue) > 2:
+                        item = queue.pop(0)
+                        self.backward_step(item, torch.ones_like(item))
+        """,
+    "handed_through_a_helper_to_the_backward": """
+        def finish(outputs):
+            for out in outputs:
+                flush(out)
+
+        def flush(out):
+            out.backward()
+
+        kept = []
+        for x, y in loader:
+            loss = crit(model(x), y)
+            loss.backward(retain_graph=True)
+            kept.append(loss)
+        finish(kept)
+        """,
+    "popped_items_handed_to_a_call_not_followed": """
+        from pipeline import send_for_backward
+
+        pending = []
+        for x, y in loader:
+            out = model(x)
+            aux = out.pow(2).mean()
+            aux.backward(retain_graph=True)
+            pending.append(out)
+            if len(pending) > 2:
+                send_for_backward(pending.pop(0))
+        """,
+}
+
+
+@pytest.mark.parametrize("name", KEPT_FOR_A_LATER_BACKWARD)
+def test_values_kept_for_a_later_backward_are_not_flagged(name):
+    src = KEPT_FOR_A_LATER_BACKWARD[name]
+    assert findings(src, "TL007") == []
+    assert fixed(src, "TL007", unsafe=True) == textwrap.dedent(src)
+
+
+def test_kept_values_only_read_are_still_flagged():
+    # Builtins, display and torch's functions read the list without back-propagating it.
+    src = """
+    losses = []
+    for x, y in loader:
+        loss = crit(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss)
+        if len(losses) % 100 == 0:
+            pbar.set_postfix(loss=torch.stack(losses).mean().item())
+            logger.info("loss %s", sum(losses) / len(losses))
+    """
+    assert findings(src, "TL007") == [(7, 5)]
+    assert "losses.append(loss.detach())" in fixed(src, "TL007", unsafe=False)
+
+
+def test_kept_values_handed_to_a_helper_that_only_reads_them_are_still_flagged():
+    src = """
+    def mean_of(values):
+        return sum(values) / len(values)
+
+    history = []
+    for x, y in loader:
+        loss = crit(model(x), y)
+        loss.backward()
+        opt.step()
+        history.append(loss)
+        print(mean_of(history))
+    """
+    assert findings(src, "TL007") == [(10, 5)]
+
+
+# Issue 21, item 16: a test's mini-run whose trip count comes from a parameter default or a module constant keeps a
+# bounded handful of small graphs, freed with the list it returns: not a leak.
+MINI_RUN = """
+STEPS = 20
+
+def run_steps(model, opt, x, y, steps={default}):
+    losses = []
+    for _ in range({bound}):
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss)
+    return losses
+
+def test_numerics():
+    losses = run_steps(model, opt, x, y{call})
+    assert losses[-1] < losses[0]
+"""
+
+
+@pytest.mark.parametrize(
+    "default, bound, call",
+    [
+        ("20", "steps", ""),  # the parameter's default
+        ("20", "STEPS", ""),  # a constant of the module
+        ("20", "steps", ", steps=25"),  # what the file's callers pass, by keyword
+        ("5", "steps", ", STEPS"),  # ... or by position, a module constant
+        ("20", "2, steps", ""),
+    ],
+)
+def test_mini_run_bounded_by_a_constant_of_the_file_is_not_flagged(default, bound, call):
+    assert findings(MINI_RUN.format(default=default, bound=bound, call=call), "TL007") == []
+
+
+@pytest.mark.parametrize(
+    "default, bound, call",
+    [
+        ("20", "steps", ", steps=1000"),  # a caller asks for many steps
+        ("20", "steps", ", steps=n_steps"),  # a caller passes what the file does not fix
+        ("20", "steps", ", *extra"),
+        ("None", "steps", ""),
+        ("20", "n_steps", ""),  # a global the file never binds
+    ],
+)
+def test_run_not_bounded_by_a_constant_of_the_file_is_flagged(default, bound, call):
+    assert findings(MINI_RUN.format(default=default, bound=bound, call=call), "TL007") == [(11, 9)]
+
+
+def test_bounded_loops_multiply_when_the_list_outlives_them():
+    src = """
+    history = []
+    for epoch in range(10):
+        for _ in range(10):
+            loss = crit(model(x), y)
+            loss.backward()
+            opt.step()
+            history.append(loss)
+    """
+    assert findings(src, "TL007") == [(8, 9)]  # a hundred graphs kept, not a handful
+    fresh = """
+    for epoch in range(10):
+        history = []
+        for _ in range(10):
+            loss = crit(model(x), y)
+            loss.backward()
+            opt.step()
+            history.append(loss)
+    """
+    assert findings(fresh, "TL007") == []  # bound afresh per epoch: ten at most

@@ -11,10 +11,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis import Event, EventKind, FileModel, Loop
-from torchlint.analysis.semantics import NOT_A_FORWARD
-from torchlint.analysis.exprs import code_of, dotted
-from torchlint.source.walk import walk
+from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
+from torchlint.analysis.semantics import GRAPH_PRESERVING_METHODS, NOT_A_FORWARD
+from torchlint.analysis.exprs import code_of, dotted, positional_params
+from torchlint.source.walk import children, walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, LOOP, Finding, Rule
 
@@ -54,7 +54,11 @@ for x, y in loader:
 
 ## Fix
 Drop `retain_graph=True` (not offered when the call sits in an inner loop that runs it several times per
-iteration: the earlier runs need the graph — restructure to one backward of the summed losses).
+iteration over one graph: the next run needs it — restructure to one backward of the summed losses). The same
+holds for a helper's backward run in an inner loop (the helper's or its caller's): the fix is offered only when
+what it back-propagates is built afresh in each run (`micro_step(model, mb_x, mb_y)` over the micro-batches),
+not when it reaches a graph built before that inner loop or handed in by the caller (`head_step(head, feats,
+y)` per head).
 The fix is **safe** (same gradients, less memory) when the back-propagated value is
 built fresh in the iteration; it is **unsafe** when the value depends on a running total carried across
 iterations (then the next backward would fail: fix TL001 first). `create_graph=True` has no automatic fix.
@@ -69,7 +73,8 @@ A loop that steps no optimizer and differentiates with `create_graph=True` (`tor
 create_graph=True)` in an unrolled solver inside a forward) keeps its graph for the backward after it, and is not
 reported. A loop whose every iteration back-propagates into a graph built once before it (`s_feats = student(x)`, then
 one loss per layer with `retain_graph=True`) is not reported: all iterations but the last need the graph, and
-it is freed when the function returns. The right code there is `retain_graph=<not the last layer>`, which the
+it is freed when the function returns. The same goes for a helper called once per batch whose own loop does that
+(`outs = model(x)`, then one backward per layer). The right code there is `retain_graph=<not the last layer>`, which the
 rule does not offer.
 """
 
@@ -105,17 +110,32 @@ def _check_last(model: FileModel, loop: Loop, last: Event) -> Iterator[Finding]:
 
 def _graph_from_before_loop(model: FileModel, loop: Loop, last: Event) -> bool:
     """Part of what is back-propagated was computed before the loop and may carry a graph (`s_hidden =
-    student(x)` then one loss per layer): every iteration but the last needs that graph kept."""
+    student(x)` then one loss per layer): every iteration but the last needs that graph kept. For a helper called
+    from the loop, the helper's own outermost loop counts: what it computes before that loop is built once per call
+    and freed when it returns."""
     scope = model.scope_of(last)
+    at, own = last, loop.node
     if scope is not loop.scope:
-        return False
-    for d in scope.flow_defs(last.value, last):
+        home = _at_home(scope, last)
+        if home is None or not home.loops:
+            return False
+        at, own = home, home.loops[0]
+    for d in scope.flow_defs(at.value, at):
         node = scope.flow_node(d)
-        if node is None or scope.flow.in_loop(node, loop.node):
+        if node is None or scope.flow.in_loop(node, own):
             continue
         if not model.kinds.of_def(d, scope).graph_free:
             return True
     return False
+
+
+def _at_home(scope: Scope, last: Event) -> Event | None:
+    """The helper's own event for a backward placed in its caller's loop: its names, loops and flow node are the
+    helper's (the placed copy stands at the caller's call statement)."""
+    for e in scope.events:
+        if e.node is last.node and e.kind is EventKind.BACKWARD and e.inlined_from is None:
+            return e
+    return None
 
 
 def _fix(model: FileModel, loop: Loop, last: Event) -> Fix | None:
@@ -126,7 +146,7 @@ def _fix(model: FileModel, loop: Loop, last: Event) -> Fix | None:
         return None
     scope = model.scope_of(last)
     deps = scope.depends(last.value)
-    if _graph_from_enclosing_iteration(scope, last, deps):
+    if _graph_from_enclosing_iteration(scope, last, deps) or _shared_by_helper_runs(model, loop, last):
         # The call runs several times over one graph (per head, per task): the earlier runs need it kept.
         return None
     args = [a for a in call.args if a is not last.retain_arg]
@@ -153,6 +173,102 @@ def _graph_from_enclosing_iteration(scope, last: Event, deps: frozenset[str]) ->
             if a.flavor != "for" and inner not in a.loops and any(outer in a.loops for outer in enclosing):
                 return True
     return False
+
+
+def _shared_by_helper_runs(model: FileModel, loop: Loop, last: Event) -> bool:
+    """A helper's backward that runs several times per iteration (in an inner loop of the helper or of its caller)
+    may go through a graph that every run shares: one built in the helper before its inner loop, or one handed in
+    by the caller (`feats = trunk(x)`, then `head_step(head, feats, y)` per head). An argument is followed into the
+    caller when the helper is called from the loop's own scope; anything else that may hold a graph (a parameter
+    of a helper with its own inner loop, a global) counts as shared."""
+    scope = model.scope_of(last)
+    if scope is loop.scope or len(last.loops) < 2:
+        return False
+    home = _at_home(scope, last)
+    if home is None or home.value is None:
+        return True
+    inner = home.loops[-1] if home.loops else None
+    shared, entries = _shared_sources(model, scope, home, _operands(home.value), inner)
+    if shared or not entries:
+        return shared
+    call = last.inlined_from
+    if inner is not None or len(last.path) != 2 or not isinstance(call, cst.Call):
+        return True  # a parameter is the same object for every run of the helper's inner loop
+    args = _arguments_for(scope, call, entries)
+    if args is None:
+        return True
+    operands = set().union(*(_operands(arg) for arg in args))
+    shared, entries = _shared_sources(model, loop.scope, last, operands, last.loops[-1])
+    return shared or bool(entries)
+
+
+def _shared_sources(model: FileModel, scope: Scope, at: Event, names: set[str], inner: cst.CSTNode | None
+                    ) -> tuple[bool, set[str]]:
+    """Follows `names` back from `at` through the definitions of `scope`: whether one computed outside the loop
+    `inner` (when given) may hold a graph, and which names that may hold one come from the scope's entry (its
+    parameters, globals). Loop variables end the walk: the items iterated over are inputs, not one shared graph."""
+    entries: set[str] = set()
+    todo = [(name, at) for name in names]
+    seen: set[tuple[str, int]] = set()
+    while todo:
+        name, where = todo.pop()
+        if (name, id(where)) in seen:
+            continue
+        seen.add((name, id(where)))
+        defs, entry = scope.reaching(name, where)
+        if entry and not model.kinds.of_name(name, scope, where).graph_free:
+            entries.add(name)
+        for d in defs:
+            if d.value is None or d.flavor == "for":
+                continue
+            node = scope.flow_node(d)
+            if inner is not None and (node is None or not scope.flow.in_loop(node, inner)):
+                if not model.kinds.of_def(d, scope).graph_free:
+                    return True, entries
+                continue
+            todo.extend((n, d) for n in _operands(d.value))
+    return False, entries
+
+
+def _arguments_for(scope: Scope, call: cst.Call, params: set[str]) -> list[cst.BaseExpression] | None:
+    """What the call passes for the helper's parameters `params`; None when one is not a parameter or is passed
+    in a way not followed (`*args`, `**kwargs`, left to its default)."""
+    names = positional_params(scope.node)
+    if isinstance(call.func, cst.Attribute) and (dotted(call.func) or "").startswith("self."):
+        names = names[1:]
+    if any(a.star for a in call.args):
+        return None
+    by_name = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    by_name.update((n, a.value) for n, a in zip(names, (a for a in call.args if a.keyword is None)))
+    if not params <= by_name.keys():
+        return None
+    return [by_name[p] for p in params]
+
+
+def _operands(expr: cst.CSTNode) -> set[str]:
+    """The names whose values `expr` computes with: not the functions it calls (`F.mse_loss`, `self.head`), except
+    the tensor a graph-preserving method is called on (`out.sum()`); an attribute chain counts by what is assigned
+    (`mb.x` by `mb`, `self.feats.x` by `self.feats`)."""
+    out: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Name, cst.Attribute)) and (name := dotted(node)) is not None:
+            parts = name.split(".")
+            out.add(".".join(parts[:2]) if parts[0] == "self" and len(parts) > 1 else parts[0])
+            continue
+        if isinstance(node, cst.Call):
+            stack.extend(a.value for a in node.args)
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in GRAPH_PRESERVING_METHODS:
+                stack.append(func.value)
+            elif not isinstance(func, (cst.Name, cst.Attribute)):
+                stack.append(func)
+            continue
+        if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+            continue
+        stack.extend(children(node))
+    return out
 
 
 def _built_in_iteration(model: FileModel, loop: Loop, last: Event) -> bool:

@@ -13,7 +13,7 @@ import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.semantics import DISPLAY
-from torchlint.analysis.exprs import code_of, dotted
+from torchlint.analysis.exprs import code_of, dotted, names_in, positional_params
 from torchlint.source.walk import walk
 from torchlint.analysis.kinds import VKind
 from torchlint.diagnostic import Fix
@@ -22,7 +22,9 @@ from torchlint.source.lines import split_lines
 from torchlint.rules.base import Finding, Rule
 
 
-FEW_ITERATIONS = 10
+# The most graphs a container may keep, counted from constant trip counts, before it is a leak rather than a
+# test's mini training run that returns or checks its losses.
+FEW_ITERATIONS = 30
 
 
 class AttachedLoggingTotal(Rule):
@@ -61,14 +63,20 @@ back-propagated with a plain `.backward()`), and the total is only printed or lo
 are the same, only the graph is dropped.
 
 ## Limits
-A loop with a constant trip count of at most 10 (`for _ in range(5)`, a test's mini training run) is not
-reported: it keeps a handful of graphs, not a growing number. It reports only values the analysis knows to
+A container that keeps at most 30 graphs, counted from constant trip counts (`for _ in range(5)`; a test's
+mini training run over `range(steps)` with `steps=20` as the parameter's default and in every call of the file,
+or over `range(STEPS)` with a module constant; the loops the container outlives multiply), is not reported: it
+keeps a bounded handful of graphs, freed with it, not a growing number. A default is trusted as the file sees it:
+a caller in another file may pass more. It reports only values the analysis knows to
 carry a graph: the output of a model or criterion, arithmetic on one, a loss handed in as a parameter. A value
 from a call it cannot resolve is left alone, and so is a total returned by a function that back-propagates
 nothing itself (its caller may back-propagate it).
 
 ## Correct look-alikes (not flagged)
-A total that is later back-propagated (correct chunked accumulation, or TL001); anything under
+A total that is later back-propagated (correct chunked accumulation, or TL001); values kept to be
+back-propagated later (a pipeline schedule's queue of micro-batch outputs, each popped into a helper that runs the
+backward): the container, its items or a value computed from them handed to a helper of the file that
+back-propagates, or to a call the analysis cannot follow (what it does with them is not known); anything under
 `torch.no_grad()` / `inference_mode()`; `loss.item()` / `.detach()` already; a model's forward that collects
 features of one call in a list; loops without a backward (evaluation code); the micro-batch outputs of one step,
 kept in a list the batch loop binds afresh (it never holds more than one step's graphs); a dict entry with a
@@ -78,12 +86,10 @@ literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest v
     def check(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
         displayed: dict[str, bool] = {}
+        handed: dict[tuple[int, str], bool] = {}  # one look at the uses of each container of a scope
         for loop in model.loops:
             if not loop.of(EventKind.BACKWARD):
                 continue
-            trips = loop.trip_count()
-            if trips is not None and trips <= FEW_ITERATIONS:
-                continue  # a handful of graphs, freed with the container: nothing grows
             scope = loop.scope
             backprop = scope.backpropagated()
             reported: set[str] = set()
@@ -101,6 +107,14 @@ literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest v
                     continue  # a number, a string, a detached tensor, or a value the analysis cannot see
                 if not _carried(scope, loop, e) or _escapes(model, scope, e.target) or _within_one_step(scope, loop, e):
                     continue
+                runs = _runs_while_kept(model, scope, e)
+                if runs is not None and runs <= FEW_ITERATIONS:
+                    continue  # a test's mini-run: a bounded handful of graphs, freed with the container
+                key = (id(scope.node), e.target)
+                if key not in handed:
+                    handed[key] = _handed_on(model, scope, e.target)
+                if handed[key]:
+                    continue  # kept for a backward later, or handed to code whose use of it is not known
                 reported.add(e.target)
                 where = _small_statement(e)
                 if attached:  # `outputs.append({"loss": loss, "n": len(y)})`: the record holds the graph
@@ -122,6 +136,100 @@ literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest v
                     f"`{code_of(e.value)}.item()` or `.detach()`",
                     _fix(model, scope, e, displayed),
                 )
+
+
+def _runs_while_kept(model: FileModel, scope: Scope, e: Event) -> int | None:
+    """How many times `e` adds to its container before the container is bound afresh: the product of the trip
+    counts of the loops it is carried across, when each is a constant of the file; None when one is not."""
+    count = 1
+    for node in e.loops:
+        if any(a.rebinds and node in a.loops for a in scope.assignments(e.target or "")):
+            continue  # bound afresh in each iteration of this loop: its iterations do not add up
+        loop = next((lp for lp in model.loops if lp.node is node and lp.scope is scope), None)
+        trips = _trip_count(model, scope, loop) if loop is not None else None
+        if trips is None:
+            return None
+        count *= trips
+    return count
+
+
+def _trip_count(model: FileModel, scope: Scope, loop: Loop) -> int | None:
+    """`Loop.trip_count`, and also a bound that comes from outside the function: a parameter's default and the
+    constants its callers in the file pass (`def run(steps=20)`), or a constant of the module (`STEPS = 20`)."""
+    trips = loop.trip_count()
+    node = loop.node
+    if trips is not None or not isinstance(node, cst.For) or not isinstance(node.iter, cst.Call):
+        return trips
+    if dotted(node.iter.func) != "range" or not loop.events:
+        return None
+    args = [a.value for a in node.iter.args if a.keyword is None and not a.star]
+    if len(args) not in (1, 2) or len(args) != len(node.iter.args):
+        return None
+    bounds = [_outside_constant(model, scope, a, loop.events[0]) for a in args]
+    if any(b is None for b in bounds):
+        return None
+    return max(0, bounds[-1] - (bounds[0] if len(bounds) == 2 else 0))  # type: ignore[operator]
+
+
+def _outside_constant(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> int | None:
+    """The largest value `expr` can have when it is an integer literal, or a name defined nowhere in the function
+    that is a module constant or a parameter whose default and every argument the file passes for it are."""
+    if isinstance(expr, cst.Integer):
+        return int(expr.evaluated_value)
+    if not isinstance(expr, cst.Name):
+        return None
+    name = expr.value
+    defs, entry = scope.reaching(name, at)
+    if defs or not entry:
+        return None  # assigned in the function: Loop.trip_count has read what it can
+    param = scope.params.get(name)
+    if param is None:
+        return _module_constant(model, name)
+    values = [] if param.default is None else [_literal_or_constant(model, param.default)]
+    given = _passed_for(model, scope, name)
+    if given is None:
+        return None
+    values += [_literal_or_constant(model, v) for v in given]
+    if not values or any(v is None for v in values):
+        return None
+    return max(values)  # type: ignore[type-var]
+
+
+def _literal_or_constant(model: FileModel, expr: cst.BaseExpression) -> int | None:
+    if isinstance(expr, cst.Integer):
+        return int(expr.evaluated_value)
+    return _module_constant(model, expr.value) if isinstance(expr, cst.Name) else None
+
+
+def _module_constant(model: FileModel, name: str) -> int | None:
+    """`STEPS = 20` at module level, never bound to anything else there."""
+    module = model.scopes[0]
+    defs = module.assignments(name)
+    if not defs or not all(d.flavor == "=" and isinstance(d.value, cst.Integer) for d in defs):
+        return None
+    values = {int(d.value.evaluated_value) for d in defs}  # type: ignore[union-attr]
+    return values.pop() if len(values) == 1 else None
+
+
+def _passed_for(model: FileModel, callee: Scope, param: str) -> list[cst.BaseExpression] | None:
+    """What the calls of the function in this file pass for `param` (nothing for a call that leaves the default);
+    None when a call passes `*args` / `**kwargs`, so that what it passes is not known."""
+    positional = positional_params(callee.node)
+    out: list[cst.BaseExpression] = []
+    for caller in model.scopes:
+        for call in walk(caller.node):
+            if not isinstance(call, cst.Call) or (func := dotted(call.func)) is None:
+                continue
+            if model.resolve(caller, func) is not callee:
+                continue
+            if any(a.star for a in call.args):
+                return None
+            names = positional[1:] if func.startswith("self.") else positional
+            for i, a in enumerate(a for a in call.args if a.keyword is None):
+                if i < len(names) and names[i] == param:
+                    out.append(a.value)
+            out.extend(a.value for a in call.args if a.keyword is not None and a.keyword.value == param)
+    return out
 
 
 def _attached_items(model: FileModel, scope: Scope, e: Event) -> list[cst.BaseExpression]:
@@ -191,6 +299,107 @@ def _escapes(model: FileModel, scope: Scope, total: str) -> bool:
     if total.startswith("self."):
         return any(total in s.backpropagated() for s in model.scopes if s.class_name == scope.class_name)
     return False
+
+
+# Calls that read the values they are given and back-propagate nothing: builtins, display, the numerics of other
+# libraries. What they return is followed like any other value (`total = sum(losses)`, then `total.backward()`).
+_READERS = frozenset(
+    """print len str repr format float int bool round sum min max abs sorted list tuple dict set enumerate zip
+    isinstance any all reversed iter id type""".split()
+)
+_DISPLAYS = re.compile(
+    r"log|log_\w+|info|debug|warning|warn|error|add_scalars?|add_histogram|set_postfix(_str)?|set_description(_str)?"
+    r"|write"
+)
+_READER_MODULES = ("torch", "F", "nn", "np", "numpy", "math", "statistics")
+_HELPER_DEPTH = 3
+
+
+def _handed_on(model: FileModel, scope: Scope, total: str) -> bool:
+    """A use of the kept values other than showing them may back-propagate them later: the container, an item
+    popped from it or a value computed from it is handed to a helper of the file that back-propagates (a pipeline
+    schedule's queue of micro-batch outputs, each popped into `backward_step(...)`), or to a call whose use of it
+    is not known. Detaching them then breaks that backward, and the report is false."""
+    if total.startswith("self."):
+        scopes = [s for s in model.scopes if s.class_name == scope.class_name] if scope.class_name else [scope]
+    else:
+        scopes = [scope]
+    return any(_may_backpropagate(model, s, {total}, 0) for s in scopes)
+
+
+def _may_backpropagate(model: FileModel, scope: Scope, names: set[str], depth: int) -> bool:
+    """Some use of `names` in `scope`, or of a value computed from them, may back-propagate them."""
+    derived = _computed_from(scope, names)
+    if derived & scope.backpropagated():
+        return True
+    for call in walk(scope.node):
+        if not isinstance(call, cst.Call):
+            continue
+        handed = [a for a in call.args if names_in(a.value) & derived]
+        if not handed or _reads(call, derived):
+            continue
+        func = dotted(call.func)
+        callee = model.resolve(scope, func) if func is not None else None
+        if callee is None or depth >= _HELPER_DEPTH:
+            return True  # a call the analysis cannot follow: what it does with the values is not known
+        if any(e.kind is EventKind.BACKWARD for e in callee.events):
+            return True  # a helper that back-propagates: the values are kept for it
+        params = _parameters_given(callee, call, handed)
+        if params is None or _may_backpropagate(model, callee, params, depth + 1):
+            return True
+    return False
+
+
+def _computed_from(scope: Scope, names: set[str]) -> set[str]:
+    """`names` and every name of the scope assigned a value that reads one of them (`out = outputs.pop(0)`, a
+    loop variable over them, another list they are appended to)."""
+    out = set(names)
+    assigns = [e for e in scope.events
+               if e.scope is scope.node and e.kind in (EventKind.ASSIGN, EventKind.APPEND) and e.target
+               and e.value is not None]
+    grown = True
+    while grown:
+        grown = False
+        for e in assigns:
+            if e.target not in out and names_in(e.value) & out:
+                out.add(e.target)
+                grown = True
+    return out
+
+
+def _reads(call: cst.Call, derived: set[str]) -> bool:
+    """The call reads what it is given and back-propagates nothing: a reader above, or a method of the kept values
+    themselves (`outputs.append(...)`, `total.add_(...)`; their `.backward()` is a backward the scope already
+    counts)."""
+    func = dotted(call.func) or ""
+    if func.startswith("torch.autograd"):
+        return False
+    if isinstance(call.func, cst.Attribute) and dotted(call.func.value) in derived:
+        return True
+    parts = func.split(".")
+    return (parts[-1] in _READERS or (len(parts) > 1 and parts[0] in _READER_MODULES)
+            or _DISPLAYS.fullmatch(parts[-1]) is not None)
+
+
+def _parameters_given(callee: Scope, call: cst.Call, handed: list[cst.Arg]) -> set[str] | None:
+    """The parameters of the helper that receive the arguments `handed`; None when one is passed in a way not
+    followed (`*args`, `**kwargs`, more positional arguments than parameters)."""
+    names = positional_params(callee.node)
+    if isinstance(call.func, cst.Attribute) and (dotted(call.func) or "").startswith("self."):
+        names = names[1:]
+    positional = [a for a in call.args if a.keyword is None]
+    out: set[str] = set()
+    for a in handed:
+        if a.star:
+            return None
+        if a.keyword is not None:
+            out.add(a.keyword.value)
+            continue
+        index = positional.index(a)
+        if index >= len(names):
+            return None
+        out.add(names[index])
+    return out
 
 
 def _scalar(scope: Scope, value: cst.BaseExpression) -> bool:
