@@ -75,6 +75,38 @@ def test_per_file_time_limit(tmp_path, run_cli):
     assert (r.returncode, r.stdout) == (1, "huge.py:1:1: TL904 checking took longer than 0.01s; file not checked\n"), r.stderr
 
 
+def slow_to_parse(lines: int) -> str:
+    """A training loop, then `lines` lines of brackets nested 190 deep: libcst's native parser takes time quadratic
+    in the depth on each (about 0.1 s a line), in one call that no signal interrupts."""
+    deep = "x = " + "([" * 95 + "1" + "])" * 95 + "\n"
+    return BUGGY + deep * lines
+
+
+def test_file_timeout_stops_the_native_parser(tmp_path, run_cli):
+    """--file-timeout 2 used to report after the whole parse (24 s for this file); now within 3 s, the command's
+    start included."""
+    import time
+
+    (tmp_path / "slow.py").write_text(slow_to_parse(150))
+    start = time.monotonic()
+    r = run_cli("-q", "--isolated", "--no-cache", "--file-timeout", "2", "slow.py", cwd=tmp_path)
+    elapsed = time.monotonic() - start
+    assert r.stdout == "slow.py:1:1: TL904 checking took longer than 2s; file not checked\n", r.stderr
+    assert elapsed < 3.0, elapsed
+
+
+def test_a_crash_of_the_native_parser_is_that_files_error(tmp_path, run_cli):
+    """A file that crashes libcst's native parser (a stack overflow: SIGSEGV) used to end the whole run with a
+    BrokenProcessPool traceback; it is one TL902, and the other files are checked."""
+    (tmp_path / "crash.py").write_text(BUGGY + "x = " + "-" * 100_000 + "1\n")
+    (tmp_path / "train.py").write_text(BUGGY)
+    r = run_cli("-q", "--isolated", "--no-cache", "crash.py", "train.py", cwd=tmp_path)
+    lines = r.stdout.splitlines()
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert lines[0].startswith("crash.py:1:1: TL902 checking crashed (the worker process died"), lines
+    assert lines[1].startswith("train.py:4:5: TL004"), lines
+
+
 def test_unreadable_file(tmp_path, monkeypatch):
     """CI runs as root, which reads everything: the failure is simulated at the read itself."""
     p = tmp_path / "secret.py"

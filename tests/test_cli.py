@@ -179,6 +179,13 @@ def test_pyproject_unknown_key(tmp_path, run_cli):
     assert "unknown key 'selct' in [tool.torchlint]" in r.stderr
 
 
+def test_pyproject_docs_url_must_be_a_url(tmp_path, run_cli):
+    write(tmp_path, "pyproject.toml", "[tool.torchlint]\ndocs-url = 3\n")
+    write(tmp_path, "train.py", BUGGY)
+    r = run_cli(cwd=tmp_path)
+    assert r.returncode == 2 and "'docs-url' in [tool.torchlint]" in r.stderr and "must be a URL" in r.stderr
+
+
 def test_pyproject_unknown_code(tmp_path, run_cli):
     write(tmp_path, "pyproject.toml", "[tool.torchlint]\nselect = ['XY1']\n")
     write(tmp_path, "train.py", BUGGY)

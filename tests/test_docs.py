@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
 from torchlint.rule_docs import index, render
 from torchlint.rules import ALL_RULES
 from tests.conftest import ROOT
@@ -10,10 +14,66 @@ SECTIONS = ("## What it flags", "## Why it is wrong", "## Example", "## Fix", "#
 
 
 def test_pages_are_current():
-    for rule in ALL_RULES:
-        page = ROOT / "docs" / "rules" / f"{rule.code}.md"
-        assert page.read_text(encoding="utf-8") == render(rule), "run: python -m torchlint.rule_docs docs/rules"
-    assert (ROOT / "docs" / "rules" / "README.md").read_text(encoding="utf-8") == index()
+    """Both copies: docs/rules/ for readers of the repository, torchlint/docs/rules/ shipped with the package."""
+    for folder in (ROOT / "docs" / "rules", ROOT / "torchlint" / "docs" / "rules"):
+        for rule in ALL_RULES:
+            page = folder / f"{rule.code}.md"
+            assert page.read_text(encoding="utf-8") == render(rule), "run: python -m torchlint.rule_docs"
+        assert (folder / "README.md").read_text(encoding="utf-8") == index()
+
+
+def linked_page(url: str) -> Path:
+    """The file a file:// link names; fails unless it exists."""
+    parsed = urlparse(url)
+    assert parsed.scheme == "file", url
+    page = Path(url2pathname(parsed.path))
+    assert page.is_file(), url
+    return page
+
+
+def test_every_link_resolves_to_its_page():
+    """The link of each code (the output's `= rule:`, SARIF's helpUri, JSON's url, the language server's
+    codeDescription) is the page of the installed package: a rule's own page, the index for TL9xx. It used to name
+    a repository that does not exist."""
+    from torchlint.codes import META_RULES, RULE_CODES, doc_url
+
+    for code in RULE_CODES:
+        assert linked_page(doc_url(code)).read_text(encoding="utf-8").startswith(f"# {code} `")
+    for code in META_RULES:
+        assert f"| {code} |" in linked_page(doc_url(code)).read_text(encoding="utf-8")
+
+
+def test_a_configured_docs_url_is_the_base_of_every_link():
+    from torchlint.codes import doc_url
+
+    assert doc_url("TL002", "https://docs.example.org/torchlint/rules/") == "https://docs.example.org/torchlint/rules/TL002.md"
+    assert doc_url("TL904", "https://docs.example.org/rules") == "https://docs.example.org/rules/README.md"
+    assert doc_url("TL002", "https://example.org/r/{code}.html") == "https://example.org/r/TL002.html"
+
+
+def test_the_wheel_ships_the_rule_pages(tmp_path):
+    """The pages are package data: a wheel built from this tree holds every page the links point at."""
+    import importlib.util
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    from torchlint.codes import RULE_CODES
+
+    # From a copy of the tracked sources: a build/ folder of an earlier build must not supply the pages.
+    tree = tmp_path / "src"
+    tree.mkdir()
+    shutil.copy(ROOT / "pyproject.toml", tree)
+    shutil.copy(ROOT / "README.md", tree)
+    shutil.copytree(ROOT / "torchlint", tree / "torchlint", ignore=shutil.ignore_patterns("__pycache__"))
+    # The test extra's torch needs setuptools, so it is there to build with (no index needed).
+    isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation, "-w", str(tmp_path), str(tree)],
+                   check=True, capture_output=True, timeout=300)
+    [wheel] = tmp_path.glob("torchlint-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {f"torchlint/docs/rules/{code}.md" for code in RULE_CODES} | {"torchlint/docs/rules/README.md"} <= names
 
 
 def test_every_page_has_every_section():

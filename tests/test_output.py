@@ -80,6 +80,25 @@ def test_statistics(project, run_cli):
     ]
 
 
+def test_every_link_of_sarif_and_json_resolves(project, run_cli):
+    """helpUri of every rule, the tool's informationUri, and each JSON url: pages that exist (they used to name a
+    repository that does not); with `docs-url` configured, links under it."""
+    from tests.test_docs import linked_page
+
+    log = json.loads(run_cli("--format", "sarif", "--no-cache", "train.py", cwd=project).stdout)
+    driver = log["runs"][0]["tool"]["driver"]
+    for rule in driver["rules"]:
+        assert rule["id"] in linked_page(rule["helpUri"]).read_text(encoding="utf-8")
+    assert linked_page(driver["informationUri"]).name == "README.md"
+    for item in json.loads(run_cli("--format", "json", "--no-cache", "train.py", cwd=project).stdout):
+        assert linked_page(item["url"]).name == f"{item['code']}.md"
+    (project / "pyproject.toml").write_text('[tool.torchlint]\ndocs-url = "https://docs.example.org/tl"\n')
+    log = json.loads(run_cli("--format", "sarif", "--no-cache", "train.py", cwd=project).stdout)
+    rules = {rule["id"]: rule for rule in log["runs"][0]["tool"]["driver"]["rules"]}
+    assert rules["TL004"]["helpUri"] == "https://docs.example.org/tl/TL004.md"
+    assert rules["TL901"]["helpUri"] == "https://docs.example.org/tl/README.md"
+
+
 def test_output_file(project, run_cli):
     r = run_cli("--format", "json", "--output-file", "report.json", "train.py", cwd=project)
     assert r.returncode == 1

@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 
 from tests.test_notebook import SETUP, TRAIN, notebook
+from torchlint.codes import PAGES
 
 ONE = "for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n    optimizer.step()\n"
 MULTI = ("for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward(\n        retain_graph=True)\n"
          "    optimizer.step()\n    optimizer.zero_grad()\n")
-URL = "https://github.com/torchlint/torchlint/blob/main/docs/rules/"
+URL = PAGES.as_uri() + "/"  # the pages that ship with the package
 TL004 = ("`optimizer.step()` runs in a loop that never clears `optimizer`'s gradients: backward() adds into .grad, so "
          "each step applies the sum of all earlier gradients; call `optimizer.zero_grad()`")
 
@@ -107,3 +108,15 @@ def test_report_file_has_no_colour_and_unreadable_files_have_no_source(tmp_path,
     report = (tmp_path / "report.txt").read_text()
     assert "\x1b[" not in report
     assert report.startswith("bad.py:1:1: TL900 file contains null bytes; it is not Python source\n\n") and ONE_GOLDEN in report
+
+
+def test_rule_links_resolve_or_follow_the_configured_docs_url(tmp_path, run_cli):
+    from tests.test_docs import linked_page
+
+    (tmp_path / "one.py").write_text(ONE)
+    out = run_cli("--no-cache", "-q", "--format", "full", "one.py", cwd=tmp_path).stdout
+    [link] = [line.split("= rule: ", 1)[1] for line in out.splitlines() if "= rule: " in line]
+    assert linked_page(link).name == "TL004.md"
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\ndocs-url = "https://docs.example.org/tl/"\n')
+    out = run_cli("--no-cache", "-q", "--format", "full", "one.py", cwd=tmp_path).stdout
+    assert "  = rule: https://docs.example.org/tl/TL004.md\n" in out

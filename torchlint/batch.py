@@ -10,14 +10,13 @@ import hashlib
 import json
 import os
 import signal
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from torchlint import __version__
 from torchlint.diagnostic import Diagnostic, Edit, FixInfo
-from torchlint.codes import READ_ERROR, TIMEOUT
+from torchlint.codes import INTERNAL_ERROR, READ_ERROR, TIMEOUT
 
 CACHE_DIR = ".torchlint_cache"
 
@@ -57,8 +56,12 @@ def process(job: Job, cache: "Cache | None" = None) -> Outcome:
         return _process(job, cache)
     except _Timeout:  # the alarm delivered at the edge of the guarded region: the file still took too long
         signal.setitimer(signal.ITIMER_REAL, 0)
-        return Outcome(job.path, (Diagnostic(job.path, 1, 1, 1, 1, TIMEOUT,
-                                             f"checking took longer than {job.timeout:g}s; file not checked"),))
+        return _timed_out(job)
+
+
+def _timed_out(job: Job) -> Outcome:
+    return Outcome(job.path, (Diagnostic(job.path, 1, 1, 1, 1, TIMEOUT,
+                                         f"checking took longer than {job.timeout:g}s; file not checked"),))
 
 
 def _process(job: Job, cache: "Cache | None") -> Outcome:
@@ -80,8 +83,7 @@ def _process(job: Job, cache: "Cache | None") -> Outcome:
     try:
         outcome = _run(job, path, data, project)
     except _Timeout:
-        outcome = Outcome(job.path, (Diagnostic(job.path, 1, 1, 1, 1, TIMEOUT,
-                                                f"checking took longer than {job.timeout:g}s; file not checked"),))
+        outcome = _timed_out(job)
     finally:
         if timer:
             signal.setitimer(signal.ITIMER_REAL, 0)
@@ -275,16 +277,34 @@ def _process_in_worker(job: Job) -> Outcome:
     return process(job, _WORKER_CACHE)
 
 
+# A worker still busy this long after its file's time limit is killed: the alarm inside it had its chance (it
+# stops Python code, and keeps the worker), but native code such as libcst's parser does not see it.
+KILL_AFTER = 0.2
+
+
 def run(jobs: Sequence[Job], n_jobs: int = 0, cache_root: Path | None = None) -> Iterator[Outcome]:
-    """Outcomes in the order of `jobs`. `n_jobs` 0 means one per CPU; 1 runs in this process."""
+    """Outcomes in the order of `jobs`. `n_jobs` 0 means one per CPU. Files with a time limit are checked in worker
+    processes (torchlint.workers), which are killed at it; without one, one job runs in this process."""
     n = n_jobs or os.cpu_count() or 1
     n = max(1, min(n, len(jobs)))
     _fresh()
-    if n == 1:
+    if n == 1 and not any(job.timeout > 0 for job in jobs):
         cache = Cache(cache_root) if cache_root else None
         for job in jobs:
             yield process(job, cache)
         return
-    chunk = max(1, min(64, len(jobs) // (n * 8) or 1))
-    with ProcessPoolExecutor(n, initializer=_init_worker, initargs=(str(cache_root) if cache_root else None,)) as pool:
-        yield from pool.map(_process_in_worker, jobs, chunksize=chunk)
+    from torchlint.workers import Failed, Pool
+
+    with Pool(n, _init_worker, (str(cache_root) if cache_root else None,)) as pool:
+        limits = [job.timeout + KILL_AFTER if job.timeout > 0 else 0 for job in jobs]
+        for job, result in zip(jobs, pool.map(_process_in_worker, jobs, limits)):
+            yield _lost(job, result) if isinstance(result, Failed) else result
+
+
+def _lost(job: Job, failed) -> Outcome:
+    """The outcome of a file whose worker was killed at its time limit, or died checking it."""
+    if failed.timed_out:
+        return _timed_out(job)
+    return Outcome(job.path, (Diagnostic(job.path, 1, 1, 1, 1, INTERNAL_ERROR,
+                                         f"checking crashed ({failed.detail}); file not checked; please report it "
+                                         "with this file"),))

@@ -242,10 +242,11 @@ def _check(args: argparse.Namespace) -> int:
         return EXIT_OK if args.exit_zero or not diffs else EXIT_FINDINGS
     if args.format == "full" and not args.statistics:
         # colour only on a terminal: never in a report file
-        report = render_full(diags, cfg.unsafe_fixes, color=False if args.output_file is not None else None)
+        report = render_full(diags, cfg.unsafe_fixes, cfg.docs_url,
+                             color=False if args.output_file is not None else None)
     else:
         render = render_statistics if args.statistics else FORMATS[args.format]
-        report = render(diags, cfg.unsafe_fixes)
+        report = render(diags, cfg.unsafe_fixes, cfg.docs_url)
     if args.output_file is not None:
         try:
             args.output_file.write_text(report, encoding="utf-8")
@@ -290,7 +291,7 @@ def _fix_verify(args: argparse.Namespace, cfg: Config, files: list[Path]) -> int
 
         write_report(args.report, files[0] if len(files) == 1 else Path("."), runs or [])
     diags.sort(key=Diagnostic.sort_key)
-    sys.stdout.write(FORMATS[args.format](diags, cfg.unsafe_fixes))
+    sys.stdout.write(FORMATS[args.format](diags, cfg.unsafe_fixes, cfg.docs_url))
     if not args.quiet:
         _summary(diags, fixed, len(files), cfg.unsafe_fixes, True)
     return EXIT_OK if args.exit_zero or not diags else EXIT_FINDINGS

@@ -4,6 +4,8 @@ tests/test_docs.py checks that RULE_CODES matches the rule registry."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 RULE_CODES = ("TL001", "TL002", "TL003", "TL004", "TL005", "TL006", "TL007", "TL008", "TL009", "TL010", "TL011")
 
 READ_ERROR = "TL900"
@@ -21,8 +23,15 @@ META_RULES = {
     TIMEOUT: ("timeout", "checking the file took longer than --file-timeout"),
 }
 
-DOCS_URL = "https://github.com/torchlint/torchlint/blob/main/docs/rules/{code}.md"
+# The rule pages ship inside the package (package data, written with docs/rules/ by torchlint.rule_docs): a link
+# to one resolves wherever torchlint is installed, offline, at the version that reported the finding.
+PAGES = Path(__file__).resolve().parent / "docs" / "rules"
 
 
-def doc_url(code: str) -> str:
-    return DOCS_URL.format(code=code if code in RULE_CODES else "README")
+def doc_url(code: str, base: str | None = None) -> str:
+    """The link to a code's page (TL9xx: the index, which describes them): under `base`, the `docs-url` of the
+    configuration (`{code}` in it is replaced, else `/CODE.md` is appended), else the installed page's file:// URI."""
+    page = code if code in RULE_CODES else "README"
+    if base:
+        return base.replace("{code}", page) if "{code}" in base else f"{base.rstrip('/')}/{page}.md"
+    return (PAGES / f"{page}.md").as_uri()

@@ -21,7 +21,7 @@ DEFAULT_EXCLUDE = (
     "site-packages",
 )
 KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores",
-              "respect-gitignore", "unsafe-fixes"}
+              "respect-gitignore", "unsafe-fixes", "docs-url"}
 
 
 class ConfigError(Exception):
@@ -38,6 +38,7 @@ class Config:
     per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
     respect_gitignore: bool = True
     unsafe_fixes: bool = False
+    docs_url: str | None = None  # where the rule pages linked from findings are; None: the pages of the package
     root: Path = Path(".")  # directory that relative patterns are resolved against
 
     def codes(self) -> list[str]:
@@ -142,8 +143,12 @@ def load(path: Path | None) -> Config:
     for flag in ("respect-gitignore", "unsafe-fixes"):
         if flag in section and not isinstance(section[flag], bool):
             raise ConfigError(f"{flag!r} in {where} must be true or false")
+    docs_url = section.get("docs-url")
+    if docs_url is not None and (not isinstance(docs_url, str) or not docs_url.strip()):
+        raise ConfigError(f"'docs-url' in {where} must be a URL (the folder of the rule pages, or a URL with {{code}})")
     return replace(
         cfg,
+        docs_url=docs_url.strip() if docs_url else None,
         select=codes("select") or cfg.select,
         ignore=codes("ignore"),
         extend_select=codes("extend-select"),

@@ -1,6 +1,7 @@
 """Rule documentation: one Markdown page per rule, generated from the rule modules themselves.
 
-`python -m torchlint.rule_docs docs/rules` rewrites docs/rules/; a test keeps the pages in sync.
+`python -m torchlint.rule_docs` rewrites docs/rules/ (for readers of the repository) and torchlint/docs/rules/ (the
+copy that ships with the package, which the links of the output point at); a test keeps both in sync.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from torchlint.codes import META_RULES, doc_url  # noqa: F401  (doc_url is re-exported)
+from torchlint.codes import META_RULES, PAGES, doc_url  # noqa: F401  (doc_url is re-exported)
 from torchlint.rules import ALL_RULES, Rule
 
 FIX_SHORT = {None: "none", "safe": "safe", "unsafe": "unsafe", "safe or unsafe": "safe/unsafe"}
@@ -55,4 +56,5 @@ def write(directory: Path) -> None:
 
 
 if __name__ == "__main__":
-    write(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/rules"))
+    for target in sys.argv[1:] or [str(PAGES.parent.parent.parent / "docs" / "rules"), str(PAGES)]:
+        write(Path(target))

@@ -61,11 +61,17 @@ def main(argv: Sequence[str]) -> int:
         print(record.get("traceback") or output or f"{record.get('error')}\n", file=sys.stderr, end="")
         return EXIT_ERROR
     diags = combine(static, record, args.script)
-    sys.stdout.write(FORMATS[args.format](diags, False))
+    sys.stdout.write(FORMATS[args.format](diags, False, _docs_url(args.script)))
     seen = len(record["steps"])
     print(f"Ran {args.script} for {seen} optimizer step{'s' if seen != 1 else ''}"
           + (f" (it failed: {record['error']})" if record["error"] else "") + ".", file=sys.stderr)
     return EXIT_FINDINGS if diags else EXIT_OK
+
+
+def _docs_url(script: Path) -> str | None:
+    from torchlint.config import find_pyproject, load
+
+    return load(find_pyproject(script)).docs_url
 
 
 def _static(script: Path) -> list[Diagnostic]:

@@ -1,4 +1,6 @@
-"""Renderers of diagnostics for people and for programs."""
+"""Renderers of diagnostics for people and for programs. Each takes the diagnostics, whether unsafe fixes are
+applied (`unsafe`), and where the rule pages are (`docs_url`, the configuration's `docs-url`; None: the pages of
+the package), for the formats that link to them."""
 
 from torchlint.output.full import render_full
 from torchlint.output.github import render_github

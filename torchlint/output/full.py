@@ -6,7 +6,7 @@
        |     ^^^^^^^^^^^^^^^^ TL004
        |
        = help: insert `optimizer.zero_grad()` after the step (unsafe fix: --fix --unsafe-fixes)
-       = rule: https://github.com/torchlint/torchlint/blob/main/docs/rules/TL004.md
+       = rule: file:///.../site-packages/torchlint/docs/rules/TL004.md
 
 Colour only on a terminal; `NO_COLOR` turns it off, `FORCE_COLOR` on (https://no-color.org). Notebook findings
 show the lines of their cell.
@@ -36,7 +36,8 @@ def use_color(stream=None) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
-def render_full(diags: Sequence[Diagnostic], unsafe: bool = False, color: bool | None = None) -> str:
+def render_full(diags: Sequence[Diagnostic], unsafe: bool = False, docs_url: str | None = None,
+                color: bool | None = None) -> str:
     from torchlint.rule_docs import doc_url
 
     color = use_color() if color is None else color
@@ -46,7 +47,7 @@ def render_full(diags: Sequence[Diagnostic], unsafe: bool = False, color: bool |
         key = (d.path, d.cell)
         if key not in sources:
             sources[key] = _source_lines(d.path, d.cell)
-        out.append(_one(d, sources[key], unsafe, color, doc_url(d.code) if not d.code.startswith("TL9") else None))
+        out.append(_one(d, sources[key], unsafe, color, doc_url(d.code, docs_url) if not d.code.startswith("TL9") else None))
     return "".join(out)
 
 

@@ -15,7 +15,7 @@ def _prop(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def render_github(diags: Sequence[Diagnostic], unsafe: bool = False) -> str:
+def render_github(diags: Sequence[Diagnostic], unsafe: bool = False, docs_url: str | None = None) -> str:
     lines = []
     for d in diags:
         where = f"cell {d.cell}, " if d.cell is not None else ""

@@ -10,7 +10,7 @@ from torchlint.diagnostic import Diagnostic
 from torchlint.codes import doc_url
 
 
-def render_json(diags: Sequence[Diagnostic], unsafe: bool = False) -> str:
+def render_json(diags: Sequence[Diagnostic], unsafe: bool = False, docs_url: str | None = None) -> str:
     items = []
     for d in diags:
         item = asdict(d)
@@ -18,7 +18,7 @@ def render_json(diags: Sequence[Diagnostic], unsafe: bool = False) -> str:
             del item["cell"]
         if d.runtime is None:
             del item["runtime"]
-        item["url"] = doc_url(d.code)
+        item["url"] = doc_url(d.code, docs_url)
         if d.fix is not None:
             item["fix"] = {
                 "applicability": d.fix.applicability,

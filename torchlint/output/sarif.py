@@ -14,7 +14,7 @@ from torchlint.codes import META_RULES, doc_url
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
-def _rules() -> list[dict]:
+def _rules(docs_url: str | None) -> list[dict]:
     from torchlint.rule_docs import render
     from torchlint.rules import ALL_RULES
 
@@ -25,7 +25,7 @@ def _rules() -> list[dict]:
             "name": rule.name,
             "shortDescription": {"text": rule.summary},
             "fullDescription": {"text": " ".join((sys.modules[rule.__module__].__doc__ or rule.summary).split())},
-            "helpUri": doc_url(rule.code),
+            "helpUri": doc_url(rule.code, docs_url),
             "help": {"text": rule.summary, "markdown": render(rule)},
             "defaultConfiguration": {"level": "error"},
             "properties": {"fixSafety": rule.fix_safety or "none", "tags": ["pytorch", "training-loop"]},
@@ -35,7 +35,7 @@ def _rules() -> list[dict]:
             "id": code,
             "name": name,
             "shortDescription": {"text": summary},
-            "helpUri": doc_url(code),
+            "helpUri": doc_url(code, docs_url),
             "defaultConfiguration": {"level": "error"},
         })
     return rules
@@ -49,8 +49,8 @@ def _region(line: int, column: int, end_line: int, end_column: int) -> dict:
     return {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column}
 
 
-def render_sarif(diags: Sequence[Diagnostic], unsafe: bool = False) -> str:
-    rules = _rules()
+def render_sarif(diags: Sequence[Diagnostic], unsafe: bool = False, docs_url: str | None = None) -> str:
+    rules = _rules(docs_url)
     index = {r["id"]: i for i, r in enumerate(rules)}
     results = []
     for d in diags:
@@ -86,7 +86,7 @@ def render_sarif(diags: Sequence[Diagnostic], unsafe: bool = False) -> str:
             "tool": {"driver": {
                 "name": "torchlint",
                 "version": __version__,
-                "informationUri": "https://github.com/torchlint/torchlint",
+                "informationUri": doc_url("README", docs_url),  # the index of the rules
                 "rules": rules,
             }},
             "columnKind": "unicodeCodePoints",

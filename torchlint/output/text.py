@@ -7,7 +7,7 @@ from typing import Sequence
 from torchlint.diagnostic import Diagnostic
 
 
-def render_text(diags: Sequence[Diagnostic], unsafe: bool = False) -> str:
+def render_text(diags: Sequence[Diagnostic], unsafe: bool = False, docs_url: str | None = None) -> str:
     lines = []
     for d in diags:
         mark = ""
@@ -19,7 +19,7 @@ def render_text(diags: Sequence[Diagnostic], unsafe: bool = False) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def render_statistics(diags: Sequence[Diagnostic], unsafe: bool = False) -> str:
+def render_statistics(diags: Sequence[Diagnostic], unsafe: bool = False, docs_url: str | None = None) -> str:
     """Counts per rule, most frequent first: `  12  TL004  [*] missing-zero-grad`."""
     from torchlint.rule_docs import rule_name
 

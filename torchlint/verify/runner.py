@@ -47,7 +47,10 @@ class SavedTensor:
     __slots__ = ("tensor", "version", "__weakref__")
 
     def __init__(self, tensor) -> None:
-        self.tensor = tensor
+        # Detached (the same storage and version counter, no grad_fn): a saved output holding itself would make
+        # a cycle through its own graph node that no garbage collection frees, so every graph kept by
+        # retain_graph=True would stay alive for the rest of the process (and count as the next script's).
+        self.tensor = tensor.detach()
         self.version = tensor._version
 
 
@@ -64,20 +67,26 @@ def unpack(holder: SavedTensor):
 
 def reachable(nodes) -> int:
     """How many autograd nodes are reachable from `nodes` (grad_fn objects) through their inputs."""
+    return len(_reachable(nodes))
+
+
+def _reachable(nodes, known: frozenset = frozenset()) -> set:
     seen: set = set()
     stack = list(nodes)
     while stack:
         node = stack.pop()
-        if node is None or node in seen:
+        if node is None or node in seen or node in known:
             continue
         seen.add(node)
         stack.extend(fn for fn, _ in node.next_functions)
-    return len(seen)
+    return seen
 
 
-def _graph_nodes(torch) -> int:
-    """Autograd nodes reachable from every live tensor: what a graph kept across iterations costs (TL007)."""
-    return reachable(o.grad_fn for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.grad_fn is not None)
+def _live_nodes(torch, known: frozenset = frozenset()) -> set:
+    """Autograd nodes reachable from every live tensor, less `known`: what a graph kept across iterations costs
+    (TL007)."""
+    return _reachable((o.grad_fn for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.grad_fn is not None),
+                      known)
 
 
 @contextmanager
@@ -107,7 +116,9 @@ def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = 
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    gc.collect()  # what an earlier script of this process left behind must not count as this one's graph
+    gc.collect()
+    # What an earlier script of this process left alive is not this one's graph: only nodes made since count.
+    before = frozenset(_live_nodes(torch)) if count_graph else frozenset()
     _deterministic(device, seed)
     steps: list[dict] = []
     alive: list[weakref.ref] = []
@@ -130,7 +141,7 @@ def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = 
         alive[:] = [r for r in alive if r() is not None]
         steps.append({
             "optimizer": optimizers.index(key), "grads": grads, "params": params, "saved": len(alive),
-            "saved_bytes": _bytes(r() for r in alive), "graph_nodes": _graph_nodes(torch) if count_graph else 0,
+            "saved_bytes": _bytes(r() for r in alive), "graph_nodes": len(_live_nodes(torch, before)) if count_graph else 0,
         })
         if max_steps and len(steps) >= max_steps:
             raise _Enough

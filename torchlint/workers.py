@@ -1,0 +1,177 @@
+"""Worker processes with a hard time limit per job: a worker still busy at its job's deadline is killed, and a fresh
+one takes the next job.
+
+An alarm signal inside the worker (what `--file-timeout` first relied on) only interrupts Python code: libcst's
+native parser runs for as long as it runs, so only the parent's clock can end it. The command's jobs run through
+`Pool.map` (results in input order); the language server's through `Pool.call`, from several threads at once.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A job that gave no result: its worker was killed at the deadline (`timed_out`), or died (a crash of native
+    code, the system's out-of-memory killer)."""
+
+    timed_out: bool
+    detail: str
+
+
+def _serve(conn, initializer: Callable | None, initargs: tuple) -> None:
+    """A worker: run each (function, argument) received, send back (ok, result or exception), until the parent
+    closes its end."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops the workers itself
+    if initializer is not None:
+        initializer(*initargs)
+    while True:
+        try:
+            func, arg = conn.recv()
+        except (EOFError, OSError):
+            return  # the parent is gone or done
+        try:
+            reply = (True, func(arg))
+        except Exception as exc:  # the parent raises it, as a pool's map would
+            reply = (False, exc)
+        try:
+            conn.send(reply)
+        except OSError:
+            return
+
+
+class _Worker:
+    def __init__(self, context, initializer: Callable | None, initargs: tuple) -> None:
+        self.conn, theirs = context.Pipe()
+        self.process = context.Process(target=_serve, args=(theirs, initializer, initargs), daemon=True)
+        self.process.start()
+        theirs.close()
+        self.index = -1  # the job it runs (Pool.map), -1 when idle
+        self.deadline: float | None = None
+
+    def send(self, func: Callable, arg: Any, timeout: float) -> None:
+        self.conn.send((func, arg))
+        self.deadline = time.monotonic() + timeout if timeout > 0 else None
+
+    def receive(self) -> Any:
+        """The job's result, or Failed when the worker died instead of answering."""
+        try:
+            ok, value = self.conn.recv()
+        except (EOFError, OSError):
+            self.process.join(1)
+            return Failed(False, f"the worker process died (exit code {self.process.exitcode})")
+        self.deadline = None
+        if not ok:
+            raise value
+        return value
+
+    def stop(self) -> None:
+        """Killed, not asked: it may be inside native code that reads no message."""
+        self.conn.close()
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+
+
+class Pool:
+    """At most `size` worker processes, started when first needed, each running `initializer(*initargs)` first."""
+
+    def __init__(self, size: int, initializer: Callable | None = None, initargs: tuple = (),
+                 start_method: str | None = None) -> None:
+        self.size = max(1, size)
+        self._context = multiprocessing.get_context(start_method)
+        self._init = (initializer, initargs)
+        self._idle: list[_Worker] = []
+        self._busy: set[_Worker] = set()
+        self._lock = threading.Condition()
+
+    def _new(self) -> _Worker:
+        return _Worker(self._context, *self._init)
+
+    def map(self, func: Callable, args: Sequence, timeouts: Iterable[float]) -> Iterator[Any]:
+        """func(arg) for each arg, in order; a job that runs past its timeout (seconds, 0: none) or whose worker
+        dies gives a Failed instead of its result."""
+        pending = list(zip(range(len(args)), args, timeouts))
+        pending.reverse()
+        done: dict[int, Any] = {}
+        running: dict[Any, _Worker] = {}  # connection -> worker
+        following = 0
+        try:
+            while following < len(args):
+                while pending and len(running) < self.size:
+                    index, arg, timeout = pending.pop()
+                    worker = self._idle.pop() if self._idle else self._new()
+                    worker.index = index
+                    worker.send(func, arg, timeout)
+                    running[worker.conn] = worker
+                deadlines = [w.deadline for w in running.values() if w.deadline is not None]
+                left = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+                for conn in wait(list(running), left):
+                    worker = running.pop(conn)
+                    done[worker.index] = worker.receive()
+                    if isinstance(done[worker.index], Failed):
+                        worker.stop()
+                    else:
+                        self._idle.append(worker)
+                now = time.monotonic()
+                for conn, worker in list(running.items()):
+                    if worker.deadline is not None and worker.deadline <= now:
+                        del running[conn]
+                        worker.stop()
+                        done[worker.index] = Failed(True, "killed at its time limit")
+                while following in done:
+                    yield done.pop(following)
+                    following += 1
+        finally:
+            for worker in running.values():
+                worker.stop()  # interrupted (Ctrl-C, an exception): their jobs are abandoned
+
+    def call(self, func: Callable, arg: Any, timeout: float) -> Any:
+        """func(arg) in a worker, from any thread (a call waits while `size` others run); Failed when it runs past
+        `timeout` seconds (0: none) or its worker dies."""
+        with self._lock:
+            while not self._idle and len(self._busy) >= self.size:
+                self._lock.wait()
+            worker = self._idle.pop() if self._idle else None
+            if worker is None:
+                worker = self._new()
+            self._busy.add(worker)
+        alive = False
+        try:
+            worker.send(func, arg, timeout)
+            if not worker.conn.poll(timeout if timeout > 0 else None):
+                return Failed(True, "killed at its time limit")
+            try:
+                result = worker.receive()
+            except Exception:
+                alive = True  # the job failed, not its worker
+                raise
+            alive = not isinstance(result, Failed)
+            return result
+        finally:
+            if not alive:
+                worker.stop()
+            with self._lock:
+                self._busy.discard(worker)
+                if alive:
+                    self._idle.append(worker)
+                self._lock.notify()
+
+    def close(self) -> None:
+        with self._lock:
+            workers, self._idle = self._idle, []
+        for worker in workers:
+            worker.stop()
+
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
