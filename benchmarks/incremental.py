@@ -69,8 +69,8 @@ def main() -> int:
                     except NotebookError:
                         continue
                 project.view(f, text)
-            for reads in project.reads.values():
-                looked.update(reads.keys())
+            for reads in project.reads.values():  # the files read, not those looked for and missing
+                looked.update(shown for shown, path in reads.items() if path.is_file())
             if not looked:
                 print(f"{src.name}: {len(files)} files, cold {cold:.2f} s, warm {warm:.2f} s; no file reads another")
                 continue
