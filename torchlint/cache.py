@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from torchlint import __version__
 from torchlint.diagnostic import Diagnostic, Edit, FixInfo
+from torchlint.safe_read import read_regular
 
 if TYPE_CHECKING:
     from torchlint.batch import Job
@@ -46,17 +47,26 @@ class Cache:
         return self.dir / key[:2] / f"{key}.json"
 
     def get(self, key: str, path: str, root: str | None = None) -> tuple[Diagnostic, ...] | None:
-        """The cached diagnostics, unless a project file the result read (its `deps`) has changed since."""
+        """The cached diagnostics, unless a project file the result read (its `deps`) has changed since. An entry
+        that is not what `put` writes (cut short, of another version, edited) is a miss, never an error."""
         try:
-            entry = json.loads(self._path(key).read_text(encoding="utf-8"))
+            entry = json.loads(read_regular(self._path(key)).decode("utf-8"))
         except (OSError, ValueError):
             return None
-        if not isinstance(entry, dict):
+        if not isinstance(entry, dict) or not isinstance(entry.get("deps"), dict):
             return None
-        for dep, digest in entry.get("deps", {}).items():
-            if root is None or digest_of(Path(root) / dep) != digest:
+        for dep, digest in entry["deps"].items():
+            if root is None or not _inside(dep) or not isinstance(digest, (str, type(None))):
                 return None
-        return tuple(_diag_from(item, path) for item in entry["diags"])
+            if digest_of(Path(root) / dep) != digest:
+                return None
+        diags = entry.get("diags")
+        if not isinstance(diags, list):
+            return None
+        try:
+            return tuple(_diag_from(item, path) for item in diags)
+        except (KeyError, TypeError, ValueError):
+            return None
 
     def put(self, key: str, diags: Iterable[Diagnostic], deps: dict[str, str | None] | None = None) -> None:
         try:
@@ -86,23 +96,62 @@ def forget() -> None:
 
 
 def digest_of(path: Path) -> str | None:
-    """The content hash of a dependency; None when it is not there."""
+    """The content hash of a dependency; None when it is not there, `!errno` when it cannot be read as a file
+    (a folder, a FIFO, a symlink loop, no permission): each is a state a change away from the others."""
     found = _DIGESTS.get(path, "")
     if found == "":
         from torchlint.analysis.project import content_hash
 
         try:
-            found = content_hash(path.read_bytes())
-        except OSError:
+            found = content_hash(read_regular(path))
+        except (FileNotFoundError, NotADirectoryError):
             found = None
+        except OSError as exc:
+            found = f"!{exc.errno}"
         _DIGESTS[path] = found
     return found
 
 
-def _diag_from(item: dict, path: str) -> Diagnostic:
+def _inside(dep: object) -> bool:
+    """Is a dependency an entry names a path inside the project, as `put` writes them (relative, `/`, no `..`)?"""
+    if not isinstance(dep, str) or not dep or "\0" in dep or os.path.isabs(dep) or os.path.splitdrive(dep)[0]:
+        return False
+    parts = dep.split("/") if os.sep == "/" else dep.replace(os.sep, "/").split("/")
+    return all(part not in ("", ".", "..") for part in parts)
+
+
+def _diag_from(item: object, path: str) -> Diagnostic:
+    """A diagnostic from its entry in the cache; TypeError when a field is missing or of the wrong type."""
+    if not isinstance(item, dict):
+        raise TypeError("not a diagnostic")
     fix = item.get("fix")
     info = None
     if fix is not None:
-        info = FixInfo(fix["applicability"], fix["message"], tuple(Edit(**e) for e in fix["edits"]))
-    return Diagnostic(path, item["line"], item["column"], item["end_line"], item["end_column"], item["code"],
-                      item["message"], info, item.get("cell"), item.get("runtime"))
+        if not isinstance(fix, dict) or not isinstance(fix["edits"], list):
+            raise TypeError("not a fix")
+        edits = tuple(Edit(**_typed(e, _EDIT)) for e in fix["edits"])
+        info = FixInfo(**_typed({"applicability": fix["applicability"], "message": fix["message"]}, _FIX), edits=edits)
+    fields = _typed({name: item[name] for name in _DIAG}, _DIAG)
+    cell, runtime = item.get("cell"), item.get("runtime")
+    if not (cell is None or _is_int(cell)) or not isinstance(runtime, (str, type(None))):
+        raise TypeError("not a diagnostic")
+    return Diagnostic(path, **fields, fix=info, cell=cell, runtime=runtime)
+
+
+_DIAG = {"line": int, "column": int, "end_line": int, "end_column": int, "code": str, "message": str}
+_EDIT = {"line": int, "column": int, "end_line": int, "end_column": int, "content": str}
+_FIX = {"applicability": str, "message": str}
+
+
+def _typed(raw: object, fields: dict[str, type]) -> dict:
+    """`raw`'s `fields`, each of its type (a JSON `true` is not a line number)."""
+    if not isinstance(raw, dict) or set(raw) != set(fields):
+        raise TypeError("wrong fields")
+    for name, kind in fields.items():
+        if not (_is_int(raw[name]) if kind is int else isinstance(raw[name], kind)):
+            raise TypeError(f"{name}: not {kind.__name__}")
+    return raw
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Iterator
 
 from torchlint.analysis.events import EventKind
+from torchlint.safe_read import read_regular
 
 EXPORTS_VERSION = "2"
 
@@ -195,7 +196,7 @@ class Project:
         from torchlint.pipeline.decode import SourceError, decode
 
         try:
-            data = path.read_bytes() if data is None else data
+            data = read_regular(path) if data is None else data
             found = (decode(data).text, content_hash(data))
         except (OSError, SourceError):
             found = None
@@ -280,7 +281,7 @@ class Project:
         found = self._eventful.get(path)
         if found is None:
             try:
-                data = path.read_bytes()
+                data = read_regular(path)  # an import may name a FIFO: never wait on one
             except OSError:
                 data = b""
             found = self._eventful[path] = (_EVENT_BYTES.search(data) is not None
