@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from torchlint.batch import CACHE_DIR, Job, run  # noqa: E402
+from torchlint.batch import Job, run  # noqa: E402
+from torchlint.cache import CACHE_DIR  # noqa: E402
 from torchlint.files import discover  # noqa: E402
 from torchlint.config import Config  # noqa: E402
 from torchlint.notebook import NotebookError, join, load  # noqa: E402

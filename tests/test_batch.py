@@ -59,7 +59,7 @@ def test_warm_run_parses_nothing(tmp_path, monkeypatch):
 
 
 def test_cache_key_depends_on_rules_content_and_path(tmp_path):
-    cache = batch.Cache(tmp_path)
+    cache = batch.Cache(tmp_path, tmp_path / "cache")
     assert cache.key(b"x", Job("a.py", ("TL001",))) != cache.key(b"x", Job("a.py", ("TL002",)))
     assert cache.key(b"x", Job("a.py", CODES)) != cache.key(b"y", Job("a.py", CODES))
     # what an import means depends on the importing file's folder (tests/test_cache.py)

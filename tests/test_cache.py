@@ -154,3 +154,70 @@ def test_a_fifo_where_an_import_points_is_not_read(tmp_path, cache):
     done = subprocess.run([shutil.which("torchlint"), "-q", cache, "."], cwd=tmp_path, capture_output=True,
                           text=True, timeout=20)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def as_machine(monkeypatch, home: Path) -> None:
+    """Runs from here on are this process's as a user of another machine: their own per-machine cache key."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+
+
+def test_results_shipped_with_a_repository_are_not_believed(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    write(repo, {"sub/train.py": TRAIN, "engine.py": STEPS_ONLY})
+    as_machine(monkeypatch, tmp_path / "attacker")
+    assert "TL004" in lint(repo)[1]
+    rewrite_entries(repo, lambda entry: {**entry, "diags": []})  # forged: nothing to report
+    assert lint(repo) == (0, "[]\n")  # believed where they were written (the attacker's own cache)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-f", "."], cwd=repo, check=True)  # tracked, as a repository would ship them
+    as_machine(monkeypatch, tmp_path / "victim")
+    assert "TL004" in same_as_uncached(None, repo)
+
+
+def test_exports_shipped_with_a_repository_are_not_believed(tmp_path, monkeypatch):
+    """The exports of a correct helper, filed under the hash of a helper that never clears the gradients."""
+    repo = tmp_path / "repo"
+    write(repo, {"sub/train.py": TRAIN, "engine.py": STEPS_AND_ZEROES})
+    as_machine(monkeypatch, tmp_path / "attacker")
+    assert lint(repo) == (0, "[]\n")
+    (good,) = (repo / ".torchlint_cache").rglob("exports/*/*/*.json")
+    write(repo, {"engine.py": STEPS_ONLY})
+    digest = hashlib.blake2b((repo / "engine.py").read_bytes(), digest_size=20).hexdigest()
+    forged = good.parent.parent / digest[:2] / f"{digest}.json"
+    forged.parent.mkdir(exist_ok=True)
+    shutil.copy(good, forged)
+    for path in entries(repo):
+        path.unlink()
+    assert lint(repo) == (0, "[]\n")  # the attacker's own cache believes it
+    as_machine(monkeypatch, tmp_path / "victim")
+    assert "TL004" in same_as_uncached(None, repo)
+
+
+def test_a_cache_folder_that_is_a_symlink_is_not_used(tmp_path, monkeypatch):
+    repo, elsewhere = tmp_path / "repo", tmp_path / "elsewhere"
+    write(repo, {"sub/train.py": TRAIN, "engine.py": STEPS_ONLY})
+    elsewhere.mkdir()
+    (repo / ".torchlint_cache").symlink_to(elsewhere, target_is_directory=True)
+    assert "TL004" in same_as_uncached(None, repo)
+    assert list(elsewhere.iterdir()) == []  # nothing written through a link the repository may have planted
+
+
+def test_without_a_place_for_the_key_nothing_is_cached(tmp_path, monkeypatch):
+    write(tmp_path, {"sub/train.py": TRAIN, "engine.py": STEPS_ONLY})
+    (tmp_path / "not-a-folder").write_text("")
+    as_machine(monkeypatch, tmp_path / "not-a-folder")
+    assert "TL004" in same_as_uncached(None, tmp_path)
+    assert not (tmp_path / ".torchlint_cache").exists()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+def test_a_key_others_can_read_is_not_used(tmp_path, monkeypatch):
+    write(tmp_path, {"sub/train.py": TRAIN, "engine.py": STEPS_ONLY})
+    as_machine(monkeypatch, tmp_path / "home")
+    same_as_uncached(None, tmp_path)
+    (key,) = (tmp_path / "home" / "torchlint").iterdir()
+    assert key.stat().st_mode & 0o777 == 0o600
+    shutil.rmtree(tmp_path / ".torchlint_cache")
+    key.chmod(0o644)
+    assert "TL004" in same_as_uncached(None, tmp_path)
+    assert not (tmp_path / ".torchlint_cache").exists()

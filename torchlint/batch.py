@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from torchlint import __version__
-from torchlint.cache import CACHE_DIR, Cache, digest_of, forget
+from torchlint.cache import Cache, cache_folder, digest_of, forget
 from torchlint.diagnostic import Diagnostic
 from torchlint.codes import READ_ERROR, TIMEOUT
 
@@ -103,8 +102,8 @@ def cached_project(path: str):
     except OSError:
         return None
     root = found.parent.resolve() if found is not None else Path.cwd().resolve()
-    directory = root / CACHE_DIR / __version__
-    return _project(root, directory, cached_only=True) if (directory / "exports").is_dir() else None
+    directory = cache_folder(root)
+    return _project(root, directory, cached_only=True) if directory and (directory / "exports").is_dir() else None
 
 
 def _project(root: Path, cache_dir: Path | None, cached_only: bool = False):
@@ -190,10 +189,10 @@ def _fresh() -> None:
     forget()
 
 
-def _init_worker(cache_root: str | None) -> None:
+def _init_worker(cache: tuple[str, str] | None) -> None:
     global _WORKER_CACHE
     _fresh()
-    _WORKER_CACHE = Cache(Path(cache_root)) if cache_root else None
+    _WORKER_CACHE = Cache(Path(cache[0]), Path(cache[1])) if cache else None
 
 
 def _process_in_worker(job: Job) -> Outcome:
@@ -205,11 +204,12 @@ def run(jobs: Sequence[Job], n_jobs: int = 0, cache_root: Path | None = None) ->
     n = n_jobs or os.cpu_count() or 1
     n = max(1, min(n, len(jobs)))
     _fresh()
+    cache = Cache.open(cache_root) if cache_root else None
     if n == 1:
-        cache = Cache(cache_root) if cache_root else None
         for job in jobs:
             yield process(job, cache)
         return
     chunk = max(1, min(64, len(jobs) // (n * 8) or 1))
-    with ProcessPoolExecutor(n, initializer=_init_worker, initargs=(str(cache_root) if cache_root else None,)) as pool:
+    shared = (str(cache.root), str(cache.dir)) if cache is not None else None
+    with ProcessPoolExecutor(n, initializer=_init_worker, initargs=(shared,)) as pool:
         yield from pool.map(_process_in_worker, jobs, chunksize=chunk)

@@ -4,13 +4,21 @@ check looked at (and looked for without finding), and given back only while all 
 An entry is keyed by the file's bytes and path, the torchlint version, the rules enabled and the output options:
 everything else a check reads is one of its recorded dependencies, so a cached answer is the answer `--no-cache`
 gives.
+
+Only entries this user wrote on this machine are read. The cache lives in a folder named by a secret of the user
+(`~/.cache/torchlint/cache-key`, made on first use, readable by them alone): a `.torchlint_cache/` that came with
+a repository, or that anyone else wrote, is never found, so it cannot forge an "All checks passed". Without a key
+(no writable home, a key others can read), nothing is cached. The folder is never reached through a symlink.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import secrets
+import stat
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
@@ -25,13 +33,31 @@ if TYPE_CHECKING:
 CACHE_DIR = ".torchlint_cache"
 
 
-class Cache:
-    """Diagnostics by hash of (file bytes, file path, torchlint version, enabled rules, output options)."""
+def cache_folder(root: Path) -> Path | None:
+    """This user's cache folder of the project at `root`, or None when there is none to trust."""
+    top = root / CACHE_DIR
+    if os.path.islink(top) or os.path.islink(top / __version__):
+        return None  # a link the repository shipped could point anywhere: never written or read through
+    key = machine_key()
+    if key is None:
+        return None
+    return top / __version__ / hmac.new(key, b"torchlint cache folder", hashlib.sha256).hexdigest()[:32]
 
-    def __init__(self, root: Path) -> None:
+
+class Cache:
+    """Diagnostics by hash of (file bytes, file path, torchlint version, enabled rules, output options), in
+    `directory` (`cache_folder`; its exports too)."""
+
+    def __init__(self, root: Path, directory: Path) -> None:
         self.root = root.resolve()
-        self.dir = root / CACHE_DIR / __version__
+        self.dir = directory
         self._ready = False
+
+    @classmethod
+    def open(cls, root: Path) -> "Cache | None":
+        """The cache of the project at `root`; None when nothing may be cached there."""
+        directory = cache_folder(root)
+        return cls(root, directory) if directory is not None else None
 
     def key(self, data: bytes, job: "Job") -> str:
         # The path counts: what an import resolves to depends on the importing file's folder, and a notebook is
@@ -71,11 +97,15 @@ class Cache:
     def put(self, key: str, diags: Iterable[Diagnostic], deps: dict[str, str | None] | None = None) -> None:
         try:
             if not self._ready:
-                top = self.dir.parent
-                top.mkdir(parents=True, exist_ok=True)
-                ignore = top / ".gitignore"
-                if not ignore.exists():
-                    ignore.write_text("# created by torchlint\n*\n", encoding="utf-8")
+                top = self.dir.parent.parent
+                self.dir.mkdir(parents=True, exist_ok=True)
+                try:  # O_EXCL: never through a link that is there already
+                    fd = os.open(top / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                except FileExistsError:
+                    pass
+                else:
+                    with open(fd, "w", encoding="utf-8") as fh:
+                        fh.write("# created by torchlint\n*\n")
                 self._ready = True
             target = self._path(key)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -87,12 +117,56 @@ class Cache:
             pass  # a read-only tree still gets checked, just not cached
 
 
+_KEYS: dict[str, bytes | None] = {}  # per process, by the key file's path
+
+
+def machine_key() -> bytes | None:
+    """This user's secret on this machine: `$XDG_CACHE_HOME/torchlint/cache-key` (default `~/.cache`), made on
+    first use; None when it cannot be made or is not private to the user."""
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if not os.path.isabs(home):
+        return None  # no home to keep it in
+    path = os.path.join(home, "torchlint", "cache-key")
+    if path not in _KEYS:
+        _KEYS[path] = _read_key(path) or _make_key(path)
+    return _KEYS[path]
+
+
+def _make_key(path: str) -> bytes | None:
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _read_key(path)  # made by a process running at the same time (or one we may not use)
+    except OSError:
+        return None
+    with open(fd, "wb") as fh:
+        fh.write(secrets.token_hex(32).encode() + b"\n")
+    return _read_key(path)
+
+
+def _read_key(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    with open(fd, "rb") as fh:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        if os.name == "posix" and (info.st_mode & 0o077 or info.st_uid != os.getuid()):
+            return None  # another user could read it, and forge entries under it
+        key = fh.read(256).strip()
+    return key if len(key) >= 32 else None
+
+
 _DIGESTS: dict[Path, str | None] = {}  # per process: a run reads each dependency once
 
 
 def forget() -> None:
-    """A new run: the files may have changed since the last one of this process."""
+    """A new run: the files (and the key) may have changed since the last one of this process."""
     _DIGESTS.clear()
+    _KEYS.clear()
 
 
 def digest_of(path: Path) -> str | None:
