@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from torchlint.batch import CACHE_DIR, Job, run  # noqa: E402
+from torchlint.batch import Job, run  # noqa: E402
+from torchlint.cache import CACHE_DIR  # noqa: E402
 from torchlint.files import discover  # noqa: E402
 from torchlint.config import Config  # noqa: E402
 from torchlint.notebook import NotebookError, join, load  # noqa: E402
@@ -69,8 +70,8 @@ def main() -> int:
                     except NotebookError:
                         continue
                 project.view(f, text)
-            for reads in project.reads.values():
-                looked.update(reads.keys())
+            for reads in project.reads.values():  # the files read, not those looked for and missing
+                looked.update(shown for shown, path in reads.items() if path.is_file())
             if not looked:
                 print(f"{src.name}: {len(files)} files, cold {cold:.2f} s, warm {warm:.2f} s; no file reads another")
                 continue

@@ -58,11 +58,13 @@ def test_warm_run_parses_nothing(tmp_path, monkeypatch):
     assert [o.diags for o in warm] == [o.diags for o in cold]
 
 
-def test_cache_key_depends_on_rules_and_content(tmp_path):
-    cache = batch.Cache(tmp_path)
+def test_cache_key_depends_on_rules_content_and_path(tmp_path):
+    cache = batch.Cache(tmp_path, tmp_path / "cache")
     assert cache.key(b"x", Job("a.py", ("TL001",))) != cache.key(b"x", Job("a.py", ("TL002",)))
     assert cache.key(b"x", Job("a.py", CODES)) != cache.key(b"y", Job("a.py", CODES))
-    assert cache.key(b"x", Job("a.py", CODES)) == cache.key(b"x", Job("b.py", CODES))
+    # what an import means depends on the importing file's folder (tests/test_cache.py)
+    assert cache.key(b"x", Job("a/m.py", CODES)) != cache.key(b"x", Job("b/m.py", CODES))
+    assert cache.key(b"x", Job("a/m.py", CODES)) == cache.key(b"x", Job("a/m.py", CODES))
 
 
 def test_per_file_time_limit(tmp_path, run_cli):

@@ -1,4 +1,4 @@
-"""Checking many files: one job per file, in a process pool (`--jobs`), with a content-hash cache.
+"""Checking many files: one job per file, in a process pool (`--jobs`), with the result cache (torchlint.cache).
 
 Each job reads, decodes, lints or fixes one file and returns a small `Outcome`; nothing holds more than one
 file's tree at a time, so memory does not grow with the corpus. Results come back in input order.
@@ -6,19 +6,15 @@ file's tree at a time, so memory does not grow with the corpus. Results come bac
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import signal
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
-from torchlint import __version__
-from torchlint.diagnostic import Diagnostic, Edit, FixInfo
+from torchlint.cache import Cache, cache_folder, digest_of, forget
+from torchlint.diagnostic import Diagnostic
 from torchlint.codes import INTERNAL_ERROR, READ_ERROR, TIMEOUT
-
-CACHE_DIR = ".torchlint_cache"
 
 
 @dataclass(frozen=True)
@@ -90,7 +86,7 @@ def _process(job: Job, cache: "Cache | None") -> Outcome:
             signal.signal(signal.SIGALRM, previous)
     if key is not None and cache is not None and not any(d.code == TIMEOUT for d in outcome.diags):
         reads = project.reads.get(path.resolve(), {}) if project is not None else {}
-        cache.put(key, outcome.diags, {shown: _digest(dep) for shown, dep in sorted(reads.items())})
+        cache.put(key, outcome.diags, {shown: digest_of(dep) for shown, dep in sorted(reads.items())})
     return outcome
 
 
@@ -108,8 +104,8 @@ def cached_project(path: str):
     except OSError:
         return None
     root = found.parent.resolve() if found is not None else Path.cwd().resolve()
-    directory = root / CACHE_DIR / __version__
-    return _project(root, directory, cached_only=True) if (directory / "exports").is_dir() else None
+    directory = cache_folder(root)
+    return _project(root, directory, cached_only=True) if directory and (directory / "exports").is_dir() else None
 
 
 def _project(root: Path, cache_dir: Path | None, cached_only: bool = False):
@@ -186,91 +182,19 @@ def write_atomic(path: Path, text: str, encoding: str) -> None:
         raise
 
 
-class Cache:
-    """Diagnostics by hash of (file bytes, torchlint version, enabled rules, output options)."""
-
-    def __init__(self, root: Path) -> None:
-        self.dir = root / CACHE_DIR / __version__
-        self._ready = False
-
-    def key(self, data: bytes, job: Job) -> str:
-        h = hashlib.blake2b(data, digest_size=20)
-        h.update(f"\0{__version__}\0{','.join(job.codes)}\0{job.with_edits}\0{job.project is not None}".encode())
-        return h.hexdigest()
-
-    def _path(self, key: str) -> Path:
-        return self.dir / key[:2] / f"{key}.json"
-
-    def get(self, key: str, path: str, root: str | None = None) -> tuple[Diagnostic, ...] | None:
-        """The cached diagnostics, unless a project file the result read (its `deps`) has changed since."""
-        try:
-            entry = json.loads(self._path(key).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        if not isinstance(entry, dict):
-            return None
-        for dep, digest in entry.get("deps", {}).items():
-            if root is None or _digest(Path(root) / dep) != digest:
-                return None
-        return tuple(_diag_from(item, path) for item in entry["diags"])
-
-    def put(self, key: str, diags: Iterable[Diagnostic], deps: dict[str, str] | None = None) -> None:
-        try:
-            if not self._ready:
-                top = self.dir.parent
-                top.mkdir(parents=True, exist_ok=True)
-                ignore = top / ".gitignore"
-                if not ignore.exists():
-                    ignore.write_text("# created by torchlint\n*\n", encoding="utf-8")
-                self._ready = True
-            target = self._path(key)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_suffix(f".{os.getpid()}.tmp")
-            entry = {"deps": deps or {}, "diags": [asdict(d) for d in diags]}
-            tmp.write_text(json.dumps(entry), encoding="utf-8")
-            os.replace(tmp, target)
-        except OSError:
-            pass  # a read-only tree still gets checked, just not cached
-
-
-_DIGESTS: dict[Path, str | None] = {}  # per process: a run reads each dependency once
-
-
-def _digest(path: Path) -> str | None:
-    found = _DIGESTS.get(path, "")
-    if found == "":
-        from torchlint.analysis.project import content_hash
-
-        try:
-            found = content_hash(path.read_bytes())
-        except OSError:
-            found = None
-        _DIGESTS[path] = found
-    return found
-
-
-def _diag_from(item: dict, path: str) -> Diagnostic:
-    fix = item.get("fix")
-    info = None
-    if fix is not None:
-        info = FixInfo(fix["applicability"], fix["message"], tuple(Edit(**e) for e in fix["edits"]))
-    return Diagnostic(path, item["line"], item["column"], item["end_line"], item["end_column"], item["code"],
-                      item["message"], info, item.get("cell"), item.get("runtime"))
-
-
 _WORKER_CACHE: Cache | None = None
 
 
 def _fresh() -> None:
     """A run starts from the files as they are now: nothing read by an earlier run of this process is kept."""
     _PROJECTS.clear()
-    _DIGESTS.clear()
+    forget()
 
 
-def _init_worker(cache_root: str | None) -> None:
+def _init_worker(cache: tuple[str, str] | None) -> None:
     global _WORKER_CACHE
     _fresh()
-    _WORKER_CACHE = Cache(Path(cache_root)) if cache_root else None
+    _WORKER_CACHE = Cache(Path(cache[0]), Path(cache[1])) if cache else None
 
 
 def _process_in_worker(job: Job) -> Outcome:
@@ -288,14 +212,15 @@ def run(jobs: Sequence[Job], n_jobs: int = 0, cache_root: Path | None = None) ->
     n = n_jobs or os.cpu_count() or 1
     n = max(1, min(n, len(jobs)))
     _fresh()
+    cache = Cache.open(cache_root) if cache_root else None
     if n == 1 and not any(job.timeout > 0 for job in jobs):
-        cache = Cache(cache_root) if cache_root else None
         for job in jobs:
             yield process(job, cache)
         return
     from torchlint.workers import Failed, Pool
 
-    with Pool(n, _init_worker, (str(cache_root) if cache_root else None,)) as pool:
+    shared = (str(cache.root), str(cache.dir)) if cache is not None else None
+    with Pool(n, _init_worker, (shared,)) as pool:
         limits = [job.timeout + KILL_AFTER if job.timeout > 0 else 0 for job in jobs]
         for job, result in zip(jobs, pool.map(_process_in_worker, jobs, limits)):
             yield _lost(job, result) if isinstance(result, Failed) else result

@@ -203,7 +203,7 @@ def _enabled_meta(code: str, cfg: Config) -> bool:
 def _check(args: argparse.Namespace) -> int:
     cfg = _config(args)
     paths = args.paths or ["."]
-    files = list(discover(paths, cfg))
+    files = list(discover(paths, cfg, lambda message: print(f"torchlint: warning: {message}", file=sys.stderr)))
     if args.add_noqa and (args.fix or args.diff):
         raise ConfigError("--add-noqa cannot be combined with --fix or --diff")
     if args.verify:

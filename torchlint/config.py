@@ -50,7 +50,11 @@ class Config:
         """`path` relative to the folder holding the configuration (how exclude, extend-exclude and
         per-file-ignores patterns are matched, as ruff does), or None when it lies outside that folder."""
         try:
-            return path.resolve().relative_to(self.root.resolve()).as_posix()
+            real = path.resolve()
+        except (OSError, RuntimeError):  # a symlink loop: where it lies
+            real = path.parent.resolve() / path.name
+        try:
+            return real.relative_to(self.root.resolve()).as_posix()
         except ValueError:
             return None
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pathspec
 
@@ -65,14 +66,15 @@ def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec
     return False
 
 
-def discover(paths: list[str], config: Config) -> Iterator[Path]:
-    """Files to check, each once, in sorted order within each directory."""
+def discover(paths: list[str], config: Config, warn: Callable[[str], None] | None = None) -> Iterator[Path]:
+    """Files to check, each once, in sorted order within each directory. An entry of a walked directory that
+    cannot be checked at all (a symlink loop) is skipped, and named to `warn`."""
     patterns = config.exclude + config.extend_exclude
     seen: set[Path] = set()
     for raw in paths:
         path = Path(raw)
         if not path.exists():
-            raise PathError(f"{raw}: no such file or directory")
+            raise PathError(f"{raw}: {'symlink loop' if _loops(path) else 'no such file or directory'}")
         if path.is_file():
             # A file named explicitly is always checked, as with ruff and flake8.
             if path.resolve() not in seen:
@@ -80,11 +82,20 @@ def discover(paths: list[str], config: Config) -> Iterator[Path]:
                 yield path
             continue
         base_specs = _gitignore_specs(path.resolve()) if config.respect_gitignore else []
-        yield from _walk(path, path, patterns, base_specs, config.respect_gitignore, seen, config)
+        yield from _walk(path, path, patterns, base_specs, config.respect_gitignore, seen, config, warn)
+
+
+def _loops(path: Path) -> bool:
+    """Is `path` a symlink that never reaches a file (`x.py -> x.py`, `a -> b -> a`)?"""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def _walk(
-    top: Path, directory: Path, patterns, specs, gitignore: bool, seen: set[Path], config: Config
+    top: Path, directory: Path, patterns, specs, gitignore: bool, seen: set[Path], config: Config, warn=None
 ) -> Iterator[Path]:
     try:
         entries = sorted(os.scandir(directory), key=lambda e: e.name)
@@ -96,12 +107,17 @@ def _walk(
             specs = specs + [(directory.resolve(), local)]
     for entry in entries:
         path = Path(entry.path)
+        loop = entry.is_symlink() and _loops(path)
         # Patterns are matched from the configuration's folder, however the path was written and wherever the
         # command runs; a tree outside that folder is matched from the path given.
         rel = config.relative(path)
         if rel is None:
             rel = path.relative_to(top).as_posix()
         if _excluded(entry.name, rel, patterns):
+            continue
+        if loop:  # matched where it lies, since it leads nowhere; never read
+            if not (specs and _ignored(path.parent.resolve() / entry.name, False, specs)) and warn is not None:
+                warn(f"{path}: symlink loop; not checked")
             continue
         try:
             is_dir = entry.is_dir()
@@ -112,7 +128,7 @@ def _walk(
         if is_dir:
             if entry.is_symlink():
                 continue  # never follow directory links: no loops, no escaping the tree
-            yield from _walk(top, path, patterns, specs, gitignore, seen, config)
+            yield from _walk(top, path, patterns, specs, gitignore, seen, config, warn)
         elif entry.name.endswith(SOURCE_SUFFIXES) and entry.is_file():
             resolved = path.resolve()
             if resolved not in seen:

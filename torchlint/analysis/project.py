@@ -14,8 +14,9 @@ its line in the other file, so that a message can name it.
   others is parsed once.
 - A file is only followed when its text can hold events at all (a backward, a step, a zero_grad ...): the rest of
   a project (models, data, utilities) costs one text search, never a parse.
-- Every project file a check looked at is recorded (`ProjectView.reads`); the cache keeps their hashes with
-  the result, which is valid only while those files are unchanged.
+- Every project file a check looked at, and every file an import was looked for at and not found, is recorded
+  (`ProjectView.reads`); the cache keeps their hashes with the result, which is valid only while those files are
+  unchanged (and the missing ones still missing).
 
 Imports are read from the text (`scan_imports`), before parsing: the prefilter needs to know whether a file that
 holds no training events itself calls a helper that does.
@@ -35,6 +36,7 @@ from torchlint.analysis.prescan import (
 )
 from torchlint.analysis.semantics import MODULE_BASES
 from torchlint.source.decode import SourceError, decode
+from torchlint.source.safe_read import read_regular
 
 EXPORTS_VERSION = "3"
 
@@ -54,6 +56,8 @@ class Project:
         self._eventful: dict[Path, bool] = {}  # has_events
         self._any: dict[Path, bool] = {}  # may_act_any
         self._modules: dict[tuple[str, str, int], Path | None] = {}  # module_file
+        # module_file: each file it looked for up to the one found, present or not (creating one changes the answer)
+        self._candidates: dict[tuple[str, str, int], tuple[Path, ...]] = {}
         self._lookups: dict[tuple, tuple[object, dict[str, Path]]] = {}  # ProjectView._memo
         self._dirs: dict[str, frozenset[str]] = {}  # directory listings
         self._shown: dict[Path, str] = {}  # display
@@ -68,7 +72,7 @@ class Project:
         if path in self._texts:
             return self._texts[path]
         try:
-            data = path.read_bytes() if data is None else data
+            data = read_regular(path) if data is None else data
             found = (decode(data).text, content_hash(data))
         except (OSError, SourceError):
             found = None
@@ -93,6 +97,7 @@ class Project:
             root = str(self.root)
             bases = list(dict.fromkeys([directory, root, os.path.join(root, "src")]))
         found = None
+        looked: list[str] = []
         for base in bases:
             here = base
             for part in parts[:-1]:
@@ -101,7 +106,9 @@ class Project:
                     break
                 here = os.path.join(here, part)
             if not here:
+                looked.extend(_tried(os.path.join(base, *parts[:-1]), parts))
                 continue
+            looked.extend(_tried(here, parts))
             names = self._listing(here)
             if parts and parts[-1] + ".py" in names:
                 found = os.path.join(here, parts[-1] + ".py")
@@ -113,6 +120,7 @@ class Project:
                 break
         result = Path(found) if found is not None and found.startswith(self._root_prefix) else None
         self._modules[key] = result
+        self._candidates[key] = tuple(Path(p) for p in looked if p.startswith(self._root_prefix))
         return result
 
     def _listing(self, directory: str) -> frozenset[str]:
@@ -149,7 +157,7 @@ class Project:
         found = self._eventful.get(path)
         if found is None:
             try:
-                data = path.read_bytes()
+                data = read_regular(path)  # an import may name a FIFO: never wait on one
             except OSError:
                 data = b""
             found = self._eventful[path] = (EVENT_BYTES.search(data) is not None
@@ -226,24 +234,33 @@ class Project:
 
     def view(self, path: str | Path, text: str) -> "ProjectView | None":
         """What one file may read of the project; None when it calls nothing of the project that can hold events
-        (then the file is checked exactly as alone). The files it looked at are kept in `reads`, either way."""
+        (then the file is checked exactly as alone). The files it looked at are kept in `reads`, either way (all
+        views of the file together: a notebook's check may view it twice)."""
         file = Path(path).resolve()
         bound = scan_imports(text)
-        view = ProjectView(self, file, bound)
-        self.reads[file] = view.reads
+        view = ProjectView(self, file, bound, self.reads.setdefault(file, {}))
         if not bound:
             return None
         return view if view.relevant(text) else None
 
 
+def _tried(folder: str, parts: list[str]) -> tuple[str, ...]:
+    """The files `module_file` looks for in `folder` for the module's last part (`parts`), in its order."""
+    if not parts:
+        return (os.path.join(folder, "__init__.py"),)
+    return (os.path.join(folder, parts[-1] + ".py"), os.path.join(folder, parts[-1], "__init__.py"))
+
+
 class ProjectView:
     """The project as one file sees it: its imports resolved to the exports of other files."""
 
-    def __init__(self, project: Project, file: Path, bound: dict[str, Imported]) -> None:
+    def __init__(self, project: Project, file: Path, bound: dict[str, Imported],
+                 reads: dict[str, Path] | None = None) -> None:
         self.project = project
         self.file = file
         self.bound = bound
-        self.reads: dict[str, Path] = {}  # every project file it looked at: as displayed -> path
+        # every project file it looked at, or looked for and did not find: as displayed -> path
+        self.reads: dict[str, Path] = {} if reads is None else reads
         self.text = ""  # the events' text of the callees the file may reach (for the prefilter)
         self.stand_ins: dict[str, str] = {}  # a called name (`train_step`, `engine.run`, `self.fit`) -> its events' text
         self._recorders: list[dict[str, Path]] = [self.reads]
@@ -312,13 +329,14 @@ class ProjectView:
 
     def _path(self, module: str, level: int) -> Path | None:
         project = self.project
-        path = project._modules.get((self._dir, module, level), False)
+        key = (self._dir, module, level)
+        path = project._modules.get(key, False)
         if path is False:
             path = project.module_file(self.file, Imported(module, level))
-        if path is not None:
-            shown = project._shown.get(path) or project.display(path)
+        for looked in project._candidates[key]:  # the file found, and those looked for before it
+            shown = project._shown.get(looked) or project.display(looked)
             for reads in self._recorders:
-                reads[shown] = path
+                reads[shown] = looked
         return path
 
     def _memo(self, key: tuple, compute):
