@@ -84,6 +84,33 @@ def names_in(node: cst.CSTNode) -> set[str]:
     return names
 
 
+def operand_names(node: cst.CSTNode) -> set[str]:
+    """The names `node` computes with: `names_in` without what it calls (`model(x)` gives `x`, not `model`;
+    `self.model(x)` gives `self` and `x`; `out.sum()` gives `out`, the receiver of a method)."""
+    names: set[str] = set()
+    todo = [node]
+
+    def visit(n: cst.CSTNode) -> bool:  # True: do not walk into `n`
+        cls = type(n)
+        if cls is cst.Call:
+            func = n.func  # type: ignore[attr-defined]
+            if isinstance(func, cst.Attribute):
+                todo.append(func.value)
+            elif not isinstance(func, cst.Name):
+                todo.append(func)
+            todo.extend(arg.value for arg in n.args)  # type: ignore[attr-defined]
+            return True
+        if cls is cst.Name or (cls is cst.Attribute and dotted(n) is not None):
+            names.update(names_in(n))
+            return True
+        return False
+
+    while todo:
+        for _ in walk(todo.pop(), prune=visit):
+            pass
+    return names
+
+
 @dataclass(frozen=True)
 class Detachment:
     """An expression that cuts its operand out of the autograd graph."""

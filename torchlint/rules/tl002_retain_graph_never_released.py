@@ -12,6 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis.kinds import VKind
 from torchlint.analysis.semantics import NOT_A_FORWARD
 from torchlint.analysis.exprs import code_of, dotted
 from torchlint.source.walk import walk
@@ -69,7 +70,9 @@ A loop that steps no optimizer and differentiates with `create_graph=True` (`tor
 create_graph=True)` in an unrolled solver inside a forward) keeps its graph for the backward after it, and is not
 reported. A loop whose every iteration back-propagates into a graph built once before it (`s_feats = student(x)`, then
 one loss per layer with `retain_graph=True`) is not reported: all iterations but the last need the graph, and
-it is freed when the function returns. The right code there is `retain_graph=<not the last layer>`, which the
+it is freed when the function returns. That value must be known to carry a graph and be a term or an argument of
+the loss: a model or loss function built before the loop and called in it (`model = self.train()`, `loss_fn =
+self.loss_fn`), or a target reshaped from a parameter, does not count. The right code there is `retain_graph=<not the last layer>`, which the
 rule does not offer.
 """
 
@@ -104,16 +107,18 @@ def _check_last(model: FileModel, loop: Loop, last: Event) -> Iterator[Finding]:
 
 
 def _graph_from_before_loop(model: FileModel, loop: Loop, last: Event) -> bool:
-    """Part of what is back-propagated was computed before the loop and may carry a graph (`s_hidden =
-    student(x)` then one loss per layer): every iteration but the last needs that graph kept."""
+    """Part of what is back-propagated is a graph computed before the loop (`s_hidden = student(x)` then one loss
+    per layer): every iteration but the last needs that graph kept. Only a value known to carry a graph counts,
+    reached as a term or an argument of the loss: a model or loss function that is called (`model =
+    self.train()`), or a target reshaped from a parameter (of unknown kind), is no graph kept for later."""
     scope = model.scope_of(last)
     if scope is not loop.scope:
         return False
-    for d in scope.flow_defs(last.value, last):
+    for d in scope.operand_defs(last.value, last):
         node = scope.flow_node(d)
         if node is None or scope.flow.in_loop(node, loop.node):
             continue
-        if not model.kinds.of_def(d, scope).graph_free:
+        if model.kinds.of_def(d, scope) is VKind.GRAPH:
             return True
     return False
 
