@@ -274,6 +274,15 @@ NEGATIVE = {
                 loss.backward(retain_graph=True)
             opt.step()
         """,
+    "penalty_on_a_parameter_computed_before_the_loop": """
+        def train(model, loader, optimizer):
+            l1 = model.module.last_layer.weight.norm(p=1)
+            for x, y in loader:
+                loss = F.cross_entropy(model(x), y) + 1e-4 * l1
+                optimizer.zero_grad()
+                loss.backward(retain_graph=True)
+                optimizer.step()
+        """,
 }
 
 

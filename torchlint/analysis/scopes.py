@@ -12,6 +12,7 @@ from torchlint.analysis.exprs import dotted, names_in, operand_names, summand_na
 from torchlint.analysis.flow import FlowGraph
 from torchlint.analysis.semantics import LOSS_FUNCTION_WORDS
 from torchlint.analysis.walker import RawScope
+from torchlint.source.walk import walk
 
 
 @dataclass(eq=False)
@@ -27,6 +28,7 @@ class Scope(RawScope):
     _def_nodes: dict[str, frozenset[int]] | None = None
     _kill_events: dict[tuple[str, int | None], list[Event]] | None = None
     _defined: set[str] | None = None
+    _called: frozenset[str] | None = None
     _followed: dict[tuple[int, int, str], list[Event]] = field(default_factory=dict)  # operand_defs, summand_defs
     stmt_scope: dict[int, "Scope"] = field(default_factory=dict)  # shared by a file's scopes: id(stmt) -> scope
     _reaching: dict[tuple[str, int], tuple[tuple[Event, ...], bool]] = field(default_factory=dict)
@@ -249,6 +251,16 @@ class Scope(RawScope):
         if cached is None:
             cached = self._value_names[id(value)] = names_in(value)
         return cached
+
+    def called_names(self) -> frozenset[str]:
+        """The names (and dotted names) this scope calls: `criterion(out, y)` gives `criterion`. A value that is
+        called is a function, a class or a module, not a tensor."""
+        if self._called is None:
+            self._called = frozenset(
+                name for stmt in self.body for n in walk(stmt)
+                if type(n) is cst.Call and (name := dotted(n.func)) is not None  # type: ignore[attr-defined]
+            )
+        return self._called
 
     def is_numeric(self, expr: cst.BaseExpression, _depth: int = 0) -> bool:
         """True when `expr` is plainly a Python number or a size (`1`, `len(x)`, `x.size(0)`, `bs` = such)."""
