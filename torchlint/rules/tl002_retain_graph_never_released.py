@@ -72,8 +72,8 @@ reported. A loop whose every iteration back-propagates into a graph built once b
 one loss per layer with `retain_graph=True`) is not reported: all iterations but the last need the graph, and
 it is freed when the function returns. That value must be known to carry a graph and be a term or an argument of
 the loss: a model or loss function built before the loop and called in it (`model = self.train()`, `loss_fn =
-self.loss_fn`), or a target reshaped from a parameter, does not count. The right code there is `retain_graph=<not the last layer>`, which the
-rule does not offer.
+self.loss_fn`), or a target reshaped from a parameter, does not count. The right code there is
+`retain_graph=<not the last layer>`, which the rule does not offer.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
