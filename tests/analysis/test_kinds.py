@@ -98,3 +98,56 @@ def test_in_place_detach_makes_the_state_graph_free():
             s.detach_()
         """
     assert kind_of(src, "state") is VKind.TENSOR
+
+
+@pytest.mark.parametrize("src, name, expected", [
+    # an imported loss function, or an alias of one, is a function; calling it gives the loss
+    ("from losses import my_loss\nf = my_loss", "f", VKind.UNKNOWN),
+    ("from losses import my_loss\nloss_fn = my_loss\nl = loss_fn(out, y)", "l", VKind.GRAPH),
+    ("from losses import my_loss\nl = my_loss(out, y)", "l", VKind.GRAPH),
+    ("from losses import my_loss\nfn = my_loss\nl = fn(out, y)", "l", VKind.GRAPH),
+    ("from losses import my_loss\nloss, mse = my_loss(out, y)", "loss", VKind.GRAPH),
+    # look-alikes: an alias of a name that is not a loss, a module attribute, a local loss value
+    ("from losses import score\nfn = score\nl = fn(out, y)", "l", VKind.UNKNOWN),
+    ("import losses as L\nl = L.compute(out, y)", "l", VKind.UNKNOWN),
+    ("y = model(x)\nl = y.mean()\nv = l", "v", VKind.GRAPH),
+])
+def test_imported_loss_functions(src, name, expected):
+    assert kind_of(src, name) is expected
+
+
+def test_a_loss_named_callable_is_not_a_graph_tensor():
+    # `self.loss_func` set from an unknown call, a parameter called in its function, a `*_fn` parameter: functions
+    src = """
+        class T:
+            def __init__(self, spec):
+                self.loss_func = self._get_loss_func(spec)
+
+            def fit(self):
+                f = self.loss_func
+                l = f(self.net(x), y)
+
+        def g(adv_loss, x):
+            a = adv_loss
+            return adv_loss(x)
+
+        def h(total_loss):
+            t = total_loss
+        """
+    assert kind_of(src, "f", "fit") is VKind.UNKNOWN
+    assert kind_of(src, "l", "fit") is VKind.GRAPH  # what the loss function computes
+    assert kind_of(src, "a", "g") is VKind.UNKNOWN
+    assert kind_of(src, "t", "h") is VKind.GRAPH  # a loss handed in as a parameter, never called: a graph tensor
+
+
+@pytest.mark.parametrize("src, name, expected", [
+    # a module's parameters require grad: what is computed from them has a graph
+    ("def f(model):\n    p = model.module.head.weight.norm()", "p", VKind.GRAPH),
+    ("def f(trainer):\n    p = trainer.model.bias * 2", "p", VKind.GRAPH),
+    ("class Net(nn.Module):\n    def f(self):\n        p = self.fc.weight.sum()", "p", VKind.GRAPH),
+    # look-alikes: `weight` of something not known to be a module, or read under no_grad
+    ("def f(x):\n    p = x.weight.sum()", "p", VKind.UNKNOWN),
+    ("def f(model):\n    with torch.no_grad():\n        p = model.weight.sum()", "p", VKind.TENSOR),
+])
+def test_parameters_of_a_module_carry_a_graph(src, name, expected):
+    assert kind_of(src, name, "f") is expected

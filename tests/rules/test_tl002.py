@@ -105,6 +105,63 @@ POSITIVE = {
         """,
         [(5, 5)],
     ),
+    # -- what was built before the loop is no graph kept for later iterations ------------------------------
+    "model_alias_built_before_the_loop": (
+        """
+        class Net(nn.Module):
+            def fit(self, loader, optim):
+                model = self.train()
+                for xb, yb in loader:
+                    loss = F.mse_loss(model(xb), yb)
+                    loss.backward(retain_graph=True)
+                    optim.step()
+                    optim.zero_grad()
+        """,
+        [(7, 13)],
+    ),
+    "loss_function_alias_of_an_attribute": (
+        """
+        class Trainer:
+            def __init__(self, loss):
+                self.loss_func = self._get_loss_func(loss)
+
+            def fit(self, loader, optim):
+                loss_func = self.loss_func
+                for xb, yb in loader:
+                    total_loss = loss_func(self.net(xb), yb)
+                    total_loss.backward(retain_graph=True)
+                    optim.step()
+                    optim.zero_grad()
+        """,
+        [(10, 13)],
+    ),
+    "container_store_killed_by_a_rebinding": (
+        """
+        class Net(nn.Module):
+            def fit(self, x, loader, optim):
+                for i in range(len(x)):
+                    x[i] = np.expand_dims(x[i], 1)
+                for xb, yb in loader:
+                    x = xb.float()
+                    loss = F.mse_loss(self(x), yb)
+                    loss.backward(retain_graph=True)
+                    optim.step()
+                    optim.zero_grad()
+        """,
+        [(9, 13)],
+    ),
+    "target_reshaped_from_a_parameter": (
+        """
+        def train_batch(inp, target, model, optimizer, criterion, n):
+            target_flat = target[:, 1:].contiguous().view(-1)
+            for i in range(n):
+                loss = criterion(model(inp).view(-1, 100), target_flat)
+                model.zero_grad()
+                loss.backward(retain_graph=True)
+                optimizer.step()
+        """,
+        [(7, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -198,6 +255,33 @@ NEGATIVE = {
                 loss = F.mse_loss(s_feats[layer], t_feats[layer])
                 loss.backward(retain_graph=True)
             opt.step()
+        """,
+    "graph_before_the_loop_as_an_argument_of_an_aliased_loss": """
+        def heads_loss(encoder, heads, x, y, opt, loss_fn):
+            h = encoder(x)
+            criterion = loss_fn
+            for head in heads:
+                loss = criterion(head(h), y)
+                loss.backward(retain_graph=True)
+            opt.step()
+        """,
+    "graph_stored_into_a_container_before_the_loop": """
+        def per_key(net, x, y, keys, opt):
+            outs = {}
+            outs["main"] = net(x)
+            for k in keys:
+                loss = F.mse_loss(outs["main"][k], y[k])
+                loss.backward(retain_graph=True)
+            opt.step()
+        """,
+    "penalty_on_a_parameter_computed_before_the_loop": """
+        def train(model, loader, optimizer):
+            l1 = model.module.last_layer.weight.norm(p=1)
+            for x, y in loader:
+                loss = F.cross_entropy(model(x), y) + 1e-4 * l1
+                optimizer.zero_grad()
+                loss.backward(retain_graph=True)
+                optimizer.step()
         """,
 }
 

@@ -240,6 +240,38 @@ POSITIVE = {
         """,
         [(6, 16)],
     ),
+    # -- chains of cuts (`.detach().item()`): the innermost operand is what was detached -------------------
+    "chained_detach_item_rebinding": (
+        """
+        for x, y in loader:
+            out = model(x)
+            adv = criterion(disc(out), y)
+            adv = adv.detach().item()
+            loss = criterion(out, y) + adv
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+        [(5, 11)],
+    ),
+    "chained_data_item_inline": (
+        """
+        for x, y in loader:
+            aux_loss = F.mse_loss(model.aux(x), y)
+            loss = F.mse_loss(model(x), y) + aux_loss.data.item()
+            loss.backward()
+        """,
+        [(4, 38)],
+    ),
+    "chained_detach_cpu_numpy_weighted": (
+        """
+        for x, y in loader:
+            kl = F.kl_div(model(x), y)
+            loss = crit(model(x), y) + beta * kl.detach().cpu().numpy()
+            loss.backward()
+        """,
+        [(4, 39)],
+    ),
 }
 
 NEGATIVE = {
@@ -367,6 +399,30 @@ NEGATIVE = {
             loss = ce / scale
             loss.backward()
         """,
+    "chained_detach_of_a_weight": """
+        for x, y in loader:
+            ce = crit(model(x), y)
+            loss = ce * ce.detach().cpu().item()
+            loss.backward()
+        """,
+    "chained_detach_into_the_discriminator": """
+        for real in loader:
+            fake = netG(z)
+            d_loss = bce(netD(fake.detach().clone()), zeros) + bce(netD(real), ones)
+            d_loss.backward()
+        """,
+    "chained_detach_of_a_count": """
+        for x, y in loader:
+            hits = (model(x).argmax(1) == y).sum()
+            loss = crit(model(x), y) + 0 * hits.detach().cpu().item()
+            loss.backward()
+        """,
+    "keeping_links_without_a_cut": """
+        for x, y in loader:
+            aux_loss = crit(model.aux(x), y)
+            loss = crit(model(x), y) + aux_loss.cpu().float()
+            loss.backward()
+        """,
 }
 
 
@@ -392,3 +448,9 @@ def test_fix_is_unsafe():
     src = POSITIVE["item_in_sum"][0]
     assert "loss_b.item()" in fixed(src, "TL003", unsafe=False)
     assert "loss = loss_a + loss_b\n" in fixed(src, "TL003", unsafe=True)
+
+
+def test_fix_removes_the_whole_chain():
+    out = fixed(POSITIVE["chained_detach_cpu_numpy_weighted"][0], "TL003")
+    assert "loss = crit(model(x), y) + beta * kl\n" in out
+    assert findings(out, "TL003") == []

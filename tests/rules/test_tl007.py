@@ -259,9 +259,39 @@ POSITIVE = {
         """,
         [(8, 5)],
     ),
+    # an imported loss function, aliased: its call is the loss, not a call of a "graph tensor"
+    "imported_loss_function_alias": (
+        """
+        from losses import my_loss
+
+        loss_fn = my_loss
+        running_loss = 0.0
+        for x, y in loader:
+            loss, mse, ce = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            running_loss += loss
+        print(running_loss)
+        """,
+        [(11, 5)],
+    ),
 }
 
 NEGATIVE = {
+    "imported_loss_function_total_of_numbers": """
+        from losses import my_loss
+
+        loss_fn = my_loss
+        running_loss = 0.0
+        for x, y in loader:
+            loss, mse, ce = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            running_loss += loss.item()
+        print(running_loss)
+        """,
     # rosinality/stylegan2-pytorch: a dict of the latest losses, each entry replaced at every iteration; it holds one
     # iteration's graphs, never more
     "dict_entry_replaced_each_iteration": """

@@ -84,6 +84,33 @@ def names_in(node: cst.CSTNode) -> set[str]:
     return names
 
 
+def operand_names(node: cst.CSTNode) -> set[str]:
+    """The names `node` computes with: `names_in` without what it calls (`model(x)` gives `x`, not `model`;
+    `self.model(x)` gives `self` and `x`; `out.sum()` gives `out`, the receiver of a method)."""
+    names: set[str] = set()
+    todo = [node]
+
+    def visit(n: cst.CSTNode) -> bool:  # True: do not walk into `n`
+        cls = type(n)
+        if cls is cst.Call:
+            func = n.func  # type: ignore[attr-defined]
+            if isinstance(func, cst.Attribute):
+                todo.append(func.value)
+            elif not isinstance(func, cst.Name):
+                todo.append(func)
+            todo.extend(arg.value for arg in n.args)  # type: ignore[attr-defined]
+            return True
+        if cls is cst.Name or (cls is cst.Attribute and dotted(n) is not None):
+            names.update(names_in(n))
+            return True
+        return False
+
+    while todo:
+        for _ in walk(todo.pop(), prune=visit):
+            pass
+    return names
+
+
 @dataclass(frozen=True)
 class Detachment:
     """An expression that cuts its operand out of the autograd graph."""
@@ -94,21 +121,46 @@ class Detachment:
 
 
 _DETACH_METHODS = {"item": ".item()", "detach": ".detach()", "tolist": ".tolist()"}
+# Links a chain of cuts may also hold: they keep the numbers (a device, a NumPy view, a copy), so the chain as a
+# whole still stands for its innermost operand (`x.detach().cpu().numpy()`).
+_KEEPING_LINKS = frozenset({"cpu", "cuda", "numpy", "clone", "contiguous", "float", "double"})
 
 
 def as_detachment(node: cst.CSTNode) -> Detachment | None:
+    """`node` as a cut of its operand out of the graph. A chain of cuts and value-keeping links
+    (`x.detach().item()`, `x.data.item()`, `x.cpu().detach()`) is one detachment of its innermost operand, so
+    that the kind test sees what was detached and a fix removes the whole chain."""
+    links: list[tuple[str, bool]] = []  # (how, cuts) from the outermost link inwards
+    operand = node
+    while (link := _link(operand)) is not None:
+        operand, how, cuts = link
+        links.append((how, cuts))
+    if not any(cuts for _, cuts in links):
+        return None
+    how = ""
+    for text, _ in reversed(links):
+        how = f"float({how})" if text == "float()" else how + text
+    return Detachment(node, operand, how)  # type: ignore[arg-type]
+
+
+def _link(node: cst.CSTNode) -> tuple[cst.BaseExpression, str, bool] | None:
+    """One link of a detaching chain: (what it is applied to, how it is written, whether it cuts the graph)."""
     if isinstance(node, cst.Attribute) and node.attr.value == "data":
-        return Detachment(node, node.value, ".data")
+        return node.value, ".data", True
     if (
         isinstance(node, cst.Subscript)
         and isinstance(node.value, cst.Attribute)
         and node.value.attr.value == "data"
     ):
-        return Detachment(node, node.value.value, ".data[...]")
+        return node.value.value, ".data[...]", True
     if isinstance(node, cst.Call):
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _DETACH_METHODS and not node.args:
-            return Detachment(node, func.value, _DETACH_METHODS[func.attr.value])
+        if isinstance(func, cst.Attribute) and not node.args:
+            method = func.attr.value
+            if method in _DETACH_METHODS:
+                return func.value, _DETACH_METHODS[method], True
+            if method in _KEEPING_LINKS:
+                return func.value, f".{method}()", False
         if (
             isinstance(func, cst.Name)
             and func.value == "float"
@@ -116,7 +168,7 @@ def as_detachment(node: cst.CSTNode) -> Detachment | None:
             and node.args[0].keyword is None
             and not node.args[0].star
         ):
-            return Detachment(node, node.args[0].value, "float()")
+            return node.args[0].value, "float()", True
     return None
 
 

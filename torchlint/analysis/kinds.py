@@ -81,12 +81,18 @@ class Kinds:
         kinds = [k for d in defs if (k := self.of_def(d, scope, depth + 1)) is not _CYCLE]
         if entry:
             outside = self._from_outside(name, scope, depth)
-            if outside is VKind.UNKNOWN and not defs and sem.is_loss_name(name):
+            if outside is VKind.UNKNOWN and not defs and sem.is_loss_name(name) and not self._callable(name, scope):
                 outside = VKind.GRAPH  # a loss handed in as a parameter: by convention, a graph tensor
             kinds.append(outside)
         if not kinds:
             return _CYCLE if defs else VKind.UNKNOWN
         return join(kinds)
+
+    def _callable(self, name: str, scope: Scope) -> bool:
+        """A name that holds a function, not a value: imported (`from loss import my_loss`), named like a function
+        or a criterion (`loss_fn`, `self.loss_func`), or called in the scope (`adv_loss(x)`)."""
+        return (name.split(".", 1)[0] in self.model.imported or sem.is_callable_name(name)
+                or sem.is_module_name(name) or name in scope.called_names())
 
     def of_def(self, d: Event, scope: Scope, depth: int = 0) -> VKind:
         """The kind a definition gives its target."""
@@ -289,6 +295,8 @@ class Kinds:
         if attr in ("ndim", "requires_grad", "is_cuda", "training"):
             return VKind.NUMBER
         name = dotted(e)
+        if attr in sem.PARAMETER_ATTRIBUTES and name is not None and self._of_a_module(name, scope, at, depth):
+            return VKind.GRAPH  # `model.head.weight`: a parameter, so what is computed from it has a graph
         if name is not None and name.startswith("self."):
             return self.of_name(name, scope, at, depth)
         base = self.of(e.value, scope, at, depth + 1)
@@ -299,6 +307,14 @@ class Kinds:
         if name is not None and name.count(".") >= 1 and sem.is_module_name(name):
             return VKind.MODULE
         return VKind.UNKNOWN
+
+    def _of_a_module(self, name: str, scope: Scope, at: Event | None, depth: int) -> bool:
+        """Is `a.b.c` of `a.b.c.weight` a module, or an attribute of one (`model.module.last_layer`)?"""
+        parts = name.split(".")[:-1]
+        if parts[0] == "self":
+            return scope.class_name is not None and self.model.is_module_class(scope.class_name)
+        return self.of_name(parts[0], scope, at, depth + 1) is VKind.MODULE or any(
+            sem.is_module_name(part) for part in parts[1:])
 
     def _call(self, call: cst.Call, scope: Scope, at: Event | None, depth: int) -> VKind:
         func = call.func
@@ -379,10 +395,21 @@ class Kinds:
             called = self.of_name(fname, scope, at, depth + 1)
             if called is VKind.MODULE:
                 return VKind.GRAPH
-            if called is VKind.UNKNOWN and sem.is_loss_name(fname):
+            if called is VKind.UNKNOWN and (sem.is_loss_name(fname) or self._aliases_loss(fname, scope, at)):
                 return VKind.GRAPH  # `adversarial_loss(out, y)`: a loss function the analysis cannot see
             return VKind.UNKNOWN
         return VKind.UNKNOWN
+
+    def _aliases_loss(self, name: str, scope: Scope, at: Event | None) -> bool:
+        """`fn = my_loss`, `fn = self.loss_func` (every definition that reaches `at`): `fn(...)` calls a loss
+        function."""
+        if at is None:
+            return False
+        defs, entry = scope.reaching(name, at)
+        return bool(defs) and not entry and all(
+            d.kind is EventKind.ASSIGN and d.flavor == "=" and (alias := dotted(d.value)) is not None
+            and sem.is_loss_name(alias) for d in defs
+        )
 
     def _container(
         self, items: list[cst.BaseExpression], scope: Scope, at: Event | None, depth: int, iterable: bool = False

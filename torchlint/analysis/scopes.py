@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from torchlint.analysis.events import Event, EventKind, contradict
-from torchlint.analysis.exprs import dotted, names_in, summand_names
+from torchlint.analysis.exprs import dotted, names_in, operand_names, summand_names
 from torchlint.analysis.flow import FlowGraph
 from torchlint.analysis.semantics import LOSS_FUNCTION_WORDS
 from torchlint.analysis.walker import RawScope
+from torchlint.source.walk import walk
 
 
 @dataclass(eq=False)
@@ -27,7 +28,8 @@ class Scope(RawScope):
     _def_nodes: dict[str, frozenset[int]] | None = None
     _kill_events: dict[tuple[str, int | None], list[Event]] | None = None
     _defined: set[str] | None = None
-    _followed: dict[tuple[int, int, str], list[Event]] = field(default_factory=dict)  # flow_defs, summand_defs
+    _called: frozenset[str] | None = None
+    _followed: dict[tuple[int, int, str], list[Event]] = field(default_factory=dict)  # operand_defs, summand_defs
     stmt_scope: dict[int, "Scope"] = field(default_factory=dict)  # shared by a file's scopes: id(stmt) -> scope
     _reaching: dict[tuple[str, int], tuple[tuple[Event, ...], bool]] = field(default_factory=dict)
     resolved_calls: set[int] = field(default_factory=set)  # shared by a file's scopes: FileModel.resolved_calls
@@ -174,14 +176,15 @@ class Scope(RawScope):
             cached = self._followed[key] = self._follow(expr, at, lambda e, _at: summand_names(e))
         return cached
 
-    def flow_defs(self, expr: cst.BaseExpression, at: Event) -> list[Event]:
-        """The definitions whose values flow into `expr` evaluated at `at`, through any expression: reaching
-        definitions followed transitively, plus what is appended or stored into the containers involved. A loop
-        variable ends the walk (its iterable is where the batches come from, not part of a graph)."""
-        key = (id(expr), id(at), "names")
+    def operand_defs(self, expr: cst.BaseExpression, at: Event) -> list[Event]:
+        """The definitions whose values `expr` computes with at `at`: reaching definitions followed through terms
+        and the arguments of calls, not through what is called (`model(x)` reaches `x`'s definitions, not
+        `model = self.train()`), plus what is appended or stored into the containers involved. A loop variable
+        ends the walk (its iterable is where the batches come from, not part of a graph)."""
+        key = (id(expr), id(at), "operands")
         cached = self._followed.get(key)
         if cached is None:
-            cached = self._followed[key] = self._follow(expr, at, lambda e, _at: self._names(e))
+            cached = self._followed[key] = self._follow(expr, at, lambda e, _at: operand_names(e))
         return cached
 
     def _follow(self, expr: cst.BaseExpression, at: Event, names_of) -> list[Event]:
@@ -198,7 +201,8 @@ class Scope(RawScope):
                 continue
             seen.add((name, id(where)))
             defs, _ = self.reaching(name, where)
-            adds = [e for e in self.assignments(name) if e.kind is EventKind.APPEND or e.flavor == "item="]
+            adds = [e for e in self.assignments(name)
+                    if (e.kind is EventKind.APPEND or e.flavor == "item=") and self._store_reaches(e, where)]
             for d in (*defs, *adds):
                 if id(d) in seen_defs or d.value is None or d.flavor == "for":
                     continue
@@ -208,6 +212,15 @@ class Scope(RawScope):
                 if d.accumulates and d.target:
                     todo.append((d.target, d))
         return out
+
+    def _store_reaches(self, store: Event, at: Event) -> bool:
+        """Can what `store` put into its container (`x[i] = v`, `x.append(v)`) still be in it at `at`? Not when
+        every path from the store to `at` rebinds the container's name first (`x = batch.float()`)."""
+        start, end = self.flow_node(store), self.flow_node(at)
+        if start is None or end is None or start == end or store.target is None:
+            return True
+        kills = self.def_nodes().get(store.target, frozenset())
+        return self.flow.reaches_avoiding(start, end, kills)
 
     def depends(self, expr: cst.CSTNode) -> frozenset[str]:
         """Names whose values flow into `expr`, through the assignments of this scope (flow-insensitive)."""
@@ -238,6 +251,16 @@ class Scope(RawScope):
         if cached is None:
             cached = self._value_names[id(value)] = names_in(value)
         return cached
+
+    def called_names(self) -> frozenset[str]:
+        """The names (and dotted names) this scope calls: `criterion(out, y)` gives `criterion`. A value that is
+        called is a function, a class or a module, not a tensor."""
+        if self._called is None:
+            self._called = frozenset(
+                name for stmt in self.body for n in walk(stmt)
+                if type(n) is cst.Call and (name := dotted(n.func)) is not None  # type: ignore[attr-defined]
+            )
+        return self._called
 
     def is_numeric(self, expr: cst.BaseExpression, _depth: int = 0) -> bool:
         """True when `expr` is plainly a Python number or a size (`1`, `len(x)`, `x.size(0)`, `bs` = such)."""

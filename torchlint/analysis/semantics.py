@@ -46,6 +46,8 @@ MODULE_NAMESPACES = ("nn", "torch.nn")  # `nn.Linear(...)`, `torch.nn.CrossEntro
 MODULE_WRAPPERS = frozenset(
     "DDP DistributedDataParallel DataParallel FSDP FullyShardedDataParallel compile torch.compile".split()
 )
+# Attributes of a module that are its parameters (leaf tensors that require grad).
+PARAMETER_ATTRIBUTES = frozenset({"weight", "bias"})
 MODULE_METHODS_RETURNING_MODULE = frozenset("to cuda cpu train eval half float double bfloat16 requires_grad_".split())
 
 # Conventional names of modules (models, criteria) when nothing in the file says what the name holds: training
@@ -70,6 +72,15 @@ _VERB_PREFIX = re.compile(
 
 # Words in the name of a function whose result is a loss (`criterion(out, y)`, `F.cross_entropy(...)`).
 LOSS_FUNCTION_WORDS = ("loss", "criterion", "crit", "cross_entropy", "mse", "nll", "bce", "l1", "huber", "kl_div")
+
+
+# Names of a function or a criterion (`loss_fn`, `adv_loss_func`, `criterion`): what they hold is called, never a
+# tensor, even when the name says "loss".
+_CALLABLE_NAME = re.compile(r"(^|_)(fn|fns|func|funcs|function|functions|criterion|crit)$")
+
+
+def is_callable_name(name: str) -> bool:
+    return _CALLABLE_NAME.search(name.rsplit(".", 1)[-1].lower()) is not None
 
 
 def is_module_name(name: str) -> bool:

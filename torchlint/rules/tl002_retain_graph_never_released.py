@@ -12,6 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
+from torchlint.analysis.kinds import VKind
 from torchlint.analysis.semantics import GRAPH_PRESERVING_METHODS, NOT_A_FORWARD
 from torchlint.analysis.exprs import code_of, dotted, positional_params
 from torchlint.source.walk import children, walk
@@ -74,8 +75,10 @@ create_graph=True)` in an unrolled solver inside a forward) keeps its graph for 
 reported. A loop whose every iteration back-propagates into a graph built once before it (`s_feats = student(x)`, then
 one loss per layer with `retain_graph=True`) is not reported: all iterations but the last need the graph, and
 it is freed when the function returns. The same goes for a helper called once per batch whose own loop does that
-(`outs = model(x)`, then one backward per layer). The right code there is `retain_graph=<not the last layer>`, which the
-rule does not offer.
+(`outs = model(x)`, then one backward per layer). That value must be known to carry a graph and be a term or an
+argument of the loss: a model or loss function built before the loop and called in it (`model = self.train()`,
+`loss_fn = self.loss_fn`), or a target reshaped from a parameter, does not count. The right code there is
+`retain_graph=<not the last layer>`, which the rule does not offer.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -109,10 +112,12 @@ def _check_last(model: FileModel, loop: Loop, last: Event) -> Iterator[Finding]:
 
 
 def _graph_from_before_loop(model: FileModel, loop: Loop, last: Event) -> bool:
-    """Part of what is back-propagated was computed before the loop and may carry a graph (`s_hidden =
-    student(x)` then one loss per layer): every iteration but the last needs that graph kept. For a helper called
-    from the loop, the helper's own outermost loop counts: what it computes before that loop is built once per call
-    and freed when it returns."""
+    """Part of what is back-propagated is a graph computed before the loop (`s_hidden = student(x)` then one loss
+    per layer): every iteration but the last needs that graph kept. Only a value known to carry a graph counts,
+    reached as a term or an argument of the loss: a model or loss function that is called (`model =
+    self.train()`), or a target reshaped from a parameter (of unknown kind), is no graph kept for later. For a
+    helper called from the loop, the helper's own outermost loop counts: what it computes before that loop is
+    built once per call and freed when it returns."""
     scope = model.scope_of(last)
     at, own = last, loop.node
     if scope is not loop.scope:
@@ -120,11 +125,11 @@ def _graph_from_before_loop(model: FileModel, loop: Loop, last: Event) -> bool:
         if home is None or not home.loops:
             return False
         at, own = home, home.loops[0]
-    for d in scope.flow_defs(at.value, at):
+    for d in scope.operand_defs(at.value, at):
         node = scope.flow_node(d)
         if node is None or scope.flow.in_loop(node, own):
             continue
-        if not model.kinds.of_def(d, scope).graph_free:
+        if model.kinds.of_def(d, scope) is VKind.GRAPH:
             return True
     return False
 

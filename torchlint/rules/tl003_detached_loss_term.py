@@ -35,7 +35,9 @@ class DetachedLossTerm(Rule):
 ## What it flags
 A loss value wrapped in `.data`, `.data[0]`, `.item()`, `.detach()`, `.tolist()` or `float(...)` that is then
 added (as a summand) into a value that is back-propagated: `total = total + loss.data[0]` followed by
-`total.backward()`, `losses.append(loss.item())` then `sum(losses).backward()`, `loss = a + b.detach()`.
+`total.backward()`, `losses.append(loss.item())` then `sum(losses).backward()`, `loss = a + b.detach()`. A chain of them, with
+value-keeping calls between (`loss.detach().item()`, `loss.detach().cpu().numpy()`, `loss.data.item()`), is one
+cut of the innermost value; the fix removes the whole chain.
 The detached term may be weighted by a factor without graph (`ce + args.alpha * aux.item()`), summed from a
 generator (`sum(l.item() for l in losses)`) or stacked (`torch.stack([a.detach(), b]).sum()`). Also flagged: a
 detached loss value re-wrapped as a new leaf, `torch.tensor(loss.item(), requires_grad=True)` or
