@@ -551,19 +551,19 @@ def _prune() -> None:
     _SAVED[:] = [r for r in _SAVED if r() is not None]
 
 
-def run_many(scripts: Sequence[Path], steps: int = 20, device: str = "cpu") -> list[dict]:
-    """Records of several scripts (no arguments), each in a fresh subprocess-free run, in one fresh process: what
-    the tests use to check every fixture without starting torch once per script."""
+def run_many(scripts: Sequence[Path], steps: int = 20, device: str = "cpu", argv: Sequence[str] = ()) -> list[dict]:
+    """Records of several scripts (each with the arguments `argv`), each in a fresh subprocess-free run, in one
+    fresh process: what the tests use to check every fixture without starting torch once per script."""
     import subprocess
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="torchlint-monitor-") as tmp:
         code = ("import json, sys; from pathlib import Path; from torchlint.verify.monitor import run\n"
                 "for i, s in enumerate(sys.argv[3:]):\n"
-                "    Path(sys.argv[2], f'{i}.json').write_text(json.dumps(run(Path(s), [], int(sys.argv[1]), "
-                f"{device!r})))\n")
+                f"    Path(sys.argv[2], f'{{i}}.json').write_text(json.dumps(run(Path(s), {list(argv)!r}, "
+                f"int(sys.argv[1]), {device!r})))\n")
         proc = subprocess.run([sys.executable, "-c", code, str(steps), tmp, *[str(Path(s).resolve()) for s in scripts]],
-                              capture_output=True, text=True, timeout=900)
+                              capture_output=True, text=True, errors="replace", timeout=900)
         if proc.returncode != 0:
             raise RuntimeError(f"monitor failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
         return [json.loads((Path(tmp) / f"{i}.json").read_text()) for i in range(len(scripts))]
