@@ -260,6 +260,7 @@ def _fresh() -> None:
 
 def _init_worker(cache_root: str | None) -> None:
     global _WORKER_CACHE
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's handler (cli): a worker just ends
     _fresh()
     _WORKER_CACHE = Cache(Path(cache_root)) if cache_root else None
 
@@ -279,5 +280,15 @@ def run(jobs: Sequence[Job], n_jobs: int = 0, cache_root: Path | None = None) ->
             yield process(job, cache)
         return
     chunk = max(1, min(64, len(jobs) // (n * 8) or 1))
-    with ProcessPoolExecutor(n, initializer=_init_worker, initargs=(str(cache_root) if cache_root else None,)) as pool:
+    pool = ProcessPoolExecutor(n, initializer=_init_worker, initargs=(str(cache_root) if cache_root else None,))
+    try:
         yield from pool.map(_process_in_worker, jobs, chunksize=chunk)
+    except BaseException:
+        # Stopped (SIGTERM, Ctrl-C, a caller that reads no further): the workers must not outlive the run, and
+        # waiting for them, as leaving a `with` block does, would finish every job first.
+        # The executor has no public way to stop its workers before Python 3.14 (kill_workers).
+        for worker in list((getattr(pool, "_processes", None) or {}).values()):
+            worker.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()

@@ -9,7 +9,9 @@ import argparse
 import difflib
 import os
 import shlex
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Sequence
 
@@ -77,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if on_main_thread else None
     try:
         if argv and argv[0] == "rule":
             return _rule_command(argv[1:])
@@ -96,6 +100,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _terminated(signum, frame) -> None:
+    # An exception, not the default death: what torchlint started (pool workers, a training script's process
+    # group, --verify's temporary scripts) is cleaned up on the way out. Exit status 128 + 15, as the shell reports.
+    raise SystemExit(128 + signum)
 
 
 def _rule_command(argv: list[str]) -> int:

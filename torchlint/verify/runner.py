@@ -183,6 +183,8 @@ def run_scripts(
 
     import torch
 
+    from torchlint.verify.process_group import run_group
+
     with tempfile.TemporaryDirectory(prefix="torchlint-verify-") as tmp:
         env = dict(os.environ, CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONHASHSEED=str(seed))
         cmd = [sys.executable, "-m", "torchlint.verify.runner", "--device", device, "--seed", str(seed), "--out", tmp]
@@ -192,9 +194,16 @@ def run_scripts(
             cmd += ["--max-steps", str(max_steps)]
         if argv:
             cmd += ["--argv-json", json.dumps(list(argv))]
-        proc = subprocess.run(cmd + [str(Path(s).resolve()) for s in scripts], env=env, capture_output=True, text=True, timeout=timeout)
-        if proc.returncode != 0:
-            raise RuntimeError(f"verify runner failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        log = Path(tmp) / "stderr"
+        with open(log, "wb") as err:  # a file, not a pipe: a script that prints megabytes costs no memory here
+            try:
+                code = run_group(cmd + [str(Path(s).resolve()) for s in scripts], timeout, env=env,
+                                 stdout=subprocess.DEVNULL, stderr=err)
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(f"the runs took longer than {timeout:g} s; stopped") from None
+        if code != 0:
+            tail = log.read_bytes()[-4000:].decode("utf-8", "replace")
+            raise RuntimeError(f"verify runner failed ({code}):\n{tail}")
         return [torch.load(Path(tmp) / f"{i}.pt", weights_only=False) for i in range(len(scripts))]
 
 
