@@ -55,7 +55,7 @@ def _replace(path: Path, target: Path, read: bytes, data: bytes, info: os.stat_r
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fchmod(fh.fileno(), stat.S_IMODE(info.st_mode))
+            os.chmod(tmp, stat.S_IMODE(info.st_mode))
             if not _same_owner(fh.fileno(), info) or not _copy_xattrs(target, fh.fileno()):
                 os.unlink(tmp)
                 return False
@@ -71,8 +71,8 @@ def _replace(path: Path, target: Path, read: bytes, data: bytes, info: os.stat_r
 
 def _same_owner(fd: int, info: os.stat_result) -> bool:
     made = os.fstat(fd)
-    if (made.st_uid, made.st_gid) == (info.st_uid, info.st_gid):
-        return True
+    if (made.st_uid, made.st_gid) == (info.st_uid, info.st_gid) or not hasattr(os, "fchown"):
+        return True  # the same, or a system without POSIX owners (Windows)
     try:
         os.fchown(fd, info.st_uid, info.st_gid)
     except OSError:
