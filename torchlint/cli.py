@@ -1,6 +1,7 @@
 """The `torchlint` command: report, --fix/--diff, `rule` docs. A thin shell over torchlint.engine.
 
-Exit codes: 0 nothing found, 1 findings (or a --diff with changes), 2 usage, configuration or I/O error.
+Exit codes: 0 nothing found, 1 findings (or a --diff with changes), 2 usage, configuration or I/O error (also a
+file --fix or --add-noqa did not write: torchlint.write_back), 143 SIGTERM.
 """
 
 from __future__ import annotations
