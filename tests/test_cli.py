@@ -283,3 +283,14 @@ def test_python_dash_m(tmp_path, python):
     write(tmp_path, "t.py", BUGGY)
     r = subprocess.run([python, "-m", "torchlint", "-q", "t.py"], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 1 and r.stdout.startswith("t.py:4:5: TL004")
+
+
+def test_fix_keeps_the_last_line_break_of_a_cr_only_file(tmp_path, run_cli):
+    """libcst drops a final lone `\\r` when it writes a module back: a fixed `\\r`-only file lost its last one."""
+    from tests.conftest import ROOT
+
+    path = write(tmp_path, "t.py", (ROOT / "tests" / "odd_inputs" / "cr_only.py").read_bytes())
+    r = run_cli("--fix", "--unsafe-fixes", "--no-cache", "t.py", cwd=tmp_path)
+    assert "Fixed 2 problems." in r.stdout, r.stdout + r.stderr
+    out = path.read_bytes()
+    assert out.endswith(b"    running += loss.item()\r") and b"\n" not in out

@@ -161,3 +161,87 @@ def test_report_counts_each_runs_own_graph_and_says_what_each_panel_counts(tmp_p
     page = (tmp_path / "report.html").read_text()
     for _, title, what in PANELS:
         assert f"<li><b>{title}</b>: {html.escape(what)}</li>" in page
+
+
+RETAINED = ("import torch\nmodel = torch.nn.Linear(3, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "{before}for _ in range({n}):\n    opt.zero_grad()\n    loss = model(torch.ones(2, 3)).sum()\n"
+            "    loss.backward(retain_graph=True)\n    opt.step()\n{after}")
+
+
+def test_a_fix_proven_on_no_step_is_not_written(tmp_path, run_cli, device):
+    """A script that takes no optimizer step used to be 'verified at all 0 steps' and rewritten."""
+    script = tmp_path / "train.py"
+    script.write_text(text := RETAINED.format(before="", n=0, after=""))
+    r = run_cli("--fix", "--verify", "--steps", "3", "--device", device, "train.py", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "fix verified" not in r.stderr
+    assert ("train.py:7:5: TL903 safe fix for TL002 not verified: the script took no optimizer step; the fix is not "
+            "written") in r.stdout
+    assert script.read_text() == text
+    assert "Fixed 0 problems." in r.stdout
+
+
+def test_a_script_that_exits_is_verified_on_the_steps_it_took_and_the_next_file_still_runs(tmp_path, run_cli,
+                                                                                           device):
+    """sys.exit(0) after training ends the run as its last line would; it used to crash torchlint with a
+    traceback, and the files after it were never processed."""
+    (tmp_path / "a.py").write_text(RETAINED.format(before="import sys\n", n=3, after="sys.exit(0)\n"))
+    (tmp_path / "b.py").write_text(RETAINED.format(before="", n=3, after=""))
+    r = run_cli("--fix", "--verify", "--steps", "5", "--device", device, "a.py", "b.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert "a.py:8:5: TL002 safe fix verified: identical gradients and parameters at all 3 steps" in r.stderr
+    assert "b.py:7:5: TL002 safe fix verified: identical gradients and parameters at all 3 steps" in r.stderr
+    assert "retain_graph" not in (tmp_path / "a.py").read_text() + (tmp_path / "b.py").read_text()
+
+
+ARGPARSE = RETAINED.format(
+    before="import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--steps', type=int, "
+           "required=True)\nparser.add_argument('--name')\nargs = parser.parse_args()\nassert args.name == 'a b'\n",
+    n="args.steps", after="")
+
+
+def test_a_script_that_needs_arguments_is_not_verified_without_them(tmp_path, run_cli, device):
+    script = tmp_path / "train.py"
+    script.write_text(ARGPARSE)
+    r = run_cli("--fix", "--verify", "--device", device, "train.py", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert ("TL903 safe fix for TL002 not verified: the script failed before its first optimizer step (SystemExit: "
+            "2; pass the script's arguments with --verify-args); the fix is not written") in r.stdout
+    assert script.read_text() == ARGPARSE
+
+
+def test_verify_args_are_the_scripts_arguments(tmp_path, run_cli, device):
+    script = tmp_path / "train.py"
+    script.write_text(ARGPARSE)
+    r = run_cli("--fix", "--verify", "--device", device, "--verify-args", "--steps 4 --name 'a b'", "train.py",
+                cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "TL002 safe fix verified: identical gradients and parameters at all 4 steps" in r.stderr
+    assert script.read_text() == ARGPARSE.replace("retain_graph=True", "")
+
+
+def test_an_edit_saved_during_the_verification_is_kept(tmp_path, run_cli, device):
+    """The script stands in for an editor: its first run (the original's) saves a change to the file while
+    torchlint verifies the fix. The fix was proven on the old text: it is not written over the edit."""
+    script = tmp_path / "train.py"
+    edit = ("from pathlib import Path\nif 'torchlint-verify' not in __file__:\n"
+            "    Path(__file__).write_text(Path(__file__).read_text() + '# saved by the editor\\n')\n")
+    script.write_text(text := RETAINED.format(before=edit, n=3, after=""))
+    r = run_cli("--fix", "--verify", "--steps", "3", "--device", device, "train.py", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "torchlint: error: train.py: changed since torchlint read it; not written (run the command again)" in r.stderr
+    assert script.read_text() == text + "# saved by the editor\n"
+
+
+def test_candidates_left_by_a_killed_run_are_not_checked_and_are_removed(tmp_path, run_cli, device):
+    """`kill -9` during --fix --verify leaves its candidates beside the script: the next run linted them."""
+    (tmp_path / "train.py").write_text(RETAINED.format(before="", n=3, after=""))
+    dead = tmp_path / f".train.torchlint-verify-{2**22 + 12345}-0.py"  # above any pid Linux hands out by default
+    dead.write_text(RETAINED.format(before="", n=3, after=""))
+    r = run_cli("--no-cache", "-q", ".", cwd=tmp_path)
+    assert [line.split(":")[0] for line in r.stdout.splitlines()] == ["train.py"], r.stdout
+    r = run_cli("--fix", "--verify", "--steps", "2", "--device", device, "train.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]

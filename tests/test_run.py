@@ -383,3 +383,131 @@ def test_retained_graph_names_the_variable_that_holds_it(records):
     script = ROOT / "fixtures" / "TL002" / "script" / "bad.py"
     [seen] = [o for o in records[str(script)]["observations"] if o["code"] == "TL002"]
     assert seen["holder"] == "loss" and "(held through `loss`)" in seen["message"], seen
+
+
+# -- the script's process and its output ---------------------------------------------------------------------------
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent to reap it has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _wait_dead(pid: int, seconds: float = 10.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_timeout_stops_what_the_script_started_and_keeps_its_output(tmp_path, run_cli, device):
+    """The time limit killed only the monitor's process: a process the script started kept running, and what
+    the script had printed was lost with the buffered output."""
+    (tmp_path / "hang.py").write_text(
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        "open('child.pid', 'w').write(str(child.pid))\n"
+        "print('loading the data', flush=True)\n"
+        "time.sleep(600)\n")
+    r = run_cli("run", "--timeout", "15", "hang.py", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "loading the data\n" in r.stderr and "hang.py ran past 15 s; stopped" in r.stderr
+    pid = int((tmp_path / "child.pid").read_text())
+    assert _wait_dead(pid), f"the script's child {pid} outlived the time limit"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_sigterm_stops_the_script_and_what_it_started(tmp_path, device):
+    import shutil
+    import signal
+    import subprocess
+    import time
+
+    (tmp_path / "hang.py").write_text(
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        "open('child.pid', 'w').write(str(child.pid))\n"
+        "time.sleep(600)\n")
+    proc = subprocess.Popen([shutil.which("torchlint"), "run", "hang.py"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "child.pid").is_file() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.2)  # the pid is written
+    pid = int((tmp_path / "child.pid").read_text())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert _wait_dead(pid), f"the script's child {pid} outlived torchlint"
+
+
+def test_the_scripts_output_is_passed_on_as_it_comes(tmp_path, device):
+    """Streamed, not buffered to the end (30 MB of prints took 336 MB): torchlint shows the script's first line
+    while the script still waits for the test to see it; bytes that are not UTF-8 pass through (they crashed
+    the command), and the script's stderr is shown when the run succeeds (it was dropped)."""
+    import os
+    import select
+    import shutil
+    import subprocess
+    import time
+
+    (tmp_path / "train.py").write_text(
+        "import os, sys, time\nimport torch\n"
+        "sys.stdout.buffer.write(b'caf\\xe9 \\xff\\n'); sys.stdout.flush()\n"
+        "deadline = time.monotonic() + 60\n"
+        "while not os.path.exists('seen') and time.monotonic() < deadline:\n    time.sleep(0.05)\n"
+        "print('warming up', file=sys.stderr)\n"
+        "model = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for _ in range(3):\n    opt.zero_grad()\n    model(torch.ones(1, 2)).sum().backward()\n    opt.step()\n")
+    proc = subprocess.Popen([shutil.which("torchlint"), "run", "--steps", "2", "--device", device, "train.py"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err = b""
+    deadline = time.monotonic() + 50
+    while b"\xff\n" not in err and time.monotonic() < deadline and proc.poll() is None:
+        if select.select([proc.stderr], [], [], 0.5)[0]:
+            err += os.read(proc.stderr.fileno(), 65536)
+    seen_while_running = b"caf\xe9 \xff\n" in err and proc.poll() is None
+    (tmp_path / "seen").write_text("")
+    out, rest = proc.communicate(timeout=120)
+    err += rest
+    assert seen_while_running, err
+    assert proc.returncode == 0, err
+    assert b"warming up\n" in err and b"Ran train.py for 2 optimizer steps." in err
+    assert out == b""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_sigterm_stops_the_pool_workers(tmp_path):
+    """SIGTERM to `torchlint --jobs 2` ended the command and left its two workers running."""
+    import shutil
+    import signal
+    import subprocess
+    import time
+
+    body = "".join(f"for x{i} in loader:\n    loss{i} = crit(model(x{i}))\n    total = total + loss{i}\n"
+                   f"    total.backward()\n" for i in range(300))
+    for i in range(40):
+        (tmp_path / f"m{i}.py").write_text("total = 0\n" + body)
+    log = (tmp_path / "stderr").open("w+b")  # not a pipe: workers left alive would hold it open
+    proc = subprocess.Popen([shutil.which("torchlint"), "--jobs", "2", "--no-cache", "--file-timeout", "0", "-q",
+                             "."], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log)
+    workers: list[int] = []
+    deadline = time.monotonic() + 60
+    while len(workers) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        workers = [int(p) for p in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+    assert len(workers) == 2, "the pool did not start"
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    log.close()
+    err = (tmp_path / "stderr").read_bytes()
+    assert all(_wait_dead(pid) for pid in workers), "a pool worker outlived the command"
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert b"Traceback" not in err, err

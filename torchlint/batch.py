@@ -15,6 +15,7 @@ from typing import Iterator, Sequence
 from torchlint.cache import Cache, cache_folder, digest_of, forget
 from torchlint.diagnostic import Diagnostic
 from torchlint.codes import INTERNAL_ERROR, READ_ERROR, TIMEOUT
+from torchlint.source.write_back import NotWritten, write_back
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Outcome:
     after: str | None = None
     cached: bool = False
     encoding: str = "utf-8"  # "diff" mode: the file's encoding, for printing the diff as the file's bytes
+    error: str | None = None  # "fix" and "noqa" modes: why the fixed text was not written (write_back.NotWritten)
 
 
 class _Timeout(BaseException):  # not an Exception: the engine must not swallow it
@@ -131,7 +133,7 @@ def _run(job: Job, path: Path, data: bytes, project=None) -> Outcome:
     text, rules = decoded.text, select_rules(job.codes)
     notebook = job.path.endswith(".ipynb")
     if job.mode == "noqa":
-        return _add_noqa(job, path, text, decoded.encoding, rules, notebook, project)
+        return _add_noqa(job, path, data, text, decoded.encoding, rules, notebook, project)
     if job.mode == "check":
         if notebook:
             return Outcome(job.path, tuple(lint_notebook(text, job.path, rules, project)))
@@ -146,11 +148,17 @@ def _run(job: Job, path: Path, data: bytes, project=None) -> Outcome:
         return Outcome(job.path, diags)
     if job.mode == "diff":
         return Outcome(job.path, diags, applied, text, new_text, encoding=decoded.encoding)
-    write_atomic(path, new_text, decoded.encoding)
+    try:
+        write_back(path, data, new_text, decoded.encoding)
+    except NotWritten as exc:  # none of its fixes reached the file: report what the file as read holds
+        found = (lint_notebook(text, job.path, rules, project) if notebook
+                 else lint_source(text, job.path, rules, with_edits=job.with_edits, project=project))
+        return Outcome(job.path, tuple(found), error=str(exc))
     return Outcome(job.path, diags, applied)
 
 
-def _add_noqa(job: Job, path: Path, text: str, encoding: str, rules, notebook: bool, project=None) -> Outcome:
+def _add_noqa(job: Job, path: Path, data: bytes, text: str, encoding: str, rules, notebook: bool,
+              project=None) -> Outcome:
     from torchlint.add_noqa import add_noqa, codes_by_line
     from torchlint.engine import lint_source
     from torchlint.notebook import add_noqa_notebook
@@ -160,26 +168,13 @@ def _add_noqa(job: Job, path: Path, text: str, encoding: str, rules, notebook: b
     else:
         new_text, changed = add_noqa(text, codes_by_line(lint_source(text, job.path, rules, project=project)))
     if changed:
-        write_atomic(path, new_text, encoding)
+        try:
+            write_back(path, data, new_text, encoding)
+        except NotWritten as exc:
+            return Outcome(job.path, (), error=str(exc))
     return Outcome(job.path, (), changed)
 
 
-def write_atomic(path: Path, text: str, encoding: str) -> None:
-    """Temp file in the same directory, same mode, then rename: a crash never leaves half a file."""
-    import tempfile
-
-    data = text.encode(encoding)
-    mode = path.stat().st_mode
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".torchlint", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 _WORKER_CACHE: Cache | None = None
@@ -193,6 +188,7 @@ def _fresh() -> None:
 
 def _init_worker(cache: tuple[str, str] | None) -> None:
     global _WORKER_CACHE
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's handler (cli): a worker just ends
     _fresh()
     _WORKER_CACHE = Cache(Path(cache[0]), Path(cache[1])) if cache else None
 

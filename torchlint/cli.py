@@ -1,13 +1,17 @@
 """The `torchlint` command: report, --fix/--diff, `rule` docs. A thin shell over torchlint.engine.
 
-Exit codes: 0 nothing found, 1 findings (or a --diff with changes), 2 usage, configuration or I/O error.
+Exit codes: 0 nothing found, 1 findings (or a --diff with changes), 2 usage, configuration or I/O error (also a
+file --fix or --add-noqa did not write: torchlint.source.write_back), 143 SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import shlex
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Sequence
 
@@ -54,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verify", action="store_true",
                    help="with --fix: run the script with each fix and without, and keep only the fixes proven on it")
     p.add_argument("--steps", type=int, default=20, help="with --verify: optimizer steps to run (default 20)")
+    p.add_argument("--verify-args", type=shlex.split, default=[], metavar="ARGS",
+                   help='with --verify: the script\'s own arguments, as one shell-quoted string ("--lr 0.1")')
     add_device_option(p, "with --verify: torch's default device for the runs")
     p.add_argument("--report", type=Path, help="with --verify: write per-step plots of each fix to this HTML file")
     p.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that change behaviour")
@@ -74,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if on_main_thread else None
     try:
         if argv and argv[0] == "rule":
             return _rule_command(argv[1:])
@@ -93,6 +101,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _terminated(signum, frame) -> None:
+    # An exception, not the default death: what torchlint started (pool workers, a training script's process
+    # group, --verify's temporary scripts) is cleaned up on the way out. Exit status 128 + 15, as the shell reports.
+    raise SystemExit(128 + signum)
 
 
 def _rule_command(argv: list[str]) -> int:
@@ -220,15 +237,20 @@ def _check(args: argparse.Namespace) -> int:
     diags: list[Diagnostic] = []
     diffs: list[bytes] = []
     fixed = 0
+    not_written: list[str] = []
     for outcome in run_jobs(jobs, args.jobs, cache_root):
         diags.extend(outcome.diags)
         fixed += outcome.applied
+        if outcome.error is not None:
+            not_written.append(outcome.error)
         if outcome.before is not None and outcome.after is not None:
             diffs.append(_unified(outcome.path, outcome.before, outcome.after, outcome.encoding))
+    for error in not_written:
+        print(f"torchlint: error: {error}", file=sys.stderr)
     if args.add_noqa:
         if not args.quiet:
             print(f"Added {fixed} noqa directive{'s' if fixed != 1 else ''}.", file=sys.stderr)
-        return EXIT_OK
+        return EXIT_ERROR if not_written else EXIT_OK
     diags = [d for d in diags if not d.code.startswith("TL9") or _enabled_meta(d.code, cfg)]
     diags.sort(key=Diagnostic.sort_key)
     out = sys.stdout
@@ -256,35 +278,52 @@ def _check(args: argparse.Namespace) -> int:
         out.write(report)
     if (args.format in ("text", "full") or args.output_file is not None) and not args.quiet:
         _summary(diags, fixed, len(files), cfg.unsafe_fixes, args.fix)
+    if not_written:
+        return EXIT_ERROR
     return EXIT_OK if args.exit_zero or not diags else EXIT_FINDINGS
 
 
 def _fix_verify(args: argparse.Namespace, cfg: Config, files: list[Path]) -> int:
     """--fix --verify: each fix proven on a run of the script (torchlint.fix_verify), then the kept ones written."""
     from torchlint.analysis.project import Project
-    from torchlint.batch import write_atomic
-    from torchlint.engine import decode, lint_source, select_rules
+    from torchlint.engine import SourceError, decode, lint_source, select_rules
     from torchlint.fix_verify import diagnostics, verify_fixes
+    from torchlint.source.write_back import NotWritten, write_back
 
     project = Project(cfg.root)
     diags: list[Diagnostic] = []
-    fixed = 0
+    fixed = failed = 0
     runs: list[dict] | None = [] if args.report is not None else None
     for path in files:
         if path.suffix != ".py":
             print(f"torchlint: {path}: --verify runs Python scripts; not a notebook", file=sys.stderr)
             continue
         rules = select_rules(cfg.codes_for(path))
-        verdicts, new_text = verify_fixes(path, rules, cfg.unsafe_fixes, args.steps, args.device, project, runs)
+        try:
+            data = path.read_bytes()  # what is verified, and what the file must still hold when it is written
+            verdicts, new_text = verify_fixes(path, rules, cfg.unsafe_fixes, args.steps, args.device, project, runs,
+                                              data=data, argv=args.verify_args)
+        except (OSError, SourceError, RuntimeError) as exc:  # unreadable, or the recorder itself failed: this file
+            # is not fixed, the next ones still are
+            print(f"torchlint: error: {path}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+            failed += 1
+            continue
         for v in verdicts:
             if v.kept:
                 print(f"{path}:{v.line}:{v.column}: {v.code} {v.applicability} fix verified: {v.detail}",
                       file=sys.stderr)
         diags.extend(diagnostics(str(path), verdicts))
+        decoded = decode(data)
+        text = decoded.text
         if new_text is not None:
-            write_atomic(path, new_text, decode(path.read_bytes()).encoding)
-            fixed += sum(v.kept for v in verdicts)
-        text = decode(path.read_bytes()).text
+            try:
+                write_back(path, data, new_text, decoded.encoding)
+            except NotWritten as exc:
+                print(f"torchlint: error: {exc}", file=sys.stderr)
+                failed += 1
+            else:
+                text = new_text
+                fixed += sum(v.kept for v in verdicts)
         diags.extend(lint_source(text, str(path), rules, project=project))
     if args.report is not None:
         from torchlint.report import write_report
@@ -294,6 +333,8 @@ def _fix_verify(args: argparse.Namespace, cfg: Config, files: list[Path]) -> int
     sys.stdout.write(FORMATS[args.format](diags, cfg.unsafe_fixes, cfg.docs_url))
     if not args.quiet:
         _summary(diags, fixed, len(files), cfg.unsafe_fixes, True)
+    if failed:
+        return EXIT_ERROR
     return EXIT_OK if args.exit_zero or not diags else EXIT_FINDINGS
 
 

@@ -20,6 +20,14 @@ class PathError(Exception):
     """A path given on the command line that does not exist (exit code 2)."""
 
 
+VERIFY_CANDIDATE = ".torchlint-verify-"  # in `.train.torchlint-verify-PID-N.py`, one fix of train.py (fix_verify)
+
+
+def is_verify_candidate(name: str) -> bool:
+    """A script `--fix --verify` writes beside the original and removes; one is left when torchlint is killed."""
+    return name.startswith(".") and VERIFY_CANDIDATE in name and name.endswith(".py")
+
+
 def _excluded(name: str, rel: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(rel, p) for p in patterns)
 
@@ -82,7 +90,15 @@ def discover(paths: list[str], config: Config, warn: Callable[[str], None] | Non
                 yield path
             continue
         base_specs = _gitignore_specs(path.resolve()) if config.respect_gitignore else []
-        yield from _walk(path, path, patterns, base_specs, config.respect_gitignore, seen, config, warn)
+        links: list[Path] = []
+        yield from _walk(path, path, patterns, base_specs, config.respect_gitignore, seen, config, warn, links)
+        # A linked file comes after the walk: when its target is in the tree it is checked (and fixed) under the
+        # target's own name, once; a link to a file outside the tree is checked under the link's name.
+        for link in links:
+            resolved = link.resolve()
+            if resolved not in seen:
+                seen.add(resolved)
+                yield link
 
 
 def _loops(path: Path) -> bool:
@@ -95,7 +111,8 @@ def _loops(path: Path) -> bool:
 
 
 def _walk(
-    top: Path, directory: Path, patterns, specs, gitignore: bool, seen: set[Path], config: Config, warn=None
+    top: Path, directory: Path, patterns, specs, gitignore: bool, seen: set[Path], config: Config, warn,
+    links: list[Path],
 ) -> Iterator[Path]:
     try:
         entries = sorted(os.scandir(directory), key=lambda e: e.name)
@@ -128,8 +145,13 @@ def _walk(
         if is_dir:
             if entry.is_symlink():
                 continue  # never follow directory links: no loops, no escaping the tree
-            yield from _walk(top, path, patterns, specs, gitignore, seen, config, warn)
+            yield from _walk(top, path, patterns, specs, gitignore, seen, config, warn, links)
         elif entry.name.endswith(SOURCE_SUFFIXES) and entry.is_file():
+            if is_verify_candidate(entry.name):
+                continue
+            if entry.is_symlink():
+                links.append(path)
+                continue
             resolved = path.resolve()
             if resolved not in seen:
                 seen.add(resolved)

@@ -14,12 +14,15 @@ The verified fixes are then written together, as `--fix` writes them.
 
 from __future__ import annotations
 
+import glob
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from torchlint.codes import FIX_ERROR
 from torchlint.diagnostic import Diagnostic
+from torchlint.files import VERIFY_CANDIDATE
 
 
 @dataclass(frozen=True)
@@ -33,9 +36,11 @@ class Verdict:
 
 
 def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, project=None,
-                 runs: list[dict] | None = None) -> tuple[list[Verdict], str | None]:
-    """The verdict on each fix of `path`, and the text with the kept fixes applied (None when nothing is kept).
-    With `runs`, each fix's two records are appended to it (for `--report`)."""
+                 runs: list[dict] | None = None, data: bytes | None = None,
+                 argv: Sequence[str] = ()) -> tuple[list[Verdict], str | None]:
+    """The verdict on each fix of `path` (its bytes `data`, read now when not given), and the text with the kept
+    fixes applied (None when nothing is kept). The script runs with `argv` as its arguments. With `runs`, each
+    fix's two records are appended to it (for `--report`)."""
     import libcst as cst
 
     from torchlint.engine import decode
@@ -45,7 +50,7 @@ def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, proje
     from torchlint.verify.monitor import run_many
     from torchlint.verify.runner import run_scripts
 
-    text = decode(path.read_bytes()).text
+    text = decode(path.read_bytes() if data is None else data).text
     analysis = analyze(text, str(path), rules, project=project)
     if analysis.module is None:
         return [], None
@@ -54,18 +59,20 @@ def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, proje
     if not chosen:
         return [], None
     where = positions(analysis.module, analysis.source, [f.node for _, f in chosen], analysis.tops)
+    _remove_leftovers(path)
     temps: list[Path] = []
     try:
         for i, (_, f) in enumerate(chosen):
             candidate = apply_fixes(analysis.module, [f.fix]).code
             cst.parse_module(candidate)
-            temp = path.with_name(f".{path.stem}.torchlint-verify-{os.getpid()}-{i}.py")
+            temp = path.with_name(f".{path.stem}{VERIFY_CANDIDATE}{os.getpid()}-{i}.py")
             temp.write_text(candidate, encoding="utf-8")
             temps.append(temp)
-        records = run_scripts([path, *temps], device, count_graph=True, max_steps=steps)
+        records = run_scripts([path, *temps], device, count_graph=True, max_steps=steps, argv=argv)
         original, candidates = records[0], records[1:]
         unsafe_temps = [t for t, (_, f) in zip(temps, chosen) if f.fix.applicability == "unsafe"]
-        monitored = dict(zip(map(str, unsafe_temps), run_many(unsafe_temps, steps, device))) if unsafe_temps else {}
+        monitored = (dict(zip(map(str, unsafe_temps), run_many(unsafe_temps, steps, device, argv)))
+                     if unsafe_temps and original["steps"] else {})
     finally:
         for temp in temps:
             temp.unlink(missing_ok=True)
@@ -85,11 +92,32 @@ def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, proje
     return verdicts, new if new != text else None
 
 
+def _remove_leftovers(path: Path) -> None:
+    """The candidates of a run that was killed (`kill -9` leaves them): those of a process no longer alive."""
+    for stale in path.parent.glob(f".{glob.escape(path.stem)}{VERIFY_CANDIDATE}*-*.py"):
+        pid = stale.name[len(f".{path.stem}{VERIFY_CANDIDATE}"):].split("-")[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            stale.unlink(missing_ok=True)
+        except OSError:
+            pass  # alive, another user's: a run in progress
+
+
 def _judge(code: str, line: int, applicability: str, original: dict, record: dict, monitored) -> tuple[bool, str]:
     """Is the fix kept, and why: a safe one must leave every gradient and parameter as they were; an unsafe one
     must keep what its rule promises on the fixed run."""
     from torchlint.verify.compare import compare_records
 
+    if not original["steps"]:  # nothing to compare: a fix proven on no step is not proven
+        error = original["error"]
+        if error is None:
+            return False, "not verified: the script took no optimizer step; the fix is not written"
+        hint = "; pass the script's arguments with --verify-args" if error.startswith("SystemExit") else ""
+        return False, f"not verified: the script failed before its first optimizer step ({error}{hint}); " \
+                      "the fix is not written"
     mismatch = compare_records(record, original)
     if applicability == "safe":
         if mismatch is not None or record["error"]:

@@ -51,14 +51,16 @@ def main(argv: Sequence[str]) -> int:
         return EXIT_ERROR
     static = _static(args.script)
     try:
-        record, output = _run(args.script, args.args, args.steps, args.device, args.timeout)
+        record = _run(args.script, args.args, args.steps, args.device, args.timeout)
     except subprocess.TimeoutExpired:
         print(f"torchlint: error: {args.script} ran past {args.timeout:g} s; stopped", file=sys.stderr)
         return EXIT_ERROR
-    if record is None or (record["error"] and not record["steps"] and not record["observations"]):
+    if record is None:  # killed, os._exit(), or the monitor itself failed: what it printed is above
+        print(f"torchlint: error: {args.script} ended before the monitor could record the run", file=sys.stderr)
+        return EXIT_ERROR
+    if record["error"] and not record["steps"] and not record["observations"]:
         print(f"torchlint: {args.script} failed before its first optimizer step:", file=sys.stderr)
-        record = record or {}
-        print(record.get("traceback") or output or f"{record.get('error')}\n", file=sys.stderr, end="")
+        print(record.get("traceback") or f"{record.get('error')}\n", file=sys.stderr, end="")
         return EXIT_ERROR
     diags = combine(static, record, args.script)
     sys.stdout.write(FORMATS[args.format](diags, False, _docs_url(args.script)))
@@ -84,18 +86,30 @@ def _static(script: Path) -> list[Diagnostic]:
     return lint_source(decoded.text, str(script), select_rules(cfg.codes_for(script)), project=Project(cfg.root))
 
 
-def _run(script: Path, argv: list[str], steps: int, device: str, timeout: float) -> tuple[dict | None, str]:
+def _run(script: Path, argv: list[str], steps: int, device: str, timeout: float) -> dict | None:
+    """The run's record (None when the monitor wrote none). The script's own output, stdout and stderr, goes to
+    torchlint's stderr as it is written, bytes as they are (kept off the report's stream)."""
+    from torchlint.verify.process_group import run_group
+
     with tempfile.TemporaryDirectory(prefix="torchlint-run-") as tmp:
         out = Path(tmp) / "record.json"
         cmd = [sys.executable, "-m", "torchlint.verify.monitor", "--steps", str(steps), "--device", device,
                "--out", str(out), str(script), *argv]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent.parent)]
                                                           + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-        sys.stderr.write(proc.stdout)  # the script's own output, kept off the report's stream
+        sys.stdout.flush()
+        sys.stderr.flush()
+        run_group(cmd, timeout, env=env, stdout=_stderr_fd(), stderr=_stderr_fd())
         if not out.is_file():
-            return None, proc.stderr
-        return json.loads(out.read_text(encoding="utf-8")), proc.stderr
+            return None
+        return json.loads(out.read_text(encoding="utf-8"))
+
+
+def _stderr_fd() -> int:
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by an object without a file (a test's capture)
+        return 2
 
 
 def combine(static: list[Diagnostic], record: dict, script: Path) -> list[Diagnostic]:

@@ -84,6 +84,9 @@ def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool, vi
         module = cst.parse_module(source)
     except Exception as exc:  # libcst raises ParserSyntaxError, and RecursionError on absurd nesting
         return Analysis(None, [], [_syntax_error(text, path, exc)])
+    if source.endswith("\r") and not module.has_trailing_newline:
+        # libcst sees a final line break only in `\n`: without this, the code it writes back drops a final `\r`
+        module = module.with_changes(has_trailing_newline=True)
     text = source
     findings: list[tuple[type[Rule], Finding]] = []
     errors: list[Diagnostic] = []

@@ -551,21 +551,29 @@ def _prune() -> None:
     _SAVED[:] = [r for r in _SAVED if r() is not None]
 
 
-def run_many(scripts: Sequence[Path], steps: int = 20, device: str = "cpu") -> list[dict]:
-    """Records of several scripts (no arguments), each in a fresh subprocess-free run, in one fresh process: what
-    the tests use to check every fixture without starting torch once per script."""
+def run_many(scripts: Sequence[Path], steps: int = 20, device: str = "cpu", argv: Sequence[str] = ()) -> list[dict]:
+    """Records of several scripts (each with the arguments `argv`), each in a fresh subprocess-free run, in one
+    fresh process: what the tests use to check every fixture without starting torch once per script."""
     import subprocess
     import tempfile
+
+    from torchlint.verify.process_group import run_group
 
     with tempfile.TemporaryDirectory(prefix="torchlint-monitor-") as tmp:
         code = ("import json, sys; from pathlib import Path; from torchlint.verify.monitor import run\n"
                 "for i, s in enumerate(sys.argv[3:]):\n"
-                "    Path(sys.argv[2], f'{i}.json').write_text(json.dumps(run(Path(s), [], int(sys.argv[1]), "
-                f"{device!r})))\n")
-        proc = subprocess.run([sys.executable, "-c", code, str(steps), tmp, *[str(Path(s).resolve()) for s in scripts]],
-                              capture_output=True, text=True, timeout=900)
-        if proc.returncode != 0:
-            raise RuntimeError(f"monitor failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+                f"    Path(sys.argv[2], f'{{i}}.json').write_text(json.dumps(run(Path(s), {list(argv)!r}, "
+                f"int(sys.argv[1]), {device!r})))\n")
+        log = Path(tmp) / "stderr"
+        with open(log, "wb") as err:  # a file, not a pipe: a script that prints megabytes costs no memory here
+            try:
+                status = run_group([sys.executable, "-c", code, str(steps), tmp,
+                                    *[str(Path(s).resolve()) for s in scripts]],
+                                   900, stdout=subprocess.DEVNULL, stderr=err)
+            except subprocess.TimeoutExpired:
+                raise RuntimeError("the monitored runs took longer than 900 s; stopped") from None
+        if status != 0:
+            raise RuntimeError(f"monitor failed ({status}):\n{log.read_bytes()[-4000:].decode('utf-8', 'replace')}")
         return [json.loads((Path(tmp) / f"{i}.json").read_text()) for i in range(len(scripts))]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import random
 import runpy
@@ -110,9 +111,11 @@ class _Enough(BaseException):
     """Raised from the step hook once `max_steps` steps are recorded: the rest of the script is not needed."""
 
 
-def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = False, max_steps: int = 0) -> dict:
-    """Run one script in this process and return its record: steps (grads, params, saved tensors alive and, with
-    count_graph, autograd nodes alive) and any error; with `max_steps`, stopped after that many steps."""
+def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = False, max_steps: int = 0,
+                  argv: Sequence[str] = ()) -> dict:
+    """Run one script (`python SCRIPT ARGV`) in this process and return its record: steps (grads, params, saved
+    tensors alive and, with count_graph, autograd nodes alive) and any error; with `max_steps`, stopped after that
+    many steps."""
     import torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -154,10 +157,13 @@ def record_script(script: Path, device: str, seed: int = 0, count_graph: bool = 
     torch.set_default_device(device)
     error = None
     try:
-        with as_main(script, []), torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        with as_main(script, argv), torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             runpy.run_path(str(script), run_name="__main__")
     except _Enough:
         pass
+    except SystemExit as exc:  # `sys.exit(0)` ends a run as its last line would; argparse's exit 2 is a failure
+        if exc.code not in (None, 0):
+            error = f"SystemExit: {exc.code}"
     except Exception as exc:  # the documented failure of a buggy script is a result, not a crash
         error = f"{type(exc).__name__}: {exc}"
         traceback.print_exc(limit=3)
@@ -180,12 +186,15 @@ def _bytes(holders) -> int:
 
 def run_scripts(
     scripts: Sequence[Path], device: str = "cpu", seed: int = 0, timeout: float = 600, count_graph: bool = False,
-    max_steps: int = 0,
+    max_steps: int = 0, argv: Sequence[str] = (),
 ) -> list[dict]:
-    """Run scripts in a fresh subprocess (clean interpreter, same seeds) and return their records."""
+    """Run scripts in a fresh subprocess (clean interpreter, same seeds), each with the arguments `argv`, and
+    return their records."""
     import tempfile
 
     import torch
+
+    from torchlint.verify.process_group import run_group
 
     with tempfile.TemporaryDirectory(prefix="torchlint-verify-") as tmp:
         env = dict(os.environ, CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONHASHSEED=str(seed))
@@ -194,9 +203,18 @@ def run_scripts(
             cmd.append("--count-graph")
         if max_steps:
             cmd += ["--max-steps", str(max_steps)]
-        proc = subprocess.run(cmd + [str(Path(s).resolve()) for s in scripts], env=env, capture_output=True, text=True, timeout=timeout)
-        if proc.returncode != 0:
-            raise RuntimeError(f"verify runner failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        if argv:
+            cmd += ["--argv-json", json.dumps(list(argv))]
+        log = Path(tmp) / "stderr"
+        with open(log, "wb") as err:  # a file, not a pipe: a script that prints megabytes costs no memory here
+            try:
+                code = run_group(cmd + [str(Path(s).resolve()) for s in scripts], timeout, env=env,
+                                 stdout=subprocess.DEVNULL, stderr=err)
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(f"the runs took longer than {timeout:g} s; stopped") from None
+        if code != 0:
+            tail = log.read_bytes()[-4000:].decode("utf-8", "replace")
+            raise RuntimeError(f"verify runner failed ({code}):\n{tail}")
         return [torch.load(Path(tmp) / f"{i}.pt", weights_only=False) for i in range(len(scripts))]
 
 
@@ -209,6 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--count-graph", action="store_true", help="also count live autograd nodes at each step (slower)")
     p.add_argument("--max-steps", type=int, default=0, help="stop each script after this many optimizer steps")
+    p.add_argument("--argv-json", type=json.loads, default=[], help="the scripts' arguments, as a JSON list")
     p.add_argument("scripts", nargs="+", type=Path)
     args = p.parse_args(argv)
     for i, script in enumerate(args.scripts):
@@ -216,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         script = script.resolve()
         try:
             os.chdir(script.parent)
-            rec = record_script(script, args.device, args.seed, args.count_graph, args.max_steps)
+            rec = record_script(script, args.device, args.seed, args.count_graph, args.max_steps, args.argv_json)
         finally:
             os.chdir(cwd)
         torch.save(rec, args.out / f"{i}.pt")
