@@ -7,6 +7,24 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    "epoch_total_kept_in_a_list_that_is_plotted": (
+        """
+        import matplotlib.pyplot as plt
+
+        history = []
+        for epoch in range(epochs):
+            running = 0.0
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                running += loss
+            history.append(running / len(loader))
+            plt.plot(history)
+        """,
+        [(12, 9)],
+    ),
     # pyg-team/pytorch_geometric examples/rdl.py: the loss scaled in place after its backward, then added into a
     # tensor total kept for the whole epoch
     "scaled_in_place_then_accumulated": (

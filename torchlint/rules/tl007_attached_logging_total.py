@@ -301,8 +301,8 @@ def _escapes(model: FileModel, scope: Scope, total: str) -> bool:
     return False
 
 
-# Calls that read the values they are given and back-propagate nothing: builtins, display, the numerics of other
-# libraries. What they return is followed like any other value (`total = sum(losses)`, then `total.backward()`).
+# Calls that read the values they are given and back-propagate nothing: builtins, display, plots, the numerics
+# of other libraries. What they return is followed like any other value (`total = sum(losses)`, then `total.backward()`).
 _READERS = frozenset(
     """print len str repr format float int bool round sum min max abs sorted list tuple dict set enumerate zip
     isinstance any all reversed iter id type""".split()
@@ -311,7 +311,8 @@ _DISPLAYS = re.compile(
     r"log|log_\w+|info|debug|warning|warn|error|add_scalars?|add_histogram|set_postfix(_str)?|set_description(_str)?"
     r"|write"
 )
-_READER_MODULES = ("torch", "F", "nn", "np", "numpy", "math", "statistics")
+_READER_MODULES = ("torch", "F", "nn", "np", "numpy", "math", "statistics", "plt", "pyplot", "matplotlib", "sns",
+                   "seaborn")
 _HELPER_DEPTH = 3
 
 
