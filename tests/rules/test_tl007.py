@@ -7,6 +7,20 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    "step_output_appended_after_its_loss_is_back_propagated": (
+        """
+        def train(module, loader, optimizer):
+            outputs = []
+            for i, batch in enumerate(loader):
+                optimizer.zero_grad()
+                output = module.training_step(batch, i)
+                output["loss"].backward()
+                optimizer.step()
+                outputs.append(output)
+            return module.training_epoch_end(outputs)
+        """,
+        [(9, 9)],
+    ),
     "epoch_total_kept_in_a_list_that_is_plotted": (
         """
         import matplotlib.pyplot as plt
@@ -297,6 +311,29 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "step_output_rebound_before_it_is_kept": """
+        def train(module, loader, optimizer):
+            outputs = []
+            for i, batch in enumerate(loader):
+                optimizer.zero_grad()
+                output = module.training_step(batch, i)
+                output["loss"].backward()
+                optimizer.step()
+                output = {k: v.detach() for k, v in output.items()}
+                outputs.append(output)
+            return outputs
+        """,
+    "step_output_kept_is_another_value": """
+        def train(module, loader, optimizer):
+            outputs = []
+            for i, batch in enumerate(loader):
+                optimizer.zero_grad()
+                output = module.training_step(batch, i)
+                output["loss"].backward()
+                optimizer.step()
+                outputs.append(metrics)
+            return outputs
+        """,
     "imported_loss_function_total_of_numbers": """
         from losses import my_loss
 

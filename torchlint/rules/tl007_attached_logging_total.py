@@ -103,20 +103,33 @@ literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest v
                 if "no_grad" in e.contexts or e.target in backprop:
                     continue
                 attached = _attached_items(model, scope, e)
+                part = None
                 if kinds.of(e.value, scope, e) is not VKind.GRAPH and not attached:
-                    continue  # a number, a string, a detached tensor, or a value the analysis cannot see
+                    part = _backpropagated_part(loop, scope, e)
+                    if part is None:
+                        continue  # a number, a string, a detached tensor, or a value the analysis cannot see
                 if not _carried(scope, loop, e) or _escapes(model, scope, e.target) or _within_one_step(scope, loop, e):
                     continue
                 runs = _runs_while_kept(model, scope, e)
                 if runs is not None and runs <= FEW_ITERATIONS:
                     continue  # a test's mini-run: a bounded handful of graphs, freed with the container
                 key = (id(scope.node), e.target)
-                if key not in handed:
+                if part is None and key not in handed:
                     handed[key] = _handed_on(model, scope, e.target)
-                if handed[key]:
+                if part is None and handed[key]:
                     continue  # kept for a backward later, or handed to code whose use of it is not known
                 reported.add(e.target)
                 where = _small_statement(e)
+                if part is not None:
+                    # Back-propagated already, so no later backward needs it (one would fail): only kept.
+                    yield Finding(
+                        e.node if e.kind is EventKind.APPEND else where,
+                        f"`{code_of(e.value)}` holds `{code_of(part)}`, back-propagated in the same iteration, with "
+                        f"its graph, and is kept in `{e.target}` across iterations: every step's graph stays "
+                        f"referenced and memory grows; keep `.item()` or `.detach()`ed values instead",
+                        None,
+                    )
+                    continue
                 if attached:  # `outputs.append({"loss": loss, "n": len(y)})`: the record holds the graph
                     names = ", ".join(f"`{code_of(a)}`" for a in attached)
                     yield Finding(
@@ -230,6 +243,27 @@ def _passed_for(model: FileModel, callee: Scope, param: str) -> list[cst.BaseExp
                     out.append(a.value)
             out.extend(a.value for a in call.args if a.keyword is not None and a.keyword.value == param)
     return out
+
+
+def _backpropagated_part(loop: Loop, scope: Scope, e: Event) -> cst.BaseExpression | None:
+    """`output["loss"].backward()`, then `outputs.append(output)` in the same iteration: whatever the analysis
+    knows of `output` (a method's result of unknown kind), it holds a tensor that carried a graph. The backward's
+    item of the kept value, when the same definition of its name reaches both."""
+    if not isinstance(e.value, cst.Name):
+        return None
+    name = e.value.value
+    kept = scope.reaching(name, e)
+    for b in loop.of(EventKind.BACKWARD):
+        if b.scope is not scope.node or b.value is None or b.seq > e.seq:
+            continue
+        base = b.value
+        while isinstance(base, (cst.Subscript, cst.Attribute)):
+            base = base.value
+        if base is b.value or not isinstance(base, cst.Name) or base.value != name:
+            continue
+        if scope.reaching(name, b) == kept and kept[0] and not kept[1]:
+            return b.value
+    return None
 
 
 def _attached_items(model: FileModel, scope: Scope, e: Event) -> list[cst.BaseExpression]:
