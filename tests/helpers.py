@@ -20,9 +20,10 @@ def fixed(src: str, code: str, unsafe: bool = True) -> str:
     return fix_source(textwrap.dedent(src), "t.py", select_rules([code]), unsafe=unsafe).text
 
 
-async def start_language_server(root):
-    """A real LSP client talking to `torchlint server` over stdio, initialised on `root`; returns the client, the
-    queue its published diagnostics arrive on, and the server's initialize result."""
+async def start_language_server(root, *server_args: str):
+    """A real LSP client talking to `torchlint server [server_args]` over stdio, initialised on `root`; returns the
+    client, the queue its published diagnostics arrive on, and the server's initialize result. The messages the
+    server asks the editor to show (window/showMessage) are kept in `client.shown`."""
     import asyncio
     import sys
 
@@ -32,11 +33,17 @@ async def start_language_server(root):
     client = BaseLanguageClient("torchlint-tests", "1")
     queue: asyncio.Queue = asyncio.Queue()
 
+    client.shown = []
+
     @client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
     def on_diagnostics(params: lsp.PublishDiagnosticsParams) -> None:
         queue.put_nowait(params)
 
-    await client.start_io(sys.executable, "-m", "torchlint", "server", cwd=str(root))
+    @client.feature(lsp.WINDOW_SHOW_MESSAGE)
+    def on_message(params: lsp.ShowMessageParams) -> None:
+        client.shown.append(params)
+
+    await client.start_io(sys.executable, "-m", "torchlint", "server", *server_args, cwd=str(root))
     result = await client.initialize_async(lsp.InitializeParams(capabilities=lsp.ClientCapabilities(),
                                                                 root_uri=root.as_uri()))
     client.initialized(lsp.InitializedParams())

@@ -152,10 +152,10 @@ def test_flake8_and_the_language_server_use_the_cached_project(tmp_path, run_cli
     run_cli("-q", ".", cwd=project)  # the command caches the exports of engine.py and utils.py
     assert flake8() == [["main.py:14:5:", "TL004"], ["main.py:17:5:", "TL004"], ["main.py:30:5:", "TL011"]]
 
-    from torchlint.lsp_server import _analyse
+    from torchlint.lsp_jobs import Document, check  # what the language server's workers run
 
     path = project / "main.py"
-    found, _ = _analyse(path.as_uri(), path.read_text())
+    found = check(Document(str(path), str(path), path.read_text())).diagnostics
     assert [(d.line, d.code) for d in found] == [(14, "TL004"), (17, "TL004"), (30, "TL011")]
     assert "(engine.py:8)" in found[0].message
 

@@ -58,8 +58,15 @@ def process(job: Job, cache: "Cache | None" = None) -> Outcome:
 
 
 def _timed_out(job: Job) -> Outcome:
-    return Outcome(job.path, (Diagnostic(job.path, 1, 1, 1, 1, TIMEOUT,
-                                         f"checking took longer than {job.timeout:g}s; file not checked"),))
+    return Outcome(job.path, (lost(job.path, job.timeout),))
+
+
+def lost(path: str, timeout: float, crash: str | None = None) -> Diagnostic:
+    """What is said of a file whose check ran past `timeout` (TL904), or whose worker died (`crash`: TL902)."""
+    if crash is None:
+        return Diagnostic(path, 1, 1, 1, 1, TIMEOUT, f"checking took longer than {timeout:g}s; file not checked")
+    return Diagnostic(path, 1, 1, 1, 1, INTERNAL_ERROR,
+                      f"checking crashed ({crash}); file not checked; please report it with this file")
 
 
 def _process(job: Job, cache: "Cache | None") -> Outcome:
@@ -219,13 +226,6 @@ def run(jobs: Sequence[Job], n_jobs: int = 0, cache_root: Path | None = None) ->
     with Pool(n, _init_worker, (shared,)) as pool:
         limits = [job.timeout + KILL_AFTER if job.timeout > 0 else 0 for job in jobs]
         for job, result in zip(jobs, pool.map(_process_in_worker, jobs, limits)):
-            yield _lost(job, result) if isinstance(result, Failed) else result
-
-
-def _lost(job: Job, failed) -> Outcome:
-    """The outcome of a file whose worker was killed at its time limit, or died checking it."""
-    if failed.timed_out:
-        return _timed_out(job)
-    return Outcome(job.path, (Diagnostic(job.path, 1, 1, 1, 1, INTERNAL_ERROR,
-                                         f"checking crashed ({failed.detail}); file not checked; please report it "
-                                         "with this file"),))
+            if isinstance(result, Failed):
+                result = Outcome(job.path, (lost(job.path, job.timeout, None if result.timed_out else result.detail),))
+            yield result

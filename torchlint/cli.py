@@ -136,14 +136,16 @@ def _server_command(argv: list[str]) -> int:
     """Run the language server on stdin/stdout (for editors)."""
     p = _Parser(prog="torchlint server", description=_server_command.__doc__)
     p.add_argument("--stdio", action="store_true", help="accepted for editors that pass it; stdio is the only transport")
-    p.parse_args(argv)
+    p.add_argument("--file-timeout", type=float, default=60.0,
+                   help="seconds allowed to check a document (0: no limit); past it, TL904")
+    args = p.parse_args(argv)
     try:
         from torchlint.lsp_server import main as serve
     except ImportError as exc:
         print(f"torchlint: error: the language server needs pygls ({exc.name} is missing): pip install 'torchlint[lsp]'",
               file=sys.stderr)
         return EXIT_ERROR
-    return serve()
+    return serve(args.file_timeout)
 
 
 def _verify_command(argv: list[str]) -> int:

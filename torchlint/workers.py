@@ -84,9 +84,13 @@ class Pool:
     """At most `size` worker processes, started when first needed, each running `initializer(*initargs)` first."""
 
     def __init__(self, size: int, initializer: Callable | None = None, initargs: tuple = (),
-                 start_method: str | None = None) -> None:
+                 start_method: str | None = None, preload: Sequence[str] = ()) -> None:
+        """`start_method`: multiprocessing's (None: its default); with "forkserver", the modules in `preload` are
+        imported once by the server that forks the workers."""
         self.size = max(1, size)
         self._context = multiprocessing.get_context(start_method)
+        if start_method == "forkserver" and preload:
+            self._context.set_forkserver_preload(list(preload))
         self._init = (initializer, initargs)
         self._idle: list[_Worker] = []
         self._busy: set[_Worker] = set()
