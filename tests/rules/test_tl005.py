@@ -179,7 +179,7 @@ POSITIVE = {
                 optimizer.zero_grad()
                 accum_step = 0
         """,
-        [(6, 5)],
+        [(5, 12)],
     ),
     "counter_divisor_with_modulo_window": (
         """
@@ -193,7 +193,7 @@ POSITIVE = {
                 optimizer.step()
                 optimizer.zero_grad()
         """,
-        [(7, 5)],
+        [(6, 12)],
     ),
     "counter_divisor_in_function": (
         """
@@ -206,7 +206,58 @@ POSITIVE = {
                     opt.step()
                     opt.zero_grad()
         """,
-        [(6, 9)],
+        [(6, 10)],
+    ),
+    "counter_window_closed_early_and_counted_one_loop_out": (
+        """
+        n = 0
+        for batch, last in loader:
+            n += 1
+            for task in tasks:
+                loss = model(batch, task) / n
+                loss.backward()
+                if n >= accum or last:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    n = 0
+        """,
+        [(6, 16)],
+    ),
+    "optimizer_wrapper_named_like_a_scheduler": (
+        """
+        class Stepper:
+            def __init__(self, optimizer):
+                self.optimizer = optimizer
+
+            def step(self):
+                self.optimizer.step()
+
+            def zero_grad(self):
+                self.optimizer.zero_grad()
+
+        scheduler = Stepper(torch.optim.SGD(model.parameters(), lr=0.1))
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward()
+            if (i + 1) % accum == 0:
+                scheduler.step()
+                scheduler.zero_grad()
+        """,
+        [(15, 5)],
+    ),
+    "window_closed_early_never_divided": (
+        """
+        n = 0
+        for batch, last in loader:
+            n += 1
+            loss = model(batch)
+            loss.backward()
+            if n == accum or last:
+                optimizer.step()
+                optimizer.zero_grad()
+                n = 0
+        """,
+        [(6, 5)],
     ),
     "script": (
         """
@@ -366,6 +417,22 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "scheduler_class_that_only_sets_the_rate": """
+        class Warmup:
+            def __init__(self, optimizer):
+                self.optimizer = optimizer
+
+            def step(self):
+                for group in self.optimizer.param_groups:
+                    group["lr"] = group["lr"] * 0.9
+
+        scheduler = Warmup(optimizer)
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward()
+            if (i + 1) % accum == 0:
+                scheduler.step()
+        """,
     # Adam divides by the running gradient magnitude: k summed mean gradients give the same update as their mean
     "adamw_without_clipping": """
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=2e-4)

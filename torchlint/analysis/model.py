@@ -63,12 +63,21 @@ class FileModel:
         self.receivers = Receivers(self.scopes, self.classes, self.imported)  # type: ignore[arg-type]
         # A method call of an object becomes a call event where its class is known and defines or inherits it.
         for scope, index, event, method in reversed(walker.object_calls):
+            local = self._object_method(scope, event.callee or "")
+            found = None if local is not None or self.project is None else self._object_external(
+                scope, event.callee or "")
+            if local is None and found is None:
+                continue
             if method is not None and self.classify(method) is not None:
-                continue  # `optimizer.step()`, `scaler.update()`: understood by what the receiver's name holds
-            if self._object_method(scope, event.callee or "") is not None or (
-                    self.project is not None and self._object_external(scope, event.callee or "") is not None):
+                # `optimizer.step()`, `scaler.update()`: understood by what the receiver's name holds, unless the
+                # object's own class says what it does: a wrapper whose step() steps the optimizer it holds is
+                # an optimizer step, whatever it is called (`scheduler = LRScheduler(optimizer)`)
+                if not self._steps_or_clears(local, found) or scope.raw[index - 1] is not method:
+                    continue
+                scope.raw[index - 1] = event
+            else:
                 scope.raw.insert(index, event)
-                stmt_scope[id(event.stmt)] = scope  # type: ignore[index]
+            stmt_scope[id(event.stmt)] = scope  # type: ignore[index]
         for scope in self.scopes:
             scope.events = self._expand(scope, 0, frozenset())
             for i, e in enumerate(scope.events):
@@ -274,6 +283,16 @@ class FileModel:
             return self.project.method(bases, callee[5:])
         found = self.project.function(callee) if not callee.startswith("self.") else None
         return found if found is not None else self._object_external(scope, callee)
+
+    def _steps_or_clears(self, local: Scope | None, found: Resolved | None) -> bool:
+        """The method steps an optimizer or clears gradients (per batch: a run of its own is not a wrapper)."""
+        if local is not None:
+            summary = self.summary(local)
+            return (bool(summary.steps) or bool(summary.zeroes)) and not summary.trains
+        assert found is not None
+        exp = found.export
+        return not exp.trains and (bool(exp.steps) or exp.zeroes or any(
+            ev.kind in ("step", "zero_grad") for ev in exp.events))
 
     def _object_method(self, scope: Scope, callee: str) -> Scope | None:
         """`obj.name(...)` where `obj` is an instance of a class of this file that defines `name` (itself or

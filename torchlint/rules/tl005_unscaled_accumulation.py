@@ -98,6 +98,7 @@ A loss that is a mean over a window built elsewhere is not recognised.
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         yield from _lightning_hooks(model)
+        divisions: set[int] = set()
         for loop in model.loops:
             yield from _micro_batch_loop(model, loop)
             k = _accumulation_divisor(loop)
@@ -112,14 +113,17 @@ A loss that is a mean over a window built elsewhere is not recognised.
                        for g in b.guards_within(loop.node) if not g.negated):
                     continue  # backward itself runs only every k-th iteration
                 scope = model.scope_of(b)
-                counter = _counter_division(model, scope, loop, b.value, k, b)
-                if counter is not None:
-                    yield Finding(
-                        b.node,
-                        f"`{code_of(b.node)}`: the loss is divided by `{code_of(counter)}`, a counter that grows "
-                        f"every iteration, not by the window `{code_of(k)}`: the first micro-batches of a window "
-                        f"weigh more than the last; divide by `{code_of(k)}`",
-                    )
+                division = _counter_division(model, scope, loop, b.value, k, b)
+                if division is not None:
+                    if id(division) not in divisions:  # one finding per division, however many backwards use it
+                        divisions.add(id(division))
+                        yield Finding(
+                            division,
+                            f"`{code_of(division)}` divides the loss back-propagated by `{code_of(b.node)}` by "
+                            f"`{code_of(division.right)}`, a counter that grows every iteration, not by the window "
+                            f"`{code_of(k)}`: the first micro-batches of a window weigh more than the last; divide "
+                            f"by `{code_of(k)}`",
+                        )
                     continue
                 if _divided(model, scope, b.value, k, loop, b):
                     continue
@@ -311,31 +315,54 @@ def _accumulation_divisor(loop: Loop) -> cst.BaseExpression | None:
 
 def _counter_divisor(loop: Loop, guard) -> cst.BaseExpression | None:
     """`if n == k:` (or `>=`) where the loop counts `n += 1` every iteration and the guarded block resets
-    `n = 0`: a running counter instead of a modulo, the same accumulation window of `k` backwards."""
-    test = guard.test
-    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
-            and isinstance(test.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual))):
-        return None
-    counter, k = dotted(test.left), test.comparisons[0].comparator
-    if counter is None or isinstance(k, cst.Integer) and k.value in ("0", "1"):
-        return None
-    counts = any(e.target == counter and e.flavor == "+=" and isinstance(e.value, cst.Integer)
-                 and e.value.value == "1" and guard not in e.guards for e in loop.of(EventKind.ASSIGN))
-    resets = any(e.target == counter and e.flavor == "=" and isinstance(e.value, cst.Integer)
-                 and e.value.value == "0" and guard in e.guards for e in loop.of(EventKind.ASSIGN))
-    return k if counts and resets else None
+    `n = 0`: a running counter instead of a modulo, the same accumulation window of `k` backwards. The counter may
+    be counted one loop out (`n += 1` per batch, the step in a loop over the batch's tasks), and the window may
+    also close early (`if n >= k or last_batch:`)."""
+    for test in _disjuncts(guard.test):
+        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+                and isinstance(test.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual))):
+            continue
+        counter, k = dotted(test.left), test.comparisons[0].comparator
+        if counter is None or isinstance(k, cst.Integer) and k.value in ("0", "1"):
+            continue
+        counts = counter in _counters(loop, unguarded_only=False, guard=guard)
+        resets = any(e.target == counter and e.flavor == "=" and isinstance(e.value, cst.Integer)
+                     and e.value.value == "0" and guard in e.guards for e in loop.of(EventKind.ASSIGN))
+        if counts and resets:
+            return k
+    return None
 
 
-def _counters(loop: Loop) -> set[str]:
-    """Names the loop increments every pass (`n += 1`): counters, not window sizes."""
-    return {e.target for e in loop.of(EventKind.ASSIGN)
-            if e.flavor == "+=" and e.target and e.loops[-1] is loop.node and not e.guards_within(loop.node)}
+def _disjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """`a or b or c` -> [a, b, c]; any other test -> [test]."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _disjuncts(test.left) + _disjuncts(test.right)
+    return [test]
+
+
+def _counters(loop: Loop, unguarded_only: bool = True, guard=None) -> set[str]:
+    """Names incremented on every pass of the loop (`n += 1`), by the loop itself or by an enclosing loop of the
+    same function, once per pass around it: counters, not window sizes. For a window's counter (`guard` given) the
+    increment must be by one, outside the window's guard, and may also sit in a loop nested in this one."""
+    enclosing = loop.events[0].loops[:loop.events[0].loops.index(loop.node) + 1] if loop.events else (loop.node,)
+    out = set()
+    for e in loop.scope.events:
+        if e.kind is not EventKind.ASSIGN or e.flavor != "+=" or not e.target or e.scope is not loop.scope.node:
+            continue
+        if not e.loops or not (e.loops[-1] in enclosing or guard is not None and loop.node in e.loops):
+            continue
+        if guard is not None:
+            if isinstance(e.value, cst.Integer) and e.value.value == "1" and guard not in e.guards:
+                out.add(e.target)
+        elif not (unguarded_only and e.guards_within(e.loops[-1])):
+            out.add(e.target)
+    return out
 
 
 def _counter_division(model: FileModel, scope, loop: Loop, value: cst.BaseExpression,
-                      k: cst.BaseExpression, at: Event) -> cst.BaseExpression | None:
-    """The divisor of the loss, when it is a counter the loop increments (`loss / accum_step` with
-    `accum_step += 1`) and not the window `k` itself."""
+                      k: cst.BaseExpression, at: Event) -> cst.BinaryOperation | None:
+    """The division of the loss by a counter the loop increments (`loss / accum_step` with `accum_step += 1`),
+    not by the window `k` itself."""
     counters = _counters(loop) - names_in(k)
     if not counters:
         return None
@@ -344,7 +371,7 @@ def _counter_division(model: FileModel, scope, loop: Loop, value: cst.BaseExpres
         for n in walk(expr):
             if (isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Divide)
                     and dotted(n.right) in counters):
-                return n.right
+                return n
     return None
 
 
