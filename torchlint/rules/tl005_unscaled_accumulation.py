@@ -47,7 +47,12 @@ Two more shapes of the same window:
   `for _ in range(accum_steps)` that draws `next(it)`) back-propagates in each pass, and the optimizer steps once
   after it, with the loss not divided by the number of micro-batches;
 - the loss divided by a counter the loop increments (`loss / accum_step` with `accum_step += 1`) instead of the
-  window's size: the first micro-batch of a window counts k times more than the last.
+  window's size: the first micro-batch of a window counts k times more than the last. Reported at the division.
+
+A counter window may close early (`if n >= k or is_last_batch:`), and its counter may be counted one loop out
+(`n += 1` per batch, the backward and step in a loop over the batch's tasks). The step may be an optimizer wrapper's:
+`scheduler = LRScheduler(optimizer)` of a class (of the file or the project) whose `step()` steps the optimizer it
+holds is an optimizer step, whatever its name; an object whose class is not known is judged by its name.
 
 An optimizer built in the file as a scale-invariant one (Adam, AdamW, RMSprop, Adagrad, LAMB, Lion, ... : it
 divides by a running gradient magnitude or takes its sign) makes the same update from the summed gradient as from
