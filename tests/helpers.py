@@ -1,8 +1,12 @@
-"""Helpers shared by the rule tests."""
+"""Helpers shared by the tests."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import textwrap
+from pathlib import Path
 
 from torchlint.engine import fix_source, lint_source, select_rules
 
@@ -18,6 +22,22 @@ def findings(src: str, code: str) -> list[tuple[int, int]]:
 
 def fixed(src: str, code: str, unsafe: bool = True) -> str:
     return fix_source(textwrap.dedent(src), "t.py", select_rules([code]), unsafe=unsafe).text
+
+
+def lint_in_process(root: Path, *args: str) -> tuple[int, str]:
+    """`torchlint --format json --jobs 1 --file-timeout 0 ARGS` in `root`, run in this process: (exit code, output). The console
+    script's command line, without a new interpreter per run (for tests that run it hundreds of times)."""
+    from torchlint.cli import main
+
+    out, before = io.StringIO(), os.getcwd()
+    os.chdir(root)
+    try:
+        with contextlib.redirect_stdout(out):
+            # no time limit: a limited file is checked in a worker process, out of this process's reach
+            code = main(["--format", "json", "--jobs", "1", "--file-timeout", "0", *args])
+    finally:
+        os.chdir(before)
+    return code, out.getvalue()
 
 
 async def start_language_server(root, *server_args: str):

@@ -3,9 +3,7 @@ the project in between; and an entry torchlint did not write itself is never bel
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -14,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.cli import main
+from tests.helpers import lint_in_process as lint
 
 TRAIN = ("from engine import step\n"
          "for x, y in loader:\n"
@@ -29,19 +27,6 @@ def write(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
-
-
-def lint(root: Path, *args: str) -> tuple[int, str]:
-    """`torchlint --format json --jobs 1 ARGS` run in this process in `root`: (exit code, output). The same
-    command line as the console script's, without a new interpreter per run."""
-    out, before = io.StringIO(), os.getcwd()
-    os.chdir(root)
-    try:
-        with contextlib.redirect_stdout(out):
-            code = main(["--format", "json", "--jobs", "1", *args])
-    finally:
-        os.chdir(before)
-    return code, out.getvalue()
 
 
 def same_as_uncached(run_cli, root: Path) -> str:
@@ -221,3 +206,13 @@ def test_a_key_others_can_read_is_not_used(tmp_path, monkeypatch):
     key.chmod(0o644)
     assert "TL004" in same_as_uncached(None, tmp_path)
     assert not (tmp_path / ".torchlint_cache").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="no symlinks here")
+def test_a_dangling_symlink_that_shadows_the_helper_invalidates(tmp_path):
+    """Found by tests/test_cache_property.py: a link to nothing is no file to read, but it is where an import
+    stops looking."""
+    write(tmp_path, {"sub/train.py": TRAIN, "engine.py": STEPS_ONLY})
+    assert "TL004" in same_as_uncached(None, tmp_path)
+    (tmp_path / "sub" / "engine.py").symlink_to("../nothing.py")
+    same_as_uncached(None, tmp_path)

@@ -178,17 +178,18 @@ def forget() -> None:
 
 def digest_of(path: Path) -> str | None:
     """The content hash of a dependency; None when it is not there, `!errno` when it cannot be read as a file
-    (a folder, a FIFO, a symlink loop, no permission): each is a state a change away from the others."""
+    (a folder, a FIFO, a dangling symlink or a loop, no permission): each is a state a change away from the
+    others."""
     found = _DIGESTS.get(path, "")
     if found == "":
         from torchlint.analysis.project import content_hash
 
         try:
             found = content_hash(read_regular(path))
-        except (FileNotFoundError, NotADirectoryError):
-            found = None
         except OSError as exc:
-            found = f"!{exc.errno}"
+            # A dangling symlink is not "no file": an import finds its name in the folder's listing.
+            missing = isinstance(exc, (FileNotFoundError, NotADirectoryError)) and not os.path.lexists(path)
+            found = None if missing else f"!{exc.errno}"
         _DIGESTS[path] = found
     return found
 
