@@ -511,3 +511,152 @@ def test_sigterm_stops_the_pool_workers(tmp_path):
     assert all(_wait_dead(pid) for pid in workers), "a pool worker outlived the command"
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert b"Traceback" not in err, err
+
+
+# Shapes issue 20 asks the run to confirm: a detached term re-wrapped as a new leaf, stacked with attached terms,
+# taken as `.data[0]`; `optimizer.step()` straight after a scaled backward; and the new static findings (a step
+# reached through an object, an optimizer wrapper named like a scheduler, a step's output kept after its loss was
+# back-propagated).
+CONFIRMED = {
+    "leaf": (('TL003', 10, 16), textwrap.dedent("""\
+        import torch
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(4):
+            x = torch.randn(8, 3)
+            out = model(x)
+            main = out.pow(2).mean()
+            reg = out.abs().mean()
+            reg_term = torch.tensor(reg.item(), requires_grad=True)
+            loss = main + 0.1 * reg_term
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """)),
+    "stack": (('TL003', 9, 28), textwrap.dedent("""\
+        import torch
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(4):
+            out = model(torch.randn(8, 3))
+            a = out.pow(2).mean()
+            b = out.abs().mean()
+            loss = torch.stack([a, b.detach()]).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """)),
+    "data0": (('TL003', 9, 16), textwrap.dedent("""\
+        import torch
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(4):
+            out = model(torch.randn(8, 3))
+            a = out.pow(2).mean()
+            reg_loss = out.abs().mean().view(1)
+            loss = a + reg_loss.data[0]
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """)),
+    "amp": (('TL010', 11, 5), textwrap.dedent("""\
+        import torch
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cuda" if torch.cuda.is_available() else "cpu")
+        for _ in range(4):
+            out = model(torch.randn(8, 3))
+            loss = out.pow(2).mean()
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            opt.step()
+            scaler.update()
+        """)),
+    "obj": (('TL004', 12, 9), textwrap.dedent("""\
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer):
+                self.model = model
+                self.optimizer = optimizer
+
+            def train_step(self, x):
+                loss = self.model(x).pow(2).mean()
+                loss.backward()
+                self.optimizer.step()
+
+
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        trainer = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1))
+        for _ in range(4):
+            trainer.train_step(torch.randn(8, 3))
+        """)),
+    "wrap": (('TL005', 21, 5), textwrap.dedent("""\
+        import torch
+
+
+        class Stepper:
+            def __init__(self, optimizer):
+                self.optimizer = optimizer
+
+            def step(self):
+                self.optimizer.step()
+
+            def zero_grad(self):
+                self.optimizer.zero_grad()
+
+
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        scheduler = Stepper(torch.optim.SGD(model.parameters(), lr=0.1))
+        accum = 2
+        for i in range(8):
+            loss = model(torch.randn(8, 3)).pow(2).mean()
+            loss.backward()
+            if (i + 1) % accum == 0:
+                scheduler.step()
+                scheduler.zero_grad()
+        """)),
+    "keep": (('TL007', 18, 5), textwrap.dedent("""\
+        import torch
+
+
+        def step(model, x):
+            return {"loss": model(x).pow(2).mean(), "n": len(x)}
+
+
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        outputs = []
+        batches = [torch.randn(8, 3) for _ in range(40)]
+        for x in batches:
+            opt.zero_grad()
+            output = step(model, x)
+            output["loss"].backward()
+            opt.step()
+            outputs.append(output)
+        """)),
+}
+
+
+def test_new_shapes_are_confirmed_at_runtime(tmp_path, device):
+    from torchlint.run_command import combine
+    from torchlint.verify.monitor import run_many
+
+    paths = []
+    for name, (_, src) in CONFIRMED.items():
+        paths.append(tmp_path / f"{name}.py")
+        paths[-1].write_text(src)
+    records = run_many(paths, 8, device)
+    got = {}
+    for path, record in zip(paths, records):
+        static = lint_source(path.read_text(), str(path), project=Project(tmp_path))
+        got[path.stem] = [(d.code, d.line, d.column, d.runtime) for d in combine(static, record, path)]
+    assert got == {name: [(*where, "confirmed")] for name, (where, _) in CONFIRMED.items()}
