@@ -417,6 +417,16 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # the window is cleared before its last backward (TL006's): dividing the loss would shrink the step further
+    "window_cleared_before_its_last_backward": """
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            if (i + 1) % k == 0:
+                optimizer.zero_grad()
+            loss.backward()
+            if (i + 1) % k == 0:
+                optimizer.step()
+        """,
     "scheduler_class_that_only_sets_the_rate": """
         class Warmup:
             def __init__(self, optimizer):

@@ -5,6 +5,48 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    # -- the window cleared on its last micro-step, before that micro-step's backward ----------------------------
+    "zero_grad_under_the_window_guard_before_the_backward": (
+        """
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y) / k
+            if (i + 1) % k == 0:
+                optimizer.zero_grad()
+            loss.backward()
+            if (i + 1) % k == 0:
+                optimizer.step()
+        """,
+        [(5, 9)],
+    ),
+    "prepared_optimizer_cleared_at_the_top_of_accumulate": (
+        """
+        for batch in loader:
+            with accelerator.accumulate(model):
+                optimizer.zero_grad()
+                loss = model(**batch).loss
+                accelerator.backward(loss)
+                optimizer.step()
+        """,
+        [(4, 9)],
+    ),
+    "lightning_manual_optimization_clears_before_the_step": (
+        """
+        import lightning as L
+
+        class Net(L.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.automatic_optimization = False
+
+            def training_step(self, batch, batch_idx):
+                opt = self.optimizers()
+                self.manual_backward(self.compute(batch) / 4)
+                if (batch_idx + 1) % 4 == 0:
+                    opt.zero_grad()
+                    opt.step()
+        """,
+        [(13, 13)],
+    ),
     "script": (
         """
         for x, y in loader:
@@ -96,6 +138,26 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "zero_grad_under_the_window_guard_after_the_step": """
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y) / k
+            loss.backward()
+            if (i + 1) % k == 0:
+                optimizer.step()
+            if (i + 1) % k == 0:
+                optimizer.zero_grad()
+        """,
+    "lightning_manual_optimization_clears_after_the_step": """
+        import lightning as L
+
+        class Net(L.LightningModule):
+            def training_step(self, batch, batch_idx):
+                opt = self.optimizers()
+                self.manual_backward(self.compute(batch) / 4)
+                if (batch_idx + 1) % 4 == 0:
+                    opt.step()
+                    opt.zero_grad()
+        """,
     # zero_grad at the first micro-step of each window, counted by the loop's own variable
     "zero_grad_at_first_step_of_window": """
         for batch, micro in zip(loader, cycle(range(1, accum + 1))):

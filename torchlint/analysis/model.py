@@ -11,7 +11,7 @@ import libcst as cst
 
 from torchlint.analysis.classify import classify
 from torchlint.analysis.events import INLINE_DEPTH, Event, EventKind, Guard
-from torchlint.analysis.exprs import dotted, positional_params
+from torchlint.analysis.exprs import dotted, last_part, positional_params
 from torchlint.analysis.foreign import ProjectLookup, Resolved
 from torchlint.analysis.kinds import Kinds
 from torchlint.analysis.loops import Loop
@@ -115,6 +115,14 @@ class FileModel:
             if self.project is not None and base_name not in self.classes and self.project.module_base(base_name):
                 return True
         return False
+
+    def is_lightning_class(self, name: str | None, _seen: frozenset[str] = frozenset()) -> bool:
+        """A class of this file that derives from Lightning's LightningModule (directly or through the file's)."""
+        cls = self.classes.get(name or "")
+        if cls is None or name in _seen:
+            return False
+        return any(last_part(dotted(base.value) or "") == "LightningModule"
+                   or self.is_lightning_class(dotted(base.value), _seen | {name or ""}) for base in cls.bases)
 
     def kind(self, name: str | None) -> Kind:
         return self.symbols.kind(name)

@@ -19,6 +19,7 @@ from torchlint.analysis.exprs import dotted, code_of, keyword, modulo_divisor, n
 from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
+from torchlint.rules.tl006_zero_grad_before_step import wipes_window
 
 # These divide the loss by the accumulation steps themselves (Accelerate, DeepSpeed, Fabric).
 
@@ -107,8 +108,8 @@ A loss that is a mean over a window built elsewhere is not recognised.
         for loop in model.loops:
             yield from _micro_batch_loop(model, loop)
             k = _accumulation_divisor(loop)
-            if k is None:
-                continue
+            if k is None or any(wipes_window(model, loop, s) for s in loop.of(EventKind.STEP)):
+                continue  # (a window cleared before its step is TL006's: dividing would shrink the step further)
             if _scale_does_not_matter(model, loop.node, loop.of(EventKind.STEP), loop.of(EventKind.CLIP)):
                 continue
             for b in loop.of(EventKind.BACKWARD):
@@ -147,13 +148,13 @@ def _lightning_hooks(model: FileModel) -> Iterator[Finding]:
     `self.manual_backward(loss)` every call, `opt.step()` only when `(batch_idx + 1) % k == 0`, and Lightning
     does not divide a manually back-propagated loss."""
     for scope in model.scopes:
-        if scope.name != "training_step" or not _lightning_class(model, scope.class_name):
+        if scope.name != "training_step" or not model.is_lightning_class(scope.class_name):
             continue
         steps = [e for e in scope.events if e.kind is EventKind.STEP and not e.loops]
         k = next((modulo_divisor(g.test) for s in steps for g in s.guards
                   if not g.negated and modulo_divisor(g.test) is not None), None)
-        if k is None:
-            continue
+        if k is None or any(wipes_window(model, Loop(None, scope, scope.events), s) for s in steps):  # type: ignore
+            continue  # the window is cleared before its step (TL006): nothing accumulates to divide
         for b in scope.events:
             if (b.kind is not EventKind.BACKWARD or b.flavor != "lightning" or b.loops or b.guards
                     or b.scope is not scope.node):
@@ -166,13 +167,6 @@ def _lightning_hooks(model: FileModel) -> Iterator[Finding]:
                 _fix_call(b, k),
             )
 
-
-def _lightning_class(model: FileModel, name: str | None) -> bool:
-    cls = model.classes.get(name or "")
-    if cls is None:
-        return False
-    return any((dotted(base.value) or "").rsplit(".", 1)[-1] == "LightningModule" or
-               _lightning_class(model, dotted(base.value)) for base in cls.bases if dotted(base.value) != name)
 
 
 def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Event], clips: list[Event]) -> bool:

@@ -26,7 +26,11 @@ class ZeroGradBeforeStep(Rule):
     name = "zero-grad-before-step"
     summary = "zero_grad() between backward() and step() wipes the gradients the step needs"
     fix_safety = "unsafe"
-    requires = (BACKWARD_CALL, LOOP, STEP_CALL, ZERO_GRAD)
+    requires = (BACKWARD_CALL, STEP_CALL, ZERO_GRAD)
+    scope_requires = (BACKWARD_CALL, LOOP, STEP_CALL, ZERO_GRAD)
+    # Lightning's training_step with manual optimization: one iteration of Lightning's own batch loop
+    scope_alternatives = ((re.compile(r"\bdef\s+training_step\b"), re.compile(r"manual_backward\s*\("), STEP_CALL,
+                           ZERO_GRAD),)
     doc = """
 ## What it flags
 - `optimizer.zero_grad()` (or `model.zero_grad()`) after `loss.backward()` and before that optimizer's `step()`
@@ -34,7 +38,15 @@ class ZeroGradBeforeStep(Rule):
 - gradient accumulation where `zero_grad()` runs on every micro-step while `step()` runs only under a modulo
   guard (`if (i + 1) % k == 0:`): each step sees only the last micro-batch;
 - an unguarded `model.zero_grad()` inside `with accelerator.accumulate(model):` (Accelerate makes the prepared
-  optimizer's `zero_grad()` a no-op between sync steps, but not the model's).
+  optimizer's `zero_grad()` a no-op between sync steps, but not the model's);
+- the window cleared on its last micro-step, before that micro-step's backward: `zero_grad()` under the step's
+  own guard (`if (i + 1) % k == 0:`) but ahead of the backward, or the prepared optimizer's `zero_grad()` at the top
+  of `with accelerator.accumulate(model):` (Accelerate runs it on the window's last micro-step, just before its
+  backward): each step applies the last micro-batch only. (TL005 is silent there: dividing the loss would make the
+  step smaller still.)
+
+Lightning's `training_step` with manual optimization is checked as one iteration of Lightning's batch loop
+(`self.manual_backward(loss)`, then `opt.zero_grad(); opt.step()` under `if (batch_idx + 1) % k == 0:`).
 
 ## Why it is wrong
 `step()` updates with whatever is in `.grad`. Cleared just before, the update is zero (plain SGD) or driven only
@@ -65,17 +77,63 @@ that clears, called on exclusive branches (every iteration without accumulation,
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
-        for loop in model.loops:
+        for loop in [*model.loops, *_lightning_steps(model)]:
             steps = loop.of(EventKind.STEP)
             if not steps or not loop.of(EventKind.BACKWARD):
                 continue
             for z in loop.of(EventKind.ZERO_GRAD):
                 if z.flavor == "param":
                     continue
-                found = _between(model, loop, z, steps) or _every_micro_step(model, loop, z, steps)
+                found = _between(model, loop, z, steps)
+                if found is None and loop.node is not None:  # (a training_step has no loop of its own to count)
+                    found = _every_micro_step(model, loop, z, steps) or _window_cleared_early(model, loop, z, steps)
                 if found is not None:
                     step, why = found
                     yield Finding(z.node, f"`{code_of(z.node)}` {why}", _fix(loop, z, step))
+
+
+def _lightning_steps(model: FileModel) -> list[Loop]:
+    """A LightningModule's `training_step` runs once per batch of Lightning's own loop: with manual optimization
+    its body is one iteration of that loop (checked as a loop with no head of its own)."""
+    return [Loop(None, scope, scope.events) for scope in model.scopes  # type: ignore[arg-type]
+            if scope.name == "training_step" and model.is_lightning_class(scope.class_name)]
+
+
+def wipes_window(model: FileModel, loop: Loop, step: Event) -> bool:
+    """A `zero_grad()` of `step`'s optimizer clears the gradients the step needs: between the backward and the
+    step, or on the window's last iteration before its backward (see `_window_cleared_early`)."""
+    return any(z.flavor != "param" and (_between(model, loop, z, [step]) or loop.node is not None
+                                        and _window_cleared_early(model, loop, z, [step]))
+               for z in loop.of(EventKind.ZERO_GRAD))
+
+
+def _window_cleared_early(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
+    """Accumulation whose window is cleared on its last iteration before that iteration's backward: `zero_grad()`
+    under the step's own window guard (`if (i + 1) % k == 0:`) but ahead of the backward, or the prepared
+    optimizer's `zero_grad()` ahead of the backward inside `accelerator.accumulate` (Accelerate runs it on the
+    window's last micro-step only: just before its backward). Each step then applies the last micro-batch's
+    gradient only."""
+    in_accumulate = "accumulate" in z.contexts and z.flavor == "optimizer"
+    window = {code_of(g.test) for g in z.guards_within(loop.node) if not g.negated
+              and isinstance(g.test, cst.BaseExpression) and modulo_divisor(g.test) is not None}
+    if not window and not in_accumulate:
+        return None
+    for step in steps:
+        if step.target is None or not clears(model, step.target, z) or not loop.may_follow(z, step):
+            continue
+        step_window = {code_of(g.test) for g in step.guards_within(loop.node) if not g.negated
+                       and isinstance(g.test, cst.BaseExpression)}
+        if window and not window & step_window:
+            continue
+        if not window and not ("accumulate" in step.contexts and not step_window):
+            continue
+        every = [b for b in loop.backwards_into_grad() if not window & {
+            code_of(g.test) for g in b.guards_within(loop.node) if isinstance(g.test, cst.BaseExpression)}]
+        if any(loop.may_follow(z, b) and loop.may_follow(b, step) and not loop.may_follow(b, z) for b in every):
+            return step, (f"clears the gradients on the window's last iteration, before its backward, so "
+                          f"`{code_of(step.node)}` applies the last micro-batch's gradient only (the window's others "
+                          f"are wiped): gradient accumulation is lost; move it after the step")
+    return None
 
 
 def _between(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
