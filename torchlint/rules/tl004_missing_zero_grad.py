@@ -30,8 +30,11 @@ loop clears that optimizer's gradients: no `optimizer.zero_grad()`, no `model.ze
 optimizes, no `p.grad = None` / `p.grad.zero_()`, also looking into closures (`optimizer.step(closure)`) and
 helper functions called from the loop: of the same file, and, with project analysis (the command, pre-commit;
 flake8 and the editor once the command has cached them), functions imported from other files of the project and
-methods inherited from base classes there. One finding per optimizer and loop, on its `step()` (on the call,
-when the step is in a helper of another file, whose file and line the message names).
+methods inherited from base classes there, and methods of objects whose class is known (`trainer =
+Trainer(...)` then `trainer.train_step(x)`; `self.engine = Engine(...)` in `__init__` then
+`self.engine.step(batch)`; a class of the file or of the project). An object bound to a factory's result or to
+two classes is not followed, and stays an unknown call. One finding per optimizer and loop, on its `step()` (on
+the call, when the step is in a helper of another file, whose file and line the message names).
 
 ## Why it is wrong
 `backward()` accumulates into `.grad`; it never overwrites. Without clearing, step *n* uses the sum of the
