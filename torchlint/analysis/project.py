@@ -32,7 +32,8 @@ from pathlib import Path
 from torchlint.analysis.exports import compute_exports
 from torchlint.analysis.foreign import Exports, Resolved, event_text
 from torchlint.analysis.prescan import (
-    CLASS_BASES, CLASS_LINE, EVENT_BYTES, EVENT_TEXT, OBJECT_CALL, SELF_CALL, Imported, acting, scan_imports,
+    CLASS_BASES, CLASS_LINE, EVENT_BYTES, EVENT_TEXT, OBJECT_CALL, SELF_CALL, Imported, acting,
+    scan_imports,
 )
 from torchlint.analysis.semantics import MODULE_BASES
 from torchlint.source.decode import SourceError, decode
@@ -57,13 +58,14 @@ class Project:
         self._any: dict[Path, bool] = {}  # may_act_any
         self._modules: dict[tuple[str, str, int], Path | None] = {}  # module_file
         # module_file: each file it looked for up to the one found, present or not (creating one changes the answer)
-        self._candidates: dict[tuple[str, str, int], tuple[Path, ...]] = {}
+        self._candidates: dict[tuple[str, str, int], tuple[str, ...]] = {}  # the paths module_file looked at
+        self._candidates_shown: dict[tuple[str, str, int], list[tuple[str, str]]] = {}  # _candidates, displayed
         self._lookups: dict[tuple, tuple[object, dict[str, Path]]] = {}  # ProjectView._memo
         self._dirs: dict[str, frozenset[str]] = {}  # directory listings
         self._shown: dict[Path, str] = {}  # display
         self._root_prefix = str(self.root).rstrip(os.sep) + os.sep
         self._classes: dict[str, dict[str, list[str]]] = {}  # by content hash: each class's bases, as written
-        self.reads: dict[Path, dict[str, Path]] = {}  # for each file viewed: the project files it looked at
+        self.reads: dict[Path, dict[str, Path | str]] = {}  # for each file viewed: the project files it looked at
 
     # -- files -----------------------------------------------------------------------------------------------
     def text(self, path: Path, data: bytes | None = None) -> tuple[str, str] | None:
@@ -120,7 +122,8 @@ class Project:
                 break
         result = Path(found) if found is not None and found.startswith(self._root_prefix) else None
         self._modules[key] = result
-        self._candidates[key] = tuple(Path(p) for p in looked if p.startswith(self._root_prefix))
+        self._candidates[key] = tuple(p for p in looked if p.startswith(self._root_prefix))
+        self._candidates_shown.pop(key, None)
         return result
 
     def _listing(self, directory: str) -> frozenset[str]:
@@ -274,8 +277,9 @@ class ProjectView:
         base_heads = {b.split(".", 1)[0] for b in all_bases}
         # A class brings events to a subclass (`self.fit()` inherited) and to the objects the file builds of it
         # (`trainer = Trainer(...)`, then `trainer.fit()`); a function or module to its calls.
+        # constructed somewhere in the text (`Trainer(`; a superset, found by substring searches, which are cheap)
         built = {local for local in self.bound if local[:1].isupper() and local not in base_heads
-                 and re.search(rf"(?<![\w.]){re.escape(local)}\s*\(", text)}
+                 and (f"{local}(" in text or f"{local} (" in text)}
         wanted = [local for local, imp in self.bound.items()
                   if (local in base_heads or local in built or not local[:1].isupper()) and self._eventful(imp)]
         if not wanted:
@@ -333,10 +337,13 @@ class ProjectView:
         path = project._modules.get(key, False)
         if path is False:
             path = project.module_file(self.file, Imported(module, level))
-        for looked in project._candidates[key]:  # the file found, and those looked for before it
-            shown = project._shown.get(looked) or project.display(looked)
-            for reads in self._recorders:
-                reads[shown] = looked
+        shown = project._candidates_shown.get(key)
+        if shown is None:  # the file found, and those looked for before it, as the cache names them
+            cut = len(project._root_prefix)
+            shown = project._candidates_shown[key] = [(p[cut:].replace(os.sep, "/"), p)
+                                                      for p in project._candidates[key]]
+        for reads in self._recorders:
+            reads.update(shown)
         return path
 
     def _memo(self, key: tuple, compute):
