@@ -89,9 +89,13 @@ class Cache:
         if not isinstance(entry, dict) or not isinstance(entry.get("deps"), dict):
             return None
         for dep, digest in entry["deps"].items():
-            if root is None or not _inside(dep) or not isinstance(digest, (str, type(None))):
+            if root is None or not isinstance(digest, (str, type(None))):
                 return None
-            if digest_of(Path(root) / dep) != digest:
+            # memoised per run: files share most of their dependencies (the paths each import was looked for at)
+            now = _DEPS.get((root, dep), "")
+            if now == "":
+                now = _DEPS[(root, dep)] = digest_of(os.path.join(root, dep)) if _inside(dep) else "!outside"
+            if now != digest or now == "!outside":
                 return None
         diags = entry.get("diags")
         if not isinstance(diags, list):
@@ -167,16 +171,18 @@ def _read_key(path: str) -> bytes | None:
     return key if len(key) >= 32 else None
 
 
-_DIGESTS: dict[Path, str | None] = {}  # per process: a run reads each dependency once
+_DIGESTS: dict[Path | str, str | None] = {}  # per process: a run reads each dependency once
+_DEPS: dict[tuple[str, str], str | None] = {}  # (root, dependency as an entry names it) -> its digest now
 
 
 def forget() -> None:
     """A new run: the files (and the key) may have changed since the last one of this process."""
     _DIGESTS.clear()
+    _DEPS.clear()
     _KEYS.clear()
 
 
-def digest_of(path: Path) -> str | None:
+def digest_of(path: Path | str) -> str | None:
     """The content hash of a dependency; None when it is not there, `!errno` when it cannot be read as a file
     (a folder, a FIFO, a dangling symlink or a loop, no permission): each is a state a change away from the
     others."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import fnmatch
 import os
+import re
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -28,8 +29,29 @@ def is_verify_candidate(name: str) -> bool:
     return name.startswith(".") and VERIFY_CANDIDATE in name and name.endswith(".py")
 
 
+_ROOTS: dict[str, str] = {}
+
+
+def _real_root(config: Config) -> str:
+    """The configuration's folder with its links resolved, once per run (every entry is matched from it)."""
+    key = str(config.root)
+    found = _ROOTS.get(key)
+    if found is None:
+        found = _ROOTS[key] = os.path.realpath(key)
+    return found
+
+
+_PATTERNS: dict[tuple[str, ...], re.Pattern[str]] = {}
+
+
 def _excluded(name: str, rel: str, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(rel, p) for p in patterns)
+    """Does the entry's name or its path from the configuration's folder match one of the patterns (fnmatch's,
+    compiled once into one expression)?"""
+    matcher = _PATTERNS.get(patterns)
+    if matcher is None:
+        matcher = _PATTERNS[patterns] = re.compile("|".join(
+            fnmatch.translate(os.path.normcase(p)) for p in patterns) or r"(?!)")
+    return matcher.match(os.path.normcase(name)) is not None or matcher.match(os.path.normcase(rel)) is not None
 
 
 def _git_root(start: Path) -> Path | None:
@@ -122,12 +144,21 @@ def _walk(
         local = _load_gitignore(directory)
         if local is not None:
             specs = specs + [(directory.resolve(), local)]
+    real_dir = os.path.realpath(directory)  # once per folder: an entry that is no link lies in it
+    root = _real_root(config)
     for entry in entries:
         path = Path(entry.path)
-        loop = entry.is_symlink() and _loops(path)
+        is_link = entry.is_symlink()
+        loop = is_link and _loops(path)
+        real = None if is_link else os.path.join(real_dir, entry.name)
         # Patterns are matched from the configuration's folder, however the path was written and wherever the
         # command runs; a tree outside that folder is matched from the path given.
-        rel = config.relative(path)
+        if real is None:
+            rel = config.relative(path)
+        elif real.startswith(root + os.sep):
+            rel = real[len(root) + 1:].replace(os.sep, "/")
+        else:
+            rel = None
         if rel is None:
             rel = path.relative_to(top).as_posix()
         if _excluded(entry.name, rel, patterns):
@@ -140,7 +171,7 @@ def _walk(
             is_dir = entry.is_dir()
         except OSError:
             continue
-        if specs and _ignored(path.resolve(), is_dir, specs):
+        if specs and _ignored(Path(real) if real is not None else path.resolve(), is_dir, specs):
             continue
         if is_dir:
             if entry.is_symlink():
@@ -152,7 +183,7 @@ def _walk(
             if entry.is_symlink():
                 links.append(path)
                 continue
-            resolved = path.resolve()
+            resolved = Path(real) if real is not None else path.resolve()
             if resolved not in seen:
                 seen.add(resolved)
                 yield path
