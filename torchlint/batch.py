@@ -220,12 +220,35 @@ def run(jobs: Sequence[Job], n_jobs: int = 0, cache_root: Path | None = None) ->
         for job in jobs:
             yield process(job, cache)
         return
+    # Answers the cache has are read here: a warm run starts no worker at all.
+    hits = [_cached(job, cache) for job in jobs] if cache is not None else [None] * len(jobs)
+    todo = [job for job, hit in zip(jobs, hits) if hit is None]
+    if not todo:
+        yield from hits  # type: ignore[misc]
+        return
     from torchlint.workers import Failed, Pool
 
     shared = (str(cache.root), str(cache.dir)) if cache is not None else None
-    with Pool(n, _init_worker, (shared,)) as pool:
-        limits = [job.timeout + KILL_AFTER if job.timeout > 0 else 0 for job in jobs]
-        for job, result in zip(jobs, pool.map(_process_in_worker, jobs, limits)):
+    with Pool(max(1, min(n, len(todo))), _init_worker, (shared,)) as pool:
+        limits = [job.timeout + KILL_AFTER if job.timeout > 0 else 0 for job in todo]
+        results = iter(pool.map(_process_in_worker, todo, limits))
+        for job, hit in zip(jobs, hits):
+            if hit is not None:
+                yield hit
+                continue
+            result = next(results)
             if isinstance(result, Failed):
                 result = Outcome(job.path, (lost(job.path, job.timeout, None if result.timed_out else result.detail),))
             yield result
+
+
+def _cached(job: Job, cache: "Cache") -> Outcome | None:
+    """The cache's answer for a file, or None (not cached, changed, unreadable: the worker will say)."""
+    if job.mode != "check":
+        return None
+    try:
+        data = Path(job.path).read_bytes()
+    except OSError:
+        return None
+    hit = cache.get(cache.key(data, job), job.path, job.project)
+    return Outcome(job.path, hit, cached=True) if hit is not None else None
