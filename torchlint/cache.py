@@ -89,13 +89,12 @@ class Cache:
         if not isinstance(entry, dict) or not isinstance(entry.get("deps"), dict):
             return None
         for dep, digest in entry["deps"].items():
-            if root is None or not isinstance(digest, (str, type(None))):
+            if root is None:
                 return None
-            # memoised per run: files share most of their dependencies (the paths each import was looked for at)
-            now = _DEPS.get((root, dep), "")
-            if now == "":
-                now = _DEPS[(root, dep)] = digest_of(os.path.join(root, dep)) if _inside(dep) else "!outside"
-            if now != digest or now == "!outside":
+            found = _DEPS.get((root, dep), _UNSEEN)
+            if found is _UNSEEN:
+                found = _DEPS[root, dep] = digest_of(os.path.join(root, dep)) if _inside(dep) else False
+            if found is False or found != digest:
                 return None
         diags = entry.get("diags")
         if not isinstance(diags, list):
@@ -171,33 +170,53 @@ def _read_key(path: str) -> bytes | None:
     return key if len(key) >= 32 else None
 
 
-_DIGESTS: dict[Path | str, str | None] = {}  # per process: a run reads each dependency once
-_DEPS: dict[tuple[str, str], str | None] = {}  # (root, dependency as an entry names it) -> its digest now
+_DIGESTS: dict[str, str | None] = {}  # per process: a run reads each dependency once
+_LISTINGS: dict[str, frozenset[str]] = {}  # per process: folders' listings
+# per process, as entries name them: (project root, dependency) -> digest_of, or False when it is not a path inside
+# the project. Entries share most of their dependencies (the files `import torch` was looked for at...).
+_DEPS: dict[tuple[str, str], str | None | bool] = {}
+_UNSEEN = object()
 
 
 def forget() -> None:
     """A new run: the files (and the key) may have changed since the last one of this process."""
     _DIGESTS.clear()
+    _LISTINGS.clear()
     _DEPS.clear()
     _KEYS.clear()
 
 
-def digest_of(path: Path | str) -> str | None:
-    """The content hash of a dependency; None when it is not there, `!errno` when it cannot be read as a file
-    (a folder, a FIFO, a dangling symlink or a loop, no permission): each is a state a change away from the
-    others."""
+def digest_of(path: str | Path) -> str | None:
+    """The content hash of a dependency; None when its folder does not list it, `!errno` when it cannot be read
+    as a file (a folder, a FIFO, a dangling symlink or a loop, no permission): each is a state a change away from
+    the others. Absence is read from the folder's listing, as imports are resolved (analysis.project): most
+    dependencies are the files an import was looked for at, and one listing answers for all of a folder's."""
+    path = str(path)
     found = _DIGESTS.get(path, "")
     if found == "":
         from torchlint.analysis.project import content_hash
 
-        try:
-            found = content_hash(read_regular(path))
-        except OSError as exc:
-            # A dangling symlink is not "no file": an import finds its name in the folder's listing.
-            missing = isinstance(exc, (FileNotFoundError, NotADirectoryError)) and not os.path.lexists(path)
-            found = None if missing else f"!{exc.errno}"
+        folder, name = os.path.split(path)
+        if name not in _listing(folder):
+            found = None
+        else:
+            try:
+                found = content_hash(read_regular(path))
+            except OSError as exc:
+                found = f"!{exc.errno}"
         _DIGESTS[path] = found
     return found
+
+
+def _listing(folder: str) -> frozenset[str]:
+    names = _LISTINGS.get(folder)
+    if names is None:
+        try:
+            names = frozenset(os.listdir(folder))
+        except OSError:
+            names = frozenset()
+        _LISTINGS[folder] = names
+    return names
 
 
 def _inside(dep: object) -> bool:
