@@ -121,6 +121,16 @@ def test_syntax_error_reported_and_others_checked(tmp_path, run_cli):
     assert "Traceback" not in r.stderr
 
 
+def test_python36_async_keyword_argument_is_a_syntax_error_at_the_keyword(tmp_path, run_cli):
+    # `tensor.cuda(async=True)`, common in training scripts written for Python <= 3.6 (bearpaw/pytorch-classification,
+    # haitongli/knowledge-distillation-pytorch): `async` is a keyword since 3.7, the file cannot run
+    src = "for x, y in loader:\n    x, y = x.cuda(), y.cuda(async=True)\n    model(x).sum().backward()\n    opt.step()\n"
+    write(tmp_path, "train.py", src)
+    r = run_cli("train.py", "-q", cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stdout == "train.py:2:29: TL901 syntax error: invalid syntax; file not checked\n"
+
+
 def test_non_utf8_file(tmp_path, run_cli):
     write(tmp_path, "latin.py", b"x = 1\ns = '\xe9t\xe9'\nloss.backward()\n")
     r = run_cli("latin.py", "-q", cwd=tmp_path)

@@ -200,6 +200,21 @@ NEGATIVE = {
                     scaler.update()
                     optimizer.zero_grad()
         """,
+    # two phases in sibling loops (a PPG-style policy phase, then an auxiliary phase that accumulates): the first
+    # phase's zero_grad runs per iteration of its own loop, never between the second loop's micro-steps
+    "plain_phase_then_accumulating_phase": """
+        for update in range(updates):
+            for x in loader:
+                loss = model(x).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            for i, x in enumerate(aux_loader):
+                (model(x).mean() / k).backward()
+                if (i + 1) % k == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
     "top_of_loop": """
         for x, y in loader:
             optimizer.zero_grad()

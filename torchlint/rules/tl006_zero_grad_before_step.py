@@ -174,9 +174,10 @@ def _every_micro_step(model: FileModel, loop: Loop, z: Event, steps: list[Event]
             continue  # the step's own backward runs under its guard: nothing accumulates across iterations
         for g in step.guards_within(loop.node):
             k = modulo_divisor(g.test) if not g.negated else None
-            if k is not None and g.depth > len(z.loops):
-                # the guard counts the iterations of an inner loop that the zero_grad is outside of: it runs once
-                # per run of that loop (an epoch), dropping at most an unfinished window, not every micro-step
+            if k is not None and 0 < g.depth <= len(step.loops) and step.loops[g.depth - 1] not in z.loops:
+                # the guard counts the iterations of a loop that the zero_grad is outside of (an inner loop, or a
+                # sibling one): it runs between runs of that loop, dropping at most an unfinished window, not
+                # every micro-step
                 continue
             if k is not None and not any(g2.test is g.test for g2 in z_guards):
                 return step, (f"runs on every iteration but `{code_of(step.node)}` only every `{code_of(k)}`: "
