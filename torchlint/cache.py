@@ -194,7 +194,7 @@ def digest_of(path: str | Path) -> str | None:
     path = str(path)
     found = _DIGESTS.get(path, "")
     if found == "":
-        from torchlint.analysis.project import content_hash
+        from torchlint.source.digest import content_hash
 
         folder, name = os.path.split(path)
         if name not in _listing(folder):

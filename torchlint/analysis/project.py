@@ -24,7 +24,6 @@ holds no training events itself calls a helper that does.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
@@ -37,6 +36,7 @@ from torchlint.analysis.prescan import (
 )
 from torchlint.analysis.semantics import MODULE_BASES
 from torchlint.source.decode import SourceError, decode
+from torchlint.source.digest import content_hash
 from torchlint.source.safe_read import read_regular
 
 EXPORTS_VERSION = "3"
@@ -437,5 +437,3 @@ class ProjectView:
                    for name in self._lineage(*target) for b in self.project.bases(target[0], name))
 
 
-def content_hash(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=20).hexdigest()
