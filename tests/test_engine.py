@@ -203,3 +203,46 @@ def test_edits_from_the_pruned_text_equal_edits_from_the_whole_text():
         pruned = lint_source(src, "t.py", with_edits=True)
         whole = _diagnostics(analyze(src, "t.py", ALL_RULES, whole=True), src, "t.py", with_edits=True)
         assert pruned == whole
+
+
+def test_positions_of_identical_decorated_statements():
+    """A statement whose text occurs twice is placed from the lines `ast` gives; a decorated one starts, for
+    libcst, at `def`, not at its first decorator (it was put a line too high)."""
+    fn = ("@decorate\ndef train(model, loader, optimizer, criterion):\n    for x, y in loader:\n"
+          "        loss = criterion(model(x), y)\n        loss.backward()\n        optimizer.step()\n")
+    src = "import torch\n\n\n" + fn + "\n\n" + fn
+    got = [(d.line, d.column, d.end_line, d.end_column, d.code) for d in lint_source(src, "t.py")]
+    assert got == [(9, 9, 9, 25, "TL004"), (17, 9, 17, 25, "TL004")]
+
+
+def test_positions_read_the_file_a_bounded_number_of_times(monkeypatch):
+    """Placing the statements of many findings reads the file's text a bounded number of times in all, not once
+    per statement (searching it for each statement's code and counting its line breaks from the start was
+    quadratic in a long file with many findings)."""
+    import libcst as cst
+
+    from torchlint.source.walk import walk
+
+    scanned = {"chars": 0}
+
+    class CountingText(str):
+        def find(self, sub, start=0, *rest):
+            at = str.find(self, sub, start, *rest)
+            scanned["chars"] += (len(self) if at < 0 else at + len(sub)) - start
+            return at
+
+    from torchlint.source.lines import breaks_before as counted_breaks
+
+    def breaks_before(text, offset):
+        scanned["chars"] += offset
+        return counted_breaks(text, offset)
+
+    block = "for x, y in loader_{i}:\n    loss = criterion(model(x), y)\n    loss.backward()\n    optimizer.step()\n"
+    text = "".join(block.format(i=i) for i in range(300))
+    module = cst.parse_module(text)
+    tops = {id(n): i for i, stmt in enumerate(module.body) for n in walk(stmt, descend_scopes=True)}
+    nodes = [stmt.body.body[-1] for stmt in module.body]  # one node in each statement: 300 holders
+    monkeypatch.setattr(positions_module, "breaks_before", breaks_before, raising=False)
+    where = positions_module.positions(module, CountingText(text), nodes, tops)
+    assert [where[n].start.line for n in nodes] == [4 * i + 4 for i in range(300)]
+    assert scanned["chars"] <= 2 * len(text), scanned

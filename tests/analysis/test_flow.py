@@ -171,3 +171,81 @@ def test_a_later_backward_skipped_only_by_an_exception_still_follows():
     loop = model.loops[0]
     assert not loop.ends_iteration_after(first, [second])
     assert loop.ends_iteration_after(second, [first])
+
+
+def _chain(n: int) -> str:
+    steps = "".join(f"        loss = loss + out[{i}].sum()\n" for i in range(n))
+    return ("def f(model, data, opt, criterion):\n    for x, y in data:\n        out = model(x)\n"
+            "        loss = criterion(out, y)\n" + steps + "        loss.backward()\n        opt.step()\n")
+
+
+def _work_following_a_chain(monkeypatch, n: int) -> tuple[int, int]:
+    """Predecessor lists read and assignment events scanned while following the loss of a chain of `n`
+    accumulations back to its definitions (each reads `out`, defined before the chain)."""
+    from torchlint.analysis.scopes import Scope
+
+    counts = {"pred": 0, "scanned": 0}
+
+    class CountingPred(list):
+        def __getitem__(self, i):
+            counts["pred"] += 1
+            return list.__getitem__(self, i)
+
+    class CountingEvents(list):
+        def __iter__(self):
+            for e in list.__iter__(self):
+                counts["scanned"] += 1
+                yield e
+
+    assignments = Scope.assignments
+    monkeypatch.setattr(Scope, "assignments", lambda self, name: CountingEvents(assignments(self, name)))
+    model = model_of(_chain(n))
+    scope, (backward,) = events(model, EventKind.BACKWARD, "f")
+    scope.flow.pred = CountingPred(scope.flow.pred)
+    counts.update(pred=0, scanned=0)
+    defs = scope.summand_defs(backward.value, backward)
+    assert len([d for d in defs if d.target == "loss"]) == n + 1  # every step of the chain, and the first loss
+    return counts["pred"], counts["scanned"]
+
+
+def test_following_a_chain_of_accumulations_is_linear(monkeypatch):
+    """Reaching definitions followed through N `loss = loss + ...` read each flow node's predecessors a bounded
+    number of times in all (the walk back to `out` is remembered per node), and never rescan every assignment
+    of a name per definition visited: 4x the chain, at most about 4x the work (quadratic work would be 16x)."""
+    small = _work_following_a_chain(monkeypatch, 100)
+    big = _work_following_a_chain(monkeypatch, 400)
+    assert big[0] <= 4.5 * small[0], (small, big)
+    assert big[1] <= 4.5 * max(small[1], 1), (small, big)
+
+
+def _naive_backward(pred: list[list[int]], start: int, stops: frozenset[int]) -> tuple[frozenset[int], bool]:
+    found, entry, seen, todo = set(), False, set(), list(pred[start])
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in stops:
+            found.add(n)
+        elif n == 0:
+            entry = True
+        else:
+            todo.extend(pred[n])
+    return frozenset(found), entry
+
+
+def test_remembered_backward_walk_equals_a_fresh_walk_on_graphs_with_cycles():
+    """The walk that remembers each node's answer (shared by every query of a name) gives what a fresh walk
+    gives, whatever the order of the queries, on random graphs full of cycles and self-loops."""
+    import random
+
+    from torchlint.analysis.scopes import _walk_back
+
+    rng = random.Random(21)
+    for _ in range(300):
+        size = rng.randint(2, 14)
+        pred = [[] if n == 0 else rng.sample(range(size), rng.randint(0, min(3, size))) for n in range(size)]
+        stops = frozenset(rng.sample(range(1, size), rng.randint(0, size - 1)))
+        memo: dict = {}
+        for start in rng.sample(range(size), size):
+            assert _walk_back(pred, start, stops, memo) == _naive_backward(pred, start, stops), (pred, stops, start)

@@ -4,6 +4,7 @@ only for the top-level statements that hold them."""
 from __future__ import annotations
 
 import ast
+import gc
 import re
 from bisect import bisect_right
 from contextlib import contextmanager
@@ -15,7 +16,6 @@ import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from torchlint.source import pyast
-from torchlint.source.lines import breaks_before
 from torchlint.source.walk import walk
 
 try:  # libcst's code generation state: internal, so a libcst that moves it gets the public (slower) path
@@ -61,21 +61,18 @@ def _positions_by_statement(module: cst.Module, text: str, nodes: Sequence[cst.C
     holders = sorted(holder_set)
     if not holders:
         raise _Unmapped
-    starts: list[int] | None = None
+    # The line where each statement starts, from `ast`, whose statement lines are exact: one parse of the file,
+    # where searching the file for each statement's text (and counting the line breaks before it) cost the whole
+    # file per statement, quadratic in a long file with many findings.
+    starts = _statement_lines_of(module, text)
+    if starts is None:  # text CPython's parser refuses and libcst's takes: the whole-module provider
+        raise _Unmapped
     out: dict = {}
     for index in holders:
         stmt = module.body[index]
         sub = cst.Module(body=[stmt], default_newline=module.default_newline, default_indent=module.default_indent)
-        local, code = _positions_and_code(sub, wanted | {id(stmt)})
-        # Where the statement's text (leading comments included) starts in the file: found by a plain search
-        # when it occurs once; otherwise from `ast`, whose statement lines are exact.
-        at = text.find(code)
-        if at >= 0 and text.find(code, at + 1) < 0:
-            shift = breaks_before(text, at)
-        else:
-            if starts is None:
-                starts = _statement_lines(module, pyast.parse(text))
-            shift = starts[index] - local[id(stmt)].start.line
+        local, _ = _positions_and_code(sub, wanted | {id(stmt)})
+        shift = starts[index] - local[id(stmt)].start.line
         for key, rng in local.items():
             if key in wanted:
                 out[by_id[key]] = CodeRange(
@@ -144,15 +141,31 @@ def _positions_and_code(sub: cst.Module, wanted: set[int] | None = None) -> tupl
     }, code
 
 
+def _statement_lines_of(module: cst.Module, text: str) -> list[int] | None:
+    """`_statement_lines` of the text, or None where CPython's parser does not take it."""
+    # The cycle collector paused: it would walk the caller's libcst tree again and again while the ast is built
+    # (most of the parse's time in a long file), to find cycles an ast does not have.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _statement_lines(module, pyast.parse(text.removeprefix("\ufeff")))  # CPython refuses a BOM in a str
+    except (_Unmapped, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _statement_lines(module: cst.Module, tree: ast.Module) -> list[int]:
-    """First line of each libcst top-level statement (decorators included), from the `ast` of the same text:
+    """The line where libcst's position of each top-level statement starts, from the `ast` of the same text:
     a libcst line of `a; b` is two ast statements, every other statement is one."""
     lines: list[int] = []
     i = 0
     for stmt in module.body:
         if i >= len(tree.body):
             raise _Unmapped
-        lines.append(pyast.first_line(tree.body[i]))
+        # Not the first decorator's line: libcst's position of a decorated statement starts at `def`/`class`
+        lines.append(tree.body[i].lineno)
         i += len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
     if i != len(tree.body):
         raise _Unmapped
