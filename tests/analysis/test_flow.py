@@ -239,7 +239,7 @@ def test_remembered_backward_walk_equals_a_fresh_walk_on_graphs_with_cycles():
     gives, whatever the order of the queries, on random graphs full of cycles and self-loops."""
     import random
 
-    from torchlint.analysis.scopes import _walk_back
+    from torchlint.analysis.flow import walk_back
 
     rng = random.Random(21)
     for _ in range(300):
@@ -248,4 +248,4 @@ def test_remembered_backward_walk_equals_a_fresh_walk_on_graphs_with_cycles():
         stops = frozenset(rng.sample(range(1, size), rng.randint(0, size - 1)))
         memo: dict = {}
         for start in rng.sample(range(size), size):
-            assert _walk_back(pred, start, stops, memo) == _naive_backward(pred, start, stops), (pred, stops, start)
+            assert walk_back(pred, start, stops, memo) == _naive_backward(pred, start, stops), (pred, stops, start)

@@ -9,7 +9,7 @@ import libcst as cst
 
 from torchlint.analysis.events import Event, EventKind, contradict
 from torchlint.analysis.exprs import dotted, names_in, operand_names, summand_names
-from torchlint.analysis.flow import ENTRY, FlowGraph
+from torchlint.analysis.flow import FlowGraph
 from torchlint.analysis.semantics import LOSS_FUNCTION_WORDS
 from torchlint.analysis.walker import RawScope
 from torchlint.source.walk import walk
@@ -132,7 +132,7 @@ class Scope(RawScope):
             if not stops:
                 cached = ((), True)  # never defined in this scope: it comes from outside (parameter, global)
             else:
-                found, entry = _walk_back(self.flow.pred, node, stops, self._reached.setdefault(name, {}))
+                found, entry = self.flow.backward(node, stops, self._reached.setdefault(name, {}))
                 cached = (tuple(self._defs_in(name, n)[-1] for n in sorted(found)), entry)
             self._reaching[key] = cached
         return cached
@@ -306,66 +306,6 @@ class Scope(RawScope):
                 if any(w in func for w in LOSS_FUNCTION_WORDS):
                     return True
         return False
-
-
-def _walk_back(
-    pred: list[list[int]], start: int, stops: frozenset[int], memo: dict[int, tuple[frozenset[int], bool]]
-) -> tuple[frozenset[int], bool]:
-    """The nodes of `stops` met walking predecessors from `start` (excluded), and whether the entry is met on a
-    path with no stop. Every node the walk expands gets its own answer in `memo` (one per name: the stops are that
-    name's definitions), so a later walk that meets it stops there: a chain of N definitions reading a name defined
-    before them costs N steps in all, not N per definition. Nodes on a cycle share one answer (each reaches all the
-    others), found as strongly connected components (Tarjan's algorithm, without recursion)."""
-    if start in memo:
-        return memo[start]
-    index: dict[int, int] = {start: 0}
-    low: dict[int, int] = {start: 0}
-    found: dict[int, set[int]] = {start: set()}
-    entry: dict[int, bool] = {start: False}
-    stack, on_stack = [start], {start}
-    work = [(start, iter(pred[start]))]
-    while work:
-        v, todo = work[-1]
-        for p in todo:
-            if p in stops:
-                found[v].add(p)
-            elif p == ENTRY:
-                entry[v] = True
-            elif p in memo:
-                found[v] |= memo[p][0]
-                entry[v] = entry[v] or memo[p][1]
-            elif p not in index:
-                index[p] = low[p] = len(index)
-                found[p], entry[p] = set(), False
-                stack.append(p)
-                on_stack.add(p)
-                work.append((p, iter(pred[p])))
-                break
-            elif p in on_stack:
-                low[v] = min(low[v], index[p])  # same component: its answer is merged when the component closes
-        else:
-            work.pop()
-            if low[v] == index[v]:  # v roots a component: all its nodes have the same answer
-                members, reached, meets = [], set(), False
-                while True:
-                    m = stack.pop()
-                    on_stack.discard(m)
-                    members.append(m)
-                    reached |= found.pop(m)
-                    meets = meets or entry.pop(m)
-                    if m == v:
-                        break
-                answer = (frozenset(reached), meets)
-                for m in members:
-                    memo[m] = answer
-                if work:
-                    u = work[-1][0]
-                    found[u] |= reached
-                    entry[u] = entry[u] or meets
-            elif work:
-                u = work[-1][0]
-                low[u] = min(low[u], low[v])
-    return memo[start]
 
 
 def kills(e: Event) -> bool:
