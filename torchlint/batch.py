@@ -75,11 +75,9 @@ def _process(job: Job, cache: "Cache | None") -> Outcome:
         data = path.read_bytes()
     except OSError as exc:
         return Outcome(job.path, (Diagnostic(job.path, 1, 1, 1, 1, READ_ERROR, f"cannot read file: {exc.strerror or exc}"),))
-    key = cache.key(data, job) if cache is not None and job.mode == "check" else None
-    if key is not None:
-        hit = cache.get(key, job.path, job.project)
-        if hit is not None:
-            return Outcome(job.path, hit, cached=True)
+    key, hit = _lookup(job, cache, data)
+    if hit is not None:
+        return hit
     project = _project(Path(job.project), cache.dir if cache is not None else None) if job.project else None
     timer = job.timeout > 0 and hasattr(signal, "setitimer")
     if timer:
@@ -250,5 +248,11 @@ def _cached(job: Job, cache: "Cache") -> Outcome | None:
         data = Path(job.path).read_bytes()
     except OSError:
         return None
-    hit = cache.get(cache.key(data, job), job.path, job.project)
-    return Outcome(job.path, hit, cached=True) if hit is not None else None
+    return _lookup(job, cache, data)[1]
+
+
+def _lookup(job: Job, cache: "Cache | None", data: bytes) -> tuple[str | None, Outcome | None]:
+    """The file's cache key (None when this job is not cached) and the cache's answer for it, if any."""
+    key = cache.key(data, job) if cache is not None and job.mode == "check" else None
+    hit = cache.get(key, job.path, job.project) if key is not None else None
+    return key, (Outcome(job.path, hit, cached=True) if hit is not None else None)
