@@ -124,6 +124,12 @@ class FileModel:
         return any(last_part(dotted(base.value) or "") == "LightningModule"
                    or self.is_lightning_class(dotted(base.value), _seen | {name or ""}) for base in cls.bases)
 
+    def lightning_steps(self) -> list[Loop]:
+        """A LightningModule's `training_step` runs once per batch of Lightning's own loop: each, as one iteration
+        of that loop (a Loop with no head of its own, `node` None), for rules that check an iteration."""
+        return [Loop(None, scope, scope.events) for scope in self.scopes  # type: ignore[arg-type]
+                if scope.name == "training_step" and self.is_lightning_class(scope.class_name)]
+
     def kind(self, name: str | None) -> Kind:
         return self.symbols.kind(name)
 

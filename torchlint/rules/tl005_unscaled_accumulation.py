@@ -147,13 +147,12 @@ def _lightning_hooks(model: FileModel) -> Iterator[Finding]:
     """`training_step` of a LightningModule with manual optimization is the body of the framework's batch loop:
     `self.manual_backward(loss)` every call, `opt.step()` only when `(batch_idx + 1) % k == 0`, and Lightning
     does not divide a manually back-propagated loss."""
-    for scope in model.scopes:
-        if scope.name != "training_step" or not model.is_lightning_class(scope.class_name):
-            continue
+    for step_loop in model.lightning_steps():
+        scope = step_loop.scope
         steps = [e for e in scope.events if e.kind is EventKind.STEP and not e.loops]
         k = next((modulo_divisor(g.test) for s in steps for g in s.guards
                   if not g.negated and modulo_divisor(g.test) is not None), None)
-        if k is None or any(wipes_window(model, Loop(None, scope, scope.events), s) for s in steps):  # type: ignore
+        if k is None or any(wipes_window(model, step_loop, s) for s in steps):
             continue  # the window is cleared before its step (TL006): nothing accumulates to divide
         for b in scope.events:
             if (b.kind is not EventKind.BACKWARD or b.flavor != "lightning" or b.loops or b.guards

@@ -77,7 +77,7 @@ that clears, called on exclusive branches (every iteration without accumulation,
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
-        for loop in [*model.loops, *_lightning_steps(model)]:
+        for loop in [*model.loops, *model.lightning_steps()]:
             steps = loop.of(EventKind.STEP)
             if not steps or not loop.of(EventKind.BACKWARD):
                 continue
@@ -91,12 +91,6 @@ that clears, called on exclusive branches (every iteration without accumulation,
                     step, why = found
                     yield Finding(z.node, f"`{code_of(z.node)}` {why}", _fix(loop, z, step))
 
-
-def _lightning_steps(model: FileModel) -> list[Loop]:
-    """A LightningModule's `training_step` runs once per batch of Lightning's own loop: with manual optimization
-    its body is one iteration of that loop (checked as a loop with no head of its own)."""
-    return [Loop(None, scope, scope.events) for scope in model.scopes  # type: ignore[arg-type]
-            if scope.name == "training_step" and model.is_lightning_class(scope.class_name)]
 
 
 def wipes_window(model: FileModel, loop: Loop, step: Event) -> bool:
