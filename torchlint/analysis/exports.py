@@ -13,6 +13,7 @@ from torchlint.analysis.prescan import EVENT_TEXT
 from torchlint.analysis.prune import prune
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.walker import tracked_call
+from torchlint.source.cstfast import parse_read_only
 from torchlint.source.positions import positions
 from torchlint.source.walk import calls_in_evaluation_order
 
@@ -27,7 +28,7 @@ def compute_exports(text: str, names: frozenset[str]) -> Exports | None:
     try:
         # Only what can act is parsed: the other functions are blanked (their lines kept), as for linting.
         source = prune(text, [(EVENT_TEXT,)])
-        module = cst.parse_module(source)
+        module = parse_read_only(source)
         model = FileModel(module, source)
         return export(model, names)
     except Exception:  # a file we cannot analyse is not followed: its callers stay as silent as before

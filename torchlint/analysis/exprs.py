@@ -7,6 +7,7 @@ from typing import Callable
 
 import libcst as cst
 
+from torchlint.source.cstfast import code_of  # noqa: F401 - re-exported: the rules' one way to a node's code
 from torchlint.source.walk import walk
 
 
@@ -201,10 +202,6 @@ def modulo_divisor(test: cst.BaseExpression) -> cst.BaseExpression | None:
         ):
             return n.right
     return None
-
-
-def code_of(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
 
 
 _ADDITIVE = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)

@@ -11,6 +11,7 @@ from typing import Iterator, Sequence
 import libcst as cst
 
 from torchlint.source import pyast
+from torchlint.source.cstfast import parse_read_only
 from torchlint.analysis import FileModel
 from torchlint.analysis.expected import expected_regions
 from torchlint.analysis.project import Project, ProjectView
@@ -81,7 +82,8 @@ def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool, vi
     source = text if whole else prune(text, {c for rule in firing for c in rule.scope_conditions()},
                                       view.stand_ins if view is not None else None)
     try:
-        module = cst.parse_module(source)
+        # Reporting only reads the tree: libcst's per-node validation is skipped (torchlint.source.cstfast).
+        module = cst.parse_module(source) if whole else parse_read_only(source)
     except Exception as exc:  # libcst raises ParserSyntaxError, and RecursionError on absurd nesting
         return Analysis(None, [], [_syntax_error(text, path, exc)])
     if source.endswith("\r") and not module.has_trailing_newline:

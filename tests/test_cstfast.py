@@ -1,0 +1,87 @@
+"""The read-only parse and the plain code generation (torchlint.source.cstfast) give what libcst's public calls
+give, and switch off nothing outside the one parse: other constructions, in this thread and in others, are still
+validated."""
+
+from __future__ import annotations
+
+import threading
+
+import hypothesmith
+import libcst as cst
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from tests.conftest import ROOT
+from torchlint.source.cstfast import code_of, parse_read_only
+from torchlint.source.walk import walk
+
+SOURCES = sorted(ROOT.glob("fixtures/TL*/*/*.py")) + sorted(ROOT.glob("tests/corpus/**/*.py")) + sorted(
+    p for p in ROOT.glob("tests/odd_inputs/*.py")
+)
+
+
+def _outcome(parse, text: str):
+    try:
+        return ("ok", parse(text).code)
+    except Exception as exc:  # noqa: BLE001 - the kind of failure is what is compared
+        return ("error", type(exc).__name__)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_read_only_parse_is_the_same_tree(path):
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    checked, fast = cst.parse_module(text), parse_read_only(text)
+    assert fast.code == checked.code  # (libcst itself drops a BOM and a final lone \r: torchlint mends those)
+    assert fast.deep_equals(checked)
+
+
+@pytest.mark.filterwarnings("ignore::SyntaxWarning")  # generated programs call string literals and the like
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(hypothesmith.from_grammar())
+def test_read_only_parse_accepts_and_refuses_what_libcst_does(text):
+    assert _outcome(parse_read_only, text) == _outcome(cst.parse_module, text)
+
+
+@pytest.mark.parametrize("text", ["x = (", "def f(:\n    pass\n", "lambda: (yield)\n", "f(**a, *b)\n", "a = 1 +\n"])
+def test_refused_text_is_refused_by_both(text):
+    assert _outcome(parse_read_only, text)[0] == _outcome(cst.parse_module, text)[0]
+
+
+def test_nodes_built_after_a_read_only_parse_are_validated():
+    parse_read_only("x = 1\n")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not a name")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Integer("1.5")
+
+
+def test_nodes_built_in_another_thread_during_read_only_parses_are_validated():
+    text = (ROOT / "fixtures").glob("TL001/*/bad.py").__next__().read_text(encoding="utf-8") * 20
+    stop = threading.Event()
+
+    def parse_all_the_time():
+        while not stop.is_set():
+            parse_read_only(text)
+
+    worker = threading.Thread(target=parse_all_the_time)
+    worker.start()
+    refused = 0
+    try:
+        for _ in range(2000):
+            try:
+                cst.Name("1bad")
+            except cst.CSTValidationError:
+                refused += 1
+    finally:
+        stop.set()
+        worker.join()
+    assert refused == 2000
+
+
+def test_code_of_writes_what_libcst_writes():
+    empty = cst.Module(body=[])
+    for path in SOURCES[:40]:
+        module = cst.parse_module(path.read_text(encoding="utf-8", errors="replace"))
+        for stmt in module.body:
+            for node in walk(stmt, descend_scopes=True):
+                assert code_of(node) == empty.code_for_node(node)
