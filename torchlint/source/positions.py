@@ -7,7 +7,6 @@ import ast
 import gc
 import re
 from bisect import bisect_right
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Mapping, Sequence
@@ -107,17 +106,29 @@ class _MarkingCodegenState(CodegenState):
         if id(node) not in self.marks:
             self.marks[id(node)] = (start, len(self.tokens) + len(self.popped))
 
-    @contextmanager
     def record_syntactic_position(self, node, *, start_node=None, end_node=None):  # type: ignore[override]
-        start = len(self.tokens)
-        try:
-            yield
-        finally:
-            marks = self.marks
-            marks[id(node)] = (
-                marks[id(start_node)][0] if start_node is not None else start,
-                marks[id(end_node)][1] if end_node is not None else len(self.tokens),
-            )
+        return _Syntactic(self.marks, self.tokens, node, start_node, end_node)
+
+
+class _Syntactic:
+    """The hook around a node's syntactic part: its token indexes noted on the way out, as a plain object (a
+    generator-based context manager costs several times more, and libcst enters one per node it writes)."""
+
+    __slots__ = ("marks", "tokens", "node", "start_node", "end_node", "start")
+
+    def __init__(self, marks: dict, tokens: list, node, start_node, end_node) -> None:
+        self.marks, self.tokens, self.node, self.start_node, self.end_node = marks, tokens, node, start_node, end_node
+        self.start = 0
+
+    def __enter__(self) -> None:
+        self.start = len(self.tokens)
+
+    def __exit__(self, *exc) -> None:
+        marks = self.marks
+        marks[id(self.node)] = (
+            marks[id(self.start_node)][0] if self.start_node is not None else self.start,
+            marks[id(self.end_node)][1] if self.end_node is not None else len(self.tokens),
+        )
 
 
 def _positions_and_code(sub: cst.Module, wanted: set[int] | None = None) -> tuple[dict[int, CodeRange], str]:
