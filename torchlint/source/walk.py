@@ -76,15 +76,23 @@ def calls_in_evaluation_order(node: cst.CSTNode) -> list[cst.Call]:
     """Calls inside `node`, inner before outer (`scaler.scale(loss)` before its `.backward()`)."""
     out: list[cst.Call] = []
     stack: list[tuple[cst.CSTNode, bool]] = [(node, False)]
+    pop, push = stack.pop, stack.append
     while stack:
-        n, done = stack.pop()
+        n, done = pop()
         if done:
             out.append(n)  # type: ignore[arg-type]
             continue
         cls = type(n)
-        if cls in _LEAVES or (n is not node and cls in _SCOPES):
+        if cls is cst.Attribute or cls is cst.Arg:  # the commonest nodes hold one expression (`attr` is a Name)
+            value = n.value  # type: ignore[attr-defined]
+            if type(value) not in _LEAVES:
+                push((value, False))
+            continue
+        if n is not node and cls in _SCOPES:
             continue
         if cls is cst.Call:
-            stack.append((n, True))
-        stack.extend((c, False) for c in reversed(children(n)))
+            push((n, True))
+        for child in reversed(children(n)):
+            if type(child) not in _LEAVES:  # nothing inside: not worth a turn of the loop
+                push((child, False))
     return out
