@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import libcst as cst
 
 from torchlint.analysis.events import Event, EventKind
@@ -22,49 +20,48 @@ def classify(e: Event, symbols: Symbols) -> Event | None:
     recv = call.func.value
     recv_name = dotted(recv)
     kind = symbols.kind(recv_name)
-    rep = dataclasses.replace
     if method in ("backward", "manual_backward", "grad"):
         return _backward(e, call, method, recv, recv_name, kind, symbols)
     if method == "step":
         if kind is Kind.SCALER:
             arg = positional(call, 0)
             opt = dotted(arg.value) if arg else None
-            return rep(e, kind=EventKind.STEP, target=opt, via=recv_name) if opt else None
+            return e.but(kind=EventKind.STEP, target=opt, via=recv_name) if opt else None
         if kind is Kind.OPTIMIZER:
             # `DistributedOptimizer.step(context_id)` reads the gradients of a dist_autograd context.
             flavor = "context" if "dist_autograd" in e.contexts and call.args else ""
-            return rep(e, kind=EventKind.STEP, target=recv_name, flavor=flavor)
+            return e.but(kind=EventKind.STEP, target=recv_name, flavor=flavor)
         if kind is Kind.SCHEDULER:
-            return rep(e, kind=EventKind.SCHED_STEP, target=recv_name)
+            return e.but(kind=EventKind.SCHED_STEP, target=recv_name)
         return None
     if method == "zero_grad":
         flavor = "optimizer" if kind is Kind.OPTIMIZER else "model"
-        return rep(e, kind=EventKind.ZERO_GRAD, target=recv_name, flavor=flavor)
+        return e.but(kind=EventKind.ZERO_GRAD, target=recv_name, flavor=flavor)
     if method == "update" and kind is Kind.SCALER:
-        return rep(e, kind=EventKind.SCALER_UPDATE, target=recv_name)
+        return e.but(kind=EventKind.SCALER_UPDATE, target=recv_name)
     if method == "unscale_" and kind is Kind.SCALER:
         arg = positional(call, 0)
-        return rep(e, kind=EventKind.SCALER_UNSCALE, target=dotted(arg.value) if arg else None, via=recv_name)
+        return e.but(kind=EventKind.SCALER_UNSCALE, target=dotted(arg.value) if arg else None, via=recv_name)
     if method in ("clip_grad_norm_", "clip_grad_value_"):
         flavor = "accelerator" if kind is Kind.ACCELERATOR else "torch"
-        return rep(e, kind=EventKind.CLIP, flavor=flavor)
+        return e.but(kind=EventKind.CLIP, flavor=flavor)
     if recv_name is None:
         container = container_name(recv)
         if method in IN_PLACE_DETACH and container is not None:
             # `hidden[0].detach_()`: the state's tensors are cut from their graph in place
-            return rep(e, kind=EventKind.RESET, target=container, flavor="item")
+            return e.but(kind=EventKind.RESET, target=container, flavor="item")
         return None
     if method in ("append", "extend") and call.args:
-        return rep(e, kind=EventKind.APPEND, target=recv_name, value=call.args[-1].value)
+        return e.but(kind=EventKind.APPEND, target=recv_name, value=call.args[-1].value)
     if method == "clear":
-        return rep(e, kind=EventKind.RESET, target=recv_name)
+        return e.but(kind=EventKind.RESET, target=recv_name)
     if method in IN_PLACE_DETACH:
-        return rep(e, kind=EventKind.RESET, target=recv_name)
+        return e.but(kind=EventKind.RESET, target=recv_name)
     if method in ("zero_", "fill_"):
         if recv_name.endswith(".grad") or recv_name.endswith(".grad.data"):
-            return rep(e, kind=EventKind.ZERO_GRAD, target=recv_name, flavor="param")
+            return e.but(kind=EventKind.ZERO_GRAD, target=recv_name, flavor="param")
         if recv_name.endswith(".data"):
-            return rep(e, kind=EventKind.FAKE_RESET, target=recv_name[: -len(".data")])
+            return e.but(kind=EventKind.FAKE_RESET, target=recv_name[: -len(".data")])
     return None
 
 def _backward(
@@ -111,8 +108,7 @@ def _backward(
             retain = pos if pos is not None else None
     if value is None:
         return None
-    return dataclasses.replace(
-        e,
+    return e.but(
         kind=EventKind.BACKWARD,
         value=value,
         flavor=flavor,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 
 import libcst as cst
@@ -130,6 +130,15 @@ class Event:
     index: int = -1  # ASSIGN to one name of a tuple target: its position (`out, hidden = model(x, hidden)`)
     seq: int = 0
 
+    def but(self, **changes: object) -> "Event":
+        """A copy with `changes`: `dataclasses.replace` without its per-field work (events are copied in bulk)."""
+        assert changes.keys() <= _EVENT_FIELDS, changes.keys() - _EVENT_FIELDS
+        new = object.__new__(Event)
+        state = new.__dict__
+        state.update(self.__dict__)
+        state.update(changes)
+        return new
+
     @property
     def accumulates(self) -> bool:
         """`t += x` or `t = t + x`: the value is added to what the target already holds."""
@@ -146,3 +155,6 @@ class Event:
         """Guards between `loop` and the event (ignoring those outside the loop)."""
         depth = self.loops.index(loop) + 1 if loop in self.loops else 0
         return tuple(g for g in self.guards if g.depth >= depth)
+
+
+_EVENT_FIELDS = frozenset(f.name for f in fields(Event))

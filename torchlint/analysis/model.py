@@ -5,7 +5,6 @@ the project's lookup, from another); rules ask questions of it instead of walkin
 from __future__ import annotations
 
 import copy
-import dataclasses
 
 import libcst as cst
 
@@ -192,7 +191,7 @@ class FileModel:
                     and a.stmt in reset.loops and a.value is not None):
                 container = dotted(a.value)
                 if container is not None:
-                    out.append(dataclasses.replace(reset, target=container, flavor="item"))
+                    out.append(reset.but(target=container, flavor="item"))
         return out
 
     def _inherited(self, scope: Scope, callee: str) -> bool:
@@ -237,9 +236,9 @@ class FileModel:
                         continue
                     if "zero_grad" in (e.callee or "").rsplit(".", 1)[-1]:
                         # `zero_grad(params)`, `self.zero_grad()` of a base class: clears the gradients it names
-                        out.append(dataclasses.replace(e, kind=EventKind.ZERO_GRAD, flavor="param"))
+                        out.append(e.but(kind=EventKind.ZERO_GRAD, flavor="param"))
                     elif not (e.callee or "").startswith("self.") or self._inherited(scope, e.callee or ""):
-                        out.append(dataclasses.replace(e, kind=EventKind.OPAQUE))
+                        out.append(e.but(kind=EventKind.OPAQUE))
                     continue
                 if depth >= INLINE_DEPTH or callee.node in active:
                     continue
@@ -261,7 +260,7 @@ class FileModel:
                                       EventKind.RETURN):
                         continue  # the callee's own names mean nothing in the caller
                     shift = len(e.loops)
-                    placed = copy.copy(inner)  # faster than dataclasses.replace on this hot path
+                    placed = copy.copy(inner)  # faster than Event.but on this hot path: set in place below
                     if inner.kind is EventKind.RUN:
                         # a run the helper starts steps what the caller passed for the helper's parameter
                         callee_params = _positional(positional_params(callee.node), e)
@@ -353,8 +352,8 @@ class FileModel:
                 foreign = self._foreign[key] = Scope(cst.Name("_"), f"{found.path}:{found.name}", None)
                 self._by_node[foreign.node] = foreign
             for ev in exp.events:
-                out.append(dataclasses.replace(
-                    e, kind=EventKind(ev.kind), target=_mapped(ev.target, params, e), flavor=ev.flavor,
+                out.append(e.but(
+                    kind=EventKind(ev.kind), target=_mapped(ev.target, params, e), flavor=ev.flavor,
                     via=_mapped(ev.via, params, e), value=e.node if ev.kind == "backward" else None,
                     scope=foreign.node, contexts=e.contexts + ev.contexts, inlined_from=e.node,
                     origin=(found.path, ev.line), callee=None,
@@ -364,7 +363,7 @@ class FileModel:
         for param in exp.handed:
             name = "self" if param == "self" else _mapped(param, params, e)
             if name is not None:
-                out.append(dataclasses.replace(e, kind=EventKind.OPAQUE, target=name, flavor="external",
+                out.append(e.but(kind=EventKind.OPAQUE, target=name, flavor="external",
                                                callee="self." if name == "self" else None))
         self.resolved_calls.add(id(e.node))
         return out
@@ -401,7 +400,7 @@ def _runs(call_event: Event, steps, params: list[str], same_file: bool = False, 
     """A call to a function that trains, as the caller sees it: one RUN event per optimizer it steps, named as the
     caller names it."""
     params = _positional(params, call_event)
-    return [dataclasses.replace(call_event, kind=EventKind.RUN, target=_mapped(opt, params, call_event, same_file),
+    return [call_event.but(kind=EventKind.RUN, target=_mapped(opt, params, call_event, same_file),
                                 flavor="run", origin=origin) for opt in steps]
 
 
