@@ -1,5 +1,7 @@
 """TL011 lr_scheduler.step() before optimizer.step()."""
 
+import textwrap
+
 import pytest
 
 from tests.helpers import findings, fixed
@@ -166,9 +168,130 @@ POSITIVE = {
         """,
         [(14, 5)],
     ),
+    # -- an epoch loop that steps the scheduler before its batch loop: the first epoch skips the first rate ------
+    "epoch_loop_before_batch_loop": (
+        """
+        for epoch in range(10):
+            scheduler.step()
+            for x, y in loader:
+                optimizer.zero_grad()
+                criterion(model(x), y).backward()
+                optimizer.step()
+        """,
+        [(3, 5)],
+    ),
+    "epoch_loop_before_accumulating_batch_loop": (
+        """
+        def train(model, loader, epochs, k):
+            optimizer = torch.optim.AdamW(model.parameters())
+            scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs)
+            for epoch in range(epochs):
+                scheduler.step()
+                for i, (x, y) in enumerate(loader):
+                    (criterion(model(x), y) / k).backward()
+                    if (i + 1) % k == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+        """,
+        [(6, 9)],
+    ),
+    "gan_scheduler_before_its_optimizers_batch_loop": (
+        """
+        optimizer_g = torch.optim.Adam(gen.parameters())
+        optimizer_d = torch.optim.Adam(disc.parameters())
+        scheduler_d = torch.optim.lr_scheduler.StepLR(optimizer_d, 10)
+        for epoch in range(10):
+            for x in loader:
+                gen_loss(x).backward()
+                optimizer_g.step()
+                optimizer_g.zero_grad()
+            scheduler_d.step()
+            for x in loader:
+                disc_loss(x).backward()
+                optimizer_d.step()
+                optimizer_d.zero_grad()
+        """,
+        [(10, 5)],
+    ),
+    "presence_guard_before_training_function": (
+        """
+        def train_epoch(model, loader, optimizer):
+            for x, y in loader:
+                optimizer.zero_grad()
+                F.mse_loss(model(x), y).backward()
+                optimizer.step()
+
+
+        def main(model, loader, epochs, scheduler=None):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(epochs):
+                if scheduler is not None:
+                    scheduler.step()
+                train_epoch(model, loader, optimizer)
+        """,
+        [(13, 13)],
+    ),
+    "presence_guard_before_batch_loop_in_a_method": (
+        """
+        class Trainer:
+            def __init__(self, model):
+                self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                self.lr_scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, 5)
+
+            def fit(self, loader, epochs):
+                for epoch in range(epochs):
+                    if self.lr_scheduler:
+                        self.lr_scheduler.step()
+                    for batch in loader:
+                        self.optimizer.zero_grad()
+                        self.model(batch).loss.backward()
+                        self.optimizer.step()
+        """,
+        [(10, 17)],
+    ),
 }
 
 NEGATIVE = {
+    "epoch_loop_steps_the_scheduler_from_the_second_epoch": """
+        for epoch in range(10):
+            if epoch > 0:
+                scheduler.step()
+            for x, y in loader:
+                criterion(model(x), y).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "batch_loop_under_a_guard_of_its_own": """
+        for epoch in range(10):
+            scheduler.step()
+            if epoch >= warmup_epochs:
+                for x, y in loader:
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+    "scheduler_after_its_own_batch_loop_before_the_other": """
+        optimizer_g = torch.optim.Adam(gen.parameters())
+        optimizer_d = torch.optim.Adam(disc.parameters())
+        scheduler_g = torch.optim.lr_scheduler.StepLR(optimizer_g, 10)
+        for epoch in range(10):
+            for x in loader:
+                gen_loss(x).backward()
+                optimizer_g.step()
+                optimizer_g.zero_grad()
+            scheduler_g.step()
+            for x in loader:
+                disc_loss(x).backward()
+                optimizer_d.step()
+                optimizer_d.zero_grad()
+        """,
+    "epoch_loop_before_a_loop_that_only_validates": """
+        for epoch in range(10):
+            scheduler.step()
+            with torch.no_grad():
+                for x, y in val_loader:
+                    total += criterion(model(x), y).item()
+        """,
     "run_through_a_helper_of_the_file_in_order": """
         def _epoch(model, loader, optimizer):
             for x, y in loader:
@@ -294,6 +417,20 @@ def test_fix_moves_scheduler_after_step():
 def test_fix_in_wrapper_and_after_scaler_update():
     assert "        self.optimizer.step()\n        self.scheduler.step()\n" in fixed(POSITIVE["wrapper_method"][0], "TL011")
     assert fixed(POSITIVE["scaler"][0], "TL011").endswith("    scaler.update()\n    scheduler.step()\n")
+
+
+def test_fix_moves_scheduler_after_the_batch_loop():
+    out = fixed(POSITIVE["epoch_loop_before_batch_loop"][0], "TL011")
+    assert out.endswith("        optimizer.step()\n    scheduler.step()\n")
+    assert "for epoch in range(10):\n    for x, y in loader:" in out
+    assert findings(out, "TL011") == []
+    assert fixed(out, "TL011") == out
+
+
+def test_no_fix_moves_a_guarded_scheduler_out_of_its_guard():
+    for name in ("presence_guard_before_training_function", "presence_guard_before_batch_loop_in_a_method"):
+        src = POSITIVE[name][0]
+        assert findings(src, "TL011") and fixed(src, "TL011") == textwrap.dedent(src)
 
 
 def test_fix_in_optimizer_wrapper():

@@ -36,7 +36,11 @@ class SchedulerBeforeOptimizer(Rule):
     doc = """
 ## What it flags
 In one iteration of a loop, `scheduler.step()` (no argument) before the `optimizer.step()` it schedules —
-directly, or inside a small wrapper method of the same file that steps both.
+directly, or inside a small wrapper method of the same file that steps both. The optimizer may step in a loop
+inside that one: an epoch loop that steps the scheduler at its top, before its batch loop, skips the schedule's
+first rate in its first epoch, and every epoch then trains at the next one. A guard that tests the scheduler
+itself (`if scheduler is not None:`, `if self.lr_scheduler:`) does not change that; a guard of its own
+(`if epoch > 0:`), or one around the batch loop only, keeps the rule silent.
 
 ## Why it is wrong
 Since PyTorch 1.1 the scheduler must step after the optimizer. Stepping it first skips the first learning rate of
@@ -54,8 +58,10 @@ for x, y in loader:
 ```
 
 ## Fix
-Move the scheduler step to right after the optimizer step (after `scaler.update()` with AMP). **Unsafe**: the
-learning rates of every step change, to the intended ones.
+Move the scheduler step to right after the optimizer step (after `scaler.update()` with AMP), or, when the
+optimizer steps in an inner loop, to right after that loop. **Unsafe**: the learning rates of every step change,
+to the intended ones. No fix is offered when the scheduler's step sits under a guard the optimizer's does not
+share (moving it would take it out of its `if`), or when the two are not statements of the same block.
 
 A function outside any loop of its own (an optimizer wrapper's `step()`, a per-batch helper) that steps the
 scheduler and then, on every path, the optimizer is reported too: it runs once per training step. So is an epoch
@@ -64,7 +70,9 @@ of another file) that steps the optimizer; the message names that function's fil
 
 ## Correct look-alikes (not flagged)
 `scheduler.step(start_epoch)` when resuming; per-epoch scheduling after the inner batch loop;
-`ReduceLROnPlateau.step(val_loss)` after validation; any `scheduler.step(...)` with an argument.
+`ReduceLROnPlateau.step(val_loss)` after validation; any `scheduler.step(...)` with an argument; a scheduler
+stepped after its own optimizer's batch loop and before another optimizer's (GAN); `if epoch > 0:
+scheduler.step()` at the top of the epoch.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -75,26 +83,64 @@ of another file) that steps the optimizer; the message names that function's fil
                 continue
             for sched in loop.of(EventKind.SCHED_STEP):
                 call = sched.node
-                if isinstance(call, cst.Call) and call.args:
+                if isinstance(call, cst.Call) and call.args or sched.loops[-1] is not loop.node:
                     continue
-                mine = _scheduled(model, sched, steps)
-                later = [s for s in mine if loop.may_follow(sched, s) and s.loops == sched.loops]
-                earlier = [s for s in mine if loop.may_follow(s, sched) and s.loops == sched.loops]
-                if not later or earlier or sched.loops[-1] is not loop.node:
+                # The optimizer steps of this iteration, at the scheduler's level or in a loop inside it (the batch
+                # loop of an epoch loop): the first of them must come after the scheduler's step.
+                level = len(sched.loops)
+                mine = [s for s in _scheduled(model, sched, steps) if s.loops[:level] == sched.loops]
+                later = [s for s in mine if loop.may_follow(sched, s)]
+                earlier = [s for s in mine if loop.may_follow(s, sched)]
+                if not later or earlier:
+                    continue
+                # Guards must agree down to the scheduler's level, except one that tests the scheduler itself
+                # (`if scheduler is not None:`): whenever it steps, it exists. A guard inside the batch loop
+                # (an accumulation window) only delays the first optimizer step further.
+                own = _guards(sched, level)
+                later = [s for s in later if _guards(s, level) == own]
+                if not later:
                     continue
                 opt = later[0]
-                if set(sched.guards) != set(opt.guards):
-                    continue
                 before = f"`{code_of(opt.node)}`{where(opt)}"
                 if opt.kind is EventKind.RUN:
                     before += f", which steps `{opt.target}`," if opt.target else ", which steps an optimizer,"
+                if len(opt.loops) > level:
+                    yield Finding(
+                        call,
+                        f"`{code_of(call)}` runs before the inner loop's {before}: in the first iteration the "
+                        f"scheduler steps before the optimizer has stepped once, so the schedule's first learning rate "
+                        f"is skipped and every iteration trains with the next one ('Detected call of "
+                        f"lr_scheduler.step() before optimizer.step()'); step the scheduler after the inner loop",
+                        _after_inner_loop(sched, opt.loops[level]) if sched.guards == opt.guards[:len(sched.guards)]
+                        else None,
+                    )
+                    continue
                 yield Finding(
                     call,
                     f"`{code_of(call)}` runs before {before} in the same iteration: the schedule's first learning rate "
                     f"is skipped ('Detected call of lr_scheduler.step() before optimizer.step()'); step the scheduler "
                     f"after the optimizer",
-                    _fix(loop, sched, opt),
+                    _fix(loop, sched, opt) if set(sched.guards) == set(opt.guards) else None,
                 )
+
+
+def _guards(e: Event, level: int) -> frozenset:
+    """The guards of `e` entered at most `level` loops deep, less those that test a scheduler's presence."""
+    return frozenset(g for g in e.guards if g.depth <= level and not _presence(g, e))
+
+
+def _presence(guard, e: Event) -> bool:
+    """`if scheduler is not None:` / `if self.scheduler:` around the step of that scheduler."""
+    return e.kind is EventKind.SCHED_STEP and not guard.negated and guard.condition() == (e.target, True)
+
+
+def _after_inner_loop(sched: Event, inner: cst.CSTNode) -> Fix | None:
+    """Move the scheduler step to just after the inner loop, when both are statements of the same block."""
+    outer = sched.loops[-1]
+    body = getattr(getattr(outer, "body", None), "body", ())
+    if not movable(sched.stmt) or not any(s is sched.stmt for s in body) or not any(s is inner for s in body):
+        return None
+    return Fix("unsafe", "move the scheduler step after the inner loop", move_after(sched.stmt, inner))
 
 
 def _wrappers(model: FileModel) -> Iterator[Finding]:
