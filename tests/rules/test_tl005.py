@@ -259,6 +259,44 @@ POSITIVE = {
         """,
         [(6, 5)],
     ),
+    # -- the window's condition computed ahead of its `if` ---------------------------------------------------------
+    "window_flag_computed_ahead": (
+        """
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward()
+            is_step = (i + 1) % accum_steps == 0
+            if is_step:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(4, 5)],
+    ),
+    "window_flag_with_last_batch_in_a_method": (
+        """
+        class Trainer:
+            def fit(self, loader):
+                for step, batch in enumerate(loader):
+                    self.model(batch).loss.backward()
+                    sync = (step + 1) % self.grad_accum == 0 or step == len(loader) - 1
+                    if sync:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """,
+        [(5, 13)],
+    ),
+    "window_flag_before_the_backward": (
+        """
+        def train(model, loader, optimizer, accumulate):
+            for i, batch in enumerate(loader):
+                update = (i + 1) % accumulate == 0
+                model(batch).backward()
+                if update:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        [(5, 9)],
+    ),
     "script": (
         """
         for i, (x, y) in enumerate(loader):
@@ -417,6 +455,35 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "window_flag_divided": """
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y) / accum_steps
+            loss.backward()
+            is_step = (i + 1) % accum_steps == 0
+            if is_step:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "flag_from_a_call_is_not_a_window": """
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward()
+            is_step = should_step(i)
+            if is_step:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "flag_rebound_on_another_branch": """
+        for i, (x, y) in enumerate(loader):
+            criterion(model(x), y).backward()
+            if warmup:
+                ready = True
+            else:
+                ready = (i + 1) % k == 0
+            if ready:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
     # the window is cleared before its last backward (TL006's): dividing the loss would shrink the step further
     "window_cleared_before_its_last_backward": """
         for i, (x, y) in enumerate(loader):

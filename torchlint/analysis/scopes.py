@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from torchlint.analysis.events import Event, EventKind, contradict
+from torchlint.analysis.events import Event, EventKind, Guard, contradict
 from torchlint.analysis.exprs import dotted, names_in, operand_names, summand_names
 from torchlint.analysis.flow import FlowGraph
 from torchlint.analysis.semantics import LOSS_FUNCTION_WORDS
@@ -109,6 +109,19 @@ class Scope(RawScope):
         if same:
             return (same[-1],), False
         return self._reaching_node(name, node)
+
+    def test_of(self, guard: Guard, at: Event) -> cst.CSTNode:
+        """What `guard` tests where `at` runs under it: `if is_step:` stands for `(i + 1) % k == 0` when
+        `is_step = (i + 1) % k == 0` is the one definition of the flag that reaches `at` (a condition computed
+        ahead of its `if`); any other test is itself."""
+        test = guard.test
+        if type(test) is not cst.Name or at.scope is not self.node:
+            return test
+        defs, entry = self.reaching(test.value, at)  # type: ignore[attr-defined]
+        if entry or len(defs) != 1 or defs[0].flavor != "=" or defs[0].kind is not EventKind.ASSIGN:
+            return test
+        value = defs[0].value
+        return value if isinstance(value, (cst.Comparison, cst.BooleanOperation)) else test
 
     def carried_round(self, d: Event, loop: cst.CSTNode) -> bool:
         """Does the value defined by `d` go round `loop` (through its head) and reach `d`'s statement again, with

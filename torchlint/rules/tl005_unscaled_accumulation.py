@@ -41,7 +41,10 @@ class UnscaledAccumulation(Rule):
 A loop whose backward runs every iteration while the optimizer steps only under a modulo guard
 (`if (i + 1) % k == 0:`, `if step % args.grad_accum == 0:`) or a running counter (`n += 1` every iteration,
 `if n == k:` ... `n = 0`), where the back-propagated loss is never divided by
-`k` (`loss / k`, `loss /= k`, `loss * (1 / k)`, or a loss function of the same file that divides).
+`k` (`loss / k`, `loss /= k`, `loss * (1 / k)`, or a loss function of the same file that divides). The guard may
+test a flag computed ahead of it (`is_step = (i + 1) % k == 0` ... `if is_step:`), when that assignment is the
+flag's one definition reaching the step; a flag from a call (`is_step = should_step(i)`) or one bound on several
+branches is not read.
 
 Two more shapes of the same window:
 - an inner loop over micro-batches (`for xc in x.chunk(4)`, `for xs in torch.split(x, micro_bs)`,
@@ -115,7 +118,7 @@ A loss that is a mean over a window built elsewhere is not recognised.
             for b in loop.of(EventKind.BACKWARD):
                 if _self_scaling(model, b) or "accumulate" in b.contexts or "no_grad" in b.contexts:
                     continue
-                if any(modulo_divisor(g.test) is not None or _counter_divisor(loop, g) is not None
+                if any(modulo_divisor(loop.scope.test_of(g, b)) is not None or _counter_divisor(loop, g) is not None
                        for g in b.guards_within(loop.node) if not g.negated):
                     continue  # backward itself runs only every k-th iteration
                 scope = model.scope_of(b)
@@ -150,8 +153,8 @@ def _lightning_hooks(model: FileModel) -> Iterator[Finding]:
     for step_loop in model.lightning_steps():
         scope = step_loop.scope
         steps = [e for e in scope.events if e.kind is EventKind.STEP and not e.loops]
-        k = next((modulo_divisor(g.test) for s in steps for g in s.guards
-                  if not g.negated and modulo_divisor(g.test) is not None), None)
+        k = next((k for s in steps for g in s.guards
+                  if not g.negated and (k := modulo_divisor(scope.test_of(g, s))) is not None), None)
         if k is None or any(wipes_window(model, step_loop, s) for s in steps):
             continue  # the window is cleared before its step (TL006): nothing accumulates to divide
         for b in scope.events:
@@ -303,7 +306,7 @@ def _accumulation_divisor(loop: Loop) -> cst.BaseExpression | None:
         for g in step.guards_within(loop.node):
             if g.negated or not isinstance(g.test, cst.BaseExpression):
                 continue
-            k = modulo_divisor(g.test)
+            k = modulo_divisor(loop.scope.test_of(g, step))  # `if is_step:` after `is_step = (i + 1) % k == 0`
             if k is None:
                 k = _counter_divisor(loop, g)
             if k is not None:

@@ -109,7 +109,7 @@ def _window_cleared_early(model: FileModel, loop: Loop, z: Event, steps: list[Ev
     gradient only."""
     in_accumulate = "accumulate" in z.contexts and z.flavor == "optimizer"
     window = {code_of(g.test) for g in z.guards_within(loop.node) if not g.negated
-              and isinstance(g.test, cst.BaseExpression) and modulo_divisor(g.test) is not None}
+              and isinstance(g.test, cst.BaseExpression) and modulo_divisor(loop.scope.test_of(g, z)) is not None}
     if not window and not in_accumulate:
         return None
     for step in steps:
@@ -151,7 +151,7 @@ def _between(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tupl
 def _every_micro_step(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
     """zero_grad every iteration while the step waits for k backwards (modulo guard or accelerate)."""
     z_guards = z.guards_within(loop.node)
-    if any(modulo_divisor(g.test) is not None for g in z_guards if not g.negated):
+    if any(modulo_divisor(loop.scope.test_of(g, z)) is not None for g in z_guards if not g.negated):
         return None
     counters = {n for lp in z.loops[z.loops.index(loop.node):] if isinstance(lp, cst.For) for n in names_in(lp.target)}
     if any(names_in(g.test) & counters for g in z_guards if isinstance(g.test, cst.BaseExpression)):
@@ -167,7 +167,7 @@ def _every_micro_step(model: FileModel, loop: Loop, z: Event, steps: list[Event]
         if loop.gated_with(step):
             continue  # the step's own backward runs under its guard: nothing accumulates across iterations
         for g in step.guards_within(loop.node):
-            k = modulo_divisor(g.test) if not g.negated else None
+            k = modulo_divisor(loop.scope.test_of(g, step)) if not g.negated else None
             if k is not None and 0 < g.depth <= len(step.loops) and step.loops[g.depth - 1] not in z.loops:
                 # the guard counts the iterations of a loop that the zero_grad is outside of (an inner loop, or a
                 # sibling one): it runs between runs of that loop, dropping at most an unfinished window, not
