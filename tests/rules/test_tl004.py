@@ -5,6 +5,26 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    "closure_from_a_factory_method": (
+        """
+        class Runner:
+            def __init__(self, model):
+                self.model = model
+                self.optimizer = torch.optim.LBFGS(model.parameters())
+
+            def make_closure(self, x, y):
+                def closure():
+                    loss = F.mse_loss(self.model(x), y)
+                    loss.backward()
+                    return loss
+                return closure
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.optimizer.step(self.make_closure(x, y))
+        """,
+        [(16, 13)],
+    ),
     "script": (
         """
         for x, y in loader:
@@ -153,6 +173,19 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "closure_from_a_factory_that_clears": """
+        def make_closure(model, optimizer, x, y):
+            def closure():
+                optimizer.zero_grad()
+                loss = F.mse_loss(model(x), y)
+                loss.backward()
+                return loss
+            return closure
+
+        optimizer = torch.optim.LBFGS(model.parameters())
+        for x, y in loader:
+            optimizer.step(make_closure(model, optimizer, x, y))
+        """,
     "zero_at_top": """
         for x, y in loader:
             optimizer.zero_grad()

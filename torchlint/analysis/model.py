@@ -183,6 +183,18 @@ class FileModel:
             return self._by_node.get(local)
         return self._functions.get(callee)
 
+    def _made_closure(self, caller: Scope, factory: str) -> Scope | None:
+        """The nested function a factory of the file returns (`def make_closure(...): def closure(): ...;
+        return closure`), when it returns exactly one; None otherwise."""
+        made = self.resolve(caller, factory)
+        if made is None:
+            return None
+        nested = {made.local_defs.get(r.value.value) for r in made.raw  # type: ignore[union-attr]
+                  if r.kind is EventKind.RETURN and type(r.value) is cst.Name}
+        if len(nested) != 1 or None in nested:
+            return None
+        return self._by_node.get(nested.pop())
+
     def _detached_through_loop_variable(self, scope: Scope, reset: Event) -> list[Event]:
         """`for s in state: s.detach_()` detaches the tensors of `state` in place: a RESET of `state` too."""
         out = []
@@ -223,7 +235,12 @@ class FileModel:
         out: list[Event] = []
         for e in scope.raw:
             if e.kind is EventKind.LOCAL_CALL:
-                callee = self.resolve(scope, e.callee or "")
+                if e.flavor == "factory":
+                    callee = self._made_closure(scope, e.callee or "")
+                    if callee is None:
+                        continue  # `scaler.step(self.get_optimizer())`: not a closure the file builds
+                else:
+                    callee = self.resolve(scope, e.callee or "")
                 if callee is None and self.project is not None and e.flavor != "closure":
                     found = self.external(scope, e.callee or "")
                     if found is not None:

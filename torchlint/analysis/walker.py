@@ -235,6 +235,9 @@ class EventWalker:
                         self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=closure.value, flavor="closure")
                     elif isinstance(closure, cst.Lambda):
                         self._exprs(scope, line, [closure.body], ctx)
+                    elif isinstance(closure, cst.Call) and (factory := dotted(closure.func)) is not None:
+                        # `optimizer.step(self.make_closure(x, y))`: the closure a function of the file returns
+                        self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=factory, flavor="factory")
                 self._emit(scope, EventKind.METHOD, call, line, ctx)
                 if not (isinstance(func.value, cst.Name) and func.value.value == "self"):
                     # `self.updater.update(batch)` may be a method of an object of known class, where its name
