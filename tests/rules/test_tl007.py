@@ -7,6 +7,80 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    # -- a loss returned by a module method other than forward -----------------------------------------------------
+    "loss_from_a_method_that_calls_self": (
+        """
+        class Net(nn.Module):
+            def forward(self, x):
+                return self.body(x)
+
+            def compute_loss(self, x, y):
+                return F.cross_entropy(self(x), y)
+
+
+        def train(loader):
+            model = Net()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            running = 0
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = model.compute_loss(x, y)
+                loss.backward()
+                optimizer.step()
+                running += loss
+            print(running.item() / len(loader))
+        """,
+        [(19, 9)],
+    ),
+    "loss_from_a_method_that_calls_a_submodule": (
+        """
+        class Regressor(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(8, 1)
+
+            def loss(self, x, y):
+                return F.mse_loss(self.head(x), y)
+
+
+        model = Regressor()
+        optimizer = torch.optim.Adam(model.parameters())
+        history = []
+        for x, y in loader:
+            optimizer.zero_grad()
+            value = model.loss(x, y)
+            value.backward()
+            optimizer.step()
+            history.append(value)
+        plt.plot(history)
+        """,
+        [(19, 5)],
+    ),
+    "training_step_of_a_module_built_in_init": (
+        """
+        class Net(nn.Module):
+            def training_step(self, batch):
+                x, y = batch
+                return F.nll_loss(self(x), y)
+
+
+        class Trainer:
+            def __init__(self):
+                self.net = Net()
+                self.opt = torch.optim.SGD(self.net.parameters(), lr=0.01)
+
+            def fit(self, loader):
+                epoch_loss = 0
+                for batch in loader:
+                    self.opt.zero_grad()
+                    loss = self.net.training_step(batch)
+                    loss.backward()
+                    self.opt.step()
+                    epoch_loss += loss
+                print(f"loss {epoch_loss.item():.3f}")
+        """,
+        [(20, 13)],
+    ),
     "step_output_appended_after_its_loss_is_back_propagated": (
         """
         def train(module, loader, optimizer):
@@ -311,6 +385,40 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "method_returns_a_number": """
+        class Net(nn.Module):
+            def compute_loss(self, x, y):
+                return F.cross_entropy(self(x), y).item()
+
+
+        model = Net()
+        running = 0
+        for x, y in loader:
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+            running += model.compute_loss(x, y)
+        print(running)
+        """,
+    "method_of_a_class_that_is_not_a_module": """
+        class Meter:
+            def __init__(self):
+                self.fn = make_metric()
+
+            def score(self, x, y):
+                return self.fn(x, y)
+
+
+        meter = Meter()
+        total = 0
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            total += meter.score(x, y)
+        print(total)
+        """,
     "step_output_rebound_before_it_is_kept": """
         def train(module, loader, optimizer):
             outputs = []

@@ -352,6 +352,8 @@ class Kinds:
                 found = self._external(scope, name)
                 if found is not None:
                     return found
+            if self._attribute(func, scope, at, depth + 1) is VKind.MODULE:
+                return VKind.GRAPH  # `self.fc(x)` with `self.fc = nn.Linear(...)`: a module's forward
             receiver = self.of(func.value, scope, at, depth + 1)
             if receiver is VKind.STRING and method in sem.STRING_METHODS:
                 return VKind.STRING
@@ -380,6 +382,8 @@ class Kinds:
                 return self._from_args(call, scope, at, depth, numbers_stay=True)
             if fname in sem.MODULE_WRAPPERS:
                 return self._first_arg(call, scope, at, depth)
+            if fname == "self" and scope.class_name is not None and self.model.is_module_class(scope.class_name):
+                return VKind.GRAPH  # `self(x)` in a method of a module: its own forward
             callee = self.model.resolve(scope, fname)
             if callee is not None:
                 return self._summary(callee, depth)

@@ -38,7 +38,8 @@ In a training loop (one that calls backward), adding a loss that is still attach
 a running total, dict entry or list that outlives the iteration and is never back-propagated:
 `running_loss += loss`, `stats["loss"] = stats["loss"] + loss`, `epoch_loss += loss / n`, `history.append(loss)`,
 `outputs.append({"loss": loss, "n": len(y)})` (a record that holds the loss), `total += train_step(batch)` (a
-helper of the file that returns its attached loss).
+helper of the file that returns its attached loss), `running += model.compute_loss(x, y)` (a method of a module
+class of the file whose loss comes from `self(x)` or a submodule assigned in `__init__`).
 
 ## Why it is wrong
 The total is a tensor whose graph reaches back through every iteration's forward pass, so none of those
