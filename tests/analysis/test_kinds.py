@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 
 from torchlint.analysis import EventKind, FileModel
-from torchlint.analysis.kinds import VKind
+from torchlint.analysis.vkind import VKind
 
 
 def kind_of(src: str, name: str, scope_name: str | None = None) -> VKind:

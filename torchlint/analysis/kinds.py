@@ -5,64 +5,47 @@ guess", and a rule that needs a kind stays silent on UNKNOWN.
 
 from __future__ import annotations
 
-from enum import Enum
-
 import libcst as cst
 
 from torchlint.analysis import semantics as sem
+from torchlint.analysis.answers import Answers, question
 from torchlint.analysis.events import Event, EventKind
 from torchlint.analysis.exprs import dotted, last_part
 from torchlint.analysis.lookup import FileLookup
 from torchlint.analysis.names import Kind
 from torchlint.analysis.scopes import Scope
-
-
-class VKind(str, Enum):
-    GRAPH = "tensor with graph"
-    TENSOR = "tensor without graph"
-    NUMBER = "number"
-    STRING = "string"
-    NONE = "None"
-    CONTAINER = "container"  # may hold tensors with graphs
-    DATA = "container of values without graph"
-    MODULE = "module"
-    OBJECT = "optimizer, scheduler, scaler or engine"
-    UNKNOWN = "unknown"
-    CYCLE = "cycle"  # internal, never returned by `of`: a definition reached from itself round a loop
-
-    @property
-    def graph_free(self) -> bool:
-        """Known to hold no autograd graph."""
-        return self not in (VKind.GRAPH, VKind.UNKNOWN, VKind.CONTAINER, VKind.CYCLE)
-
+from torchlint.analysis.vkind import VKind, arith, join
 
 _CYCLE = VKind.CYCLE
-
-
-def join(kinds) -> VKind:
-    out: VKind | None = None
-    for k in kinds:
-        if out is None:
-            out = k
-        elif k is not out:
-            return VKind.UNKNOWN
-    return out if out is not None else VKind.UNKNOWN
-
-
 _MAX_DEPTH = 6
 
 
-class Kinds:
+class Kinds(Answers):
     def __init__(self, model: FileLookup) -> None:
+        super().__init__()
         self.model = model
         self._defs: dict[int, VKind] = {}
         self._returns: dict[int, VKind] = {}
         self._active: set[int] = set()
 
+    # The items of torchlint.analysis.answers: a definition (d, scope), or a callee's returns (None, scope).
+    def _known(self, item: tuple[Event | None, Scope]) -> bool:
+        d, scope = item
+        return id(scope.node) in self._returns if d is None else id(d) in self._defs
+
+    def _ask(self, item: tuple[Event | None, Scope]) -> None:
+        d, scope = item
+        if d is None:
+            self.returns(scope)
+        else:
+            self.of_def(d, scope)
+
     # -- public --------------------------------------------------------------------------------------------------
+    @question
     def of(self, expr: cst.BaseExpression, scope: Scope, at: Event | None, depth: int = 0) -> VKind:
         """The kind of `expr` evaluated in `scope` where `at` happens (None: anywhere in the scope)."""
         if depth > _MAX_DEPTH:
+            self._cut()  # the definition being computed is answered again on its own
             return VKind.UNKNOWN
         no_grad = at is not None and "no_grad" in at.contexts
         kind = self._expr(expr, scope, at, depth)
@@ -72,6 +55,7 @@ class Kinds:
             return VKind.TENSOR
         return kind
 
+    @question
     def of_name(self, name: str, scope: Scope, at: Event | None, depth: int = 0) -> VKind:
         if at is None:
             defs: tuple[Event, ...] = tuple(a for a in scope.assignments(name) if a.rebinds)
@@ -94,32 +78,44 @@ class Kinds:
         return (name.split(".", 1)[0] in self.model.imported or sem.is_callable_name(name)
                 or sem.is_module_name(name) or name in scope.called_names())
 
+    @question
     def of_def(self, d: Event, scope: Scope, depth: int = 0) -> VKind:
         """The kind a definition gives its target."""
         cached = self._defs.get(id(d))
         if cached is not None:
             return cached
         if id(d) in self._active:
+            self._assumed(id(d))
             return _CYCLE  # the value comes round the loop to itself: the other definitions decide
         if depth > _MAX_DEPTH:
+            self._cut((d, scope))
             return VKind.UNKNOWN
         self._active.add(id(d))
+        frame = self._enter((d, scope))
         try:
             kind = self._def(d, scope, depth)
         finally:
             self._active.discard(id(d))
-        self._defs[id(d)] = kind
+            self._leave()
+        if self._may_remember(id(d), frame):
+            self._defs[id(d)] = kind
         return kind
 
+    @question
     def returns(self, callee: Scope, depth: int = 0) -> VKind:
         """The function summary's return kind: the join of what its `return` statements give."""
         key = id(callee.node)
         cached = self._returns.get(key)
         if cached is not None:
             return cached
-        if key in self._active or depth > _MAX_DEPTH:
+        if key in self._active:
+            self._assumed(key)
+            return VKind.UNKNOWN
+        if depth > _MAX_DEPTH:
+            self._cut((None, callee))
             return VKind.UNKNOWN
         self._active.add(key)
+        frame = self._enter((None, callee))
         try:
             rets = callee.own_returns()
             kind = join(self.of(e.value, callee, e, depth + 1) for e in rets)
@@ -127,7 +123,9 @@ class Kinds:
                 kind = VKind.NONE
         finally:
             self._active.discard(key)
-        self._returns[key] = kind
+            self._leave()
+        if self._may_remember(key, frame):
+            self._returns[key] = kind
         return kind
 
     # -- definitions ---------------------------------------------------------------------------------------------
@@ -152,7 +150,7 @@ class Kinds:
         if d.flavor in ("+=", "=+", "-=", "*=", "/="):
             # the total keeps what it held, combined with the added value
             old = self.of_name(d.target or "", scope, d, depth) if d.target else VKind.UNKNOWN
-            return whole if old is _CYCLE else _arith(old, whole)
+            return whole if old is _CYCLE else arith(old, whole)
         return whole
 
     def _element(self, value: cst.BaseExpression, index: int, scope: Scope, at: Event, depth: int) -> VKind | None:
@@ -268,7 +266,7 @@ class Kinds:
             right = self.of(e.right, scope, at, depth + 1)  # type: ignore[attr-defined]
             if isinstance(e.operator, cst.Modulo) and left is VKind.STRING:  # type: ignore[attr-defined]
                 return VKind.STRING
-            return _arith(left, right)
+            return arith(left, right)
         if cls is cst.UnaryOperation:
             if isinstance(e.operator, cst.Not):  # type: ignore[attr-defined]
                 return VKind.NUMBER
@@ -352,7 +350,8 @@ class Kinds:
                 found = self._external(scope, name)
                 if found is not None:
                     return found
-            if self._attribute(func, scope, at, depth + 1) is VKind.MODULE:
+            if (name is not None and name.startswith("self.") and name.count(".") == 1
+                    and self.of_name(name, scope, at, depth + 1) is VKind.MODULE):
                 return VKind.GRAPH  # `self.fc(x)` with `self.fc = nn.Linear(...)`: a module's forward
             receiver = self.of(func.value, scope, at, depth + 1)
             if receiver is VKind.STRING and method in sem.STRING_METHODS:
@@ -464,15 +463,3 @@ class Kinds:
         if kinds and all(k in (VKind.TENSOR, VKind.NUMBER, VKind.STRING, VKind.NONE) for k in kinds):
             return VKind.TENSOR if not numbers_stay or VKind.TENSOR in kinds else VKind.NUMBER
         return VKind.UNKNOWN
-
-
-def _arith(left: VKind, right: VKind) -> VKind:
-    if VKind.GRAPH in (left, right):
-        return VKind.GRAPH
-    if left is VKind.NUMBER and right is VKind.NUMBER:
-        return VKind.NUMBER
-    if VKind.TENSOR in (left, right) and all(k in (VKind.TENSOR, VKind.NUMBER) for k in (left, right)):
-        return VKind.TENSOR
-    if left is VKind.STRING and right is VKind.STRING:
-        return VKind.STRING
-    return VKind.UNKNOWN

@@ -12,7 +12,7 @@ import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import code_of
-from torchlint.analysis.kinds import VKind
+from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after, statements
 from torchlint.rules.base import Finding, Rule

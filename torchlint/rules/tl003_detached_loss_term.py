@@ -11,7 +11,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import EventKind, Event, FileModel
-from torchlint.analysis.kinds import VKind
+from torchlint.analysis.vkind import VKind
 from torchlint.analysis.exprs import (
     COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, keyword, positional_params,
     summand_names,

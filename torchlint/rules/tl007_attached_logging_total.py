@@ -15,7 +15,7 @@ from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.semantics import DISPLAY
 from torchlint.analysis.exprs import code_of, dotted, names_in, positional_params
 from torchlint.source.walk import walk
-from torchlint.analysis.kinds import VKind
+from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import parenthesized
 from torchlint.source.lines import split_lines

@@ -12,7 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
-from torchlint.analysis.kinds import VKind
+from torchlint.analysis.vkind import VKind
 from torchlint.analysis.semantics import STATE_RESETS
 from torchlint.analysis.exprs import code_of, dotted
 from torchlint.diagnostic import Fix
