@@ -7,6 +7,57 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    # -- loss parts in a dict, iterated with .items() or .values() ---------------------------------------------------
+    "dict_parts_iterated_with_items": (
+        """
+        def train(model, loader, optimizer):
+            logs = {"ce": 0.0, "l1": 0.0}
+            for x, y in loader:
+                optimizer.zero_grad()
+                out = model(x)
+                parts = {"ce": F.cross_entropy(out, y), "l1": out.abs().mean()}
+                sum(parts.values()).backward()
+                optimizer.step()
+                for name, part in parts.items():
+                    logs[name] += part
+            return {k: v.item() / len(loader) for k, v in logs.items()}
+        """,
+        [(11, 13)],
+    ),
+    "dict_parts_stored_one_by_one_iterated_with_values": (
+        """
+        history = []
+        for x, y in loader:
+            optimizer.zero_grad()
+            out = model(x)
+            losses = {}
+            losses["mse"] = F.mse_loss(out, y)
+            losses["reg"] = 0.01 * out.pow(2).mean()
+            (losses["mse"] + losses["reg"]).backward()
+            optimizer.step()
+            for value in losses.values():
+                history.append(value)
+        plt.plot(history)
+        """,
+        [(12, 9)],
+    ),
+    "dict_parts_accumulated_with_get": (
+        """
+        def train(model, loader, optimizer, criterion):
+            logs = {}
+            for x, y in loader:
+                optimizer.zero_grad()
+                out = model(x)
+                parts = {"mse": criterion(out, y), "l1": (out - y).abs().mean()}
+                loss = sum(parts.values())
+                loss.backward()
+                optimizer.step()
+                for name, value in parts.items():
+                    logs[name] = logs.get(name, 0) + value
+            print({k: v.item() for k, v in logs.items()})
+        """,
+        [(12, 13)],
+    ),
     # -- a loss returned by a module method other than forward -----------------------------------------------------
     "loss_from_a_method_that_calls_self": (
         """
@@ -385,6 +436,40 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "dict_parts_logged_as_numbers": """
+        logs = {"ce": 0.0, "l1": 0.0}
+        for x, y in loader:
+            optimizer.zero_grad()
+            out = model(x)
+            parts = {"ce": F.cross_entropy(out, y), "l1": out.abs().mean()}
+            sum(parts.values()).backward()
+            optimizer.step()
+            for name, part in parts.items():
+                logs[name] += part.item()
+        print(logs)
+        """,
+    "dict_of_unknown_origin": """
+        logs = {}
+        for batch in loader:
+            optimizer.zero_grad()
+            parts = model.losses(batch)
+            sum(parts.values()).backward()
+            optimizer.step()
+            for name, part in parts.items():
+                logs[name] = logs.get(name, 0) + part
+        print(logs)
+        """,
+    "dict_keys_are_not_its_values": """
+        counts = {}
+        for x, y in loader:
+            optimizer.zero_grad()
+            parts = {"ce": F.cross_entropy(model(x), y)}
+            sum(parts.values()).backward()
+            optimizer.step()
+            for name, part in parts.items():
+                counts[name] = counts.get(name, 0) + 1
+        print(counts)
+        """,
     "method_returns_a_number": """
         class Net(nn.Module):
             def compute_loss(self, x, y):

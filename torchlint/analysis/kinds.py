@@ -174,9 +174,21 @@ class Kinds(Answers):
         return None
 
     def _element_of_iterable(self, it: cst.BaseExpression, scope: Scope, at: Event, depth: int) -> VKind:
-        """A loop variable: a number over `range(...)`; anything else (batches, `enumerate`'s tuples) unknown."""
+        """A loop variable: a number over `range(...)`; a value of a dict the scope builds over `.values()`, or the
+        key or value of `.items()` (`for name, part in losses.items()`); anything else (batches, `enumerate`'s
+        tuples) unknown."""
         if isinstance(it, cst.Call) and dotted(it.func) == "range":
             return VKind.NUMBER
+        if (isinstance(it, cst.Call) and not it.args and isinstance(it.func, cst.Attribute)
+                and it.func.attr.value in ("items", "values")):
+            method, index = it.func.attr.value, at.index
+            if method == "values" and index >= 0 or method == "items" and index not in (0, 1):
+                return VKind.UNKNOWN  # a value unpacked itself, or `.items()` not taken as (key, value)
+            entries = scope.dict_entries(it.func.value, at)
+            keys = method == "items" and index == 0
+            if entries is None or keys and any(key is None for key, _, _ in entries):
+                return VKind.UNKNOWN
+            return join(self.of(key if keys else value, scope, where, depth + 1) for key, value, where in entries)
         return VKind.UNKNOWN
 
     def _from_outside(self, name: str, scope: Scope, depth: int) -> VKind:

@@ -123,6 +123,34 @@ class Scope(RawScope):
         value = defs[0].value
         return value if isinstance(value, (cst.Comparison, cst.BooleanOperation)) else test
 
+    def dict_entries(self, expr: cst.BaseExpression, at: Event) -> list | None:
+        """(key, value, where) of every entry a dict may hold at `at`: a literal, or a name whose every reaching
+        definition is one (`parts = {"ce": ce, "kl": kl}`), with what is stored into it (`parts["aux"] = aux`);
+        None when some entry is not known (a `**` splat, a parameter, a dict from a call)."""
+        if isinstance(expr, cst.Dict):
+            if any(not isinstance(el, cst.DictElement) for el in expr.elements):
+                return None
+            return [(el.key, el.value, at) for el in expr.elements]  # type: ignore[union-attr]
+        name = dotted(expr)
+        if name is None or "." in name:
+            return None
+        defs, entry = self.reaching(name, at)
+        if entry or not defs:
+            return None
+        entries = []
+        for d in defs:
+            if d.kind is not EventKind.ASSIGN or d.flavor != "=" or not isinstance(d.value, cst.Dict):
+                return None
+            found = self.dict_entries(d.value, d)
+            if found is None:
+                return None
+            entries.extend(found)
+        for store in self.stores(name):
+            if store.kind is EventKind.APPEND or store.value is None:
+                return None
+            entries.append((None, store.value, store))  # (its key is not read: `.items()` keys stay unknown)
+        return entries
+
     def carried_round(self, d: Event, loop: cst.CSTNode) -> bool:
         """Does the value defined by `d` go round `loop` (through its head) and reach `d`'s statement again, with
         no other definition of its name on the way? (a state fed back from one iteration into the next)"""

@@ -39,7 +39,8 @@ a running total, dict entry or list that outlives the iteration and is never bac
 `running_loss += loss`, `stats["loss"] = stats["loss"] + loss`, `epoch_loss += loss / n`, `history.append(loss)`,
 `outputs.append({"loss": loss, "n": len(y)})` (a record that holds the loss), `total += train_step(batch)` (a
 helper of the file that returns its attached loss), `running += model.compute_loss(x, y)` (a method of a module
-class of the file whose loss comes from `self(x)` or a submodule assigned in `__init__`).
+class of the file whose loss comes from `self(x)` or a submodule assigned in `__init__`), `logs[name] += part`
+over `parts.items()` or `.values()` of a dict the loop builds (a literal, or entries stored one by one).
 
 ## Why it is wrong
 The total is a tensor whose graph reaches back through every iteration's forward pass, so none of those
