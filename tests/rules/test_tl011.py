@@ -7,6 +7,30 @@ import pytest
 from tests.helpers import findings, fixed
 
 POSITIVE = {
+    # -- seen in a fetched repository: a learning-rate range test stepping its own scheduler first -------------
+    "lr_range_test_with_a_scheduler_of_the_file": (
+        """
+        class ExponentialRamp(torch.optim.lr_scheduler._LRScheduler):
+            def __init__(self, optimizer, low, high, steps):
+                self.low, self.high, self.steps = low, high, steps
+                super().__init__(optimizer)
+
+            def get_lr(self):
+                return [self.low * (self.high / self.low) ** (self.last_epoch / self.steps) for _ in self.base_lrs]
+
+
+        optimizer = torch.optim.SGD(net.parameters(), lr=1e-7)
+        lr_scheduler = ExponentialRamp(optimizer, 1e-7, 10.0, 100)
+        for n, (images, labels) in enumerate(loader):
+            lr_scheduler.step()
+            optimizer.zero_grad()
+            loss_function(net(images), labels).backward()
+            optimizer.step()
+            if n >= 100:
+                break
+        """,
+        [(14, 5)],
+    ),
     # -- once per call: an optimizer wrapper's step(), a per-batch helper ----------------------------------------
     "wrapper_class_step": (
         """
