@@ -4,8 +4,6 @@ the project's lookup, from another); rules ask questions of it instead of walkin
 
 from __future__ import annotations
 
-import copy
-
 import libcst as cst
 
 from torchlint.analysis.classify import classify
@@ -277,20 +275,19 @@ class FileModel:
                                       EventKind.RETURN):
                         continue  # the callee's own names mean nothing in the caller
                     shift = len(e.loops)
-                    placed = copy.copy(inner)  # faster than Event.but on this hot path: set in place below
+                    mapped = {}
                     if inner.kind is EventKind.RUN:
                         # a run the helper starts steps what the caller passed for the helper's parameter
                         callee_params = _positional(positional_params(callee.node), e)
-                        object.__setattr__(placed, "target", _mapped(inner.target, callee_params, e, same_file=True))
-                    for attr, value in (
-                        ("loops", e.loops + inner.loops),
-                        ("guards", e.guards + tuple(Guard(g.test, g.negated, g.depth + shift) for g in inner.guards)),
-                        ("contexts", e.contexts + inner.contexts),
-                        ("inlined_from", inner.inlined_from or e.node),
-                        ("path", (e.stmt,) + inner.path),
-                    ):
-                        object.__setattr__(placed, attr, value)
-                    out.append(placed)
+                        mapped["target"] = _mapped(inner.target, callee_params, e, same_file=True)
+                    out.append(inner.but(
+                        loops=e.loops + inner.loops,
+                        guards=e.guards + tuple(Guard(g.test, g.negated, g.depth + shift) for g in inner.guards),
+                        contexts=e.contexts + inner.contexts,
+                        inlined_from=inner.inlined_from or e.node,
+                        path=(e.stmt,) + inner.path,
+                        **mapped,
+                    ))
             elif e.kind is EventKind.METHOD:
                 classified = self.classify(e)
                 if classified is not None:
