@@ -37,6 +37,7 @@ class Answers:
     def __init__(self) -> None:
         self._frames: list[set[int]] = []
         self._computing: list[Hashable] = []  # the item of each frame
+        self._open: set[int] = set()  # the keys of the questions being computed
         self._busy = False
         self._deferred: list[Hashable] = []  # items cut short by the depth limit, to answer on their own
         self._settling: set[Hashable] = set()
@@ -48,15 +49,18 @@ class Answers:
         raise NotImplementedError
 
     # -- frames ----------------------------------------------------------------------------------------------
-    def _enter(self, item: Hashable) -> set[int]:
+    def _enter(self, key: int, item: Hashable) -> set[int]:
+        """Start computing the question `key` (its item, to answer again if it is cut short): its frame."""
         frame: set[int] = set()
         self._frames.append(frame)
         self._computing.append(item)
+        self._open.add(key)
         return frame
 
-    def _leave(self) -> None:
+    def _leave(self, key: int) -> None:
         self._frames.pop()
         self._computing.pop()
+        self._open.discard(key)
 
     def _assumed(self, key: int) -> None:
         """The answer in progress met the open question `key` (a cycle)."""

@@ -26,7 +26,6 @@ class Kinds(Answers):
         self.model = model
         self._defs: dict[int, VKind] = {}
         self._returns: dict[int, VKind] = {}
-        self._active: set[int] = set()
 
     # The items of torchlint.analysis.answers: a definition (d, scope), or a callee's returns (None, scope).
     def _known(self, item: tuple[Event | None, Scope]) -> bool:
@@ -84,19 +83,17 @@ class Kinds(Answers):
         cached = self._defs.get(id(d))
         if cached is not None:
             return cached
-        if id(d) in self._active:
+        if id(d) in self._open:
             self._assumed(id(d))
             return _CYCLE  # the value comes round the loop to itself: the other definitions decide
         if depth > _MAX_DEPTH:
             self._cut((d, scope))
             return VKind.UNKNOWN
-        self._active.add(id(d))
-        frame = self._enter((d, scope))
+        frame = self._enter(id(d), (d, scope))
         try:
             kind = self._def(d, scope, depth)
         finally:
-            self._active.discard(id(d))
-            self._leave()
+            self._leave(id(d))
         if self._may_remember(id(d), frame):
             self._defs[id(d)] = kind
         return kind
@@ -108,22 +105,20 @@ class Kinds(Answers):
         cached = self._returns.get(key)
         if cached is not None:
             return cached
-        if key in self._active:
+        if key in self._open:
             self._assumed(key)
             return VKind.UNKNOWN
         if depth > _MAX_DEPTH:
             self._cut((None, callee))
             return VKind.UNKNOWN
-        self._active.add(key)
-        frame = self._enter((None, callee))
+        frame = self._enter(key, (None, callee))
         try:
             rets = callee.own_returns()
             kind = join(self.of(e.value, callee, e, depth + 1) for e in rets)
             if not rets:
                 kind = VKind.NONE
         finally:
-            self._active.discard(key)
-            self._leave()
+            self._leave(key)
         if self._may_remember(key, frame):
             self._returns[key] = kind
         return kind
