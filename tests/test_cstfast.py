@@ -4,6 +4,7 @@ validated."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import hypothesmith
@@ -85,3 +86,77 @@ def test_code_of_writes_what_libcst_writes():
         for stmt in module.body:
             for node in walk(stmt, descend_scopes=True):
                 assert code_of(node) == empty.code_for_node(node)
+
+
+def _fast_classes() -> list[type]:
+    from torchlint.source import cstfast
+
+    parse_read_only("x = 1\n")  # installs the constructors
+    return [c for c in cstfast._node_classes() if hasattr(c.__dict__.get("__init__"), "__wrapped__")]
+
+
+def test_fast_constructors_cover_the_node_classes_the_parser_builds():
+    fast = set(_fast_classes())
+    for name in ("Name", "Call", "Attribute", "SimpleWhitespace", "Comma", "Arg", "SimpleStatementLine",
+                 "IndentedBlock", "FunctionDef", "For", "If", "Module", "ExceptHandler", "Parameters"):
+        assert getattr(cst, name) in fast, name
+
+
+def test_fast_constructors_build_what_the_generated_ones_build():
+    """Every node of the sources rebuilt from its fields, once by the faster constructor and once by the one
+    dataclasses generated: equal trees, and each default (a factory's product included) equal and not shared."""
+    fast = set(_fast_classes())
+    seen: set[type] = set()
+    for path in SOURCES:
+        todo: list[cst.CSTNode] = [parse_read_only(path.read_bytes().decode("utf-8", errors="replace"))]
+        while todo:  # every node, whitespace and punctuation included
+            node = todo.pop()
+            todo.extend(node.children)
+            cls = type(node)
+            if cls not in fast:
+                continue
+            seen.add(cls)
+            fields = {f.name: getattr(node, f.name) for f in dataclasses.fields(cls)}
+            by_fast, by_original = cls(**fields), cls.__new__(cls)
+            cls.__init__.__wrapped__(by_original, **fields)
+            assert by_fast.deep_equals(by_original) and by_fast.deep_equals(node)
+    assert len(seen) > 60
+    for cls in fast:
+        try:
+            a, b = cls.__new__(cls), cls.__new__(cls)
+            cls.__init__.__wrapped__(a)
+        except TypeError:
+            continue  # it has required fields
+        except cst.CSTValidationError:
+            continue
+        cls.__init__(b)
+        assert a.deep_equals(b), cls
+        for name in (f.name for f in dataclasses.fields(cls)):
+            value = getattr(b, name)
+            if isinstance(value, cst.CSTNode):
+                assert value is not getattr(cls(), name), (cls, name)  # a factory's default is made anew
+
+
+def test_fast_constructors_validate_and_take_positional_arguments():
+    parse_read_only("x = 1\n")
+    assert cst.Name("x", [], []).value == "x"
+    assert cst.Attribute(cst.Name("a"), cst.Name("b")).attr.value == "b"
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("1x")
+    with pytest.raises(TypeError):
+        cst.Name()  # a required field is still required
+    with pytest.raises(TypeError):
+        cst.Name("x", nonsense=1)
+
+
+def test_a_subclass_inheriting_a_fast_constructor_is_built_by_the_generated_one():
+    """A subclass may declare a slot of the same name as a field: the faster constructor stores through the
+    class's own slot, so an instance of anything else is built by the generated constructor."""
+    parse_read_only("x = 1\n")
+
+    class Shadowing(cst.Name):
+        __slots__ = ("value",)
+
+    node = Shadowing("x")
+    assert node.value == "x"
+    assert cst.Module(body=[cst.SimpleStatementLine([cst.Expr(node)])]).code == "x\n"
