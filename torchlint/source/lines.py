@@ -8,10 +8,13 @@ from __future__ import annotations
 import re
 
 _BREAK = re.compile(r"\r\n|\r|\n")
+_OTHER_BREAKS = re.compile("[\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # where str.splitlines splits, and Python does not
 
 
 def split_lines(text: str, keepends: bool = False) -> list[str]:
     """The physical lines of `text` (a final line break does not start an empty line)."""
+    if not _OTHER_BREAKS.search(text):
+        return text.splitlines(keepends)  # the same lines, in C
     out: list[str] = []
     start = 0
     for m in _BREAK.finditer(text):
