@@ -232,3 +232,41 @@ def test_builders_kept_are_those_the_model_reads():
             assert pruning._DEFINES.search(f"    x = {call}\n"), call
     assert recognised == len(calls) - 4  # the last four are not builders
     assert pruning._DEFINES.search("    engine, opt, _, _ = deepspeed.initialize(model=m)\n")  # Symbols.record
+
+
+def test_a_pruned_file_with_findings_is_parsed_by_ast_once(monkeypatch):
+    """Pruning parses the file with `ast`; the positions of its findings come from that same tree, not from a
+    second parse (on files of training code with a few helpers, this made pruning worth its `ast` pass)."""
+    from torchlint.source import pyast
+
+    calls = []
+    parse = pyast.parse
+
+    def counted(text, *args, **kwargs):
+        calls.append(len(text))
+        return parse(text, *args, **kwargs)
+
+    monkeypatch.setattr(pyast, "parse", counted)
+    found = [(d.line, d.code) for d in lint_source(SAMPLE, "t.py")]
+    assert sorted(code for _, code in found) == ["TL001", "TL004"]
+    assert calls == [len(SAMPLE)]
+
+
+def test_training_code_with_small_helpers_is_pruned():
+    """A file of a hundred lines, mostly training loops, with small helpers beside them: the helpers are blanked
+    (the ast pass pays for itself once a tenth of the text can go), the loops kept, the findings unchanged."""
+    loop = ("def train_{i}(model, loader, opt):\n    for x, y in loader:\n        loss = crit(model(x), y)\n"
+            "        loss.backward()\n        opt.step()\n        opt.zero_grad()\n\n\n"
+            "def helper_{i}(xs):\n    return [x * {i} for x in xs if x]\n\n\n")
+    src = "import torch\n\n\n" + "".join(loop.format(i=i) for i in range(6)) + (
+        "total = 0\nfor x, y in loader:\n    total = total + crit(net(x), y)\n    total.backward()\n"
+        "    opt.step()\n    opt.zero_grad()\n")
+    pruned = prune(src, TRIGGERS)
+    assert "helper_" not in pruned and pruned.count("def train_") == 6
+    assert pruned.count("\n") == src.count("\n")
+    from torchlint.engine import _diagnostics
+    from torchlint.pipeline.analyze import analyze
+
+    unpruned = _diagnostics(analyze(src, "t.py", ALL_RULES, whole=True), src, "t.py")
+    assert lint_source(src, "t.py") == unpruned
+    assert [(d.line, d.code) for d in unpruned] == [(79, "TL001")]

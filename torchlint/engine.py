@@ -46,7 +46,8 @@ def _diagnostics(
     diags = list(analysis.errors)
     if analysis.findings and analysis.module is not None:
         if positions is None:
-            positions = node_positions(analysis.module, analysis.source, [f.node for _, f in analysis.findings], analysis.tops)
+            positions = node_positions(analysis.module, analysis.source, [f.node for _, f in analysis.findings],
+                                       analysis.tops, analysis.statements, analysis.tree)
         local = LocalEdits(analysis.module) if with_edits else None
         for rule, f in analysis.findings:
             rng = positions[f.node]
@@ -102,7 +103,7 @@ def fix_source(
         positions = node_positions(
             analysis.module, text,
             [f.node for _, f in analysis.findings] + [old for _, f in analysis.findings if f.fix for old, _ in f.fix.changes],
-            analysis.tops,
+            analysis.tops, analysis.statements,
         )
         chosen: list[Fix] = []
         taken: list[tuple[tuple[int, int], tuple[int, int]]] = []

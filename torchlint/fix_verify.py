@@ -58,7 +58,8 @@ def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, proje
               if f.fix is not None and (f.fix.applicability == "safe" or unsafe)]
     if not chosen:
         return [], None
-    where = positions(analysis.module, analysis.source, [f.node for _, f in chosen], analysis.tops)
+    where = positions(analysis.module, analysis.source, [f.node for _, f in chosen], analysis.tops,
+                     analysis.statements)
     _remove_leftovers(path)
     temps: list[Path] = []
     try:

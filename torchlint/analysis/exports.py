@@ -45,7 +45,7 @@ def export(model: FileModel, names: frozenset[str]) -> Exports:
         for e in scope.events:
             if e.kind in _EXPORTED_KINDS and e.scope is scope.node:
                 wanted.append(e.node)
-    where = positions(model.module, model.text, wanted, model.top_of) if wanted else {}
+    where = positions(model.module, model.text, wanted, model.top_of, model.statement_of) if wanted else {}
 
     def line(node) -> int:
         rng = where.get(node)

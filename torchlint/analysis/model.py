@@ -42,6 +42,7 @@ class FileModel:
         self._by_node: dict[cst.CSTNode, Scope] = {s.node: s for s in self.scopes}
         # id(node) -> index of the module-level statement holding it (see torchlint.source.positions)
         self.top_of = walker.top_of
+        self.statement_of = walker.statement_of
         self.classes = walker.classes
         self.imported = walker.imported  # names bound by import statements
         for scope in self.scopes:

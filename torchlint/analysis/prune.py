@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import ast
 import re
-from bisect import bisect_left
+from bisect import bisect_right
+from itertools import accumulate
 from typing import Iterable, Mapping, Sequence
 
 from torchlint.source import pyast
@@ -28,7 +29,11 @@ from torchlint.source.lines import split_lines
 from torchlint.analysis.events import INLINE_DEPTH  # how deep the model inlines helpers
 from torchlint.analysis.names import OPTIMIZER_CLASSES
 
-MIN_LINES = 300  # below this, pruning saves less than the `ast` pass costs
+# An `ast` parse costs about an eighth of libcst's, and when the file has findings their positions reuse it
+# (`prune_with_tree`): pruning pays once a tenth of the text can be blanked. On the synthetic corpus, where
+# every file holds training code and small helpers beside it, pruning them all cut the analysis by a fifth.
+MIN_LINES = 50  # below this there is too little to blank
+KEEP_SHARE = 0.9  # when definitions that may hold a finding alone are more of the text, it is not pruned
 # How the model resolves a call: a bare name is a function of the module (or a closure passed by name), `self.x`
 # a method of the caller's class; attributes of anything else are not followed.
 _BARE_NAME = re.compile(r"(?<![\w.])(?<!def )[A-Za-z_]\w*")
@@ -52,9 +57,17 @@ def prune(
     `conditions`: for each rule that can fire on the file, the patterns a function (with its helpers) must
     all contain to hold one of its findings. `stand_ins`: functions of other files of the project the text calls
     (`train_step`, `engine.run`, `self.fit`), with the text of their events: a call to one counts as that text."""
-    lines = split_lines(text, keepends=True)
-    if len(lines) < MIN_LINES:
-        return text
+    return prune_with_tree(text, conditions, stand_ins)[0]
+
+
+def prune_with_tree(
+    text: str, conditions: Iterable[Sequence[re.Pattern[str]]], stand_ins: Mapping[str, str] | None = None
+) -> tuple[str, ast.Module | None]:
+    """`prune`, and the `ast` of `text` where it parsed one (None where it did not): positions reuse it, so a file
+    with findings is parsed by `ast` once. Its statements stand where the pruned text's do (a blanked definition
+    is one statement too: `pass`, or a string over its lines)."""
+    if text.count("\n") + 1 < MIN_LINES and text.count("\r") + 1 < MIN_LINES:
+        return text, None
     conds = [tuple(c) for c in conditions]
     patterns = list(dict.fromkeys(p for c in conds for p in c))
     bit = {p: 1 << i for i, p in enumerate(patterns)}
@@ -67,13 +80,17 @@ def prune(
             if calls and p.search(events):
                 hits[p] = sorted(hits[p] + calls)
 
-    def mask(start: int, end: int) -> int:
-        m = 0
+    def masks(spans: Sequence[tuple[int, int]]) -> list[int]:
+        """For each span (in order, none overlapping): the bits of the patterns that match inside it."""
+        firsts = [a for a, _ in spans]
+        out = [0] * len(spans)
         for p, pos in hits.items():
-            i = bisect_left(pos, start)
-            if i < len(pos) and pos[i] < end:
-                m |= bit[p]
-        return m
+            b = bit[p]
+            for x in pos:
+                k = bisect_right(firsts, x) - 1
+                if k >= 0 and x < spans[k][1]:
+                    out[k] |= b
+        return out
 
     def sufficient(m: int) -> bool:
         return any(m & n == n for n in needs)
@@ -81,19 +98,19 @@ def prune(
     # Cheap estimate first: when most of the text sits in definitions that could hold a finding by themselves
     # (a file of training code), the `ast` pass would cost more than it saves.
     bounds = [m.start() for m in _DEF_START.finditer(text)] + [len(text)]
-    if sum(b - a for a, b in zip(bounds, bounds[1:]) if sufficient(mask(a, b))) > len(text) // 2:
-        return text
+    chunks = list(zip(bounds, bounds[1:]))
+    if sum(b - a for (a, b), m in zip(chunks, masks(chunks)) if sufficient(m)) > len(text) * KEEP_SHARE:
+        return text, None
     try:
-        tree = pyast.parse(text)
+        tree = pyast.parse(text.removeprefix("\ufeff"))  # CPython refuses a BOM in a str
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return text  # libcst will report it
+        return text, None  # libcst will report it
     defs = _definitions(tree)
     if not defs:
-        return text
+        return text, tree
 
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
+    lines = split_lines(text, keepends=True)
+    starts = list(accumulate(map(len, lines), initial=0))
 
     def span(node: ast.AST) -> tuple[int, int]:
         return starts[pyast.first_line(node) - 1], starts[node.end_lineno or node.lineno]  # type: ignore[attr-defined]
@@ -121,7 +138,7 @@ def prune(
             found.update(by_method[n])
         return found
 
-    own = [mask(a, b) for a, b in spans]
+    own = masks(spans)
     calls = [callees(a, b, cls) for (a, b), (_, cls) in zip(spans, defs)]
 
     def reach(first: set[int]) -> set[int]:
@@ -152,8 +169,8 @@ def prune(
     helpers = set().union(*(callees(a, b) for a, b in outside))
     helpers = reach(helpers)
     closure = 0
-    for a, b in outside:
-        closure |= mask(a, b)
+    for m in masks(outside):
+        closure |= m
     for j in helpers:
         closure |= own[j]
     if sufficient(closure):
@@ -161,19 +178,27 @@ def prune(
 
     drop = [d for i, (d, _) in enumerate(defs) if i not in keep]
     if not drop:
-        return text
+        return text, tree
     out = list(lines)
     for d in drop:
         first, last = pyast.first_line(d), d.end_lineno or d.lineno  # type: ignore[attr-defined]
         if not _owns_lines(lines, d, first, last):
             continue
         indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
-        newline = "\r\n" if lines[last - 1].endswith("\r\n") else "\n"
-        # `pass` keeps a class whose every method is dropped valid; one line, the rest blank.
-        out[first - 1] = f"{indent}pass{newline}"
-        for i in range(first, last):
-            out[i] = "\r\n" if lines[i].endswith("\r\n") else "\n"
-    return "".join(out)
+        if first == last:
+            # `pass` keeps a class whose every method is dropped valid
+            out[first - 1] = f"{indent}pass{_ending(lines[last - 1])}"
+            continue
+        # One string over the same lines: libcst makes one token of it, where blank lines are nodes each.
+        out[first - 1] = f'{indent}"""{_ending(lines[first - 1])}'
+        for i in range(first, last - 1):
+            out[i] = _ending(lines[i]) or "\n"
+        out[last - 1] = f'"""{_ending(lines[last - 1])}'
+    return "".join(out), tree
+
+
+def _ending(line: str) -> str:
+    return line[len(line.rstrip("\r\n")):]
 
 
 def _definitions(tree: ast.Module) -> list[tuple[ast.AST, str | None]]:

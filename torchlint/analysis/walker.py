@@ -52,6 +52,9 @@ class EventWalker:
         # id(node) -> index of the module-level statement holding it, for the nodes events point at
         # (positions are computed per module-level statement, see torchlint.source.positions).
         self.top_of: dict[int, int] = {}
+        # id(node) -> the innermost statement holding it (the event's line), for the same nodes: where known, a
+        # position is computed from that statement alone.
+        self.statement_of: dict[int, cst.CSTNode] = {}
         self._top = 0  # index of the module-level statement being walked
         # method calls of objects (`trainer.step_batch(x)`): (scope, index in its raw events, the event it would
         # be, the METHOD event of the same call when its name is one of TRACKED_METHODS)
@@ -274,10 +277,12 @@ class EventWalker:
     def _event(self, scope: RawScope, kind: EventKind, node: cst.CSTNode, line: cst.CSTNode, ctx: _Ctx, **kw) -> Event:
         loops, guards, contexts = ctx
         event = Event(kind, node, line, scope.node, loops, guards, contexts, path=(line,), **kw)
-        top = self.top_of
+        top, stmt = self.top_of, self.statement_of
         top[id(node)] = top[id(line)] = self._top
+        stmt[id(node)] = stmt[id(line)] = line
         if event.value is not None:
             top[id(event.value)] = self._top
+            stmt[id(event.value)] = line
         return event
 
 

@@ -3,6 +3,7 @@ become diagnostics, never exceptions."""
 
 from __future__ import annotations
 
+import ast
 import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from torchlint.analysis.project import Project, ProjectView
 from torchlint.codes import INTERNAL_ERROR, SYNTAX_ERROR
 from torchlint.diagnostic import Diagnostic
 from torchlint.pipeline.prefilter import rules_that_may_fire
-from torchlint.analysis.prune import prune
+from torchlint.analysis.prune import prune_with_tree
 from torchlint.rules import Finding, Rule
 
 ISSUES_URL = "https://github.com/torchlint/torchlint/issues"
@@ -31,6 +32,8 @@ class Analysis:
     errors: list[Diagnostic]
     source: str = ""  # what was parsed: the text, or the text with irrelevant functions blanked (same lines)
     tops: dict = field(default_factory=dict)  # FileModel.top_of
+    statements: dict = field(default_factory=dict)  # FileModel.statement_of
+    tree: ast.Module | None = None  # the `ast` pruning parsed, if it did: its statements are where the source's are
 
 
 def _syntax_error(text: str, path: str, exc: Exception) -> Diagnostic:
@@ -79,8 +82,9 @@ def _collector_paused() -> Iterator[None]:
 
 def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool, view: ProjectView | None) -> Analysis:
     # A call to another file's function counts as the text of that function's events (ProjectView.stand_ins).
-    source = text if whole else prune(text, {c for rule in firing for c in rule.scope_conditions()},
-                                      view.stand_ins if view is not None else None)
+    source, tree = (text, None) if whole else prune_with_tree(
+        text, {c for rule in firing for c in rule.scope_conditions()}, view.stand_ins if view is not None else None
+    )
     try:
         # Reporting only reads the tree: libcst's per-node validation is skipped (torchlint.source.cstfast).
         module = cst.parse_module(source) if whole else parse_read_only(source)
@@ -112,7 +116,7 @@ def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool, vi
         # A test that checks PyTorch warns or raises misbehaves on purpose (analysis.expected).
         expected = expected_regions(module, text)
         findings = [(rule, f) for rule, f in findings if id(f.node) not in expected]
-    return Analysis(module, findings, errors, source, model.top_of)
+    return Analysis(module, findings, errors, source, model.top_of, model.statement_of, tree)
 
 
 def internal_error(path: str, where: str, exc: Exception) -> Diagnostic:

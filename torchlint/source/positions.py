@@ -26,14 +26,22 @@ _NEWLINE = re.compile(r"\r\n?|\n")  # what libcst counts as a line break
 
 
 def positions(
-    module: cst.Module, text: str, nodes: Sequence[cst.CSTNode], tops: Mapping[int, int] | None = None
+    module: cst.Module,
+    text: str,
+    nodes: Sequence[cst.CSTNode],
+    tops: Mapping[int, int] | None = None,
+    statements: Mapping[int, cst.CSTNode] | None = None,
+    tree: ast.Module | None = None,
 ) -> Mapping[cst.CSTNode, CodeRange]:
     """Positions of `nodes`, as libcst's PositionProvider gives them. Generating code is the cost, so only the
-    top-level statements that hold the nodes are generated, with token marks instead of the provider's
-    per-token bookkeeping (`_MarkingCodegenState`), and shifted by the line where each statement starts; the
+    statements that hold the nodes are generated, with token marks instead of the provider's per-token
+    bookkeeping (`_MarkingCodegenState`), and shifted by the line where each statement starts (from `ast`).
+    `tops`: id(node) -> index of the top-level statement holding it; `statements`: id(node) -> the innermost
+    statement holding it, where the model knows it (then that statement alone is generated, not the whole
+    function around it). `tree`: the `ast` of the text, where the caller has it (pruning parsed it). The
     whole-module provider is the fallback."""
     try:
-        return _positions_by_statement(module, text, nodes, tops or {})
+        return _positions_by_statement(module, text, nodes, tops or {}, statements or {}, tree)
     except (_Unmapped, SyntaxError, ValueError, RecursionError, MemoryError, AttributeError, TypeError):
         # TypeError/AttributeError: a libcst whose code generation internals differ from the ones we mark.
         return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
@@ -43,43 +51,159 @@ class _Unmapped(Exception):
     pass
 
 
-def _positions_by_statement(module: cst.Module, text: str, nodes: Sequence[cst.CSTNode], tops: Mapping[int, int]) -> dict:
+def _positions_by_statement(
+    module: cst.Module, text: str, nodes: Sequence[cst.CSTNode], tops: Mapping[int, int],
+    statements: Mapping[int, cst.CSTNode], tree: ast.Module | None = None,
+) -> dict:
     by_id = {id(n): n for n in nodes}
     wanted = set(by_id)
-    holder_set = {tops[i] for i in wanted if i in tops}
+    searched: set[int] = set()  # the top-level statements that hold nodes no event points at
     unknown = {i for i in wanted if i not in tops}
     if unknown:  # nodes no event points at (a detached subexpression): look for them, likeliest places first
-        order = sorted(holder_set) + [i for i in range(len(module.body)) if i not in holder_set]
+        known = {tops[i] for i in wanted if i in tops}
+        order = sorted(known) + [i for i in range(len(module.body)) if i not in known]
         for index in order:
             found = {id(n) for n in walk(module.body[index], descend_scopes=True)} & unknown
             if found:
-                holder_set.add(index)
+                searched.add(index)
                 unknown -= found
                 if not unknown:
                     break
-    holders = sorted(holder_set)
-    if not holders:
+    holder_set = {tops[i] for i in wanted if i in tops} | searched
+    if not holder_set:
         raise _Unmapped
     # The line where each statement starts, from `ast`, whose statement lines are exact: one parse of the file,
     # where searching the file for each statement's text (and counting the line breaks before it) cost the whole
     # file per statement, quadratic in a long file with many findings.
-    starts = _statement_lines_of(module, text)
-    if starts is None:  # text CPython's parser refuses and libcst's takes: the whole-module provider
+    tree = tree if tree is not None else _ast_of(text)
+    if tree is None:  # text CPython's parser refuses and libcst's takes: the whole-module provider
         raise _Unmapped
+    firsts = _top_level_pairs(module, tree)
     out: dict = {}
-    for index in holders:
+    # A node whose innermost statement is known: that statement alone, with the indentation of its blocks.
+    inner: dict[int, tuple[cst.CSTNode, list[int]]] = {}
+    for key in wanted:
+        stmt = statements.get(key)
+        if stmt is not None and key in tops:
+            inner.setdefault(id(stmt), (stmt, []))[1].append(key)
+    if inner:
+        _place_in_statements(module, tree, firsts, tops, inner, by_id, out)
+    # The rest: the top-level statements that hold them, generated whole.
+    placed = {id(n) for n in out}
+    rest = wanted - placed
+    for index in sorted({tops[key] for key in rest if key in tops} | searched):
         stmt = module.body[index]
-        sub = cst.Module(body=[stmt], default_newline=module.default_newline, default_indent=module.default_indent)
-        local, _ = _positions_and_code(sub, wanted | {id(stmt)})
-        shift = starts[index] - local[id(stmt)].start.line
-        for key, rng in local.items():
-            if key in wanted:
-                out[by_id[key]] = CodeRange(
-                    CodePosition(rng.start.line + shift, rng.start.column), CodePosition(rng.end.line + shift, rng.end.column)
-                )
-    if len(out) != len(wanted):
+        state = _MarkingCodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
+        cst.Module(body=[stmt], default_newline=module.default_newline, default_indent=module.default_indent)._codegen(state)
+        _shifted(_ranges(state, rest | {id(stmt)}), stmt, tree.body[firsts[index]].lineno, rest, by_id, out)
+    if len(out) != len(by_id):
         raise _Unmapped
     return out
+
+
+def _shifted(local: dict[int, CodeRange], stmt: cst.CSTNode, line: int, wanted: set[int], by_id: dict, out: dict) -> None:
+    """The ranges of a statement generated alone, moved to the file's `line` where the statement starts."""
+    shift = line - local[id(stmt)].start.line
+    for key, rng in local.items():
+        if key in wanted:
+            out[by_id[key]] = CodeRange(
+                CodePosition(rng.start.line + shift, rng.start.column), CodePosition(rng.end.line + shift, rng.end.column)
+            )
+
+
+def _place_in_statements(
+    module: cst.Module, tree: ast.Module, firsts: list[int], tops: Mapping[int, int],
+    inner: dict[int, tuple[cst.CSTNode, list[int]]], by_id: dict, out: dict,
+) -> None:
+    """Each statement of `inner` generated alone: its indentation is that of the blocks around it (so lines
+    continued inside brackets come out as in the file), its line the one `ast` gives the same statement."""
+    where: dict[int, tuple[ast.stmt, tuple[str, ...], bool]] = {}
+    for index in sorted({tops[keys[0]] for _, keys in inner.values()}):
+        stmt = module.body[index]
+        count = len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
+        found: dict[int, tuple[ast.stmt, tuple[str, ...], bool]] = {}
+        try:
+            _pair([stmt], tree.body[firsts[index]:firsts[index] + count], (), module.default_indent, found)
+        except _Unmapped:
+            continue  # a shape this pairing does not know: that statement is generated whole
+        where.update(found)
+    for stmt, keys in inner.values():
+        place = where.get(id(stmt))
+        if place is None:
+            continue
+        node, indents, is_elif = place
+        state = _MarkingCodegenState(
+            default_indent=module.default_indent, default_newline=module.default_newline, indent_tokens=list(indents)
+        )
+        if is_elif:
+            stmt._codegen(state, is_elif=True)
+        else:
+            stmt._codegen(state)
+        wanted = set(keys)
+        local = _ranges(state, wanted | {id(stmt)})
+        if wanted <= local.keys():
+            _shifted(local, stmt, node.lineno, wanted, by_id, out)
+
+
+# libcst's compound statements and the `ast` statements they parse to
+_AST_KINDS: dict[type, tuple[type, ...]] = {
+    cst.If: (ast.If,), cst.For: (ast.For, ast.AsyncFor), cst.While: (ast.While,),
+    cst.With: (ast.With, ast.AsyncWith), cst.Try: (ast.Try,), cst.FunctionDef: (ast.FunctionDef, ast.AsyncFunctionDef),
+    cst.ClassDef: (ast.ClassDef,), cst.Match: (ast.Match,),
+}
+if hasattr(ast, "TryStar"):  # Python 3.11
+    _AST_KINDS[cst.TryStar] = (ast.TryStar,)
+
+
+def _pair(stmts: Sequence[cst.CSTNode], nodes: Sequence[ast.stmt], indents: tuple[str, ...], default_indent: str,
+          where: dict) -> None:
+    """Each libcst statement of a block with its `ast` statement (a line `a; b` is two of them) and the
+    indentation it is generated with; raises _Unmapped where the two trees do not line up."""
+    i = 0
+    for stmt in stmts:
+        if i >= len(nodes):
+            raise _Unmapped
+        if isinstance(stmt, cst.SimpleStatementLine):
+            where[id(stmt)] = (nodes[i], indents, False)
+            i += len(stmt.body)
+            continue
+        _pair_compound(stmt, nodes[i], indents, default_indent, where, False)
+        i += 1
+    if i != len(nodes):
+        raise _Unmapped
+
+
+def _pair_compound(stmt: cst.CSTNode, node: ast.stmt, indents: tuple[str, ...], default_indent: str, where: dict,
+                   is_elif: bool) -> None:
+    if not isinstance(node, _AST_KINDS.get(type(stmt), ())):
+        raise _Unmapped
+    where[id(stmt)] = (node, indents, is_elif)
+    blocks: list[tuple[cst.CSTNode, list]] = [(stmt.body, node.body)] if not isinstance(stmt, cst.Match) else []
+    if isinstance(stmt, cst.If) and isinstance(stmt.orelse, cst.If):
+        if len(node.orelse) != 1:
+            raise _Unmapped
+        _pair_compound(stmt.orelse, node.orelse[0], indents, default_indent, where, True)
+    elif isinstance(stmt, (cst.Try, cst.TryStar)):
+        if len(stmt.handlers) != len(node.handlers):
+            raise _Unmapped
+        blocks += [(h.body, n.body) for h, n in zip(stmt.handlers, node.handlers)]
+        blocks += [(stmt.orelse.body, node.orelse)] if stmt.orelse is not None else []
+        blocks += [(stmt.finalbody.body, node.finalbody)] if stmt.finalbody is not None else []
+    elif isinstance(stmt, cst.Match):
+        if len(stmt.cases) != len(node.cases):
+            raise _Unmapped
+        blocks += [(c.body, n.body) for c, n in zip(stmt.cases, node.cases)]
+    elif getattr(stmt, "orelse", None) is not None:  # the `else:` of an if, a loop
+        blocks.append((stmt.orelse.body, node.orelse))
+    outer = indents
+    if isinstance(stmt, cst.Match):  # its cases are indented under it, their blocks under them
+        outer += (default_indent if stmt.indent is None else stmt.indent,)
+    for block, body in blocks:
+        if isinstance(block, cst.IndentedBlock):
+            indent = default_indent if block.indent is None else block.indent
+            _pair(block.body, body, outer + (indent,), default_indent, where)
+        elif len(block.body) != len(body):  # `if x: a; b`: no statement of its own to generate
+            raise _Unmapped
 
 
 @dataclass
@@ -135,7 +259,12 @@ def _positions_and_code(sub: cst.Module, wanted: set[int] | None = None) -> tupl
     """The code of `sub` and the ranges of its nodes (those in `wanted`, or all), keyed by id()."""
     state = _MarkingCodegenState(default_indent=sub.default_indent, default_newline=sub.default_newline)
     sub._codegen(state)
-    code = "".join(state.tokens)
+    return _ranges(state, wanted), "".join(state.tokens)
+
+
+def _ranges(state: _MarkingCodegenState, wanted: set[int] | None) -> dict[int, CodeRange]:
+    """The ranges of the nodes `state` generated (those in `wanted`, or all), keyed by id(), its first token at
+    line 1, column 0."""
     tokens = state.tokens + state.popped
     offsets = list(accumulate(map(len, tokens), initial=0))
     line_starts = [0] + [m.end() for m in _NEWLINE.finditer("".join(tokens))]
@@ -149,35 +278,35 @@ def _positions_and_code(sub: cst.Module, wanted: set[int] | None = None) -> tupl
         key: CodeRange(position(a), position(b))
         for key, (a, b) in state.marks.items()
         if wanted is None or key in wanted
-    }, code
+    }
 
 
-def _statement_lines_of(module: cst.Module, text: str) -> list[int] | None:
-    """`_statement_lines` of the text, or None where CPython's parser does not take it."""
+def _ast_of(text: str) -> ast.Module | None:
+    """The `ast` of the text, or None where CPython's parser does not take it."""
     # The cycle collector paused: it would walk the caller's libcst tree again and again while the ast is built
     # (most of the parse's time in a long file), to find cycles an ast does not have.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _statement_lines(module, pyast.parse(text.removeprefix("\ufeff")))  # CPython refuses a BOM in a str
-    except (_Unmapped, SyntaxError, ValueError, RecursionError, MemoryError):
+        return pyast.parse(text.removeprefix("\ufeff"))  # CPython refuses a BOM in a str
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     finally:
         if enabled:
             gc.enable()
 
 
-def _statement_lines(module: cst.Module, tree: ast.Module) -> list[int]:
-    """The line where libcst's position of each top-level statement starts, from the `ast` of the same text:
-    a libcst line of `a; b` is two ast statements, every other statement is one."""
-    lines: list[int] = []
+def _top_level_pairs(module: cst.Module, tree: ast.Module) -> list[int]:
+    """For each top-level libcst statement, the index of its first `ast` statement (a libcst line `a; b` is two
+    ast statements, every other statement one); `ast`'s line of it is where libcst's position starts (a
+    decorated statement's at `def`/`class`, not at its first decorator)."""
+    firsts: list[int] = []
     i = 0
     for stmt in module.body:
         if i >= len(tree.body):
             raise _Unmapped
-        # Not the first decorator's line: libcst's position of a decorated statement starts at `def`/`class`
-        lines.append(tree.body[i].lineno)
+        firsts.append(i)
         i += len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
     if i != len(tree.body):
         raise _Unmapped
-    return lines
+    return firsts
