@@ -15,7 +15,7 @@ from torchlint.analysis.semantics import IN_PLACE_DETACH
 def classify(e: Event, symbols: Symbols) -> Event | None:
     """What a METHOD event is (a backward, step, zero_grad, append, reset ...) given what its names hold, or None."""
     call = e.node
-    assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+    assert type(call) is cst.Call and type(call.func) is cst.Attribute
     method = call.func.attr.value
     recv = call.func.value
     recv_name = dotted(recv)
@@ -94,8 +94,8 @@ def _backward(
         # and back-propagate it into `.grad`, like `loss.backward()`
         flavor, value = "optimizer", arg0.value
     elif (
-        isinstance(recv, cst.Call)
-        and isinstance(recv.func, cst.Attribute)
+        type(recv) is cst.Call
+        and type(recv.func) is cst.Attribute
         and recv.func.attr.value == "scale"
         and symbols.is_(dotted(recv.func.value), Kind.SCALER)
         and recv.args

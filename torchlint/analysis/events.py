@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum
 
 import libcst as cst
+
+from torchlint.source.cstfast import code_of
 
 # How deep a helper's events are placed at its call (a helper of a helper, no further): the file model inlines
 # this deep, and pruning keeps the helpers a loop reaches this deep.
@@ -56,22 +58,22 @@ class Guard:
 
 
 def _literal(test: cst.BaseExpression, polarity: bool) -> tuple[str, bool]:
-    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         test, polarity = test.expression, not polarity
-    if (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+    if (type(test) is cst.Comparison and len(test.comparisons) == 1
             and isinstance(test.comparisons[0].comparator, cst.Name)
             and test.comparisons[0].comparator.value == "None"):
         op = test.comparisons[0].operator
-        if isinstance(op, cst.IsNot):
+        if type(op) is cst.IsNot:
             test = test.left
-        elif isinstance(op, cst.Is):
+        elif type(op) is cst.Is:
             test, polarity = test.left, not polarity
-    return cst.Module(body=[]).code_for_node(test), polarity
+    return code_of(test), polarity
 
 
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     """`a and b and c` -> [a, b, c]; anything else -> [itself]."""
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
         return _conjuncts(test.left) + _conjuncts(test.right)
     return [test]
 
@@ -92,7 +94,7 @@ def _needs(guards: tuple[Guard, ...]) -> set[tuple[str, bool]]:
     """What holding all `guards` implies: each condition, and each conjunct of an `and` that holds."""
     out = {c for g in guards if (c := g.condition()) is not None}
     for g in guards:
-        if not g.negated and isinstance(g.test, cst.BooleanOperation):
+        if not g.negated and type(g.test) is cst.BooleanOperation:
             out.update(_literal(t, True) for t in _conjuncts(g.test))
     return out
 
@@ -100,7 +102,7 @@ def _needs(guards: tuple[Guard, ...]) -> set[tuple[str, bool]]:
 def _denies_all(guards: tuple[Guard, ...], need: set[tuple[str, bool]]) -> bool:
     """One of `guards` is the `else` of an `and` whose every conjunct `need` holds."""
     for g in guards:
-        if g.negated and isinstance(g.test, cst.BooleanOperation) and isinstance(g.test.operator, cst.And):
+        if g.negated and type(g.test) is cst.BooleanOperation and type(g.test.operator) is cst.And:
             if all(_literal(t, True) in need for t in _conjuncts(g.test)):
                 return True
     return False
@@ -130,6 +132,18 @@ class Event:
     index: int = -1  # ASSIGN to one name of a tuple target: its position (`out, hidden = model(x, hidden)`)
     seq: int = 0
 
+    @staticmethod
+    def at(kind: EventKind, node: cst.CSTNode, stmt: cst.CSTNode, scope: cst.CSTNode, loops: tuple, guards: tuple,
+           contexts: tuple, **rest: object) -> "Event":
+        """`Event(...)` without the generated constructor's per-field work (the walk makes one per call it sees)."""
+        assert rest.keys() <= _EVENT_FIELDS, rest.keys() - _EVENT_FIELDS
+        new = object.__new__(Event)
+        state = new.__dict__
+        state.update(_EVENT_DEFAULTS)
+        state.update(kind=kind, node=node, stmt=stmt, scope=scope, loops=loops, guards=guards, contexts=contexts)
+        state.update(rest)
+        return new
+
     def but(self, **changes: object) -> "Event":
         """A copy with `changes`: `dataclasses.replace` without its per-field work (events are copied in bulk)."""
         assert changes.keys() <= _EVENT_FIELDS, changes.keys() - _EVENT_FIELDS
@@ -158,3 +172,4 @@ class Event:
 
 
 _EVENT_FIELDS = frozenset(f.name for f in fields(Event))
+_EVENT_DEFAULTS = {f.name: f.default for f in fields(Event) if f.default is not MISSING}

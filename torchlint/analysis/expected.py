@@ -28,19 +28,19 @@ def expected_regions(module: cst.Module, text: str) -> set[int]:
     defs: dict[str, cst.FunctionDef] = {}
     regions: list[cst.CSTNode] = []
     for node in walk(module, descend_scopes=True):
-        if isinstance(node, cst.FunctionDef):
+        if type(node) is cst.FunctionDef:
             defs.setdefault(node.name.value, node)
-        elif isinstance(node, cst.With) and any(_expecting(item.item) for item in node.items):
+        elif type(node) is cst.With and any(_expecting(item.item) for item in node.items):
             regions.append(node.body)
-        elif isinstance(node, cst.Call) and _expecting(node):
+        elif type(node) is cst.Call and _expecting(node):
             for arg in node.args:
-                if isinstance(arg.value, cst.Lambda):
+                if type(arg.value) is cst.Lambda:
                     regions.append(arg.value)
-                elif isinstance(arg.value, cst.Name):
+                elif type(arg.value) is cst.Name:
                     regions.append(arg.value)  # resolved to its function below
     out: set[int] = set()
     for region in regions:
-        if isinstance(region, cst.Name):
+        if type(region) is cst.Name:
             target = defs.get(region.value)
             if target is None:
                 continue
@@ -50,7 +50,7 @@ def expected_regions(module: cst.Module, text: str) -> set[int]:
 
 
 def _expecting(expr: cst.BaseExpression) -> bool:
-    call = expr if isinstance(expr, cst.Call) else None
+    call = expr if type(expr) is cst.Call else None
     if call is None:
         return False
     name = dotted(call.func) or ""

@@ -37,7 +37,7 @@ def compute_exports(text: str, names: frozenset[str]) -> Exports | None:
 
 def export(model: FileModel, names: frozenset[str]) -> Exports:
     """The exports of an analysed file (`FileModel`): its functions and methods among `names` (`acting`)."""
-    scopes = [s for s in model.scopes if isinstance(s.node, cst.FunctionDef) and "." not in s.name
+    scopes = [s for s in model.scopes if type(s.node) is cst.FunctionDef and "." not in s.name
               and (f"{s.class_name}.{s.name}" if s.class_name else s.name) in names]
     wanted = []
     for scope in scopes:
@@ -93,13 +93,13 @@ def export(model: FileModel, names: frozenset[str]) -> Exports:
 def _handed(model: FileModel, scope: Scope, params: set[str]) -> list[str]:
     """The parameters (and `self`) that the function hands to calls the model cannot follow: an unresolved
     function or inherited method, or a method of another object (`engine.run(optimizer)`)."""
-    calls = [e.node for e in scope.events if e.kind is EventKind.OPAQUE and isinstance(e.node, cst.Call)]
+    calls = [e.node for e in scope.events if e.kind is EventKind.OPAQUE and type(e.node) is cst.Call]
     handed: set[str] = set()
     for e in scope.events:
         if e.kind is EventKind.OPAQUE and (e.callee or "").startswith("self."):
             handed.add("self")
     for stmt in scope.body:
-        calls.extend(c for c in calls_in_evaluation_order(stmt) if isinstance(c.func, cst.Attribute) and not tracked_call(c))
+        calls.extend(c for c in calls_in_evaluation_order(stmt) if type(c.func) is cst.Attribute and not tracked_call(c))
     for call in calls:
         for a in call.args:
             name = dotted(a.value)

@@ -14,10 +14,10 @@ from torchlint.source.walk import walk
 def dotted(node: cst.CSTNode | None) -> str | None:
     """`a.b.c` for a chain of attribute accesses on a name, else None."""
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         parts.append(node.value)
         return ".".join(reversed(parts))
     return None
@@ -25,7 +25,7 @@ def dotted(node: cst.CSTNode | None) -> str | None:
 
 def container_name(target: cst.BaseExpression) -> str | None:
     """The name of the container a subscript reads or stores into (`d[k][0]` -> `d`), or the dotted name itself."""
-    while isinstance(target, cst.Subscript):
+    while type(target) is cst.Subscript:
         target = target.value
     return dotted(target)
 
@@ -35,7 +35,7 @@ def last_part(name: str) -> str:
 
 
 def is_true(node: cst.CSTNode | None) -> bool:
-    return isinstance(node, cst.Name) and node.value == "True"
+    return type(node) is cst.Name and node.value == "True"
 
 
 def keyword(call: cst.Call, name: str) -> cst.Arg | None:
@@ -52,7 +52,7 @@ def positional(call: cst.Call, index: int) -> cst.Arg | None:
 
 def positional_params(node: cst.CSTNode) -> list[str]:
     """The names of a function's positional parameters, in order (`self` included); none for anything else."""
-    if not isinstance(node, cst.FunctionDef):
+    if type(node) is not cst.FunctionDef:
         return []
     return [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
 
@@ -60,7 +60,7 @@ def positional_params(node: cst.CSTNode) -> list[str]:
 def names_in(node: cst.CSTNode) -> set[str]:
     """Every variable name and dotted attribute chain that `node` reads (`self.total.data` gives
     `self.total.data`, `self.total` and `self`)."""
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return {node.value}
     names: set[str] = set()
 
@@ -95,9 +95,9 @@ def operand_names(node: cst.CSTNode) -> set[str]:
         cls = type(n)
         if cls is cst.Call:
             func = n.func  # type: ignore[attr-defined]
-            if isinstance(func, cst.Attribute):
+            if type(func) is cst.Attribute:
                 todo.append(func.value)
-            elif not isinstance(func, cst.Name):
+            elif type(func) is not cst.Name:
                 todo.append(func)
             todo.extend(arg.value for arg in n.args)  # type: ignore[attr-defined]
             return True
@@ -146,24 +146,24 @@ def as_detachment(node: cst.CSTNode) -> Detachment | None:
 
 def _link(node: cst.CSTNode) -> tuple[cst.BaseExpression, str, bool] | None:
     """One link of a detaching chain: (what it is applied to, how it is written, whether it cuts the graph)."""
-    if isinstance(node, cst.Attribute) and node.attr.value == "data":
+    if type(node) is cst.Attribute and node.attr.value == "data":
         return node.value, ".data", True
     if (
-        isinstance(node, cst.Subscript)
-        and isinstance(node.value, cst.Attribute)
+        type(node) is cst.Subscript
+        and type(node.value) is cst.Attribute
         and node.value.attr.value == "data"
     ):
         return node.value.value, ".data[...]", True
-    if isinstance(node, cst.Call):
+    if type(node) is cst.Call:
         func = node.func
-        if isinstance(func, cst.Attribute) and not node.args:
+        if type(func) is cst.Attribute and not node.args:
             method = func.attr.value
             if method in _DETACH_METHODS:
                 return func.value, _DETACH_METHODS[method], True
             if method in _KEEPING_LINKS:
                 return func.value, f".{method}()", False
         if (
-            isinstance(func, cst.Name)
+            type(func) is cst.Name
             and func.value == "float"
             and len(node.args) == 1
             and node.args[0].keyword is None
@@ -175,12 +175,12 @@ def _link(node: cst.CSTNode) -> tuple[cst.BaseExpression, str, bool] | None:
 
 def is_self_accumulation(target: str, value: cst.BaseExpression) -> cst.BaseExpression | None:
     """For `t = t + x` (or `x + t`, `t + a + b`) return the added part's top expression, else None."""
-    if not isinstance(value, cst.BinaryOperation) or not isinstance(value.operator, cst.Add):
+    if type(value) is not cst.BinaryOperation or type(value.operator) is not cst.Add:
         return None
     node: cst.BaseExpression = value
     # Walk the left spine of `t + a + b`; `t` must be one of the summands at the top level.
     summands: list[cst.BaseExpression] = []
-    while isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+    while type(node) is cst.BinaryOperation and type(node.operator) is cst.Add:
         summands.append(node.right)
         node = node.left
     summands.append(node)
@@ -194,11 +194,11 @@ def is_self_accumulation(target: str, value: cst.BaseExpression) -> cst.BaseExpr
 def modulo_divisor(test: cst.BaseExpression) -> cst.BaseExpression | None:
     """The `k` of a gradient-accumulation guard such as `(i + 1) % k == 0` or `step % args.k == k - 1`.
     Calls are not entered: `print("%d" % x)` formatting is not a guard."""
-    for n in walk(test, prune=lambda n: isinstance(n, cst.Call)):
+    for n in walk(test, prune=lambda n: type(n) is cst.Call):
         if (
-            isinstance(n, cst.BinaryOperation)
-            and isinstance(n.operator, cst.Modulo)
-            and not isinstance(n.left, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+            type(n) is cst.BinaryOperation
+            and type(n.operator) is cst.Modulo
+            and type(n.left) not in (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)
         ):
             return n.right
     return None
@@ -213,10 +213,10 @@ LOSS_SCALING_CALLS = frozenset({"scale_loss", "scale"})
 
 def combined_items(value: cst.BaseExpression) -> list[cst.BaseExpression]:
     """What a combining call's argument holds: a generator's element, a list's items, or the value itself."""
-    if isinstance(value, (cst.GeneratorExp, cst.ListComp)):
+    if type(value) in (cst.GeneratorExp, cst.ListComp):
         return [value.elt]
-    if isinstance(value, (cst.List, cst.Tuple)):
-        return [el.value for el in value.elements if not isinstance(el, cst.StarredElement)]
+    if type(value) in (cst.List, cst.Tuple):
+        return [el.value for el in value.elements if type(el) is not cst.StarredElement]
     return [value]
 
 
@@ -236,27 +236,27 @@ def summand_names(expr: cst.BaseExpression, graph: Callable[[cst.BaseExpression]
         name = dotted(node)
         if name is not None:
             out.add(name)
-        elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ADDITIVE):
+        elif type(node) is cst.BinaryOperation and isinstance(node.operator, _ADDITIVE):
             op = node.operator
-            if graph is None or isinstance(op, (cst.Add, cst.Subtract)):
+            if graph is None or type(op) in (cst.Add, cst.Subtract):
                 todo += [node.left, node.right]
-            elif isinstance(op, cst.Multiply):
+            elif type(op) is cst.Multiply:
                 todo += [side for side, other in ((node.left, node.right), (node.right, node.left)) if not graph(other)]
             elif not graph(node.right):
                 todo.append(node.left)
-        elif isinstance(node, cst.UnaryOperation):
+        elif type(node) is cst.UnaryOperation:
             todo.append(node.expression)
-        elif isinstance(node, cst.Subscript):
+        elif type(node) is cst.Subscript:
             todo.append(node.value)
-        elif isinstance(node, cst.Call):
+        elif type(node) is cst.Call:
             func = dotted(node.func)
             if func in COMBINING_CALLS:
                 for arg in node.args:
                     todo += combined_items(arg.value)
-            elif isinstance(node.func, cst.Attribute) and node.func.attr.value in _KEEPING_METHODS:
+            elif type(node.func) is cst.Attribute and node.func.attr.value in _KEEPING_METHODS:
                 todo.append(node.func.value)
-            elif isinstance(node.func, cst.Attribute) and node.func.attr.value in LOSS_SCALING_CALLS and node.args:
+            elif type(node.func) is cst.Attribute and node.func.attr.value in LOSS_SCALING_CALLS and node.args:
                 todo.append(node.args[0].value)  # `amp.scale_loss(loss, opt)`, `scaler.scale(loss)`: the loss, scaled
-        elif isinstance(node, (cst.List, cst.Tuple)):
+        elif type(node) in (cst.List, cst.Tuple):
             todo += combined_items(node)
     return out

@@ -58,9 +58,9 @@ class FlowGraph:
 
     def _suite(self, node: cst.CSTNode | None, preds: list[int]) -> list[int]:
         body = getattr(node, "body", None)
-        if isinstance(body, cst.IndentedBlock):
+        if type(body) is cst.IndentedBlock:
             return self._block(body.body, preds)
-        if isinstance(body, cst.SimpleStatementSuite):
+        if type(body) is cst.SimpleStatementSuite:
             return self._simple(node, body.body, preds)
         return preds
 
@@ -68,31 +68,31 @@ class FlowGraph:
         n = self._new(stmt)
         self._link(preds, n)
         for small in smalls:
-            if isinstance(small, (cst.Return, cst.Raise)):
+            if type(small) in (cst.Return, cst.Raise):
                 self._edge(n, EXIT)
                 return []
-            if isinstance(small, cst.Break) and self._loops:
+            if type(small) is cst.Break and self._loops:
                 self._loops[-1][1].append(n)
                 return []
-            if isinstance(small, cst.Continue) and self._loops:
+            if type(small) is cst.Continue and self._loops:
                 self._edge(n, self._loops[-1][0])
                 return []
         return [n]
 
     def _stmt(self, stmt: cst.CSTNode, preds: list[int]) -> list[int]:
-        if isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is cst.SimpleStatementLine:
             return self._simple(stmt, stmt.body, preds)
-        if isinstance(stmt, cst.If):
+        if type(stmt) is cst.If:
             test = self._new(stmt)
             self._link(preds, test)
             exits = self._suite(stmt, [test])
             orelse = stmt.orelse
-            if isinstance(orelse, cst.If):
+            if type(orelse) is cst.If:
                 return exits + self._stmt(orelse, [test])
-            if isinstance(orelse, cst.Else):
+            if type(orelse) is cst.Else:
                 return exits + self._suite(orelse, [test])
             return exits + [test]
-        if isinstance(stmt, (cst.For, cst.While)):
+        if type(stmt) in (cst.For, cst.While):
             head = self._new(stmt)
             self.loop_head[id(stmt)] = head
             self._link(preds, head)
@@ -102,16 +102,16 @@ class FlowGraph:
             _, breaks = self._loops.pop()
             self._link(body_exits, head)
             self.loop_nodes[head] = frozenset([head, *range(first, len(self.succ))])
-            endless = isinstance(stmt, cst.While) and _always_true(stmt.test)
+            endless = type(stmt) is cst.While and _always_true(stmt.test)
             exits = [] if endless else [head]
             if stmt.orelse is not None:
                 exits = self._suite(stmt.orelse, exits)
             return exits + breaks
-        if isinstance(stmt, cst.With):
+        if type(stmt) is cst.With:
             head = self._new(stmt)
             self._link(preds, head)
             return self._suite(stmt, [head])
-        if isinstance(stmt, (cst.Try, cst.TryStar)):
+        if type(stmt) in (cst.Try, cst.TryStar):
             head = self._new(stmt)
             self._link(preds, head)
             outer = self._try_nodes
@@ -133,14 +133,14 @@ class FlowGraph:
                 exits = self._suite(stmt.finalbody, exits + raising)
                 self.exceptional.update((r, first) for r in raising if r not in exits)
             return exits
-        if isinstance(stmt, cst.Match):
+        if type(stmt) is cst.Match:
             head = self._new(stmt)
             self._link(preds, head)
             exits = [head]
             for case in stmt.cases:
                 exits += self._suite(case, [head])
             return exits
-        if isinstance(stmt, cst.ClassDef):
+        if type(stmt) is cst.ClassDef:
             n = self._new(stmt)
             self._link(preds, n)
             return self._suite(stmt, [n])
@@ -268,6 +268,6 @@ def walk_back(
 
 
 def _always_true(test: cst.BaseExpression) -> bool:
-    return (isinstance(test, cst.Name) and test.value == "True") or (
-        isinstance(test, cst.Integer) and test.value not in ("0",)
+    return (type(test) is cst.Name and test.value == "True") or (
+        type(test) is cst.Integer and test.value not in ("0",)
     )

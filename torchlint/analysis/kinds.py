@@ -126,7 +126,7 @@ class Kinds(Answers):
     # -- definitions ---------------------------------------------------------------------------------------------
     def _def(self, d: Event, scope: Scope, depth: int) -> VKind:
         if d.kind is EventKind.RESET:
-            return VKind.TENSOR if isinstance(d.node, cst.Call) else VKind.NONE  # detach_() / del, clear()
+            return VKind.TENSOR if type(d.node) is cst.Call else VKind.NONE  # detach_() / del, clear()
         value = d.value
         if value is None:
             return VKind.UNKNOWN
@@ -152,11 +152,11 @@ class Kinds(Answers):
         """The kind of item `index` of a tuple value: a literal, or what a function of the file returns there."""
         if index < 0:
             return None
-        if isinstance(value, (cst.Tuple, cst.List)):
-            if index < len(value.elements) and not isinstance(value.elements[index], cst.StarredElement):
+        if type(value) in (cst.Tuple, cst.List):
+            if index < len(value.elements) and type(value.elements[index]) is not cst.StarredElement:
                 return self.of(value.elements[index].value, scope, at, depth)
             return None
-        if isinstance(value, cst.Call):
+        if type(value) is cst.Call:
             name = dotted(value.func)
             callee = self.model.resolve(scope, name) if name is not None else None
             if callee is None:
@@ -172,9 +172,9 @@ class Kinds(Answers):
         """A loop variable: a number over `range(...)`; a value of a dict the scope builds over `.values()`, or the
         key or value of `.items()` (`for name, part in losses.items()`); anything else (batches, `enumerate`'s
         tuples) unknown."""
-        if isinstance(it, cst.Call) and dotted(it.func) == "range":
+        if type(it) is cst.Call and dotted(it.func) == "range":
             return VKind.NUMBER
-        if (isinstance(it, cst.Call) and not it.args and isinstance(it.func, cst.Attribute)
+        if (type(it) is cst.Call and not it.args and type(it.func) is cst.Attribute
                 and it.func.attr.value in ("items", "values")):
             method, index = it.func.attr.value, at.index
             if method == "values" and index >= 0 or method == "items" and index not in (0, 1):
@@ -224,10 +224,10 @@ class Kinds(Answers):
             if last == "Module":
                 return VKind.MODULE
         default = param.default
-        if isinstance(default, (cst.SimpleString, cst.FormattedString)):
+        if type(default) in (cst.SimpleString, cst.FormattedString):
             return VKind.STRING
-        if isinstance(default, (cst.Integer, cst.Float)) or (
-            isinstance(default, cst.Name) and default.value in ("True", "False")
+        if type(default) in (cst.Integer, cst.Float) or (
+            type(default) is cst.Name and default.value in ("True", "False")
         ):
             return VKind.NUMBER
         return self._conventional(name)
@@ -265,17 +265,17 @@ class Kinds(Answers):
             return self._attribute(e, scope, at, depth)  # type: ignore[arg-type]
         if cls is cst.Subscript:
             base = self.of(e.value, scope, at, depth + 1)  # type: ignore[attr-defined]
-            if isinstance(e.value, cst.Attribute) and e.value.attr.value == "shape":  # type: ignore[attr-defined]
+            if type(e.value) is cst.Attribute and e.value.attr.value == "shape":  # type: ignore[attr-defined]
                 return VKind.NUMBER
             return base if base in (VKind.GRAPH, VKind.TENSOR, VKind.STRING) else VKind.UNKNOWN
         if cls is cst.BinaryOperation:
             left = self.of(e.left, scope, at, depth + 1)  # type: ignore[attr-defined]
             right = self.of(e.right, scope, at, depth + 1)  # type: ignore[attr-defined]
-            if isinstance(e.operator, cst.Modulo) and left is VKind.STRING:  # type: ignore[attr-defined]
+            if type(e.operator) is cst.Modulo and left is VKind.STRING:  # type: ignore[attr-defined]
                 return VKind.STRING
             return arith(left, right)
         if cls is cst.UnaryOperation:
-            if isinstance(e.operator, cst.Not):  # type: ignore[attr-defined]
+            if type(e.operator) is cst.Not:  # type: ignore[attr-defined]
                 return VKind.NUMBER
             return self.of(e.expression, scope, at, depth + 1)  # type: ignore[attr-defined]
         if cls is cst.Comparison:
@@ -324,7 +324,7 @@ class Kinds(Answers):
     def _call(self, call: cst.Call, scope: Scope, at: Event | None, depth: int) -> VKind:
         func = call.func
         name = dotted(func)
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             method = func.attr.value
             if method in sem.NUMBER_METHODS:
                 return VKind.NUMBER
@@ -374,7 +374,7 @@ class Kinds(Answers):
             if name is not None and sem.is_module_name(name) and name.count(".") == 1 and name.startswith("self."):
                 return VKind.GRAPH  # `self.model(x)` with a module attribute set outside this file's view
             return VKind.UNKNOWN
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             fname = func.value
             if fname in sem.NUMBER_FUNCTIONS:
                 return VKind.NUMBER
@@ -457,9 +457,9 @@ class Kinds(Answers):
         kinds = []
         for arg in call.args:
             value = arg.value
-            if isinstance(value, (cst.GeneratorExp, cst.ListComp)):
+            if type(value) in (cst.GeneratorExp, cst.ListComp):
                 kinds.append(self.of(value.elt, scope, at, depth + 1))
-            elif isinstance(value, (cst.List, cst.Tuple)):
+            elif type(value) in (cst.List, cst.Tuple):
                 kinds.extend(self.of(el.value, scope, at, depth + 1) for el in value.elements)
             else:
                 kinds.append(self.of(value, scope, at, depth + 1))

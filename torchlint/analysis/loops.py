@@ -63,7 +63,7 @@ class Loop:
     def trip_count(self) -> int | None:
         """How many times the loop runs when that is a constant (`for _ in range(5)`, `range(n)` with `n = 2`)."""
         node = self.node
-        if not isinstance(node, cst.For) or not isinstance(node.iter, cst.Call) or dotted(node.iter.func) != "range":
+        if type(node) is not cst.For or type(node.iter) is not cst.Call or dotted(node.iter.func) != "range":
             return None
         args = [a.value for a in node.iter.args if a.keyword is None and not a.star]
         if len(args) not in (1, 2):
@@ -74,11 +74,11 @@ class Loop:
         return max(0, bounds[-1] - (bounds[0] if len(bounds) == 2 else 0))  # type: ignore[operator]
 
     def _constant(self, expr: cst.BaseExpression) -> int | None:
-        if isinstance(expr, cst.Integer):
+        if type(expr) is cst.Integer:
             return int(expr.evaluated_value)
-        if isinstance(expr, cst.Name) and self.events:
+        if type(expr) is cst.Name and self.events:
             defs, entry = self.scope.reaching(expr.value, self.events[0])
-            if defs and not entry and all(isinstance(d.value, cst.Integer) and d.flavor == "=" for d in defs):
+            if defs and not entry and all(type(d.value) is cst.Integer and d.flavor == "=" for d in defs):
                 values = {int(d.value.evaluated_value) for d in defs}  # type: ignore[union-attr]
                 return values.pop() if len(values) == 1 else None
         return None
@@ -97,9 +97,9 @@ class Loop:
         # Method calls of other objects (`engine.train_step(model, optimizer)`) are not events: look for them
         # only now, when a rule needs the answer.
         calls += [c for c in calls_in_evaluation_order(self.node)
-                  if isinstance(c.func, cst.Attribute) and id(c) not in self.scope.resolved_calls]
+                  if type(c.func) is cst.Attribute and id(c) not in self.scope.resolved_calls]
         for call in calls:
-            if isinstance(call, cst.Call) and not tracked_call(call):
+            if type(call) is cst.Call and not tracked_call(call):
                 for a in call.args:
                     arg = dotted(a.value)
                     if arg is not None and (arg == name or arg.rsplit(".", 1)[-1] == last):

@@ -431,7 +431,7 @@ def _mapped(name: str | None, params: list[str], call_event: Event, same_file: b
     call = call_event.node
     if head not in params:
         return name if same_file else None
-    if not isinstance(call, cst.Call):
+    if type(call) is not cst.Call:
         return None
     index = params.index(head)
     arg = None

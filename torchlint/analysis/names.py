@@ -44,7 +44,7 @@ _NOT_OPTIMIZER = frozenset({"opts", "optional", "option", "options", "optimize",
 
 def kind_of_value(value: cst.BaseExpression) -> Kind | None:
     """What a right-hand side constructs, when it says so (`torch.optim.Adam(...)`, `GradScaler()`)."""
-    if isinstance(value, cst.Call):
+    if type(value) is cst.Call:
         name = dotted(value.func)
         if name is None:
             return None
@@ -90,7 +90,7 @@ class Symbols:
 
     def record(self, target: str, value: cst.BaseExpression, first: bool = True) -> None:
         """Learn from `target = value`; `first` is False for the later names of a tuple target."""
-        if isinstance(value, cst.Call) and dotted(value.func) == "deepspeed.initialize":
+        if type(value) is cst.Call and dotted(value.func) == "deepspeed.initialize":
             # `engine, optimizer, _, _ = deepspeed.initialize(...)`: the engine steps and zeroes by itself.
             if first:
                 self._set(target, Kind.ENGINE)
@@ -99,12 +99,12 @@ class Symbols:
         if kind is None:
             return
         self._set(target, kind)
-        if kind is Kind.OPTIMIZER and isinstance(value, cst.Call):
+        if kind is Kind.OPTIMIZER and type(value) is cst.Call:
             self.optimizer_models[target] = _models_in_params(value)
             self.optimizer_class[target] = self.optimizer_class[last_part(target)] = value
-        if kind is Kind.ACCELERATOR and isinstance(value, cst.Call):
+        if kind is Kind.ACCELERATOR and type(value) is cst.Call:
             self.backward_divides[target] = _accumulates(value)
-        if kind is Kind.SCHEDULER and isinstance(value, cst.Call) and value.args:
+        if kind is Kind.SCHEDULER and type(value) is cst.Call and value.args:
             opt = dotted(value.args[0].value)
             if opt is not None:
                 self.scheduler_optimizer[target] = opt
@@ -140,7 +140,7 @@ def _accumulates(call: cst.Call) -> bool:
         if key == "gradient_accumulation_plugin":
             return True
         if key == "gradient_accumulation_steps":
-            return not (isinstance(arg.value, cst.Integer) and arg.value.value == "1")
+            return not (type(arg.value) is cst.Integer and arg.value.value == "1")
         if arg.star == "**":
             return True  # built from a config: it may say so
     return False
@@ -151,7 +151,7 @@ def _models_in_params(call: cst.Call) -> set[str]:
     models: set[str] = set()
     for arg in call.args:
         node = arg.value
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in (
+        if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in (
             "parameters",
             "named_parameters",
         ):

@@ -45,7 +45,7 @@ class Receivers:
                 defs = self._bound(self.scopes[0], receiver)  # a global of the module
         if not defs:
             return None
-        names = {dotted(d.value.func) if d.flavor == "=" and isinstance(d.value, cst.Call) else None for d in defs}
+        names = {dotted(d.value.func) if d.flavor == "=" and type(d.value) is cst.Call else None for d in defs}
         if len(names) != 1:
             return None
         return self._known_class(names.pop())

@@ -121,14 +121,14 @@ class Scope(RawScope):
         if entry or len(defs) != 1 or defs[0].flavor != "=" or defs[0].kind is not EventKind.ASSIGN:
             return test
         value = defs[0].value
-        return value if isinstance(value, (cst.Comparison, cst.BooleanOperation)) else test
+        return value if type(value) in (cst.Comparison, cst.BooleanOperation) else test
 
     def dict_entries(self, expr: cst.BaseExpression, at: Event) -> list | None:
         """(key, value, where) of every entry a dict may hold at `at`: a literal, or a name whose every reaching
         definition is one (`parts = {"ce": ce, "kl": kl}`), with what is stored into it (`parts["aux"] = aux`);
         None when some entry is not known (a `**` splat, a parameter, a dict from a call)."""
-        if isinstance(expr, cst.Dict):
-            if any(not isinstance(el, cst.DictElement) for el in expr.elements):
+        if type(expr) is cst.Dict:
+            if any(type(el) is not cst.DictElement for el in expr.elements):
                 return None
             return [(el.key, el.value, at) for el in expr.elements]  # type: ignore[union-attr]
         name = dotted(expr)
@@ -139,7 +139,7 @@ class Scope(RawScope):
             return None
         entries = []
         for d in defs:
-            if d.kind is not EventKind.ASSIGN or d.flavor != "=" or not isinstance(d.value, cst.Dict):
+            if d.kind is not EventKind.ASSIGN or d.flavor != "=" or type(d.value) is not cst.Dict:
                 return None
             found = self.dict_entries(d.value, d)
             if found is None:
@@ -315,17 +315,17 @@ class Scope(RawScope):
 
     def is_numeric(self, expr: cst.BaseExpression, _depth: int = 0) -> bool:
         """True when `expr` is plainly a Python number or a size (`1`, `len(x)`, `x.size(0)`, `bs` = such)."""
-        if isinstance(expr, (cst.Integer, cst.Float)):
+        if type(expr) in (cst.Integer, cst.Float):
             return True
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             func = expr.func
-            if isinstance(func, cst.Name) and func.value in ("len", "int", "float", "round"):
+            if type(func) is cst.Name and func.value in ("len", "int", "float", "round"):
                 return True
-            if isinstance(func, cst.Attribute) and func.attr.value in ("size", "numel", "item", "dim", "tolist"):
+            if type(func) is cst.Attribute and func.attr.value in ("size", "numel", "item", "dim", "tolist"):
                 return True
-        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape":
+        if type(expr) is cst.Subscript and type(expr.value) is cst.Attribute and expr.value.attr.value == "shape":
             return True
-        if isinstance(expr, cst.BinaryOperation):
+        if type(expr) is cst.BinaryOperation:
             return self.is_numeric(expr.left, _depth) and self.is_numeric(expr.right, _depth)
         name = dotted(expr)
         if name is not None and _depth < 3:
@@ -342,7 +342,7 @@ class Scope(RawScope):
         if "loss" in last or "cost" in last or last in ("l", "nll", "objective"):
             return True
         for e in self.assignments(name):
-            if isinstance(e.value, cst.Call):
+            if type(e.value) is cst.Call:
                 func = (dotted(e.value.func) or "").lower()
                 if any(w in func for w in LOSS_FUNCTION_WORDS):
                     return True

@@ -68,7 +68,7 @@ class EventWalker:
             self._stmt(scope, stmt, ((), (), ()))
 
     def _function(self, node: cst.FunctionDef, class_name: str | None, prefix: str) -> RawScope:
-        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
+        body = node.body.body if type(node.body) is cst.IndentedBlock else [node.body]
         scope = self.scope_type(node, prefix + node.name.value, class_name, body=body)
         p = node.params
         for param in (*p.posonly_params, *p.params, *p.kwonly_params):
@@ -76,7 +76,7 @@ class EventWalker:
         self.scopes.append(scope)
         contexts: tuple[str, ...] = ()
         for dec in node.decorators:
-            d = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+            d = dec.decorator.func if type(dec.decorator) is cst.Call else dec.decorator
             name = dotted(d) or ""
             ctx = context_of(name)
             if ctx:
@@ -90,38 +90,38 @@ class EventWalker:
 
     def _body(self, scope: RawScope, node: cst.CSTNode, ctx: _Ctx) -> None:
         body = getattr(node, "body", None)
-        if isinstance(body, cst.IndentedBlock):
+        if type(body) is cst.IndentedBlock:
             self._block(scope, body.body, ctx)
-        elif isinstance(body, cst.SimpleStatementSuite):
+        elif type(body) is cst.SimpleStatementSuite:
             self._simple(scope, node, body.body, ctx)
 
     def _stmt(self, scope: RawScope, stmt: cst.CSTNode, ctx: _Ctx) -> None:
         loops, guards, contexts = ctx
-        if isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is cst.SimpleStatementLine:
             self._simple(scope, stmt, stmt.body, ctx)
-        elif isinstance(stmt, cst.If):
+        elif type(stmt) is cst.If:
             self._exprs(scope, stmt, [stmt.test], ctx)
             g = Guard(stmt.test, False, len(loops))
             self._body(scope, stmt, (loops, guards + (g,), contexts))
             orelse = stmt.orelse
             neg = guards + (Guard(stmt.test, True, len(loops)),)
-            if isinstance(orelse, cst.If):
+            if type(orelse) is cst.If:
                 self._stmt(scope, orelse, (loops, neg, contexts))
-            elif isinstance(orelse, cst.Else):
+            elif type(orelse) is cst.Else:
                 self._body(scope, orelse, (loops, neg, contexts))
-        elif isinstance(stmt, (cst.For, cst.While)):
-            head = [stmt.iter] if isinstance(stmt, cst.For) else [stmt.test]
-            if isinstance(stmt, cst.For):
+        elif type(stmt) in (cst.For, cst.While):
+            head = [stmt.iter] if type(stmt) is cst.For else [stmt.test]
+            if type(stmt) is cst.For:
                 self._assign_targets(scope, stmt, stmt.target, stmt.iter, ctx, "for")
             self._exprs(scope, stmt, head, ctx)
             self._body(scope, stmt, (loops + (stmt,), guards, contexts))
             if stmt.orelse is not None:
                 self._body(scope, stmt.orelse, ctx)
-        elif isinstance(stmt, cst.With):
+        elif type(stmt) is cst.With:
             added: tuple[str, ...] = ()
             for item in stmt.items:
                 expr = item.item
-                func = expr.func if isinstance(expr, cst.Call) else expr
+                func = expr.func if type(expr) is cst.Call else expr
                 name = dotted(func) or ""
                 kind = context_of(name)
                 if kind:
@@ -131,7 +131,7 @@ class EventWalker:
                 if item.asname is not None:  # `with amp.scale_loss(loss, opt) as scaled_loss:`
                     self._assign_targets(scope, stmt, item.asname.name, item.item, ctx, "=")
             self._body(scope, stmt, (loops, guards, contexts + added))
-        elif isinstance(stmt, (cst.Try, cst.TryStar)):
+        elif type(stmt) in (cst.Try, cst.TryStar):
             self._body(scope, stmt, ctx)
             for handler in stmt.handlers:
                 self._body(scope, handler, (loops, guards + (Guard(handler, False, len(loops)),), contexts))
@@ -139,18 +139,18 @@ class EventWalker:
                 self._body(scope, stmt.orelse, ctx)
             if stmt.finalbody is not None:
                 self._body(scope, stmt.finalbody, ctx)
-        elif isinstance(stmt, cst.FunctionDef):
+        elif type(stmt) is cst.FunctionDef:
             scope.local_defs[stmt.name.value] = stmt
-            prefix = "" if isinstance(scope.node, cst.Module) else scope.name + "."
+            prefix = "" if type(scope.node) is cst.Module else scope.name + "."
             self._function(stmt, scope.class_name, prefix)
-        elif isinstance(stmt, cst.ClassDef):
+        elif type(stmt) is cst.ClassDef:
             self.classes.setdefault(stmt.name.value, stmt)
-            for item in stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else ():
-                if isinstance(item, cst.FunctionDef):
+            for item in stmt.body.body if type(stmt.body) is cst.IndentedBlock else ():
+                if type(item) is cst.FunctionDef:
                     self._function(item, stmt.name.value, "")
                 else:
                     self._stmt(scope, item, ctx)
-        elif isinstance(stmt, cst.Match):
+        elif type(stmt) is cst.Match:
             self._exprs(scope, stmt, [stmt.subject], ctx)
             for case in stmt.cases:
                 self._body(scope, case, (loops, guards + (Guard(case, False, len(loops)),), contexts))
@@ -158,36 +158,36 @@ class EventWalker:
     # -- simple statements ---------------------------------------------------------------------------------------
     def _simple(self, scope: RawScope, line: cst.CSTNode, smalls: Sequence[cst.CSTNode], ctx: _Ctx) -> None:
         for small in smalls:
-            if isinstance(small, cst.Assign):
+            if type(small) is cst.Assign:
                 self._exprs(scope, line, [small.value], ctx)
                 for t in small.targets:
                     self._assign_targets(scope, line, t.target, small.value, ctx, "=")
-            elif isinstance(small, cst.AnnAssign):
+            elif type(small) is cst.AnnAssign:
                 if small.value is not None:
                     self._exprs(scope, line, [small.value], ctx)
                     self._assign_targets(scope, line, small.target, small.value, ctx, "=")
-            elif isinstance(small, cst.AugAssign):
+            elif type(small) is cst.AugAssign:
                 self._exprs(scope, line, [small.value], ctx)
                 op = small.operator.__class__.__name__
                 flavor = {"AddAssign": "+=", "DivideAssign": "/=", "MultiplyAssign": "*=", "SubtractAssign": "-="}.get(op, "op=")
                 target = container_name(small.target)
                 if target:
                     self._emit(scope, EventKind.ASSIGN, small, line, ctx, target=target, value=small.value, flavor=flavor)
-            elif isinstance(small, cst.Expr):
+            elif type(small) is cst.Expr:
                 self._exprs(scope, line, [small.value], ctx)
-            elif isinstance(small, cst.Return) and small.value is not None:
+            elif type(small) is cst.Return and small.value is not None:
                 self._exprs(scope, line, [small.value], ctx)
                 self._emit(scope, EventKind.RETURN, small, line, ctx, value=small.value)
-            elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+            elif type(small) in (cst.Import, cst.ImportFrom) and type(small.names) is not cst.ImportStar:
                 for alias in small.names:
                     bound = alias.asname.name if alias.asname is not None else alias.name
                     name = dotted(bound)  # type: ignore[arg-type]
                     if name:
                         self.imported.add(name.split(".", 1)[0])
-            elif isinstance(small, cst.Del):
-                targets = small.target.elements if isinstance(small.target, cst.Tuple) else [small.target]
+            elif type(small) is cst.Del:
+                targets = small.target.elements if type(small.target) is cst.Tuple else [small.target]
                 for t in targets:
-                    node = t.value if isinstance(t, cst.Element) else t
+                    node = t.value if type(t) is cst.Element else t
                     name = dotted(node)
                     if name:
                         self._emit(scope, EventKind.RESET, small, line, ctx, target=name)
@@ -195,7 +195,7 @@ class EventWalker:
     def _assign_targets(
         self, scope: RawScope, line: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression, ctx: _Ctx, how: str
     ) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             for i, el in enumerate(_flatten(target)):
                 name = dotted(el)
                 if name:
@@ -210,7 +210,7 @@ class EventWalker:
                 # `d[k] = v` stores data in the container without rebinding it.
                 self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=container, value=value, flavor="item=")
             return
-        if name.endswith(".grad") and isinstance(value, cst.Name) and value.value == "None":
+        if name.endswith(".grad") and type(value) is cst.Name and value.value == "None":
             self._emit(scope, EventKind.ZERO_GRAD, line, line, ctx, target=name, flavor="param")
             return
         if how == "for":
@@ -229,20 +229,20 @@ class EventWalker:
 
     def _call(self, scope: RawScope, line: cst.CSTNode, call: cst.Call, ctx: _Ctx) -> None:
         func = call.func
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             method = func.attr.value
             if method in TRACKED_METHODS:
                 if method == "step" and call.args:
                     closure = call.args[0].value
-                    if isinstance(closure, cst.Name):
+                    if type(closure) is cst.Name:
                         self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=closure.value, flavor="closure")
-                    elif isinstance(closure, cst.Lambda):
+                    elif type(closure) is cst.Lambda:
                         self._exprs(scope, line, [closure.body], ctx)
-                    elif isinstance(closure, cst.Call) and (factory := dotted(closure.func)) is not None:
+                    elif type(closure) is cst.Call and (factory := dotted(closure.func)) is not None:
                         # `optimizer.step(self.make_closure(x, y))`: the closure a function of the file returns
                         self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=factory, flavor="factory")
                 self._emit(scope, EventKind.METHOD, call, line, ctx)
-                if not (isinstance(func.value, cst.Name) and func.value.value == "self"):
+                if not (type(func.value) is cst.Name and func.value.value == "self"):
                     # `self.updater.update(batch)` may be a method of an object of known class, where its name
                     # means nothing to the classification (it is not a GradScaler's update)
                     self._object_call(scope, call, line, ctx, scope.raw[-1])
@@ -256,7 +256,7 @@ class EventWalker:
                 self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=name, flavor="module")
             else:
                 self._object_call(scope, call, line, ctx, None)
-        elif isinstance(func, cst.Name):
+        elif type(func) is cst.Name:
             if func.value in ("clip_grad_norm_", "clip_grad_value_"):
                 self._emit(scope, EventKind.CLIP, call, line, ctx, flavor="torch")
             else:
@@ -276,7 +276,7 @@ class EventWalker:
 
     def _event(self, scope: RawScope, kind: EventKind, node: cst.CSTNode, line: cst.CSTNode, ctx: _Ctx, **kw) -> Event:
         loops, guards, contexts = ctx
-        event = Event(kind, node, line, scope.node, loops, guards, contexts, path=(line,), **kw)
+        event = Event.at(kind, node, line, scope.node, loops, guards, contexts, path=(line,), **kw)
         top, stmt = self.top_of, self.statement_of
         top[id(node)] = top[id(line)] = self._top
         stmt[id(node)] = stmt[id(line)] = line
@@ -288,13 +288,13 @@ class EventWalker:
 
 def _flatten(target: cst.BaseExpression) -> list[cst.BaseExpression]:
     """`a, (b, c)` -> [a, b, c]; starred names included."""
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         return [n for el in target.elements for n in _flatten(el.value)]
-    if isinstance(target, cst.StarredElement):
+    if type(target) is cst.StarredElement:
         return [target.value]
     return [target]
 
 
 def tracked_call(call: cst.Call) -> bool:
     """A call the model already understands (`scaler.step(opt)`, `opt.zero_grad()`), not an unknown helper."""
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value in TRACKED_METHODS
+    return type(call.func) is cst.Attribute and call.func.attr.value in TRACKED_METHODS

@@ -138,7 +138,7 @@ def _initial_value(loop: Loop, acc: Event) -> cst.BaseExpression | None:
     if not inits:
         return cst.List([]) if acc.kind is EventKind.APPEND else cst.Integer("0")
     value = inits[-1].value
-    if isinstance(value, (cst.Integer, cst.Float, cst.List)) or isinstance(value, cst.Call):
+    if type(value) in (cst.Integer, cst.Float, cst.List) or type(value) is cst.Call:
         return value.deep_clone()
     return None
 
@@ -151,7 +151,7 @@ def _fix(loop: Loop, backward: Event, acc: Event) -> Fix | None:
     rebind = statements(f"{target} = {code_of(value)}\n")[0]
     # Replace a `total.data.zero_()` pseudo-reset in the window with the rebinding.
     for e in loop.between(backward, acc):
-        if e.kind is EventKind.FAKE_RESET and e.target == target and isinstance(e.stmt, cst.SimpleStatementLine):
+        if e.kind is EventKind.FAKE_RESET and e.target == target and type(e.stmt) is cst.SimpleStatementLine:
             if len(e.stmt.body) == 1:
                 new = e.stmt.with_changes(body=[rebind.body[0]])  # type: ignore[attr-defined]
                 return Fix("unsafe", f"rebind `{target}` instead of zeroing its data", ((e.stmt, new),))
@@ -161,7 +161,7 @@ def _fix(loop: Loop, backward: Event, acc: Event) -> Fix | None:
         if e.kind in (EventKind.STEP, EventKind.ZERO_GRAD, EventKind.SCALER_UPDATE) and e.guards == backward.guards:
             if e.stmt is not backward.stmt and e.scope is backward.scope:
                 anchor = e
-    if not isinstance(anchor.stmt, cst.SimpleStatementLine):
+    if type(anchor.stmt) is not cst.SimpleStatementLine:
         return None
     return Fix(
         "unsafe",

@@ -145,7 +145,7 @@ def _at_home(scope: Scope, last: Event) -> Event | None:
 
 def _fix(model: FileModel, loop: Loop, last: Event) -> Fix | None:
     call = last.node
-    if last.retain_arg is None or not isinstance(call, cst.Call):
+    if last.retain_arg is None or type(call) is not cst.Call:
         return None
     if last.create_graph:
         return None
@@ -197,7 +197,7 @@ def _shared_by_helper_runs(model: FileModel, loop: Loop, last: Event) -> bool:
     if shared or not entries:
         return shared
     call = last.inlined_from
-    if inner is not None or len(last.path) != 2 or not isinstance(call, cst.Call):
+    if inner is not None or len(last.path) != 2 or type(call) is not cst.Call:
         return True  # a parameter is the same object for every run of the helper's inner loop
     args = _arguments_for(scope, call, entries)
     if args is None:
@@ -239,7 +239,7 @@ def _arguments_for(scope: Scope, call: cst.Call, params: set[str]) -> list[cst.B
     """What the call passes for the helper's parameters `params`; None when one is not a parameter or is passed
     in a way not followed (`*args`, `**kwargs`, left to its default)."""
     names = positional_params(scope.node)
-    if isinstance(call.func, cst.Attribute) and (dotted(call.func) or "").startswith("self."):
+    if type(call.func) is cst.Attribute and (dotted(call.func) or "").startswith("self."):
         names = names[1:]
     if any(a.star for a in call.args):
         return None
@@ -258,19 +258,19 @@ def _operands(expr: cst.CSTNode) -> set[str]:
     stack = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, (cst.Name, cst.Attribute)) and (name := dotted(node)) is not None:
+        if type(node) in (cst.Name, cst.Attribute) and (name := dotted(node)) is not None:
             parts = name.split(".")
             out.add(".".join(parts[:2]) if parts[0] == "self" and len(parts) > 1 else parts[0])
             continue
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             stack.extend(a.value for a in node.args)
             func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value in GRAPH_PRESERVING_METHODS:
+            if type(func) is cst.Attribute and func.attr.value in GRAPH_PRESERVING_METHODS:
                 stack.append(func.value)
-            elif not isinstance(func, (cst.Name, cst.Attribute)):
+            elif type(func) not in (cst.Name, cst.Attribute):
                 stack.append(func)
             continue
-        if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+        if type(node) in (cst.Lambda, cst.FunctionDef, cst.ClassDef):
             continue
         stack.extend(children(node))
     return out
@@ -291,12 +291,12 @@ def _calls_in(expr: cst.BaseExpression) -> bool:
     """`criterion(model(x), y).backward(...)`: a forward (a call of a function or module) is in the expression,
     not just tensor methods on a value from elsewhere (`out.sum()`)."""
     for node in walk(expr):
-        if not isinstance(node, cst.Call):
+        if type(node) is not cst.Call:
             continue
         func = node.func
-        if isinstance(func, cst.Name) and func.value not in NOT_A_FORWARD:
+        if type(func) is cst.Name and func.value not in NOT_A_FORWARD:
             return True
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             base = dotted(func.value)
             if base is not None and (base.startswith("self.") or base in ("F", "nn.functional", "torch.nn.functional")):
                 return True

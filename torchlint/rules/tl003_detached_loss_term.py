@@ -21,7 +21,7 @@ from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
 
-DETACHING = re.compile(r"\.\s*(?:data\b|(?:item|detach|tolist)\s*\()|\bfloat\s*\(")
+DETACHING = re.compile(r"\.\s*(?:data\b|(?:item|detach|tolist)\s*\()|f(?<!\wf)loat\s*\(")  # (see rules.base on \b)
 
 
 class DetachedLossTerm(Rule):
@@ -134,14 +134,14 @@ def _helper_item_findings(model: FileModel, scope, d: Event) -> Iterator[Finding
     if d.kind is not EventKind.ASSIGN or d.flavor not in ("tuple0", "tuple") or d.index < 0:
         return
     call = d.value
-    if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Name):
+    if type(call) is not cst.Call or type(call.func) is not cst.Name:
         return
     callee = model.resolve(scope, call.func.value)
     if callee is None:
         return
     for r in callee.own_returns():
         value = r.value
-        if not isinstance(value, (cst.Tuple, cst.List)) or d.index >= len(value.elements):
+        if type(value) not in (cst.Tuple, cst.List) or d.index >= len(value.elements):
             continue
         item = value.elements[d.index].value
         for det in _summand_detachments(item):
@@ -161,7 +161,7 @@ def _from_graph_argument(model: FileModel, scope, at: Event, callee, operand: cs
     """Does `operand` (in the helper) come from a parameter that the call passes a graph tensor, or a module the
     helper runs (`out = model(batch)`)? The helper's own kinds cannot know what its parameters hold."""
     node = callee.node
-    if not isinstance(node, cst.FunctionDef):
+    if type(node) is not cst.FunctionDef:
         return False
     params = positional_params(node)
     used = callee.depends(operand)
@@ -174,7 +174,7 @@ def _from_graph_argument(model: FileModel, scope, at: Event, callee, operand: cs
         kind = model.kinds.of(arg.value, scope, at)
         if kind is VKind.GRAPH:
             return True
-        called = any(isinstance(n, cst.Call) and dotted(n.func) == name for n in walk(node.body))
+        called = any(type(n) is cst.Call and dotted(n.func) == name for n in walk(node.body))
         if called and (kind is VKind.MODULE or (kind is VKind.UNKNOWN and is_module_name(code_of(arg.value)))):
             return True
     return False
@@ -206,21 +206,21 @@ def _summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> lis
     found = as_detachment(expr)
     if found is not None:
         return [found]
-    if isinstance(expr, cst.BinaryOperation):
-        if isinstance(expr.operator, (cst.Add, cst.Subtract)):
+    if type(expr) is cst.BinaryOperation:
+        if type(expr.operator) in (cst.Add, cst.Subtract):
             return _summand_detachments(expr.left, graph) + _summand_detachments(expr.right, graph)
-        if isinstance(expr.operator, cst.Multiply):
+        if type(expr.operator) is cst.Multiply:
             return ((_summand_detachments(expr.left, graph) if not graph(expr.right) else [])
                     + (_summand_detachments(expr.right, graph) if not graph(expr.left) else []))
-        if isinstance(expr.operator, cst.Divide) and not graph(expr.right):
+        if type(expr.operator) is cst.Divide and not graph(expr.right):
             return _summand_detachments(expr.left, graph)
-    if isinstance(expr, cst.UnaryOperation):
+    if type(expr) is cst.UnaryOperation:
         return _summand_detachments(expr.expression, graph)
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         func = dotted(expr.func)
         if func in COMBINING_CALLS:
             return [d for arg in expr.args for item in combined_items(arg.value) for d in _summand_detachments(item, graph)]
-        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("mean", "sum") and not expr.args:
+        if type(expr.func) is cst.Attribute and expr.func.attr.value in ("mean", "sum") and not expr.args:
             return _summand_detachments(expr.func.value, graph)
     return []
 
@@ -238,16 +238,16 @@ def _rewrapped(expr: cst.BaseExpression) -> list[cst.Call]:
     todo = [expr]
     while todo:
         node = todo.pop()
-        if isinstance(node, cst.BinaryOperation):
+        if type(node) is cst.BinaryOperation:
             todo += [node.left, node.right]
-        elif isinstance(node, cst.UnaryOperation):
+        elif type(node) is cst.UnaryOperation:
             todo.append(node.expression)
-        elif isinstance(node, cst.Call):
+        elif type(node) is cst.Call:
             func = dotted(node.func) or ""
             grad = keyword(node, "requires_grad")
             if func in ("torch.tensor", "torch.as_tensor", "Variable", "torch.autograd.Variable") and grad is not None \
                     and is_true(grad.value) and node.args and node.args[0].keyword is None:
                 out.append(node)
-            elif isinstance(node.func, cst.Attribute) and node.func.attr.value in ("mean", "sum") and not node.args:
+            elif type(node.func) is cst.Attribute and node.func.attr.value in ("mean", "sum") and not node.args:
                 todo.append(node.func.value)
     return out

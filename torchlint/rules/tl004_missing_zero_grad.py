@@ -119,6 +119,6 @@ def _related(a: str, b: str) -> bool:
 
 def _fix(loop: Loop, step: Event, opt: str) -> Fix | None:
     anchor = loop.after_step(step)
-    if not isinstance(anchor.stmt, cst.SimpleStatementLine):
+    if type(anchor.stmt) is not cst.SimpleStatementLine:
         return None
     return Fix("unsafe", f"insert `{opt}.zero_grad()` after the step", (insert_after(anchor.stmt, f"{opt}.zero_grad()\n"),))

@@ -18,7 +18,7 @@ from torchlint.analysis.semantics import (
 from torchlint.analysis.exprs import dotted, code_of, keyword, modulo_divisor, names_in
 from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
-from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, DEF_TRAINING_STEP, LOOP, STEP_CALL, Finding, Rule
 from torchlint.rules.tl006_zero_grad_before_step import wipes_window
 
 # These divide the loss by the accumulation steps themselves (Accelerate, DeepSpeed, Fabric).
@@ -35,7 +35,7 @@ class UnscaledAccumulation(Rule):
     # around `training_step` (no loop in the file): no text narrows further.
     requires = (BACKWARD_CALL, STEP_CALL)
     scope_requires = (BACKWARD_CALL, LOOP, STEP_CALL)
-    scope_alternatives = ((re.compile(r"\bdef\s+training_step\b"), re.compile(r"manual_backward\s*\("), STEP_CALL),)
+    scope_alternatives = ((DEF_TRAINING_STEP, re.compile(r"manual_backward\s*\("), STEP_CALL),)
     doc = """
 ## What it flags
 A loop whose backward runs every iteration while the optimizer steps only under a modulo guard
@@ -188,7 +188,7 @@ def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Even
                 return False
             decay = keyword(call, "weight_decay")
             if (decay is not None and name not in DECOUPLED_DECAY_OPTIMIZERS
-                    and not (isinstance(decay.value, (cst.Integer, cst.Float)) and float(decay.value.value) == 0)):
+                    and not (type(decay.value) in (cst.Integer, cst.Float) and float(decay.value.value) == 0)):
                 return False
     return True
 
@@ -199,14 +199,14 @@ _RESCALING = re.compile(r"multiply_grads|scale_grads|\.grad(?:\.data)?\s*(?:\.\s
 
 def _grads_rescaled(node: cst.CSTNode) -> bool:
     for n in walk(node):
-        if isinstance(n, cst.Call):
+        if type(n) is cst.Call:
             name = dotted(n.func) or ""
             last = name.rsplit(".", 1)[-1]
             if "multiply_grads" in last or "scale_grads" in last:
                 return True
             if last in ("mul_", "div_") and ".grad" in name:
                 return True
-        elif isinstance(n, cst.AugAssign) and isinstance(n.operator, (cst.MultiplyAssign, cst.DivideAssign)):
+        elif type(n) is cst.AugAssign and type(n.operator) in (cst.MultiplyAssign, cst.DivideAssign):
             if ".grad" in (dotted(n.target) or "") or ".grad" in code_of(n.target):
                 return True
     return False
@@ -219,7 +219,7 @@ def _self_scaling(model: FileModel, b: Event) -> bool:
     Fabric's `backward` never divides."""
     if b.flavor not in SELF_SCALING_BACKWARDS:
         return False
-    if b.flavor != "accelerator" or not isinstance(b.node, cst.Call) or not isinstance(b.node.func, cst.Attribute):
+    if b.flavor != "accelerator" or type(b.node) is not cst.Call or type(b.node.func) is not cst.Attribute:
         return True
     receiver = dotted(b.node.func.value) or ""
     known = model.symbols.backward_divides
@@ -234,7 +234,7 @@ def _micro_batch_loop(model: FileModel, inner: Loop) -> Iterator[Finding]:
     `next(it)`) back-propagates in each pass, and the optimizer steps once after it: the step applies the sum of
     the micro-batch gradients unless the loss is divided by their number."""
     node = inner.node
-    if not isinstance(node, cst.For) or not inner.of(EventKind.BACKWARD):
+    if type(node) is not cst.For or not inner.of(EventKind.BACKWARD):
         return
     count = _micro_batches(node, model.text)
     if count is None:
@@ -260,13 +260,13 @@ def _micro_batch_loop(model: FileModel, inner: Loop) -> Iterator[Finding]:
     for b in backwards:
         if _divided(model, scope, b.value, count, inner, b):
             continue
-        how = f"`{code_of(count)}`" if not isinstance(count, cst.Call) else "their number"
+        how = f"`{code_of(count)}`" if type(count) is not cst.Call else "their number"
         yield Finding(
             b.node,
             f"`{code_of(b.node)}` runs once per micro-batch of the inner loop and `{code_of(steps[0].node)}` once "
             f"after it: the step applies the sum of the micro-batch gradients, not their mean; divide the loss by "
             f"{how}",
-            _fix(inner, b, count) if not isinstance(count, cst.Call) else None,
+            _fix(inner, b, count) if type(count) is not cst.Call else None,
         )
 
 
@@ -274,17 +274,17 @@ def _micro_batches(node: cst.CSTNode, text: str = "") -> cst.BaseExpression | No
     """How many micro-batches an inner loop goes through, when it goes through micro-batches: the `k` of
     `x.chunk(k)` / `torch.chunk(x, k)`, `len(...)` of a split, or the `k` of `range(k)` when the body draws the
     next batch (`next(it)`) or `k` names the accumulation steps."""
-    if not isinstance(node, cst.For):
+    if type(node) is not cst.For:
         return None
     it = node.iter
-    while isinstance(it, cst.Call) and dotted(it.func) in ("enumerate", "zip") and it.args:
+    while type(it) is cst.Call and dotted(it.func) in ("enumerate", "zip") and it.args:
         it = it.args[0].value
-    if not isinstance(it, cst.Call):
+    if type(it) is not cst.Call:
         return None
     name = dotted(it.func) or ""
     last = name.rsplit(".", 1)[-1]
     positional = [a.value for a in it.args if a.keyword is None and not a.star]
-    if last == "chunk" and isinstance(it.func, cst.Attribute) and name not in ("torch.chunk",) and positional:
+    if last == "chunk" and type(it.func) is cst.Attribute and name not in ("torch.chunk",) and positional:
         return positional[0]
     if name == "torch.chunk" and len(positional) >= 2:
         return positional[1]
@@ -294,7 +294,7 @@ def _micro_batches(node: cst.CSTNode, text: str = "") -> cst.BaseExpression | No
         k = positional[0]
         if ACCUMULATION_NAME.search(code_of(k)) or "micro" in code_of(k).lower():
             return k
-        if "next(" in text and any(isinstance(n, cst.Call) and dotted(n.func) == "next" for n in walk(node.body)):
+        if "next(" in text and any(type(n) is cst.Call and dotted(n.func) == "next" for n in walk(node.body)):
             return k
     return None
 
@@ -320,14 +320,14 @@ def _counter_divisor(loop: Loop, guard) -> cst.BaseExpression | None:
     be counted one loop out (`n += 1` per batch, the step in a loop over the batch's tasks), and the window may
     also close early (`if n >= k or last_batch:`)."""
     for test in _disjuncts(guard.test):
-        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+        if not (type(test) is cst.Comparison and len(test.comparisons) == 1
                 and isinstance(test.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual))):
             continue
         counter, k = dotted(test.left), test.comparisons[0].comparator
-        if counter is None or isinstance(k, cst.Integer) and k.value in ("0", "1"):
+        if counter is None or type(k) is cst.Integer and k.value in ("0", "1"):
             continue
         counts = counter in _counters(loop, unguarded_only=False, guard=guard)
-        resets = any(e.target == counter and e.flavor == "=" and isinstance(e.value, cst.Integer)
+        resets = any(e.target == counter and e.flavor == "=" and type(e.value) is cst.Integer
                      and e.value.value == "0" and guard in e.guards for e in loop.of(EventKind.ASSIGN))
         if counts and resets:
             return k
@@ -336,7 +336,7 @@ def _counter_divisor(loop: Loop, guard) -> cst.BaseExpression | None:
 
 def _disjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     """`a or b or c` -> [a, b, c]; any other test -> [test]."""
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.Or:
         return _disjuncts(test.left) + _disjuncts(test.right)
     return [test]
 
@@ -353,7 +353,7 @@ def _counters(loop: Loop, unguarded_only: bool = True, guard=None) -> set[str]:
         if not e.loops or not (e.loops[-1] in enclosing or guard is not None and loop.node in e.loops):
             continue
         if guard is not None:
-            if isinstance(e.value, cst.Integer) and e.value.value == "1" and guard not in e.guards:
+            if type(e.value) is cst.Integer and e.value.value == "1" and guard not in e.guards:
                 out.add(e.target)
         elif not (unguarded_only and e.guards_within(e.loops[-1])):
             out.add(e.target)
@@ -370,7 +370,7 @@ def _counter_division(model: FileModel, scope, loop: Loop, value: cst.BaseExpres
     exprs = [value] + [e.value for e in scope.summand_defs(value, at) if e.value is not None]
     for expr in exprs:
         for n in walk(expr):
-            if (isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Divide)
+            if (type(n) is cst.BinaryOperation and type(n.operator) is cst.Divide
                     and dotted(n.right) in counters):
                 return n
     return None
@@ -393,16 +393,16 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
         text = code_of(divisor)
         if dotted(divisor) in counters:
             return False  # a counter that grows, not the number of micro-batches
-        if isinstance(k, cst.Call) and isinstance(divisor, cst.Call) and dotted(divisor.func) == "len":
+        if type(k) is cst.Call and type(divisor) is cst.Call and dotted(divisor.func) == "len":
             return True  # `loss / len(chunks)` for a split
         return text == k_code or bool(names_in(divisor) & k_names) or bool(ACCUMULATION_NAME.search(text))
 
     def divides(node: cst.CSTNode) -> bool:
         for n in walk(node):
-            if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, (cst.Divide, cst.FloorDivide)):
+            if type(n) is cst.BinaryOperation and type(n.operator) in (cst.Divide, cst.FloorDivide):
                 if divisor_matches(n.right):
                     return True
-            elif isinstance(n, cst.AugAssign) and isinstance(n.operator, cst.DivideAssign) and divisor_matches(n.value):
+            elif type(n) is cst.AugAssign and type(n.operator) is cst.DivideAssign and divisor_matches(n.value):
                 return True
         return False
 
@@ -422,7 +422,7 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
             return True
     for expr in [value] + [e.value for e in defs if e.value is not None]:
         for call in walk(expr):
-            if isinstance(call, cst.Call) and isinstance(call.func, cst.Name):
+            if type(call) is cst.Call and type(call.func) is cst.Name:
                 callee = model.resolve(scope, call.func.value)  # a loss function of this file that divides
                 if callee is not None and divides(callee.node):
                     return True
@@ -437,13 +437,13 @@ def _window_totals(scope, k: cst.BaseExpression) -> set[str]:
     out: set[str] = set()
     for a in scope.assignments(name) if name else ():
         value = a.value
-        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Divide, cst.FloorDivide)):
+        if type(value) is cst.BinaryOperation and type(value.operator) in (cst.Divide, cst.FloorDivide):
             out |= names_in(value.left) - _HOLDERS
     return out
 
 
 def _multiplies_itself(name: str, value: cst.BaseExpression) -> bool:
-    return (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply)
+    return (type(value) is cst.BinaryOperation and type(value.operator) is cst.Multiply
             and name in (dotted(value.left), dotted(value.right)))
 
 
@@ -457,23 +457,23 @@ def _fix_call(b: Event, k: cst.BaseExpression) -> Fix | None:
     """Divide the back-propagated loss by `k` inside the backward call."""
     call = b.node
     divisor = k.deep_clone()
-    if isinstance(divisor, (cst.BinaryOperation, cst.BooleanOperation, cst.IfExp)) and not divisor.lpar:
+    if type(divisor) in (cst.BinaryOperation, cst.BooleanOperation, cst.IfExp) and not divisor.lpar:
         divisor = divisor.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    if not isinstance(call, cst.Call):
+    if type(call) is not cst.Call:
         return None
 
     def divided(expr: cst.BaseExpression) -> cst.BinaryOperation:
-        if isinstance(expr, (cst.BinaryOperation, cst.BooleanOperation, cst.IfExp, cst.UnaryOperation)) and not expr.lpar:
+        if type(expr) in (cst.BinaryOperation, cst.BooleanOperation, cst.IfExp, cst.UnaryOperation) and not expr.lpar:
             expr = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         return cst.BinaryOperation(
             left=expr, operator=cst.Divide(cst.SimpleWhitespace(" "), cst.SimpleWhitespace(" ")), right=divisor
         )
 
     message = f"divide the loss by `{code_of(k)}`"
-    if b.flavor == "tensor" and isinstance(call.func, cst.Attribute):
+    if b.flavor == "tensor" and type(call.func) is cst.Attribute:
         new_recv = divided(call.func.value).with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         return Fix("unsafe", message, ((call.func.value, new_recv),))
-    if b.flavor == "scaler" and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call):
+    if b.flavor == "scaler" and type(call.func) is cst.Attribute and type(call.func.value) is cst.Call:
         arg = call.func.value.args[0]
         return Fix("unsafe", message, ((arg.value, divided(arg.value)),))
     if b.flavor in ("lightning", "autograd", "optimizer", "accelerator") and call.args:

@@ -15,7 +15,7 @@ from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import code_of, names_in, modulo_divisor
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, movable, move_after
-from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, DEF_TRAINING_STEP, LOOP, STEP_CALL, Finding, Rule
 from torchlint.rules.tl004_missing_zero_grad import clears
 
 ZERO_GRAD = re.compile(r"zero_grad")
@@ -29,7 +29,7 @@ class ZeroGradBeforeStep(Rule):
     requires = (BACKWARD_CALL, STEP_CALL, ZERO_GRAD)
     scope_requires = (BACKWARD_CALL, LOOP, STEP_CALL, ZERO_GRAD)
     # Lightning's training_step with manual optimization: one iteration of Lightning's own batch loop
-    scope_alternatives = ((re.compile(r"\bdef\s+training_step\b"), re.compile(r"manual_backward\s*\("), STEP_CALL,
+    scope_alternatives = ((DEF_TRAINING_STEP, re.compile(r"manual_backward\s*\("), STEP_CALL,
                            ZERO_GRAD),)
     doc = """
 ## What it flags
@@ -153,7 +153,7 @@ def _every_micro_step(model: FileModel, loop: Loop, z: Event, steps: list[Event]
     z_guards = z.guards_within(loop.node)
     if any(modulo_divisor(loop.scope.test_of(g, z)) is not None for g in z_guards if not g.negated):
         return None
-    counters = {n for lp in z.loops[z.loops.index(loop.node):] if isinstance(lp, cst.For) for n in names_in(lp.target)}
+    counters = {n for lp in z.loops[z.loops.index(loop.node):] if type(lp) is cst.For for n in names_in(lp.target)}
     if any(names_in(g.test) & counters for g in z_guards if isinstance(g.test, cst.BaseExpression)):
         return None  # `if accum_step == 1:` over a loop variable: once per window, not every iteration
     for step in steps:

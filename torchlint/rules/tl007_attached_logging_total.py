@@ -173,7 +173,7 @@ def _trip_count(model: FileModel, scope: Scope, loop: Loop) -> int | None:
     constants its callers in the file pass (`def run(steps=20)`), or a constant of the module (`STEPS = 20`)."""
     trips = loop.trip_count()
     node = loop.node
-    if trips is not None or not isinstance(node, cst.For) or not isinstance(node.iter, cst.Call):
+    if trips is not None or type(node) is not cst.For or type(node.iter) is not cst.Call:
         return trips
     if dotted(node.iter.func) != "range" or not loop.events:
         return None
@@ -189,9 +189,9 @@ def _trip_count(model: FileModel, scope: Scope, loop: Loop) -> int | None:
 def _outside_constant(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> int | None:
     """The largest value `expr` can have when it is an integer literal, or a name defined nowhere in the function
     that is a module constant or a parameter whose default and every argument the file passes for it are."""
-    if isinstance(expr, cst.Integer):
+    if type(expr) is cst.Integer:
         return int(expr.evaluated_value)
-    if not isinstance(expr, cst.Name):
+    if type(expr) is not cst.Name:
         return None
     name = expr.value
     defs, entry = scope.reaching(name, at)
@@ -211,16 +211,16 @@ def _outside_constant(model: FileModel, scope: Scope, expr: cst.BaseExpression, 
 
 
 def _literal_or_constant(model: FileModel, expr: cst.BaseExpression) -> int | None:
-    if isinstance(expr, cst.Integer):
+    if type(expr) is cst.Integer:
         return int(expr.evaluated_value)
-    return _module_constant(model, expr.value) if isinstance(expr, cst.Name) else None
+    return _module_constant(model, expr.value) if type(expr) is cst.Name else None
 
 
 def _module_constant(model: FileModel, name: str) -> int | None:
     """`STEPS = 20` at module level, never bound to anything else there."""
     module = model.scopes[0]
     defs = module.assignments(name)
-    if not defs or not all(d.flavor == "=" and isinstance(d.value, cst.Integer) for d in defs):
+    if not defs or not all(d.flavor == "=" and type(d.value) is cst.Integer for d in defs):
         return None
     values = {int(d.value.evaluated_value) for d in defs}  # type: ignore[union-attr]
     return values.pop() if len(values) == 1 else None
@@ -233,7 +233,7 @@ def _passed_for(model: FileModel, callee: Scope, param: str) -> list[cst.BaseExp
     out: list[cst.BaseExpression] = []
     for caller in model.scopes:
         for call in walk(caller.node):
-            if not isinstance(call, cst.Call) or (func := dotted(call.func)) is None:
+            if type(call) is not cst.Call or (func := dotted(call.func)) is None:
                 continue
             if model.resolve(caller, func) is not callee:
                 continue
@@ -251,7 +251,7 @@ def _backpropagated_part(loop: Loop, scope: Scope, e: Event) -> cst.BaseExpressi
     """`output["loss"].backward()`, then `outputs.append(output)` in the same iteration: whatever the analysis
     knows of `output` (a method's result of unknown kind), it holds a tensor that carried a graph. The backward's
     item of the kept value, when the same definition of its name reaches both."""
-    if not isinstance(e.value, cst.Name):
+    if type(e.value) is not cst.Name:
         return None
     name = e.value.value
     kept = scope.reaching(name, e)
@@ -259,9 +259,9 @@ def _backpropagated_part(loop: Loop, scope: Scope, e: Event) -> cst.BaseExpressi
         if b.scope is not scope.node or b.value is None or b.seq > e.seq:
             continue
         base = b.value
-        while isinstance(base, (cst.Subscript, cst.Attribute)):
+        while type(base) in (cst.Subscript, cst.Attribute):
             base = base.value
-        if base is b.value or not isinstance(base, cst.Name) or base.value != name:
+        if base is b.value or type(base) is not cst.Name or base.value != name:
             continue
         if scope.reaching(name, b) == kept and kept[0] and not kept[1]:
             return b.value
@@ -271,10 +271,10 @@ def _backpropagated_part(loop: Loop, scope: Scope, e: Event) -> cst.BaseExpressi
 def _attached_items(model: FileModel, scope: Scope, e: Event) -> list[cst.BaseExpression]:
     """The values of a dict, list or tuple literal that carry a graph (`{"loss": loss, "n": len(y)}`)."""
     value = e.value
-    if isinstance(value, cst.Dict):
-        items = [el.value for el in value.elements if isinstance(el, cst.DictElement)]
-    elif isinstance(value, (cst.List, cst.Tuple)):
-        items = [el.value for el in value.elements if not isinstance(el, cst.StarredElement)]
+    if type(value) is cst.Dict:
+        items = [el.value for el in value.elements if type(el) is cst.DictElement]
+    elif type(value) in (cst.List, cst.Tuple):
+        items = [el.value for el in value.elements if type(el) is not cst.StarredElement]
     else:
         return []
     return [item for item in items if model.kinds.of(item, scope, e) is VKind.GRAPH]
@@ -284,7 +284,7 @@ def _small_statement(e: Event) -> cst.CSTNode:
     """The statement of the line that holds the accumulation (`s = "x"; total += loss` has two)."""
     if isinstance(e.node, cst.BaseSmallStatement):
         return e.node
-    if isinstance(e.stmt, cst.SimpleStatementLine):
+    if type(e.stmt) is cst.SimpleStatementLine:
         for small in e.stmt.body:
             if any(n is e.value for n in walk(small)):
                 return small
@@ -305,15 +305,15 @@ def _carried(scope: Scope, loop: Loop, e: Event) -> bool:
 def _same_key(e: Event) -> bool:
     """`d["name"] = value`: a key written as a literal, the same entry at every iteration, replaced by a value that
     does not read the container (`d["loss"] = d["loss"] + loss` adds to it)."""
-    if any(isinstance(n, cst.Subscript) and dotted(n.value) == e.target for n in walk(e.value)):
+    if any(type(n) is cst.Subscript and dotted(n.value) == e.target for n in walk(e.value)):
         return False
     line = e.node
-    smalls = line.body if isinstance(line, cst.SimpleStatementLine) else [line]
-    targets = [t for small in smalls if isinstance(small, cst.Assign) and small.value is e.value for t in small.targets]
+    smalls = line.body if type(line) is cst.SimpleStatementLine else [line]
+    targets = [t for small in smalls if type(small) is cst.Assign and small.value is e.value for t in small.targets]
     for t in targets:
         target = t.target
-        if isinstance(target, cst.Subscript) and dotted(target.value) == e.target:
-            return all(isinstance(el.slice, cst.Index) and isinstance(el.slice.value, (
+        if type(target) is cst.Subscript and dotted(target.value) == e.target:
+            return all(type(el.slice) is cst.Index and isinstance(el.slice.value, (
                 cst.SimpleString, cst.Integer, cst.Float)) for el in target.slice)
     return False
 
@@ -370,7 +370,7 @@ def _may_backpropagate(model: FileModel, scope: Scope, names: set[str], depth: i
     if derived & scope.backpropagated():
         return True
     for call in walk(scope.node):
-        if not isinstance(call, cst.Call):
+        if type(call) is not cst.Call:
             continue
         handed = [a for a in call.args if names_in(a.value) & derived]
         if not handed or _reads(call, derived):
@@ -411,7 +411,7 @@ def _reads(call: cst.Call, derived: set[str]) -> bool:
     func = dotted(call.func) or ""
     if func.startswith("torch.autograd"):
         return False
-    if isinstance(call.func, cst.Attribute) and dotted(call.func.value) in derived:
+    if type(call.func) is cst.Attribute and dotted(call.func.value) in derived:
         return True
     parts = func.split(".")
     return (parts[-1] in _READERS or (len(parts) > 1 and parts[0] in _READER_MODULES)
@@ -422,7 +422,7 @@ def _parameters_given(callee: Scope, call: cst.Call, handed: list[cst.Arg]) -> s
     """The parameters of the helper that receive the arguments `handed`; None when one is passed in a way not
     followed (`*args`, `**kwargs`, more positional arguments than parameters)."""
     names = positional_params(callee.node)
-    if isinstance(call.func, cst.Attribute) and (dotted(call.func) or "").startswith("self."):
+    if type(call.func) is cst.Attribute and (dotted(call.func) or "").startswith("self."):
         names = names[1:]
     positional = [a for a in call.args if a.keyword is None]
     out: set[str] = set()
@@ -444,7 +444,7 @@ def _scalar(scope: Scope, value: cst.BaseExpression) -> bool:
     works on it (backward without a gradient argument raises on anything else)."""
     name = dotted(value)
     return name is not None and any(
-        b.flavor == "tensor" and dotted(b.value) == name and isinstance(b.node, cst.Call) and not b.node.args
+        b.flavor == "tensor" and dotted(b.value) == name and type(b.node) is cst.Call and not b.node.args
         for b in scope.own_backwards()
     )
 
@@ -471,7 +471,7 @@ def _fix(model: FileModel, scope: Scope, e: Event, displayed: dict[str, bool]) -
     value = e.value
     assert value is not None
     numeric_start = any(
-        a.rebinds and isinstance(a.value, (cst.Integer, cst.Float)) for a in scope.assignments(e.target or "")
+        a.rebinds and type(a.value) in (cst.Integer, cst.Float) for a in scope.assignments(e.target or "")
     )
     as_number = e.accumulates and e.kind is EventKind.ASSIGN and numeric_start and _scalar(scope, value)
     if as_number and e.target not in displayed:

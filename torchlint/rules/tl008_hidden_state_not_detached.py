@@ -26,7 +26,7 @@ class HiddenStateNotDetached(Rule):
     summary = "recurrent hidden state carried across batches without .detach() (truncated BPTT)"
     fix_safety = "unsafe"
     # The finding sits in a loop that back-propagates, or in a module's forward (the state kept on the module).
-    scope_alternatives = ((re.compile(r"\bdef\s+forward\s*\("),),)
+    scope_alternatives = ((re.compile(r"def(?<!\wdef)\s+forward\s*\("),),)
     doc = """
 ## What it flags
 A training loop (backward every iteration) where the state a model returns is fed back into it in the next
@@ -87,7 +87,7 @@ alone.
                 if e.scope is not scope.node or e.flavor not in ("tuple0", "tuple", "=") or e.target is None:
                     continue
                 call = e.value
-                if not isinstance(call, cst.Call) or not _feeds_back(call, e.target) or _detaching(call):
+                if type(call) is not cst.Call or not _feeds_back(call, e.target) or _detaching(call):
                     continue
                 if not _forward_output(model, scope, e):
                     continue  # not a forward's output (a string, a batch, a value of an unresolved call)
@@ -118,7 +118,7 @@ def _module_state(model: FileModel) -> Iterator[Finding]:
                     or e.flavor not in ("tuple0", "tuple", "=") or not (e.target or "").startswith("self.")):
                 continue
             call, state = e.value, e.target or ""
-            if not isinstance(call, cst.Call) or not _feeds_back(call, state) or _detaching(call):
+            if type(call) is not cst.Call or not _feeds_back(call, state) or _detaching(call):
                 continue
             if not _forward_output(model, scope, e) or _reset_elsewhere(model, scope, state, e):
                 continue
@@ -205,14 +205,14 @@ def _fix(scope: Scope, loop: Loop, e: Event) -> Fix | None:
 
 def _detach_before(e: Event, state: str, init: cst.BaseExpression | None) -> Fix | None:
     """Insert, before the statement that feeds `state` back, the detach that suits how it starts (`init`)."""
-    if not isinstance(e.stmt, cst.SimpleStatementLine):
+    if type(e.stmt) is not cst.SimpleStatementLine:
         return None
-    if isinstance(init, (cst.Tuple, cst.List)):
+    if type(init) in (cst.Tuple, cst.List):
         line = f"{state} = tuple(h.detach() for h in {state})\n"
-    elif isinstance(init, cst.Call) and (dotted(init.func) or "").startswith("torch."):
+    elif type(init) is cst.Call and (dotted(init.func) or "").startswith("torch."):
         line = f"{state} = {state}.detach()\n"
     else:
         line = (f"{state} = {state}.detach() if hasattr({state}, 'detach') else tuple(h.detach() for h in {state})\n")
-    if isinstance(init, cst.Name) and init.value == "None":
+    if type(init) is cst.Name and init.value == "None":
         line = f"if {state} is not None:\n    {line}"
     return Fix("unsafe", f"detach `{state}` before feeding it back", (insert_before(e.stmt, line),))

@@ -85,7 +85,7 @@ def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Find
             continue  # judged in its own loop
         call = step.node
         fix = None
-        if isinstance(call, cst.Call) and not call.args:
+        if type(call) is cst.Call and not call.args:
             new = expression(f"{scaler}.step({step.target})")
             fix = Fix("unsafe", f"use `{scaler}.step({step.target})`", ((call, new),))
         yield Finding(
@@ -114,7 +114,7 @@ def _clip_before_unscale(loop: Loop, scaled: list[Event], scaler: str) -> Iterat
                       (insert_before(clip.stmt, f"{scaler}.unscale_({opt})\n"),))
         yield Finding(
             clip.node,
-            f"`{code_of(clip.node.func) if isinstance(clip.node, cst.Call) else 'clipping'}` clips gradients still "
+            f"`{code_of(clip.node.func) if type(clip.node) is cst.Call else 'clipping'}` clips gradients still "
             f"multiplied by the loss scale: call `{scaler}.unscale_({opt or 'optimizer'})` before it",
             fix,
         )

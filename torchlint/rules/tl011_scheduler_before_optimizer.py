@@ -19,7 +19,7 @@ from torchlint.fixes import movable, move_after
 from torchlint.rules.base import LOOP, STEP_CALL, Finding, Rule, where
 
 # Every name or constructor torchlint.analysis.names takes for a scheduler contains one of these.
-SCHEDULER = re.compile(r"(?i:sched)|LR\s*\(|ReduceLROnPlateau")
+SCHEDULER = re.compile(r"[sSſ](?i:ched)|LR\s*\(|ReduceLROnPlateau")  # (?i:sched): first letter as a set, to be looked for
 
 
 class SchedulerBeforeOptimizer(Rule):
@@ -83,7 +83,7 @@ scheduler.step()` at the top of the epoch.
                 continue
             for sched in loop.of(EventKind.SCHED_STEP):
                 call = sched.node
-                if isinstance(call, cst.Call) and call.args or sched.loops[-1] is not loop.node:
+                if type(call) is cst.Call and call.args or sched.loops[-1] is not loop.node:
                     continue
                 # The optimizer steps of this iteration, at the scheduler's level or in a loop inside it (the batch
                 # loop of an epoch loop): the first of them must come after the scheduler's step.
@@ -148,12 +148,12 @@ def _wrappers(model: FileModel) -> Iterator[Finding]:
     that steps the scheduler and then, on every path, the optimizer it schedules: each call (one per training
     step) uses the next learning rate, the first one is skipped."""
     for scope in model.scopes:
-        if not isinstance(scope.node, cst.FunctionDef):
+        if type(scope.node) is not cst.FunctionDef:
             continue
         own = [e for e in scope.events if e.scope is scope.node and not e.loops and e.inlined_from is None]
         steps = [e for e in own if e.kind is EventKind.STEP]
         for sched in own:
-            if sched.kind is not EventKind.SCHED_STEP or (isinstance(sched.node, cst.Call) and sched.node.args):
+            if sched.kind is not EventKind.SCHED_STEP or (type(sched.node) is cst.Call and sched.node.args):
                 continue
             later = [s for s in _scheduled(model, sched, steps)
                      if set(s.guards) == set(sched.guards) and scope.may_follow(sched, s)
