@@ -10,7 +10,8 @@ cold (no cache) with the default jobs and with --jobs 1, torchlint warm (cache p
 the torchlint plugin, and the peers (TorchFix, torch-preflight) on a sample of files, projected to the corpus.
 Prints wall time, files/s and peak RSS for each, and the ratios the targets in docs/performance.md are about.
 Each command runs `--repeat` times (default 3) and its fastest run counts, floors and torchlint alike, as timeit
-does: on a shared machine the slower runs measure the neighbours.
+does: on a shared machine the slower runs measure the neighbours. The floors and the cold runs are measured in
+rounds (one of each per round), and their ratios are also given per round (median and range).
 It prints figures; it never fails on them.
 """
 
@@ -22,6 +23,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -194,12 +196,23 @@ def main() -> int:
     jobs = os.cpu_count() or 1
     rows: list[tuple[str, str, int, float, float]] = []
 
-    def record(corpus: str, name: str, nfiles: int, cmd: list[str], cwd: Path | None = None) -> float:
-        runs = [measure(cmd, cwd) for _ in range(max(1, args.repeat))]
+    rounds: dict[str, list[tuple[float, float]]] = {}
+
+    def report(corpus: str, name: str, nfiles: int, runs: list[tuple[float, float]]) -> float:
         wall, rss = min(runs)
         rows.append((corpus, name, nfiles, wall, rss))
         print(f"{corpus:10} {name:44} {wall:8.2f} s {nfiles / wall:9.1f} files/s {rss:8.0f} MB", flush=True)
         return wall
+
+    def record(corpus: str, name: str, nfiles: int, cmd: list[str], cwd: Path | None = None) -> float:
+        return report(corpus, name, nfiles, [measure(cmd, cwd) for _ in range(max(1, args.repeat))])
+
+    def per_round(a: str, b: str) -> str:
+        """The median and range of a/b over the rounds in which both were measured."""
+        ratios = sorted(x[0] / y[0] for x, y in zip(rounds.get(a, []), rounds.get(b, [])))
+        if not ratios:
+            return ""
+        return f"; per round: median {statistics.median(ratios):.2f}x, {ratios[0]:.2f}x-{ratios[-1]:.2f}x"
 
     floor = CORPUS / "floor.py"
     CORPUS.mkdir(exist_ok=True)
@@ -216,12 +229,22 @@ def main() -> int:
                               capture_output=True, text=True).stdout.strip().splitlines()[-1]
         if f"({n} files)" not in seen and f"in {n} files" not in seen:
             sys.exit(f"torchlint did not see the {n} files of {root}: {seen}")
-        results[f"{label}/ast"] = record(label, "ast.parse, every file (1 process)", n, [PY, str(floor), "ast", "1", str(root)])
-        results[f"{label}/cst1"] = record(label, "libcst.parse_module, every file (1 process)", n, [PY, str(floor), "cst", "1", str(root)])
-        results[f"{label}/cst"] = record(label, f"libcst.parse_module, every file ({jobs} processes)", n,
-                                         [PY, str(floor), "cst", str(jobs), str(root)])
-        results[f"{label}/cold"] = record(label, f"torchlint cold (--no-cache, {jobs} jobs)", n, tl + ["--no-cache", str(root)])
-        results[f"{label}/cold1"] = record(label, "torchlint cold (--no-cache, --jobs 1)", n, tl + ["--no-cache", "--jobs", "1", str(root)])
+        # The floors and the cold runs are measured in rounds, one of each per round: the machine's load drifts
+        # over minutes, and each ratio is also given as the median of its rounds' own ratios.
+        paired = {
+            "ast": ("ast.parse, every file (1 process)", [PY, str(floor), "ast", "1", str(root)]),
+            "cst1": ("libcst.parse_module, every file (1 process)", [PY, str(floor), "cst", "1", str(root)]),
+            "cst": (f"libcst.parse_module, every file ({jobs} processes)", [PY, str(floor), "cst", str(jobs), str(root)]),
+            "cold": (f"torchlint cold (--no-cache, {jobs} jobs)", tl + ["--no-cache", str(root)]),
+            "cold1": ("torchlint cold (--no-cache, --jobs 1)", tl + ["--no-cache", "--jobs", "1", str(root)]),
+        }
+        for key, (name, cmd) in paired.items():
+            rounds[f"{label}/{key}"] = []
+        for _ in range(max(1, args.repeat)):
+            for key, (name, cmd) in paired.items():
+                rounds[f"{label}/{key}"].append(measure(cmd))
+        for key, (name, cmd) in paired.items():
+            results[f"{label}/{key}"] = report(label, name, n, rounds[f"{label}/{key}"])
         cache_home = CORPUS / f"cache-{label}"
         shutil.rmtree(cache_home, ignore_errors=True)
         cache_home.mkdir()
@@ -251,15 +274,18 @@ def main() -> int:
     print("\nRatios (targets in docs/performance.md):")
     t = results
     if "torch/cold" in t:
-        print(f"  torch: torchlint cold / ast.parse floor          {t['torch/cold'] / t['torch/ast']:.2f}x  (target <= 1.0)")
+        print(f"  torch: torchlint cold / ast.parse floor          {t['torch/cold'] / t['torch/ast']:.2f}x  (target <= 1.0)"
+              f"{per_round('torch/cold', 'torch/ast')}")
         print(f"  torch: torchlint cold / libcst parse floor       {t['torch/cold'] / t['torch/cst']:.2f}x")
     if "torch/torchfix" in t:
         print(f"  torch: TorchFix (projected) / torchlint cold     {t['torch/torchfix'] / t['torch/cold']:.0f}x  (target > 100)")
     if "torch/torch-preflight" in t:
         print(f"  torch: torch-preflight (projected) / torchlint   {t['torch/torch-preflight'] / t['torch/cold']:.0f}x")
     if "synthetic/cold" in t:
-        print(f"  synthetic: torchlint cold / libcst parse floor   {t['synthetic/cold'] / t['synthetic/cst']:.2f}x  (target <= 1.6)")
-        print(f"  synthetic: --jobs 1 / libcst floor (1 process)   {t['synthetic/cold1'] / t['synthetic/cst1']:.2f}x")
+        print(f"  synthetic: torchlint cold / libcst parse floor   {t['synthetic/cold'] / t['synthetic/cst']:.2f}x  (target <= 1.6)"
+              f"{per_round('synthetic/cold', 'synthetic/cst')}")
+        print(f"  synthetic: --jobs 1 / libcst floor (1 process)   {t['synthetic/cold1'] / t['synthetic/cst1']:.2f}x"
+              f"{per_round('synthetic/cold1', 'synthetic/cst1')}")
     if "torch/warm" in t:
         print(f"  torch: warm / cold                               {t['torch/warm'] / t['torch/cold']:.2f}   (target <= 0.10)")
     if "synthetic/warm" in t:
