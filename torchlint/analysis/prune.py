@@ -30,8 +30,9 @@ from torchlint.analysis.events import INLINE_DEPTH  # how deep the model inlines
 from torchlint.analysis.names import OPTIMIZER_CLASSES
 
 # An `ast` parse costs about an eighth of libcst's, and when the file has findings their positions reuse it
-# (`prune_with_tree`): pruning pays once a tenth of the text can be blanked. On the synthetic corpus, where
-# every file holds training code and small helpers beside it, pruning them all cut the analysis by a fifth.
+# (`prune_with_tree`), so pruning pays once a tenth of the text can be blanked. Counted in instructions, on files
+# of training code with small helpers beside them (the synthetic corpus) it costs what it saves; on the usual
+# file, where most functions cannot matter, it saves most of the parse.
 MIN_LINES = 50  # below this there is too little to blank
 KEEP_SHARE = 0.9  # when definitions that may hold a finding alone are more of the text, it is not pruned
 # How the model resolves a call: a bare name is a function of the module (or a closure passed by name), `self.x`
