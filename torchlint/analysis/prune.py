@@ -53,7 +53,8 @@ _DEFINES = re.compile(
 def prune(
     text: str, conditions: Iterable[Sequence[re.Pattern[str]]], stand_ins: Mapping[str, str] | None = None
 ) -> str:
-    """`text` with irrelevant function definitions replaced by blank lines (same line count).
+    """`text` with irrelevant function definitions blanked: each replaced by `pass`, or by one string over its
+    lines (same line count, nothing on them for libcst to make nodes of).
 
     `conditions`: for each rule that can fire on the file, the patterns a function (with its helpers) must
     all contain to hold one of its findings. `stand_ins`: functions of other files of the project the text calls
