@@ -119,8 +119,17 @@ def test_position_fallback_matches_fast_path(monkeypatch):
     def no_internals(*args, **kwargs):
         raise AttributeError("simulated: libcst code generation internals changed")
 
-    monkeypatch.setattr(positions_module, "_positions_and_code", no_internals)
+    provider = positions_module.MetadataWrapper
+    used = []
+
+    def wrapper(*args, **kwargs):
+        used.append(True)
+        return provider(*args, **kwargs)
+
+    monkeypatch.setattr(positions_module, "_ranges", no_internals)  # every marked generation ends there
+    monkeypatch.setattr(positions_module, "MetadataWrapper", wrapper)
     assert [(d.line, d.column, d.end_line, d.end_column) for d in lint_source(src, "t.py")] == fast == [(5, 5, 5, 21)]
+    assert used  # the answer came from libcst's provider
 
 
 def test_text_patterns_are_linear_on_hostile_text():
@@ -160,7 +169,10 @@ def test_marked_code_generation_gives_libcst_positions():
     for src in sources:
         module = cst.parse_module(src)
         expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-        got, code = positions_module._positions_and_code(module)
+        state = positions_module._MarkingCodegenState(default_indent=module.default_indent,
+                                                      default_newline=module.default_newline)
+        module._codegen(state)
+        got, code = positions_module._ranges(state, None), "".join(state.tokens)
         assert code == module.code
         nodes = list(walk(module, descend_scopes=True))
         assert len(nodes) > 3

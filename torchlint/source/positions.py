@@ -255,13 +255,6 @@ class _Syntactic:
         )
 
 
-def _positions_and_code(sub: cst.Module, wanted: set[int] | None = None) -> tuple[dict[int, CodeRange], str]:
-    """The code of `sub` and the ranges of its nodes (those in `wanted`, or all), keyed by id()."""
-    state = _MarkingCodegenState(default_indent=sub.default_indent, default_newline=sub.default_newline)
-    sub._codegen(state)
-    return _ranges(state, wanted), "".join(state.tokens)
-
-
 def _ranges(state: _MarkingCodegenState, wanted: set[int] | None) -> dict[int, CodeRange]:
     """The ranges of the nodes `state` generated (those in `wanted`, or all), keyed by id(), its first token at
     line 1, column 0."""
