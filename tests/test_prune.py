@@ -234,12 +234,12 @@ def test_builders_kept_are_those_the_model_reads():
     assert pruning._DEFINES.search("    engine, opt, _, _ = deepspeed.initialize(model=m)\n")  # Symbols.record
 
 
-def test_a_pruned_file_with_findings_is_parsed_by_ast_once(monkeypatch):
-    """Pruning parses the file with `ast`; the positions of its findings come from that same tree, not from a
-    second parse (on files of training code with a few helpers, this made pruning worth its `ast` pass)."""
+@pytest.fixture
+def ast_parses(monkeypatch) -> list[int]:
+    """The length of each text `ast` parses (through torchlint.source.pyast) while the test runs."""
     from torchlint.source import pyast
 
-    calls = []
+    calls: list[int] = []
     parse = pyast.parse
 
     def counted(text, *args, **kwargs):
@@ -247,9 +247,15 @@ def test_a_pruned_file_with_findings_is_parsed_by_ast_once(monkeypatch):
         return parse(text, *args, **kwargs)
 
     monkeypatch.setattr(pyast, "parse", counted)
+    return calls
+
+
+def test_a_pruned_file_with_findings_is_parsed_by_ast_once(ast_parses):
+    """Pruning parses the file with `ast`; the positions of its findings come from that same tree, not from a
+    second parse (on files of training code with a few helpers, this made pruning worth its `ast` pass)."""
     found = [(d.line, d.code) for d in lint_source(SAMPLE, "t.py")]
     assert sorted(code for _, code in found) == ["TL001", "TL004"]
-    assert calls == [len(SAMPLE)]
+    assert ast_parses == [len(SAMPLE)]
 
 
 def test_training_code_with_small_helpers_is_pruned():
@@ -270,3 +276,13 @@ def test_training_code_with_small_helpers_is_pruned():
     unpruned = _diagnostics(analyze(src, "t.py", ALL_RULES, whole=True), src, "t.py")
     assert lint_source(src, "t.py") == unpruned
     assert [(d.line, d.code) for d in unpruned] == [(79, "TL001")]
+
+
+def test_exports_of_a_pruned_file_are_placed_from_the_same_ast(ast_parses):
+    """A file summarised for its callers (analysis.exports) is pruned, and its exported events' lines come from
+    pruning's `ast`, not from a second parse."""
+    from torchlint.analysis.exports import compute_exports
+
+    exports = compute_exports(SAMPLE, frozenset({"Trainer.fit", "Trainer.clear", "compute"}))
+    assert exports is not None and exports.classes["Trainer"]["clear"].events[0].line == 612
+    assert ast_parses == [len(SAMPLE)]

@@ -103,7 +103,7 @@ def fix_source(
         positions = node_positions(
             analysis.module, text,
             [f.node for _, f in analysis.findings] + [old for _, f in analysis.findings if f.fix for old, _ in f.fix.changes],
-            analysis.tops, analysis.statements,
+            analysis.tops, analysis.statements, analysis.tree,
         )
         chosen: list[Fix] = []
         taken: list[tuple[tuple[int, int], tuple[int, int]]] = []

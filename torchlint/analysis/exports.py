@@ -3,6 +3,8 @@ summary its callers in other files need (see `foreign`)."""
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from torchlint.analysis.events import EventKind
@@ -10,7 +12,7 @@ from torchlint.analysis.exprs import dotted, positional_params
 from torchlint.analysis.foreign import ExportedEvent, Exports, FunctionExport
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.prescan import EVENT_TEXT
-from torchlint.analysis.prune import prune
+from torchlint.analysis.prune import prune_with_tree
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.walker import tracked_call
 from torchlint.source.cstfast import parse_read_only
@@ -27,16 +29,17 @@ def compute_exports(text: str, names: frozenset[str]) -> Exports | None:
     """Parse one file and summarise its functions and classes for callers in other files."""
     try:
         # Only what can act is parsed: the other functions are blanked (their lines kept), as for linting.
-        source = prune(text, [(EVENT_TEXT,)])
+        source, tree = prune_with_tree(text, [(EVENT_TEXT,)])
         module = parse_read_only(source)
         model = FileModel(module, source)
-        return export(model, names)
+        return export(model, names, tree)
     except Exception:  # a file we cannot analyse is not followed: its callers stay as silent as before
         return None
 
 
-def export(model: FileModel, names: frozenset[str]) -> Exports:
-    """The exports of an analysed file (`FileModel`): its functions and methods among `names` (`acting`)."""
+def export(model: FileModel, names: frozenset[str], tree: ast.Module | None = None) -> Exports:
+    """The exports of an analysed file (`FileModel`): its functions and methods among `names` (`acting`); `tree`:
+    the `ast` pruning parsed, if it did (the positions reuse it)."""
     scopes = [s for s in model.scopes if type(s.node) is cst.FunctionDef and "." not in s.name
               and (f"{s.class_name}.{s.name}" if s.class_name else s.name) in names]
     wanted = []
@@ -45,7 +48,7 @@ def export(model: FileModel, names: frozenset[str]) -> Exports:
         for e in scope.events:
             if e.kind in _EXPORTED_KINDS and e.scope is scope.node:
                 wanted.append(e.node)
-    where = positions(model.module, model.text, wanted, model.top_of, model.statement_of) if wanted else {}
+    where = positions(model.module, model.text, wanted, model.top_of, model.statement_of, tree) if wanted else {}
 
     def line(node) -> int:
         rng = where.get(node)
