@@ -31,9 +31,9 @@ def test_fix_verify_proves_and_writes_each_rules_fix(tmp_path, run_cli, scenario
     elif code == "TL005":
         assert "the first step's gradient is now the mean over its" in verdict.group(2)
     else:
-        from torchlint.fix_verify import PROMISES
+        from torchlint.rules import rule_by_code
 
-        assert verdict.group(2).endswith(PROMISES[code])
+        assert verdict.group(2).endswith(rule_by_code(code).fix_promise)
     assert (work / "bad.py").read_text() == (scenario / "fixed.py").read_text()
 
 

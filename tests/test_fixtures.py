@@ -4,7 +4,7 @@
    folder is its project, so bad.py may call a helper module beside it (engine.py);
 2. fixed.py matches reference.py at every optimizer step (gradients and parameters, within Tolerance);
 3. bad.py does not match (or fails with the documented PyTorch error): the fixture exercises the bug;
-4. TL002, TL007 (safe fixes): the fixed run keeps fewer saved tensors alive at every step than the original.
+4. rules whose bug only wastes memory (`Rule.fixture_keeps_training`): the fixed run keeps fewer saved tensors alive at every step than the original.
 
 The device is TORCHLINT_DEVICE (cpu by default); with cuda and no GPU these tests skip.
 """
@@ -19,25 +19,20 @@ import pytest
 from tests.conftest import ROOT
 from torchlint.analysis.project import Project
 from torchlint.engine import fix_source, lint_source
+from torchlint.rules import all_rules, rule_by_code
 
 SCENARIOS = sorted(p for p in (ROOT / "fixtures").glob("TL*/*") if (p / "bad.py").is_file())
 IDS = [f"{p.parent.name}/{p.name}" for p in SCENARIOS]
 DEVICE = os.environ.get("TORCHLINT_DEVICE", "cpu")
-# The PyTorch error a buggy script dies with, by rule or by scenario; the others run and give wrong numbers.
-EXPECTED_ERROR = {
-    "TL001": "Trying to backward through the graph a second time",
-    "TL008": "Trying to backward through the graph a second time",
-    "TL006/trainer_amp": "No inf checks were recorded for this optimizer",
-    "TL010/direct_step": "No inf checks were recorded prior to update",
-    "TL010/no_update": "step() has already been called since the last update()",
-}
-# Safe fixes keep behaviour: the original matches the (bug-free) reference too, and the proof is less memory kept alive.
-BEHAVIOUR_KEEPING = ("TL002", "TL007")
+# Rules whose bug keeps training as it is (it only wastes memory): the original matches the reference too, and the
+# proof of the fix is less memory kept alive.
+BEHAVIOUR_KEEPING = tuple(r.code for r in all_rules() if r.fixture_keeps_training)
 
 
 def _expected_error(scenario: Path) -> str | None:
-    rule = scenario.parent.name
-    return EXPECTED_ERROR.get(f"{rule}/{scenario.name}", EXPECTED_ERROR.get(rule))
+    """The error the scenario's bad.py raises, as its rule declares it (`Rule.fixture_errors`)."""
+    errors = rule_by_code(scenario.parent.name).fixture_errors
+    return errors.get(scenario.name, errors.get("*"))
 
 
 def test_every_rule_with_a_fix_has_three_scenarios():

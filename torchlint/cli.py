@@ -114,19 +114,19 @@ def _terminated(signum, frame) -> None:
 
 def _rule_command(argv: list[str]) -> int:
     from torchlint.rule_docs import FIX_SHORT, render
-    from torchlint.rules import ALL_RULES, RULES_BY_CODE
+    from torchlint.rules import all_rules, rule_by_code, rule_codes
 
     p = _Parser(prog="torchlint rule", description="Print a rule's documentation.")
     p.add_argument("code", nargs="?")
     p.add_argument("--all", action="store_true", help="list every rule with its fix safety")
     args = p.parse_args(argv)
     if args.all or not args.code:
-        for r in ALL_RULES:
+        for r in all_rules():
             print(f"{r.code}  {r.name:32} fix: {FIX_SHORT[r.fix_safety]:12} {r.summary}")
         return EXIT_OK
-    rule = RULES_BY_CODE.get(args.code.upper())
+    rule = rule_by_code(args.code.upper())
     if rule is None:
-        print(f"torchlint: error: unknown rule code {args.code!r} (known: {', '.join(RULES_BY_CODE)})", file=sys.stderr)
+        print(f"torchlint: error: unknown rule code {args.code!r} (known: {', '.join(rule_codes())})", file=sys.stderr)
         return EXIT_ERROR
     sys.stdout.write(render(rule))
     return EXIT_OK

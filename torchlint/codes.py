@@ -1,12 +1,9 @@
-"""The diagnostic codes, as plain data: what configuration, the command line and the cache need to know
-without importing the rules (and libcst) — a warm run that only reads the cache stays cheap.
-tests/test_docs.py checks that RULE_CODES matches the rule registry."""
+"""The codes of diagnostics about the run itself (TL9xx), and the links to the rule pages. The rules' own codes
+come from the rule registry (`torchlint.rules.rule_codes`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-RULE_CODES = ("TL001", "TL002", "TL003", "TL004", "TL005", "TL006", "TL007", "TL008", "TL009", "TL010", "TL011")
 
 READ_ERROR = "TL900"
 SYNTAX_ERROR = "TL901"
@@ -31,7 +28,7 @@ PAGES = Path(__file__).resolve().parent / "docs" / "rules"
 def doc_url(code: str, base: str | None = None) -> str:
     """The link to a code's page (TL9xx: the index, which describes them): under `base`, the `docs-url` of the
     configuration (`{code}` in it is replaced, else `/CODE.md` is appended), else the installed page's file:// URI."""
-    page = code if code in RULE_CODES else "README"
+    page = "README" if code in META_RULES else code
     if base:
         return base.replace("{code}", page) if "{code}" in base else f"{base.rstrip('/')}/{page}.md"
     return (PAGES / f"{page}.md").as_uri()

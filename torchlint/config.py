@@ -13,7 +13,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from torchlint.codes import META_RULES, RULE_CODES
+from torchlint.codes import META_RULES
+from torchlint.rules import rule_codes
 
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".venv", "venv", ".env", "env", ".tox", ".nox", "__pycache__", "build", "dist",
@@ -43,7 +44,7 @@ class Config:
 
     def codes(self) -> list[str]:
         """Rule codes enabled by select/extend-select minus ignore (prefix matching, as ruff and flake8 do)."""
-        chosen = [code for code in RULE_CODES if _matches(code, self.select + self.extend_select)]
+        chosen = [code for code in rule_codes() if _matches(code, self.select + self.extend_select)]
         return [c for c in chosen if not _matches(c, self.ignore)]
 
     def relative(self, path: Path) -> str | None:
@@ -78,7 +79,7 @@ def _matches(code: str, prefixes: tuple[str, ...]) -> bool:
 
 def validate_codes(codes: tuple[str, ...], where: str) -> tuple[str, ...]:
     """Every code or prefix must name at least one rule (or be one of the TL9xx diagnostics)."""
-    rules = list(RULE_CODES)
+    rules = list(rule_codes())
     known = rules + list(META_RULES)
     out = []
     for raw in codes:

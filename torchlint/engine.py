@@ -19,7 +19,7 @@ from torchlint.source.decode import Decoded, SourceError, decode  # noqa: F401
 from torchlint.source.positions import positions as node_positions
 from torchlint.pipeline.prefilter import rules_that_may_fire, select_rules  # noqa: F401
 from torchlint.pipeline.suppress import suppressed
-from torchlint.rules import ALL_RULES, Rule
+from torchlint.rules import Rule, all_rules
 
 MAX_FIX_ROUNDS = 10
 
@@ -34,7 +34,7 @@ def lint_source(
     project: Project | None = None,
 ) -> list[Diagnostic]:
     """All diagnostics of one file's text, sorted by position (with `project`: reading the other files' exports)."""
-    rules = list(ALL_RULES) if rules is None else rules
+    rules = list(all_rules()) if rules is None else rules
     # Pruned even with edits: a blanked function keeps its lines, and edits are computed around the fixed node.
     return _diagnostics(analyze(text, path, rules, whole=False, project=project), text, path, honour_noqa, with_edits)
 
@@ -89,7 +89,7 @@ def fix_source(
     project: Project | None = None,
 ) -> FixResult:
     """Apply fixes round by round until none applies (at most MAX_FIX_ROUNDS rounds)."""
-    rules = list(ALL_RULES) if rules is None else rules
+    rules = list(all_rules()) if rules is None else rules
     applied = 0
     failed: list[Diagnostic] = []
     bad_fixes: set[tuple[str, str]] = set()

@@ -136,52 +136,15 @@ def _judge(code: str, line: int, applicability: str, original: dict, record: dic
             f"; alive after the last step: {', '.join(saves)}" if saves else "")
     if record["error"]:
         return False, f"withdrawn: the fixed script fails ({record['error']})"
-    promise = _promise(code, line, original, record, monitored)  # an unsafe fix's script ran under the monitor too
+    from torchlint.rules import rule_by_code
+
+    rule = rule_by_code(code)  # an unsafe fix's script ran under the monitor too
+    promise = rule.promise_kept(line, original, record, monitored) if rule is not None else None
     if promise is None:
         return False, f"withdrawn: the run of the fixed script does not keep what {code} promises"
     differs = (f"training differs from optimizer step {mismatch.step + 1} on ({mismatch.what}), as intended"
                if mismatch is not None else "training is unchanged in the steps run")
     return True, f"{differs}; {promise}"
-
-
-def _promise(code: str, line: int, original: dict, fixed: dict, monitored: dict) -> str | None:
-    """The property the rule promises, checked on the fixed run; None when the run breaks it."""
-    if code == "TL005":
-        # the gradient at a step is now the mean over its k micro-batches: 1/k of the sum the original applied
-        import torch
-
-        k = monitored["steps"][0]["backwards"] if monitored["steps"] else 0
-        if k < 2 or not original["steps"] or not fixed["steps"]:
-            return None
-        pairs = zip(original["steps"][0]["grads"], fixed["steps"][0]["grads"])
-
-        def scaled(a, b) -> bool:
-            return a is None and b is None or a is not None and b is not None and torch.allclose(
-                a, k * b, rtol=1e-4, atol=1e-7)
-
-        if all(scaled(a, b) for a, b in pairs):
-            return f"the first step's gradient is now the mean over its {k} micro-batches (1/{k} of the original's)"
-        return None
-    if code == "TL003":  # a cut is a sign only at the finding's line (the fix edits that expression in place)
-        seen = [o for o in monitored["observations"] if o["code"] == code and o["frames"] and o["frames"][-1][1] == line]
-    else:
-        seen = [o for o in monitored["observations"] if o["code"] == code and not o.get("static_only")]
-    return None if seen else PROMISES.get(code, f"the run of the fixed script no longer shows {code}")
-
-
-# What each rule's fix promises, said when the monitor saw none of the rule's signs on the fixed run.
-PROMISES = {
-    "TL001": "no backward of the fixed run goes through an earlier iteration's graph",
-    "TL002": "no graph kept by retain_graph=True outlives its step in the fixed run",
-    "TL003": "the term now receives gradient: the backward reaches what this line computes",
-    "TL004": "each step's gradient is now what its own backward brought (nothing left from the step before)",
-    "TL006": "the gradients now reach the step (nothing clears them between the backward and the step)",
-    "TL007": "the graph held by the script's variables no longer grows from step to step",
-    "TL008": "no backward of the fixed run reaches the previous batch's graph",
-    "TL009": "every step now follows the backward of its own batch",
-    "TL010": "GradScaler now unscales before clipping, checks for inf and updates at every step",
-    "TL011": "the scheduler now steps after the optimizer (PyTorch no longer warns)",
-}
 
 
 def _size(n: int) -> str:

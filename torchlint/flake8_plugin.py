@@ -12,7 +12,7 @@ from typing import Iterator, Sequence
 from torchlint import __version__
 from torchlint.batch import cached_project
 from torchlint.engine import lint_source
-from torchlint.rules import ALL_RULES
+from torchlint.rules import all_rules
 
 
 class TorchlintChecker:
@@ -26,5 +26,5 @@ class TorchlintChecker:
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         # lint_source applies the prefilter first: a file without training code costs a few text searches.
         project = cached_project(self.filename) if self.filename not in ("stdin", "-") else None
-        for d in lint_source("".join(self.lines), self.filename, ALL_RULES, honour_noqa=False, project=project):
+        for d in lint_source("".join(self.lines), self.filename, all_rules(), honour_noqa=False, project=project):
             yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 from torchlint.codes import META_RULES, PAGES, doc_url  # noqa: F401  (doc_url is re-exported)
-from torchlint.rules import ALL_RULES, Rule
+from torchlint.rules import Rule, all_rules
 
 FIX_SHORT = {None: "none", "safe": "safe", "unsafe": "unsafe", "safe or unsafe": "safe/unsafe"}
 FIX_WORDS = {
@@ -23,7 +23,7 @@ FIX_WORDS = {
 
 
 def rule_name(code: str) -> str:
-    for rule in ALL_RULES:
+    for rule in all_rules():
         if rule.code == code:
             return rule.name
     return META_RULES.get(code, (code, ""))[0]
@@ -41,7 +41,7 @@ def render(rule: type[Rule]) -> str:
 
 
 def index() -> str:
-    rows = [f"| [{r.code}]({r.code}.md) | `{r.name}` | {r.summary} | {FIX_SHORT[r.fix_safety]} |" for r in ALL_RULES]
+    rows = [f"| [{r.code}]({r.code}.md) | `{r.name}` | {r.summary} | {FIX_SHORT[r.fix_safety]} |" for r in all_rules()]
     meta = [f"| {code} | `{name}` | {summary} | none |" for code, (name, summary) in META_RULES.items()]
     return (
         "# Rules\n\n| code | name | what it flags | fix |\n|---|---|---|---|\n" + "\n".join(rows + meta) + "\n"
@@ -50,7 +50,7 @@ def index() -> str:
 
 def write(directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    for rule in ALL_RULES:
+    for rule in all_rules():
         (directory / f"{rule.code}.md").write_text(render(rule), encoding="utf-8")
     (directory / "README.md").write_text(index(), encoding="utf-8")
 

@@ -23,9 +23,6 @@ from typing import Sequence
 from torchlint.diagnostic import Diagnostic
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-# Rules whose runtime sign sits on the same line as the static finding; the others are matched by rule alone (a
-# state fed back is reported on the model call, the failing backward is elsewhere; a growing graph has no line).
-SAME_LINE = {"TL001", "TL003", "TL004", "TL005", "TL006", "TL009", "TL011"}
 
 
 def main(argv: Sequence[str]) -> int:
@@ -102,7 +99,9 @@ def _run(script: Path, argv: list[str], steps: int, device: str, timeout: float)
         run_group(cmd, timeout, env=env, stdout=_stderr_fd(), stderr=_stderr_fd())
         if not out.is_file():
             return None
-        return json.loads(out.read_text(encoding="utf-8"))
+        from torchlint.rules import attribute
+
+        return attribute(json.loads(out.read_text(encoding="utf-8")))
 
 
 def _stderr_fd() -> int:
@@ -116,6 +115,8 @@ def combine(static: list[Diagnostic], record: dict, script: Path) -> list[Diagno
     """The static findings marked by what the run showed, and what only the run saw."""
     from dataclasses import replace
 
+    from torchlint.rules import rule_by_code
+
     observations = record["observations"]
     used: set[int] = set()
     here = str(script.resolve())
@@ -126,7 +127,9 @@ def combine(static: list[Diagnostic], record: dict, script: Path) -> list[Diagno
             if d.code != o["code"] and d.code not in o.get("also", ()):
                 continue
             frames = [tuple(f) for f in o["frames"]]
-            if d.code not in SAME_LINE or d.code != o["code"] or (here, d.line) in frames:
+            rule = rule_by_code(d.code)
+            same_line = rule is not None and rule.runtime_same_line
+            if not same_line or d.code != o["code"] or (here, d.line) in frames:
                 status = "confirmed"
                 used.add(i)
         out.append(replace(d, runtime=status))

@@ -16,10 +16,10 @@ SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 def _rules(docs_url: str | None) -> list[dict]:
     from torchlint.rule_docs import render
-    from torchlint.rules import ALL_RULES
+    from torchlint.rules import all_rules
 
     rules = []
-    for rule in ALL_RULES:
+    for rule in all_rules():
         rules.append({
             "id": rule.code,
             "name": rule.name,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence
 
-from torchlint.rules import ALL_RULES, Rule
+from torchlint.rules import Rule, all_rules
 
 
 def select_rules(codes: Iterable[str] | None = None) -> list[type[Rule]]:
     if codes is None:
-        return list(ALL_RULES)
+        return list(all_rules())
     wanted = set(codes)
-    return [r for r in ALL_RULES if r.code in wanted]
+    return [r for r in all_rules() if r.code in wanted]
 
 
 def rules_that_may_fire(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import re
-from typing import ClassVar, Iterator
+from typing import Any, ClassVar, Iterator, Mapping
 
 import libcst as cst
 
 from torchlint.analysis import Event, FileModel
 from torchlint.diagnostic import Fix
+from torchlint.verify.signs import Sign
 
 
 # Text patterns rules require (see Rule.requires). Each must match wherever the model could see the event.
@@ -52,6 +53,30 @@ class Rule:
     # Other shapes of function that can hold a finding of this rule (each: the patterns it must all contain), for
     # findings outside a loop: a module's forward (TL008), Lightning's training_step (TL005), a wrapper (TL011).
     scope_alternatives: ClassVar[tuple[tuple[re.Pattern[str], ...], ...]] = ()
+
+    # -- what the runtime checks need of the rule (`torchlint run`, `--fix --verify`, the fixtures' proofs) ------
+    # The monitor's signs that show this rule's bug on a run (torchlint.verify.signs), and the signs another rule
+    # owns that this bug may show too (the same error, "backward through the graph a second time", has two causes).
+    runtime_signs: ClassVar[tuple[Sign, ...]] = ()
+    runtime_also: ClassVar[tuple[Sign, ...]] = ()
+    # Does the sign appear at the static finding's line? Otherwise a finding is confirmed by its rule's sign
+    # anywhere (a state fed back is reported on the model call while the failing backward is elsewhere).
+    runtime_same_line: ClassVar[bool] = False
+    # What the fix promises, said by `--fix --verify` when the fixed run no longer shows the rule's signs.
+    fix_promise: ClassVar[str] = ""
+    # The error each buggy fixture (fixtures/TLNNN/SCENARIO/bad.py) raises when run, by scenario ("*": any other).
+    fixture_errors: ClassVar[Mapping[str, str]] = {}
+    # The bug wastes memory but keeps training as it is: the buggy fixture's steps match the reference's.
+    fixture_keeps_training: ClassVar[bool] = False
+
+    @classmethod
+    def promise_kept(cls, line: int, original: dict[str, Any], fixed: dict[str, Any],
+                     monitored: dict[str, Any]) -> str | None:
+        """The property the fix promises, checked on the fixed run (`monitored`: its record under the monitor);
+        None when the run breaks it. By default: none of the rule's own signs, other than those that are a bug
+        only where the static analysis says so (`static_only`), shows on the fixed run."""
+        seen = [o for o in monitored["observations"] if o["code"] == cls.code and not o.get("static_only")]
+        return None if seen else cls.fix_promise or f"the run of the fixed script no longer shows {cls.code}"
 
     @classmethod
     def scope_patterns(cls) -> tuple[re.Pattern[str], ...]:

@@ -16,6 +16,7 @@ from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after, statements
 from torchlint.rules.base import Finding, Rule
+from torchlint.verify.signs import Sign
 
 
 class BackwardOnAccumulatedTotal(Rule):
@@ -23,6 +24,11 @@ class BackwardOnAccumulatedTotal(Rule):
     name = "backward-on-accumulated-total"
     summary = "backward() on a loss total that keeps the graphs of earlier iterations"
     fix_safety = "unsafe"
+    runtime_signs = (Sign.TOTAL_BACKPROPAGATED_AGAIN, Sign.BACKWARD_THROUGH_FREED_GRAPH)
+    runtime_also = (Sign.SAVED_TENSOR_MODIFIED,)
+    runtime_same_line = True
+    fix_promise = "no backward of the fixed run goes through an earlier iteration's graph"
+    fixture_errors = {"*": "Trying to backward through the graph a second time"}
     doc = """
 ## What it flags
 A `.backward()` (or `accelerator.backward`, `scaler.scale(...).backward()`, `torch.autograd.backward`) whose loss

@@ -18,6 +18,7 @@ from torchlint.analysis.exprs import code_of, dotted, positional_params
 from torchlint.source.walk import children, walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, LOOP, Finding, Rule
+from torchlint.verify.signs import Sign
 
 RETAIN = re.compile(r"retain_graph|create_graph|,(?:\s|#[^\n]*\n)*True\b")  # also `backward(g, True)`
 
@@ -29,6 +30,9 @@ class RetainGraphNeverReleased(Rule):
     fix_safety = "safe or unsafe"
     # The last backward of an iteration keeps the graph: retain_graph=/create_graph=, or True passed by position.
     requires = (BACKWARD_CALL, LOOP, RETAIN)
+    runtime_signs = (Sign.RETAINED_GRAPH_OUTLIVES_STEP,)
+    fix_promise = "no graph kept by retain_graph=True outlives its step in the fixed run"
+    fixture_keeps_training = True
     doc = """
 ## What it flags
 In a training loop, the last `backward(...)` / `torch.autograd.grad(...)` of an iteration passes

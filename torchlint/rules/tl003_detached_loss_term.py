@@ -20,6 +20,7 @@ from torchlint.analysis.semantics import is_module_name
 from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
+from torchlint.verify.signs import Sign
 
 DETACHING = re.compile(r"\.\s*(?:data\b|(?:item|detach|tolist)\s*\()|f(?<!\wf)loat\s*\(")  # (see rules.base on \b)
 
@@ -31,6 +32,17 @@ class DetachedLossTerm(Rule):
     fix_safety = "unsafe"
     # A backward whose loss has a detached term (no loop needed: one backward is enough).
     requires = (BACKWARD_CALL, DETACHING)
+    runtime_signs = (Sign.CUT_TERM_WITHOUT_GRADIENT,)
+    runtime_same_line = True
+    fix_promise = "the term now receives gradient: the backward reaches what this line computes"
+
+    @classmethod
+    def promise_kept(cls, line, original, fixed, monitored):
+        # a cut is a sign only at the finding's line (the fix edits that expression in place)
+        seen = [o for o in monitored["observations"]
+                if o["code"] == cls.code and o["frames"] and o["frames"][-1][1] == line]
+        return None if seen else cls.fix_promise
+
     doc = """
 ## What it flags
 A loss value wrapped in `.data`, `.data[0]`, `.item()`, `.detach()`, `.tolist()` or `float(...)` that is then

@@ -11,10 +11,12 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis.clearing import clears
 from torchlint.analysis.exprs import code_of
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule, where
+from torchlint.verify.signs import Sign
 
 
 class MissingZeroGrad(Rule):
@@ -23,6 +25,9 @@ class MissingZeroGrad(Rule):
     summary = "optimizer.step() in a loop whose gradients are never cleared"
     fix_safety = "unsafe"
     requires = (BACKWARD_CALL, LOOP, STEP_CALL)
+    runtime_signs = (Sign.STALE_GRADIENT,)
+    runtime_same_line = True
+    fix_promise = "each step's gradient is now what its own backward brought (nothing left from the step before)"
     doc = """
 ## What it flags
 A loop that calls an optimizer's `step()` (or `scaler.step(optimizer)`) after a backward, where nothing in the
@@ -97,24 +102,6 @@ hands on to calls of its own file's imports is unknown.
 
 def _cleared(model: FileModel, opt: str, zero_grads: list[Event]) -> bool:
     return any(clears(model, opt, z) for z in zero_grads)
-
-
-def clears(model: FileModel, opt: str, z: Event) -> bool:
-    """Does the ZERO_GRAD event `z` clear the gradients that optimizer `opt` steps with?"""
-    if z.flavor == "param":
-        return True
-    target = z.target or ""
-    if z.flavor == "optimizer":
-        return target == opt or target.rsplit(".", 1)[-1] == opt.rsplit(".", 1)[-1]
-    # model.zero_grad(): clears the optimizer unless we know it optimizes other models.
-    owned = model.symbols.optimizer_models.get(opt) or model.symbols.optimizer_models.get(opt.rsplit(".", 1)[-1])
-    return not owned or target == "self" or any(_related(target, m) for m in owned)
-
-
-def _related(a: str, b: str) -> bool:
-    """Same model, or one inside the other (`model` / `model.module`); `self.netD` is `netD` passed to __init__."""
-    a, b = a.removeprefix("self."), b.removeprefix("self.")
-    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
 def _fix(loop: Loop, step: Event, opt: str) -> Fix | None:

@@ -12,6 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis.clearing import wipes_window
 from torchlint.analysis.semantics import (
     ACCUMULATION_NAME, DECOUPLED_DECAY_OPTIMIZERS, SCALE_INVARIANT_OPTIMIZERS, SELF_SCALING_BACKWARDS, gradients_go_to,
 )
@@ -19,7 +20,7 @@ from torchlint.analysis.exprs import dotted, code_of, keyword, modulo_divisor, n
 from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, DEF_TRAINING_STEP, LOOP, STEP_CALL, Finding, Rule
-from torchlint.rules.tl006_zero_grad_before_step import wipes_window
+from torchlint.verify.signs import Sign
 
 # These divide the loss by the accumulation steps themselves (Accelerate, DeepSpeed, Fabric).
 
@@ -36,6 +37,27 @@ class UnscaledAccumulation(Rule):
     requires = (BACKWARD_CALL, STEP_CALL)
     scope_requires = (BACKWARD_CALL, LOOP, STEP_CALL)
     scope_alternatives = ((DEF_TRAINING_STEP, re.compile(r"manual_backward\s*\("), STEP_CALL),)
+    runtime_signs = (Sign.UNSCALED_WINDOW,)
+    runtime_same_line = True
+
+    @classmethod
+    def promise_kept(cls, line, original, fixed, monitored):
+        """The gradient at a step is now the mean over its k micro-batches: 1/k of the sum the original applied."""
+        import torch
+
+        k = monitored["steps"][0]["backwards"] if monitored["steps"] else 0
+        if k < 2 or not original["steps"] or not fixed["steps"]:
+            return None
+        pairs = zip(original["steps"][0]["grads"], fixed["steps"][0]["grads"])
+
+        def scaled(a, b) -> bool:
+            return a is None and b is None or a is not None and b is not None and torch.allclose(
+                a, k * b, rtol=1e-4, atol=1e-7)
+
+        if all(scaled(a, b) for a, b in pairs):
+            return f"the first step's gradient is now the mean over its {k} micro-batches (1/{k} of the original's)"
+        return None
+
     doc = """
 ## What it flags
 A loop whose backward runs every iteration while the optimizer steps only under a modulo guard

@@ -12,11 +12,12 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis.clearing import clears, cleared_between, cleared_early
 from torchlint.analysis.exprs import code_of, names_in, modulo_divisor
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, movable, move_after
 from torchlint.rules.base import BACKWARD_CALL, DEF_TRAINING_STEP, LOOP, STEP_CALL, Finding, Rule
-from torchlint.rules.tl004_missing_zero_grad import clears
+from torchlint.verify.signs import Sign
 
 ZERO_GRAD = re.compile(r"zero_grad")
 
@@ -31,6 +32,11 @@ class ZeroGradBeforeStep(Rule):
     # Lightning's training_step with manual optimization: one iteration of Lightning's own batch loop
     scope_alternatives = ((DEF_TRAINING_STEP, re.compile(r"manual_backward\s*\("), STEP_CALL,
                            ZERO_GRAD),)
+    runtime_signs = (Sign.ZERO_GRAD_BETWEEN_BACKWARD_AND_STEP, Sign.GRADIENTS_CLEARED_BEFORE_STEP)
+    runtime_also = (Sign.SCALER_REFUSED,)
+    runtime_same_line = True
+    fix_promise = "the gradients now reach the step (nothing clears them between the backward and the step)"
+    fixture_errors = {"trainer_amp": "No inf checks were recorded for this optimizer"}
     doc = """
 ## What it flags
 - `optimizer.zero_grad()` (or `model.zero_grad()`) after `loss.backward()` and before that optimizer's `step()`
@@ -86,66 +92,28 @@ that clears, called on exclusive branches (every iteration without accumulation,
                     continue
                 found = _between(model, loop, z, steps)
                 if found is None and loop.node is not None:  # (a training_step has no loop of its own to count)
-                    found = _every_micro_step(model, loop, z, steps) or _window_cleared_early(model, loop, z, steps)
+                    found = _every_micro_step(model, loop, z, steps) or _cleared_early(model, loop, z, steps)
                 if found is not None:
                     step, why = found
                     yield Finding(z.node, f"`{code_of(z.node)}` {why}", _fix(loop, z, step))
 
 
-
-def wipes_window(model: FileModel, loop: Loop, step: Event) -> bool:
-    """A `zero_grad()` of `step`'s optimizer clears the gradients the step needs: between the backward and the
-    step, or on the window's last iteration before its backward (see `_window_cleared_early`)."""
-    return any(z.flavor != "param" and (_between(model, loop, z, [step]) or loop.node is not None
-                                        and _window_cleared_early(model, loop, z, [step]))
-               for z in loop.of(EventKind.ZERO_GRAD))
-
-
-def _window_cleared_early(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
-    """Accumulation whose window is cleared on its last iteration before that iteration's backward: `zero_grad()`
-    under the step's own window guard (`if (i + 1) % k == 0:`) but ahead of the backward, or the prepared
-    optimizer's `zero_grad()` ahead of the backward inside `accelerator.accumulate` (Accelerate runs it on the
-    window's last micro-step only: just before its backward). Each step then applies the last micro-batch's
-    gradient only."""
-    in_accumulate = "accumulate" in z.contexts and z.flavor == "optimizer"
-    window = {code_of(g.test) for g in z.guards_within(loop.node) if not g.negated
-              and isinstance(g.test, cst.BaseExpression) and modulo_divisor(loop.scope.test_of(g, z)) is not None}
-    if not window and not in_accumulate:
-        return None
-    for step in steps:
-        if step.target is None or not clears(model, step.target, z) or not loop.may_follow(z, step):
-            continue
-        step_window = {code_of(g.test) for g in step.guards_within(loop.node) if not g.negated
-                       and isinstance(g.test, cst.BaseExpression)}
-        if window and not window & step_window:
-            continue
-        if not window and not ("accumulate" in step.contexts and not step_window):
-            continue
-        every = [b for b in loop.backwards_into_grad() if not window & {
-            code_of(g.test) for g in b.guards_within(loop.node) if isinstance(g.test, cst.BaseExpression)}]
-        if any(loop.may_follow(z, b) and loop.may_follow(b, step) and not loop.may_follow(b, z) for b in every):
-            return step, (f"clears the gradients on the window's last iteration, before its backward, so "
-                          f"`{code_of(step.node)}` applies the last micro-batch's gradient only (the window's others "
-                          f"are wiped): gradient accumulation is lost; move it after the step")
-    return None
-
-
 def _between(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
-    """backward ... zero_grad ... step, in one pass through the iteration."""
-    for step in steps:
-        if step.target is None or not clears(model, step.target, z) or not loop.may_follow(z, step):
-            continue
-        if not set(z.guards) <= set(step.guards):
-            return None
-        backwards = loop.backwards_into_grad()
-        if any(loop.may_follow(z, b) and loop.may_follow(b, step) for b in backwards):
-            return None  # a backward refills the gradients before the step (the usual zero_grad at the top)
-        before = [b for b in backwards if loop.may_follow(b, z) and not loop.may_follow(z, b)]
-        if before:
-            return step, (f"clears the gradients between `{code_of(before[-1].node)}` and `{code_of(step.node)}`: "
-                          f"the step applies zero gradients; move it after the step")
+    found = cleared_between(model, loop, z, steps)
+    if found is None:
         return None
-    return None
+    step, before = found
+    return step, (f"clears the gradients between `{code_of(before.node)}` and `{code_of(step.node)}`: "
+                  f"the step applies zero gradients; move it after the step")
+
+
+def _cleared_early(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
+    step = cleared_early(model, loop, z, steps)
+    if step is None:
+        return None
+    return step, (f"clears the gradients on the window's last iteration, before its backward, so "
+                  f"`{code_of(step.node)}` applies the last micro-batch's gradient only (the window's others "
+                  f"are wiped): gradient accumulation is lost; move it after the step")
 
 
 def _every_micro_step(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:

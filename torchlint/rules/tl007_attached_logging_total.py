@@ -20,6 +20,7 @@ from torchlint.diagnostic import Fix
 from torchlint.fixes import parenthesized
 from torchlint.source.lines import split_lines
 from torchlint.rules.base import Finding, Rule
+from torchlint.verify.signs import Sign
 
 
 # The most graphs a container may keep, counted from constant trip counts, before it is a leak rather than a
@@ -32,6 +33,9 @@ class AttachedLoggingTotal(Rule):
     name = "attached-logging-total"
     summary = "a graph-attached loss kept across iterations only for logging (memory grows every step)"
     fix_safety = "safe"
+    runtime_signs = (Sign.GRAPH_GROWS,)
+    fix_promise = "the graph held by the script's variables no longer grows from step to step"
+    fixture_keeps_training = True
     doc = """
 ## What it flags
 In a training loop (one that calls backward), adding a loss that is still attached to the autograd graph into

@@ -18,6 +18,7 @@ from torchlint.analysis.exprs import code_of, dotted
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_before
 from torchlint.rules.base import Finding, Rule
+from torchlint.verify.signs import Sign
 
 
 class HiddenStateNotDetached(Rule):
@@ -27,6 +28,10 @@ class HiddenStateNotDetached(Rule):
     fix_safety = "unsafe"
     # The finding sits in a loop that back-propagates, or in a module's forward (the state kept on the module).
     scope_alternatives = ((re.compile(r"def(?<!\wdef)\s+forward\s*\("),),)
+    runtime_signs = (Sign.SAVED_TENSOR_MODIFIED,)
+    runtime_also = (Sign.BACKWARD_THROUGH_FREED_GRAPH,)
+    fix_promise = "no backward of the fixed run reaches the previous batch's graph"
+    fixture_errors = {"*": "Trying to backward through the graph a second time"}
     doc = """
 ## What it flags
 A training loop (backward every iteration) where the state a model returns is fed back into it in the next

@@ -13,6 +13,7 @@ from torchlint.analysis.exprs import code_of
 from torchlint.diagnostic import Fix
 from torchlint.fixes import movable, move_after
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
+from torchlint.verify.signs import Sign
 
 
 class StepBeforeBackward(Rule):
@@ -21,6 +22,9 @@ class StepBeforeBackward(Rule):
     summary = "optimizer.step() before loss.backward() in the same iteration"
     fix_safety = "unsafe"
     requires = (BACKWARD_CALL, LOOP, STEP_CALL)
+    runtime_signs = (Sign.STEP_WITHOUT_BACKWARD,)
+    runtime_same_line = True
+    fix_promise = "every step now follows the backward of its own batch"
     doc = """
 ## What it flags
 An unconditional `optimizer.step()` (or `scaler.step(optimizer)`) that runs in an iteration before any backward

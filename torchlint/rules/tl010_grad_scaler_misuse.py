@@ -17,6 +17,7 @@ from torchlint.analysis.exprs import code_of
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, insert_after, insert_before, movable
 from torchlint.rules.base import BACKWARD_CALL, LOOP, Finding, Rule
+from torchlint.verify.signs import Sign
 
 SCALE_CALL = re.compile(r"\.\s*scale\s*\(")  # scaler.scale(loss).backward()
 
@@ -27,6 +28,10 @@ class GradScalerMisuse(Rule):
     summary = "GradScaler misuse: optimizer.step() instead of scaler.step(), clipping scaled grads, no update()"
     fix_safety = "unsafe"
     requires = (BACKWARD_CALL, LOOP, SCALE_CALL)
+    runtime_signs = (Sign.CLIPPED_WHILE_SCALED, Sign.SCALER_REFUSED)
+    fix_promise = "GradScaler now unscales before clipping, checks for inf and updates at every step"
+    fixture_errors = {"direct_step": "No inf checks were recorded prior to update",
+                      "no_update": "step() has already been called since the last update()"}
     doc = """
 ## What it flags
 In a loop that back-propagates through a GradScaler (`scaler.scale(loss).backward()`):

@@ -17,6 +17,7 @@ from torchlint.analysis.names import role_suffix
 from torchlint.diagnostic import Fix
 from torchlint.fixes import movable, move_after
 from torchlint.rules.base import LOOP, STEP_CALL, Finding, Rule, where
+from torchlint.verify.signs import Sign
 
 # Every name or constructor torchlint.analysis.names takes for a scheduler contains one of these.
 SCHEDULER = re.compile(r"[sSſ](?i:ched)|LR\s*\(|ReduceLROnPlateau")  # (?i:sched): first letter as a set, to be looked for
@@ -33,6 +34,9 @@ class SchedulerBeforeOptimizer(Rule):
     requires = (STEP_CALL, SCHEDULER)
     scope_requires = (STEP_CALL, LOOP)
     scope_alternatives = ((STEP_CALL, SCHEDULER),)
+    runtime_signs = (Sign.SCHEDULER_BEFORE_OPTIMIZER_WARNING,)
+    runtime_same_line = True
+    fix_promise = "the scheduler now steps after the optimizer (PyTorch no longer warns)"
     doc = """
 ## What it flags
 In one iteration of a loop, `scheduler.step()` (no argument) before the `optimizer.step()` it schedules —

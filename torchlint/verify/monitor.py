@@ -4,30 +4,30 @@
 
 The script runs as `python SCRIPT ARGS` would run it: the same `sys.argv`, the current directory, `__main__`, its
 folder first on `sys.path`. After N optimizer steps the monitor stops it from the step hook (a BaseException the
-script does not catch). What it watches, and what it records (the code of the rule whose bug it is, and the
-script's own frames, innermost last, from the stack when the hook fired):
+script does not catch). What it watches, and what it records (the sign, named in torchlint.verify.signs, and the
+script's own frames, innermost last, from the stack when the hook fired; each rule says which signs are its own):
 
 - every optimizer step (PyTorch's global step pre/post hooks), every backward (`torch.autograd.backward`, which
   `Tensor.backward` calls), every `zero_grad()` of an optimizer or a module;
 - the gradient each backward brings to each parameter (a tensor hook), summed since the last step: at a step,
-  `.grad` minus that sum is what was there before, a gradient from before the previous step never cleared (TL004);
-  backwards since the last step but every gradient gone (TL006); a first step with no backward before it (TL009);
+  `.grad` minus that sum is what was there before, a gradient from before the previous step never cleared;
+  backwards since the last step but every gradient gone; a first step with no backward before it;
 - a number or tensor taken out of a graph-carrying tensor at the script's line (`.item()`, `.detach()`,
   `.tolist()`, `float()`, `.data`) that no backward of its window then reaches: a hook on the tensor never fires,
-  so the term it came from brought no gradient (TL003);
+  so the term it came from brought no gradient;
 - k backwards from one line between two steps, none keeping its graph for the next (micro-batches, not the
   heads of one forward), each of a loss neither divided nor multiplied (its last op, under a GradScaler's
   scale), the gradients at the step their raw sum, and an optimizer that the sum's size changes
-  (SGD-like, or clipping or a coupled L2 weight decay in the window): k times the mean gradient (TL005);
+  (SGD-like, or clipping or a coupled L2 weight decay in the window): k times the mean gradient;
 - a last backward before a step that passed `retain_graph=True`, whose buffers outlive the step and are then
   dropped with no backward through them (a later backward that frees some of them, a second optimizer's loss
-  through the first one's graph, needed them) (TL002);
-- graph nodes still reachable after each step, growing from step to step (TL007);
-- gradients clipped while a GradScaler's scale is still in them, and GradScaler's own refusals (TL010);
+  through the first one's graph, needed them);
+- graph nodes still reachable after each step, growing from step to step;
+- gradients clipped while a GradScaler's scale is still in them, and GradScaler's own refusals;
 - a later backward from the same line, after a step, through a loss back-propagated with retain_graph=True (hooks
-  on that loss's first nodes), and "Trying to backward through the graph a second time" (TL001 or TL008); a
+  on that loss's first nodes), and "Trying to backward through the graph a second time"; a
   tensor saved for backward and modified in place since, which confirms them;
-- PyTorch's "Detected call of `lr_scheduler.step()` before `optimizer.step()`" warning (TL011).
+- PyTorch's "Detected call of `lr_scheduler.step()` before `optimizer.step()`" warning.
 
 The record is JSON: the steps seen, each observation, and the script's error with its traceback if it failed.
 """
@@ -49,6 +49,7 @@ from unittest import mock
 
 from torchlint.analysis.semantics import DECOUPLED_DECAY_OPTIMIZERS, SCALE_INVARIANT_OPTIMIZERS
 from torchlint.verify.runner import SavedTensor, as_main, reachable, unpack
+from torchlint.verify.signs import Sign
 
 _HERE = str(Path(__file__).resolve().parent.parent)  # torchlint's own files are never the user's frames
 SCHEDULER_WARNING = "Detected call of `lr_scheduler.step()` before `optimizer.step()`"
@@ -61,6 +62,10 @@ CUTS = {"item": ".item()", "detach": ".detach()", "tolist": ".tolist()", "__floa
 SCALING_OPS = ("DivBackward0", "MulBackward0")
 SCALER_ERRORS = ("No inf checks were recorded", "step() has already been called since the last update()",
                  "unscale_() has already been called on this optimizer since the last update()")
+
+
+# Signs of graphs kept on purpose or by a total: a graph that grows then is their cause, not another.
+_GRAPHS_KEPT = (Sign.TOTAL_BACKPROPAGATED_AGAIN, Sign.BACKWARD_THROUGH_FREED_GRAPH, Sign.RETAINED_GRAPH_OUTLIVES_STEP)
 
 
 class _Stop(BaseException):
@@ -113,7 +118,7 @@ class Monitor:
         # and the script's variable that reached the most of the graph then
         self.kept: tuple[list, list[tuple[str, int]], str | None] | None = None
         self.dropped = 0  # how many of them were gone when the backward after the step began
-        self._seen: set[tuple] = set()  # (code, innermost frame): one observation each
+        self._seen: set[tuple] = set()  # (sign, innermost frame): one observation each
         self._new_window()
 
     def _new_window(self) -> None:
@@ -132,12 +137,12 @@ class Monitor:
         self.cuts: list[tuple] = []  # (frames, how, op, backwards before, reached cell)
 
     # -- recording ---------------------------------------------------------------------------------------------
-    def observe(self, code: str, frames: list[tuple[str, int]], message: str, **extra) -> None:
-        key = (code, tuple(frames[-1:]))
+    def observe(self, sign: Sign, frames: list[tuple[str, int]], message: str, **extra) -> None:
+        key = (sign, tuple(frames[-1:]))
         if key in self._seen:
             return
         self._seen.add(key)
-        self.observations.append({"code": code, "frames": frames, "message": message, "step": len(self.steps), **extra})
+        self.observations.append({"sign": sign.value, "frames": frames, "message": message, "step": len(self.steps), **extra})
 
     # -- hooks ---------------------------------------------------------------------------------------------------
     def on_backward(self, retained: bool, tensors, grad_tensors) -> None:
@@ -161,13 +166,13 @@ class Monitor:
         (`total / k` is fed by `total`); not on deeper nodes (a graph built once before the loop, that every
         iteration's loss uses) nor on the parameters' accumulators (every backward runs those). Such a node runs
         again when a later backward from the same line goes through it after an optimizer step: a total that keeps
-        every iteration's loss (TL001), whose earlier gradients are applied again at every step."""
+        every iteration's loss, whose earlier gradients are applied again at every step."""
         where, window = self.backwards[-1], len(self.steps)
 
         def prehook(grad_outputs):
             if len(self.steps) > window and self.backwards and self.backwards[-1][-1:] == where[-1:]:
-                self.observe("TL001", self.backwards[-1], "backward went again through a loss total back-propagated "
-                             "before an earlier optimizer step (kept by retain_graph=True): the earlier iterations' "
+                self.observe(Sign.TOTAL_BACKPROPAGATED_AGAIN, self.backwards[-1], "backward went again through a loss "
+                             "total back-propagated before an earlier optimizer step (kept by retain_graph=True): the earlier iterations' "
                              "gradients are added again at every step")
             return None
 
@@ -185,7 +190,7 @@ class Monitor:
         if dead > self.dropped:
             self.kept = None
         elif self.dropped:
-            self.observe("TL002", where, "the last backward before the step passed retain_graph=True: "
+            self.observe(Sign.RETAINED_GRAPH_OUTLIVES_STEP, where, "the last backward before the step passed retain_graph=True: "
                          f"{len(refs)} autograd buffers outlived the step into the next iteration"
                          + (f" (held through `{holder}`)" if holder else "")
                          + ", and were dropped without a backward through them", holder=holder)
@@ -209,11 +214,11 @@ class Monitor:
         self.cuts.append((user_frames(), how, type(tensor.grad_fn).__name__, len(self.backwards), reached))
 
     def _check_cuts(self) -> None:
-        """TL003: a cut before a backward of this window, of a tensor no backward reached. (A cut after the last
+        """A cut before a backward of this window, of a tensor no backward reached. (A cut after the last
         backward, as when logging `loss.item()`, is judged by nothing: its graph was already used, or never is.)"""
         for frames, how, op, before, reached in self.cuts:
             if before < len(self.backwards) and not reached[0]:
-                self.observe("TL003", frames, f"{how} took a value out of a tensor with a graph ({op}), and the "
+                self.observe(Sign.CUT_TERM_WITHOUT_GRADIENT, frames, f"{how} took a value out of a tensor with a graph ({op}), and the "
                              "backward after it never reached that tensor: its term brought no gradient",
                              static_only=True)
 
@@ -246,14 +251,15 @@ class Monitor:
         if first and not self.backwards and not self.hooked:
             grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
             if not grads:
-                self.observe("TL009", frames, "the optimizer stepped before any backward: the first step applies no "
+                self.observe(Sign.STEP_WITHOUT_BACKWARD, frames, "the optimizer stepped before any backward: the first step applies no "
                              "gradient, and each later step the gradient of the iteration before")
         if not first:
             self._check_stale(optimizer, frames)
             self._check_cleared(optimizer, frames)
         for before, where in self.zero_grads:
-            if before:  # a zero_grad after a backward and before this step (TL006 says which one was wrong)
-                self.observe("TL006", where, "zero_grad() ran after a backward and before the step", static_only=True)
+            if before:  # a zero_grad after a backward and before this step (the analysis says which one was wrong)
+                self.observe(Sign.ZERO_GRAD_BETWEEN_BACKWARD_AND_STEP, where,
+                             "zero_grad() ran after a backward and before the step", static_only=True)
         self._track(optimizer)
 
     def _check_stale(self, optimizer, frames) -> None:
@@ -273,7 +279,7 @@ class Monitor:
                     continue
                 if torch.allclose(p.grad - incoming, prev, rtol=1e-4, atol=1e-6 * scale):
                     where = [f for b in self.backwards for f in b[-1:]]
-                    self.observe("TL004", frames, "the optimizer stepped with the gradient of its previous step still "
+                    self.observe(Sign.STALE_GRADIENT, frames, "the optimizer stepped with the gradient of its previous step still "
                                  "in .grad (never cleared): it applied the old sum plus this step's backward",
                                  backwards=where)
                     return
@@ -293,7 +299,7 @@ class Monitor:
         return None
 
     def _check_window(self, optimizer, args, kwargs) -> None:
-        """TL005: k backwards from one line, each of a loss not scaled for its window, summed into the step's
+        """K backwards from one line, each of a loss not scaled for its window, summed into the step's
         gradient, for an optimizer whose update changes with the gradient's size."""
         lines = {tuple(b[-1:]) for b in self.backwards}
         if len(self.backwards) < 2 or len(lines) != 1 or not self.backwards[-1] or not self.raw_sum:
@@ -310,19 +316,19 @@ class Monitor:
         if invariant and not self.clipped and not coupled:
             return  # Adam-like: the update is the same from the sum as from the mean
         k = len(self.backwards)
-        self.observe("TL005", self.backwards[-1], f"{k} backward calls from this line between two optimizer steps, "
+        self.observe(Sign.UNSCALED_WINDOW, self.backwards[-1], f"{k} backward calls from this line between two optimizer steps, "
                      f"the loss not divided: the step applied the sum of {k} gradients, {k}x their mean")
 
     def _check_cleared(self, optimizer, frames) -> None:
-        if not self.backwards or not self.incoming or any(code == "TL009" for code, _ in self._seen):
-            return  # a step before the backward explains cleared gradients (TL009)
+        if not self.backwards or not self.incoming or any(sign is Sign.STEP_WITHOUT_BACKWARD for sign, _ in self._seen):
+            return  # a step before the backward explains cleared gradients
         params = [p for g in optimizer.param_groups for p in g["params"] if id(p) in self.incoming]
         if not params:
             return
         if all(p.grad is None or not bool(p.grad.abs().sum()) for p in params):
             after = [z for n, z in self.zero_grads if n == len(self.backwards)]
             where = after[-1] if after else frames
-            self.observe("TL006", where, "the gradients were cleared after the backward and before the step: "
+            self.observe(Sign.GRADIENTS_CLEARED_BEFORE_STEP, where, "the gradients were cleared after the backward and before the step: "
                          "the step applied nothing")
 
     def post_step(self, optimizer, args, kwargs) -> None:
@@ -353,11 +359,11 @@ class Monitor:
         values = [s["graph_nodes"] for s in self.steps if s["graph_nodes"] is not None][-5:]
         if len(values) < 5 or self.steps[-1]["graph_nodes"] is None:
             return
-        if all(b > a for a, b in zip(values, values[1:])) and not any(c in ("TL001", "TL002") for c, _ in self._seen):
-            # (the graphs retain_graph keeps, and a total back-propagated again, are TL002's and TL001's: one cause,
+        if all(b > a for a, b in zip(values, values[1:])) and not any(s in _GRAPHS_KEPT for s, _ in self._seen):
+            # (the graphs retain_graph keeps, and a total back-propagated again, have their own signs: one cause,
             # reported once)
             holder = _holder_of_graph(self.torch)
-            self.observe("TL007", user_frames(), "autograd graph nodes still reachable grow at every step "
+            self.observe(Sign.GRAPH_GROWS, user_frames(), "autograd graph nodes still reachable grow at every step "
                          f"({' -> '.join(map(str, values))})"
                          + (f"; `{holder}` holds the largest graph" if holder else ""), holder=holder)
 
@@ -480,14 +486,14 @@ def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
             if monitor.raw_sum is None and len(monitor.backwards) > 1:
                 monitor.raw_sum = monitor._raw_sum(monitor.hooked.values())
             if monitor.scaled and monitor.backwards:
-                monitor.observe("TL010", user_frames(), "gradients were clipped while still multiplied by the "
+                monitor.observe(Sign.CLIPPED_WHILE_SCALED, user_frames(), "gradients were clipped while still multiplied by the "
                                 "GradScaler's scale (no unscale_ before the clip)")
             return original[name](*a, **k)
         return clip
 
     def show(message, category, filename, lineno, file=None, line=None):
         if SCHEDULER_WARNING in str(message):
-            monitor.observe("TL011", user_frames(), "PyTorch warned: " + str(message).split("\n")[0][:200])
+            monitor.observe(Sign.SCHEDULER_BEFORE_OPTIMIZER_WARNING, user_frames(), "PyTorch warned: " + str(message).split("\n")[0][:200])
         return shown(message, category, filename, lineno, file, line)
 
     def pack(t):
@@ -529,20 +535,19 @@ def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
             tb = traceback.format_exc()
             frames = user_frames(traceback.extract_tb(exc.__traceback__))
             if SECOND_BACKWARD in str(exc):
-                # a total carried across iterations (TL001) or a recurrent state fed back (TL008): the same error
-                monitor.observe("TL001", frames, "backward reached a graph that an earlier backward had already "
-                                "freed: 'Trying to backward through the graph a second time'", also=["TL008"])
+                # a total carried across iterations or a recurrent state fed back: the same error
+                monitor.observe(Sign.BACKWARD_THROUGH_FREED_GRAPH, frames, "backward reached a graph that an earlier "
+                                "backward had already freed: 'Trying to backward through the graph a second time'")
             elif INPLACE in str(exc):
-                # what adding retain_graph=True to a TL008/TL001 loop leads to: the step changed the weights that
+                # what adding retain_graph=True to such a loop leads to: the step changed the weights that
                 # the earlier graph, still back-propagated into, saved (other in-place edits raise it too: it only
                 # confirms)
-                monitor.observe("TL008", frames, "backward failed: a tensor the graph saved was modified in place "
-                                "(an optimizer step changes the weights an earlier iteration's graph saved)",
-                                also=["TL001"], static_only=True)
+                monitor.observe(Sign.SAVED_TENSOR_MODIFIED, frames, "backward failed: a tensor the graph saved was "
+                                "modified in place (an optimizer step changes the weights an earlier iteration's graph "
+                                "saved)", static_only=True)
             elif any(m in str(exc) for m in SCALER_ERRORS):
-                # GradScaler misuse (TL010), or gradients cleared before scaler.step left no inf checks (TL006)
-                monitor.observe("TL010", frames, f"GradScaler refused: {str(exc).splitlines()[0][:160]}",
-                                also=["TL006"])
+                # GradScaler misuse, or gradients cleared before scaler.step left no inf checks
+                monitor.observe(Sign.SCALER_REFUSED, frames, f"GradScaler refused: {str(exc).splitlines()[0][:160]}")
     return {"script": str(script), "device": device, "steps": monitor.steps, "stopped": stopped,
             "observations": monitor.observations, "error": error, "traceback": tb}
 
@@ -557,6 +562,7 @@ def run_many(scripts: Sequence[Path], steps: int = 20, device: str = "cpu", argv
     import subprocess
     import tempfile
 
+    from torchlint.rules import attribute
     from torchlint.verify.process_group import run_group
 
     with tempfile.TemporaryDirectory(prefix="torchlint-monitor-") as tmp:
@@ -574,7 +580,7 @@ def run_many(scripts: Sequence[Path], steps: int = 20, device: str = "cpu", argv
                 raise RuntimeError("the monitored runs took longer than 900 s; stopped") from None
         if status != 0:
             raise RuntimeError(f"monitor failed ({status}):\n{log.read_bytes()[-4000:].decode('utf-8', 'replace')}")
-        return [json.loads((Path(tmp) / f"{i}.json").read_text()) for i in range(len(scripts))]
+        return [attribute(json.loads((Path(tmp) / f"{i}.json").read_text())) for i in range(len(scripts))]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -84,8 +84,7 @@ def _reachable(nodes, known: frozenset = frozenset()) -> set:
 
 
 def _live_nodes(torch, known: frozenset = frozenset()) -> set:
-    """Autograd nodes reachable from every live tensor, less `known`: what a graph kept across iterations costs
-    (TL007)."""
+    """Autograd nodes reachable from every live tensor, less `known`: what a graph kept across iterations costs."""
     return _reachable((o.grad_fn for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.grad_fn is not None),
                       known)
 

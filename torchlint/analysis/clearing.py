@@ -1,0 +1,81 @@
+"""Which `zero_grad()` clears the gradients of which optimizer, and when a clearing wipes what a step needs:
+queries over one loop that the rules about clearing (a missing one, one in the wrong place, an accumulation window
+wiped) share."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.events import Event, EventKind
+from torchlint.analysis.exprs import code_of, modulo_divisor
+from torchlint.analysis.loops import Loop
+from torchlint.analysis.model import FileModel
+
+
+def clears(model: FileModel, opt: str, z: Event) -> bool:
+    """Does the ZERO_GRAD event `z` clear the gradients that optimizer `opt` steps with?"""
+    if z.flavor == "param":
+        return True
+    target = z.target or ""
+    if z.flavor == "optimizer":
+        return target == opt or target.rsplit(".", 1)[-1] == opt.rsplit(".", 1)[-1]
+    # model.zero_grad(): clears the optimizer unless we know it optimizes other models.
+    owned = model.symbols.optimizer_models.get(opt) or model.symbols.optimizer_models.get(opt.rsplit(".", 1)[-1])
+    return not owned or target == "self" or any(_related(target, m) for m in owned)
+
+
+def _related(a: str, b: str) -> bool:
+    """Same model, or one inside the other (`model` / `model.module`); `self.netD` is `netD` passed to __init__."""
+    a, b = a.removeprefix("self."), b.removeprefix("self.")
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def wipes_window(model: FileModel, loop: Loop, step: Event) -> bool:
+    """A `zero_grad()` of `step`'s optimizer clears the gradients the step needs: between the backward and the
+    step, or on the window's last iteration before its backward (see `cleared_early`)."""
+    return any(z.flavor != "param" and (cleared_between(model, loop, z, [step]) is not None or loop.node is not None
+                                        and cleared_early(model, loop, z, [step]) is not None)
+               for z in loop.of(EventKind.ZERO_GRAD))
+
+
+def cleared_early(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> Event | None:
+    """Accumulation whose window is cleared on its last iteration before that iteration's backward: `zero_grad()`
+    under the step's own window guard (`if (i + 1) % k == 0:`) but ahead of the backward, or the prepared
+    optimizer's `zero_grad()` ahead of the backward inside `accelerator.accumulate` (Accelerate runs it on the
+    window's last micro-step only: just before its backward). Each step then applies the last micro-batch's
+    gradient only."""
+    in_accumulate = "accumulate" in z.contexts and z.flavor == "optimizer"
+    window = {code_of(g.test) for g in z.guards_within(loop.node) if not g.negated
+              and isinstance(g.test, cst.BaseExpression) and modulo_divisor(loop.scope.test_of(g, z)) is not None}
+    if not window and not in_accumulate:
+        return None
+    for step in steps:
+        if step.target is None or not clears(model, step.target, z) or not loop.may_follow(z, step):
+            continue
+        step_window = {code_of(g.test) for g in step.guards_within(loop.node) if not g.negated
+                       and isinstance(g.test, cst.BaseExpression)}
+        if window and not window & step_window:
+            continue
+        if not window and not ("accumulate" in step.contexts and not step_window):
+            continue
+        every = [b for b in loop.backwards_into_grad() if not window & {
+            code_of(g.test) for g in b.guards_within(loop.node) if isinstance(g.test, cst.BaseExpression)}]
+        if any(loop.may_follow(z, b) and loop.may_follow(b, step) and not loop.may_follow(b, z) for b in every):
+            return step
+    return None
+
+
+def cleared_between(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, Event] | None:
+    """backward ... zero_grad ... step, in one pass through the iteration: the step and the last backward before
+    the zero_grad `z`."""
+    for step in steps:
+        if step.target is None or not clears(model, step.target, z) or not loop.may_follow(z, step):
+            continue
+        if not set(z.guards) <= set(step.guards):
+            return None
+        backwards = loop.backwards_into_grad()
+        if any(loop.may_follow(z, b) and loop.may_follow(b, step) for b in backwards):
+            return None  # a backward refills the gradients before the step (the usual zero_grad at the top)
+        before = [b for b in backwards if loop.may_follow(b, z) and not loop.may_follow(z, b)]
+        return (step, before[-1]) if before else None
+    return None
