@@ -37,6 +37,8 @@ if mode.startswith("floor"):
 else:
     from torchlint.engine import lint_source
     from torchlint.rules import ALL_RULES
+    from torchlint.source.cstfast import enable
+    enable()  # as torchlint's worker processes do
     if mode == "torchlint":
         for path, text in files:
             lint_source(text, path, ALL_RULES)

@@ -13,7 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.conftest import ROOT
-from torchlint.source.cstfast import code_of, parse_read_only
+from torchlint.source.cstfast import code_of, enable, parse_read_only
+
+enable()  # the speed-ups these tests compare with libcst's own paths (a worker process of torchlint's switches them on)
 from torchlint.source.walk import walk
 
 SOURCES = sorted(ROOT.glob("fixtures/TL*/*/*.py")) + sorted(ROOT.glob("tests/corpus/**/*.py")) + sorted(
@@ -160,3 +162,34 @@ def test_a_subclass_inheriting_a_fast_constructor_is_built_by_the_generated_one(
     node = Shadowing("x")
     assert node.value == "x"
     assert cst.Module(body=[cst.SimpleStatementLine([cst.Expr(node)])]).code == "x\n"
+
+
+_UNTOUCHED = """
+import libcst as cst
+print(cst.CSTNode.__dict__["__post_init__"].__qualname__, cst.Name.__init__.__code__.co_filename,
+      cst.Name.__init__.__qualname__)
+"""
+
+
+def _libcst_state(before: str) -> str:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", before + _UNTOUCHED], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_importing_and_calling_torchlint_leaves_libcst_untouched():
+    pristine = _libcst_state("")
+    assert _libcst_state("import torchlint\ntorchlint.lint_source(open(%r).read(), 'bad.py')\n" % str(
+        ROOT / "fixtures" / "TL004" / "script" / "bad.py")) == pristine
+    assert _libcst_state("from torchlint.source.cstfast import enable\nenable()\n") != pristine  # the probe sees it
+
+
+def test_a_flake8_run_with_the_plugin_leaves_libcst_untouched():
+    pristine = _libcst_state("")
+    run = ("from flake8.main.application import Application\napp = Application()\n"
+           "app.run(['--select', 'TL', %r])\nassert app.result_count == 1, app.result_count\n"
+           % str(ROOT / "fixtures" / "TL004" / "script" / "bad.py"))
+    assert _libcst_state(run) == pristine

@@ -30,6 +30,9 @@ def _serve(conn, initializer: Callable | None, initargs: tuple) -> None:
     """A worker: run each (function, argument) received, send back (ok, result or exception), until the parent
     closes its end."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops the workers itself
+    from torchlint.source.cstfast import enable
+
+    enable()  # this process is torchlint's own: libcst's faster constructors and read-only parses are safe here
     if initializer is not None:
         initializer(*initargs)
     while True:

@@ -1,5 +1,10 @@
 """Three of libcst's costs the analysis does not need to pay, each with the public path as its fallback.
 
+The first two change libcst's classes for the whole process, so they are switched on only where torchlint owns the
+process: `enable()`, called by torchlint's worker processes at their start (torchlint.workers). Importing torchlint,
+or running it inside another program (flake8, the language server's own process, a user's script calling
+`torchlint.lint_source`), leaves libcst exactly as it is; there `parse_read_only` is `cst.parse_module`.
+
 - `parse_read_only`: libcst validates every node it constructs (`CSTNode.__post_init__` calls `_validate`), a
   guard meant for trees built by hand; on a tree coming out of its parser it is a sixth of the parse's time
   (libcst's own comment there says as much). A thread-local switch skips it during that one parse, for trees the
@@ -37,6 +42,11 @@ class _Switch(threading.local):
 _local = _Switch()
 _installed = False
 _lock = threading.Lock()
+
+
+def enable() -> bool:
+    """Switch the speed-ups on in this process, once; False where libcst's shape differs (nothing then changes)."""
+    return _install()
 
 
 def _install() -> bool:
@@ -130,7 +140,7 @@ def _slot_init(cls: type) -> Callable | None:
 
 def parse_read_only(text: str) -> cst.Module:
     """`cst.parse_module(text)`, without validating the nodes its parser builds. Raises what it raises."""
-    if not _install():
+    if not _installed:
         return cst.parse_module(text)
     _local.read_only = True
     try:
