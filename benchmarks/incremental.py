@@ -58,7 +58,7 @@ def main() -> int:
             cold_outcomes, cold = check(repo, files)
             _, warm = check(repo, files)
             # the file the most other files' views looked at
-            from torchlint.analysis.project import Project
+            from torchlint.project import Project
 
             project = Project(repo)
             looked: Counter[str] = Counter()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from torchlint.analysis.project import Project
+from torchlint.project import Project
 from torchlint.engine import fix_source, lint_source
 from torchlint.rules import all_rules, rule_by_code
 

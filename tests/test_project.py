@@ -1,5 +1,5 @@
 """Project analysis: calls into the other files of a project, checked through the CLI, flake8, the language
-server and pre-commit, with the cache invalidated by the files a result read (torchlint.analysis.project)."""
+server and pre-commit, with the cache invalidated by the files a result read (torchlint.project)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import ROOT
 from torchlint.analysis.prescan import Imported, acting, scan_imports
-from torchlint.analysis.project import Project
+from torchlint.project import Project
 
 PROJECTS = ROOT / "tests" / "projects"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from torchlint.analysis.project import Project
+from torchlint.project import Project
 from torchlint.engine import lint_source
 
 SCENARIOS = sorted(p for p in (ROOT / "fixtures").glob("TL*/*") if (p / "bad.py").is_file())

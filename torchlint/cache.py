@@ -189,7 +189,7 @@ def forget() -> None:
 def digest_of(path: str | Path) -> str | None:
     """The content hash of a dependency; None when its folder does not list it, `!errno` when it cannot be read
     as a file (a folder, a FIFO, a dangling symlink or a loop, no permission): each is a state a change away from
-    the others. Absence is read from the folder's listing, as imports are resolved (analysis.project): most
+    the others. Absence is read from the folder's listing, as imports are resolved (torchlint.project): most
     dependencies are the files an import was looked for at, and one listing answers for all of a folder's."""
     path = str(path)
     found = _DIGESTS.get(path, "")

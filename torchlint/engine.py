@@ -1,5 +1,10 @@
-"""The one engine every front end calls. It only says the order of the stages (torchlint.pipeline): decode,
-prefilter, prune, analyze (parse, model, rules), suppress, positions, and for fixing, apply to a fixpoint."""
+"""The one engine every front end calls, on a file's decoded text (the front ends read and decode the bytes).
+
+`lint_source`: `pipeline.analyze` (the prefilter, pruning, one libcst parse, the file model, the rules; syntax and
+internal errors as diagnostics), then each finding placed (`source.positions`), its fix's text edits computed when
+asked (`pipeline.apply`), and `# noqa` applied (`pipeline.suppress`). `fix_source`: rounds of analyze, choose the
+fixes that apply (safe ones, unsafe ones when asked; not suppressed, not overlapping, each checked to parse on its
+own, a failing one a TL903), apply them together; until a round changes nothing, at most MAX_FIX_ROUNDS."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from torchlint.source import pyast
 from torchlint.source.lines import split_lines
 from torchlint.codes import FIX_ERROR, INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR  # noqa: F401
 from torchlint.diagnostic import Diagnostic, Fix, FixInfo
-from torchlint.analysis.project import Project
+from torchlint.project import Project
 from torchlint.pipeline.analyze import ISSUES_URL, Analysis, analyze
 from torchlint.pipeline.apply import LocalEdits, apply_fixes, edits as text_edits
 from torchlint.source.decode import Decoded, SourceError, decode  # noqa: F401

@@ -74,7 +74,7 @@ def _docs_url(script: Path) -> str | None:
 
 
 def _static(script: Path) -> list[Diagnostic]:
-    from torchlint.analysis.project import Project
+    from torchlint.project import Project
     from torchlint.config import find_pyproject, load
     from torchlint.engine import decode, lint_source, select_rules
 

@@ -25,7 +25,7 @@ class FileModel:
 
     def __init__(self, module: cst.Module, text: str = "", project: ProjectLookup | None = None) -> None:
         self.module = module
-        # The other files of the project, as this file imports them (analysis.project); None: the file alone.
+        # The other files of the project, as this file imports them (torchlint.project); None: the file alone.
         self.project = project
         self.project_modules = project.modules() if project is not None else set()
         self.resolved_calls: set[int] = set()  # calls answered by another file's exports (not unknown calls)

@@ -1,6 +1,5 @@
-"""The engine's stages, one module each, in the order a file goes through them:
-
-decode -> prefilter (rules whose necessary text the file holds) -> prune (blank functions that cannot matter)
--> analyze (parse once, build the model, run the rules) -> suppress (`# noqa`) -> positions -> apply (fixes).
-`torchlint.engine` says the order; the front ends call the engine.
+"""The engine's stages, one module each: `prefilter` (the rules whose necessary text the file holds),
+`analyze` (which runs the prefilter, blanks the functions that cannot matter with `analysis.prune`, parses once,
+builds the file model and runs the rules), `suppress` (`# noqa`) and `apply` (fixes as tree replacements, and the
+text edits they make). `torchlint.engine` calls them in order; the front ends call the engine.
 """

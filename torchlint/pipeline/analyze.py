@@ -15,7 +15,7 @@ from torchlint.source import pyast
 from torchlint.source.cstfast import parse_read_only
 from torchlint.analysis import FileModel
 from torchlint.analysis.expected import expected_regions
-from torchlint.analysis.project import Project, ProjectView
+from torchlint.project import Project, ProjectView
 from torchlint.codes import INTERNAL_ERROR, SYNTAX_ERROR
 from torchlint.diagnostic import Diagnostic
 from torchlint.pipeline.prefilter import rules_that_may_fire
@@ -56,7 +56,7 @@ def analyze(
     """Parse and run the rules. With `whole` False (reporting only), functions that cannot matter are blanked
     out before parsing (torchlint.analysis.prune); fixing always parses the whole text, since it rewrites it.
 
-    With a `project`, calls into its other files are answered by their exports (torchlint.analysis.project):
+    With a `project`, calls into its other files are answered by their exports (torchlint.project):
     the prefilter reads the file's text together with the events of the callees it reaches."""
     view = project.view(path, text) if project is not None else None
     firing = rules_that_may_fire(text if view is None else f"{text}\n{view.text}", rules)
