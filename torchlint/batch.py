@@ -26,7 +26,7 @@ class Job:
     unsafe: bool = False
     with_edits: bool = False
     timeout: float = 0.0  # seconds per file; 0: none
-    project: str | None = None  # the project root: calls into its other files are followed (analysis.project)
+    project: str | None = None  # the project root: calls into its other files are followed (torchlint.project)
 
 
 @dataclass(frozen=True)
@@ -117,13 +117,32 @@ def cached_project(path: str):
 
 def _project(root: Path, cache_dir: Path | None, cached_only: bool = False):
     """The process's one `Project` for this root and cache (its files and exports are read once per run)."""
-    from torchlint.analysis.project import Project
+    from torchlint.project import Project
 
     key = (str(root), str(cache_dir), cached_only)
     found = _PROJECTS.get(key)
     if found is None:
         found = _PROJECTS[key] = Project(root, cache_dir, cached_only)
     return found
+
+
+@dataclass(frozen=True)
+class Written:
+    text: str  # what the file holds now: the new text, or, when it was not written, the text as read
+    error: str | None = None  # why the new text was not written (the file changed since it was read ...)
+
+
+def write_fixed(path: Path, data: bytes, text: str, new_text: str | None, encoding: str) -> Written:
+    """The one way a fixed text reaches a file, for every command that rewrites files (--fix, --fix --verify,
+    --add-noqa): `data` is what was read from `path` and `text` its decoded text; `new_text` is written back, in
+    the file's encoding, only if the file still holds `data` (torchlint.source.write_back)."""
+    if new_text is None or new_text == text:
+        return Written(text)
+    try:
+        write_back(path, data, new_text, encoding)
+    except NotWritten as exc:
+        return Written(text, str(exc))
+    return Written(new_text)
 
 
 def _run(job: Job, path: Path, data: bytes, project=None) -> Outcome:
@@ -153,12 +172,11 @@ def _run(job: Job, path: Path, data: bytes, project=None) -> Outcome:
         return Outcome(job.path, diags)
     if job.mode == "diff":
         return Outcome(job.path, diags, applied, text, new_text, encoding=decoded.encoding)
-    try:
-        write_back(path, data, new_text, decoded.encoding)
-    except NotWritten as exc:  # none of its fixes reached the file: report what the file as read holds
+    written = write_fixed(path, data, text, new_text, decoded.encoding)
+    if written.error is not None:  # none of its fixes reached the file: report what the file as read holds
         found = (lint_notebook(text, job.path, rules, project) if notebook
                  else lint_source(text, job.path, rules, with_edits=job.with_edits, project=project))
-        return Outcome(job.path, tuple(found), error=str(exc))
+        return Outcome(job.path, tuple(found), error=written.error)
     return Outcome(job.path, diags, applied)
 
 
@@ -173,10 +191,9 @@ def _add_noqa(job: Job, path: Path, data: bytes, text: str, encoding: str, rules
     else:
         new_text, changed = add_noqa(text, codes_by_line(lint_source(text, job.path, rules, project=project)))
     if changed:
-        try:
-            write_back(path, data, new_text, encoding)
-        except NotWritten as exc:
-            return Outcome(job.path, (), error=str(exc))
+        written = write_fixed(path, data, text, new_text, encoding)
+        if written.error is not None:
+            return Outcome(job.path, (), error=written.error)
     return Outcome(job.path, (), changed)
 
 

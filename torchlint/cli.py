@@ -287,10 +287,10 @@ def _check(args: argparse.Namespace) -> int:
 
 def _fix_verify(args: argparse.Namespace, cfg: Config, files: list[Path]) -> int:
     """--fix --verify: each fix proven on a run of the script (torchlint.fix_verify), then the kept ones written."""
-    from torchlint.analysis.project import Project
+    from torchlint.project import Project
     from torchlint.engine import SourceError, decode, lint_source, select_rules
+    from torchlint.batch import write_fixed
     from torchlint.fix_verify import diagnostics, verify_fixes
-    from torchlint.source.write_back import NotWritten, write_back
 
     project = Project(cfg.root)
     diags: list[Diagnostic] = []
@@ -316,17 +316,13 @@ def _fix_verify(args: argparse.Namespace, cfg: Config, files: list[Path]) -> int
                       file=sys.stderr)
         diags.extend(diagnostics(str(path), verdicts))
         decoded = decode(data)
-        text = decoded.text
-        if new_text is not None:
-            try:
-                write_back(path, data, new_text, decoded.encoding)
-            except NotWritten as exc:
-                print(f"torchlint: error: {exc}", file=sys.stderr)
-                failed += 1
-            else:
-                text = new_text
-                fixed += sum(v.kept for v in verdicts)
-        diags.extend(lint_source(text, str(path), rules, project=project))
+        written = write_fixed(path, data, decoded.text, new_text, decoded.encoding)
+        if written.error is not None:
+            print(f"torchlint: error: {written.error}", file=sys.stderr)
+            failed += 1
+        elif new_text is not None:
+            fixed += sum(v.kept for v in verdicts)
+        diags.extend(lint_source(written.text, str(path), rules, project=project))
     if args.report is not None:
         from torchlint.report import write_report
 

@@ -127,8 +127,10 @@ def context_of(name: str) -> str | None:
 NOT_A_FORWARD = frozenset({"sum", "float", "len", "abs", "max", "min", "list", "tuple"})
 
 
-# Names of an accumulation step count (`args.gradient_accumulation_steps`, `update_freq`).
-ACCUMULATION_NAME = re.compile(r"accum|accumulation|grad_acc|update_freq|iters_to_acc", re.IGNORECASE)
+# Names of an accumulation step count: how many micro-batches make one optimizer update
+# (`args.gradient_accumulation_steps`, `grad_acc`, `iters_to_accumulate`, `update_freq`, `update_every`).
+ACCUMULATION_NAME = re.compile(r"accum|accumulation|grad_acc|update_(?:freq|every|interval)|iters_to_acc",
+                               re.IGNORECASE)
 
 
 # A line that only shows a value (a float prints the same number as a 0-dim tensor).
@@ -156,3 +158,29 @@ DECOUPLED_DECAY_OPTIMIZERS = frozenset({"AdamW", "AdamW8bit", "PagedAdamW", "Pag
 
 # Base classes of a torch module, as written in a class statement (`class Net(nn.Module)`, Lightning's module).
 MODULE_BASES = frozenset({"Module", "LightningModule", "Sequential", "ModuleList", "ModuleDict"})
+
+
+# Calls that read the values they are given and back-propagate nothing: builtins, display, plots, the numerics of
+# other libraries (by their conventional import names).
+READING_CALLS = frozenset(
+    """print len str repr format float int bool round sum min max abs sorted list tuple dict set enumerate zip
+    isinstance any all reversed iter id type""".split()
+)
+DISPLAY_METHOD = re.compile(
+    r"log|log_\w+|info|debug|warning|warn|error|add_scalars?|add_histogram|set_postfix(_str)?|set_description(_str)?"
+    r"|write"
+)
+NUMERIC_MODULES = ("torch", "F", "nn", "np", "numpy", "math", "statistics", "plt", "pyplot", "matplotlib", "sns",
+                   "seaborn")
+# Names that hold settings rather than count anything (`args.accum_steps`): never a divisor on their own.
+SETTINGS_HOLDERS = frozenset({"self", "args", "config", "cfg", "opt", "hparams"})
+# Rescaling the gradients by hand, after backward: methods of trainers and optimizers wrappers that multiply the
+# gradients, and in-place arithmetic on `.grad`.
+GRAD_RESCALING_METHODS = ("multiply_grads", "scale_grads")
+GRAD_RESCALING_TEXT = re.compile(r"multiply_grads|scale_grads|\.grad(?:\.data)?\s*(?:\.\s*(?:mul_|div_)|[*/]=)")
+# The functional namespace: its functions build no module state (`F.cross_entropy(out, y)`).
+FUNCTIONAL_MODULES = ("F", "nn.functional", "torch.nn.functional")
+# Calls that wrap a value in a new leaf tensor: with `requires_grad=True` the result has no graph behind it.
+TENSOR_REWRAPPERS = ("torch.tensor", "torch.as_tensor", "Variable", "torch.autograd.Variable")
+# Reductions that keep a value's graph (`loss.mean()`).
+GRAPH_REDUCTIONS = ("mean", "sum")

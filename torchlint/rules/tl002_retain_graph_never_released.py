@@ -13,7 +13,7 @@ import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.vkind import VKind
-from torchlint.analysis.semantics import GRAPH_PRESERVING_METHODS, NOT_A_FORWARD
+from torchlint.analysis.semantics import FUNCTIONAL_MODULES, GRAPH_PRESERVING_METHODS, NOT_A_FORWARD
 from torchlint.analysis.exprs import code_of, dotted, positional_params
 from torchlint.source.walk import children, walk
 from torchlint.diagnostic import Fix
@@ -302,6 +302,6 @@ def _calls_in(expr: cst.BaseExpression) -> bool:
             return True
         if type(func) is cst.Attribute:
             base = dotted(func.value)
-            if base is not None and (base.startswith("self.") or base in ("F", "nn.functional", "torch.nn.functional")):
+            if base is not None and (base.startswith("self.") or base in FUNCTIONAL_MODULES):
                 return True
     return False

@@ -16,7 +16,7 @@ from torchlint.analysis.exprs import (
     COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, keyword, positional_params,
     summand_names,
 )
-from torchlint.analysis.semantics import is_module_name
+from torchlint.analysis.semantics import GRAPH_REDUCTIONS, TENSOR_REWRAPPERS, is_module_name
 from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
@@ -232,7 +232,7 @@ def _summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> lis
         func = dotted(expr.func)
         if func in COMBINING_CALLS:
             return [d for arg in expr.args for item in combined_items(arg.value) for d in _summand_detachments(item, graph)]
-        if type(expr.func) is cst.Attribute and expr.func.attr.value in ("mean", "sum") and not expr.args:
+        if type(expr.func) is cst.Attribute and expr.func.attr.value in GRAPH_REDUCTIONS and not expr.args:
             return _summand_detachments(expr.func.value, graph)
     return []
 
@@ -257,9 +257,9 @@ def _rewrapped(expr: cst.BaseExpression) -> list[cst.Call]:
         elif type(node) is cst.Call:
             func = dotted(node.func) or ""
             grad = keyword(node, "requires_grad")
-            if func in ("torch.tensor", "torch.as_tensor", "Variable", "torch.autograd.Variable") and grad is not None \
+            if func in TENSOR_REWRAPPERS and grad is not None \
                     and is_true(grad.value) and node.args and node.args[0].keyword is None:
                 out.append(node)
-            elif type(node.func) is cst.Attribute and node.func.attr.value in ("mean", "sum") and not node.args:
+            elif type(node.func) is cst.Attribute and node.func.attr.value in GRAPH_REDUCTIONS and not node.args:
                 todo.append(node.func.value)
     return out

@@ -14,7 +14,8 @@ import libcst as cst
 from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.clearing import wipes_window
 from torchlint.analysis.semantics import (
-    ACCUMULATION_NAME, DECOUPLED_DECAY_OPTIMIZERS, SCALE_INVARIANT_OPTIMIZERS, SELF_SCALING_BACKWARDS, gradients_go_to,
+    ACCUMULATION_NAME, DECOUPLED_DECAY_OPTIMIZERS, GRAD_RESCALING_METHODS, GRAD_RESCALING_TEXT, SCALE_INVARIANT_OPTIMIZERS,
+    SELF_SCALING_BACKWARDS, SETTINGS_HOLDERS, gradients_go_to,
 )
 from torchlint.analysis.exprs import dotted, code_of, keyword, modulo_divisor, names_in
 from torchlint.source.walk import walk
@@ -199,7 +200,7 @@ def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Even
     its callers in the file, as they build it) with nothing that sees the gradient's size
     (clipping, a coupled L2 `weight_decay`); or the loop multiplies or divides the gradients themselves before the
     step (`optimizer.multiply_grads(...)`, `p.grad.div_(n)`, `p.grad /= n`)."""
-    if _RESCALING.search(model.text) and _grads_rescaled(node):
+    if GRAD_RESCALING_TEXT.search(model.text) and _grads_rescaled(node):
         return True
     if not steps or clips:
         return False
@@ -215,8 +216,6 @@ def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Even
     return True
 
 
-# Text any rescaling of the gradients by hand needs (checked before walking a loop for it).
-_RESCALING = re.compile(r"multiply_grads|scale_grads|\.grad(?:\.data)?\s*(?:\.\s*(?:mul_|div_)|[*/]=)")
 
 
 def _grads_rescaled(node: cst.CSTNode) -> bool:
@@ -224,7 +223,7 @@ def _grads_rescaled(node: cst.CSTNode) -> bool:
         if type(n) is cst.Call:
             name = dotted(n.func) or ""
             last = name.rsplit(".", 1)[-1]
-            if "multiply_grads" in last or "scale_grads" in last:
+            if any(m in last for m in GRAD_RESCALING_METHODS):
                 return True
             if last in ("mul_", "div_") and ".grad" in name:
                 return True
@@ -398,15 +397,11 @@ def _counter_division(model: FileModel, scope, loop: Loop, value: cst.BaseExpres
     return None
 
 
-# Names that hold settings rather than count anything (`args.accum_steps`): never a match for a divisor on their own.
-_HOLDERS = frozenset({"self", "args", "config", "cfg", "opt", "hparams"})
-
-
 def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpression, loop: Loop | None = None,
              at: Event | None = None) -> bool:
     """Is the loss back-propagated at `at` divided by `k` (or scaled by hand) on its way, along the definitions
     that reach it?"""
-    k_names = names_in(k) - _HOLDERS
+    k_names = names_in(k) - SETTINGS_HOLDERS
     k_names |= _window_totals(scope, k)
     k_code = code_of(k)
     counters = _counters(loop) if loop is not None else set()
@@ -453,14 +448,14 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
 
 def _window_totals(scope, k: cst.BaseExpression) -> set[str]:
     """The names of what `k` counts in: `k = batch_gpu_total // batch_gpu` makes a loss summed over a micro-batch
-    and divided by `batch_gpu_total` a mean over the window (NVlabs/edm). Only the dividend: a loss divided by the
+    and divided by `batch_gpu_total` a mean over the window. Only the dividend: a loss divided by the
     micro-batch's own size is still a per-micro-batch mean."""
     name = dotted(k)
     out: set[str] = set()
     for a in scope.assignments(name) if name else ():
         value = a.value
         if type(value) is cst.BinaryOperation and type(value.operator) in (cst.Divide, cst.FloorDivide):
-            out |= names_in(value.left) - _HOLDERS
+            out |= names_in(value.left) - SETTINGS_HOLDERS
     return out
 
 

@@ -12,7 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
-from torchlint.analysis.semantics import DISPLAY
+from torchlint.analysis.semantics import DISPLAY, DISPLAY_METHOD, NUMERIC_MODULES, READING_CALLS
 from torchlint.analysis.exprs import code_of, dotted, names_in, positional_params
 from torchlint.source.walk import walk
 from torchlint.analysis.vkind import VKind
@@ -341,18 +341,6 @@ def _escapes(model: FileModel, scope: Scope, total: str) -> bool:
     return False
 
 
-# Calls that read the values they are given and back-propagate nothing: builtins, display, plots, the numerics
-# of other libraries. What they return is followed like any other value (`total = sum(losses)`, then `total.backward()`).
-_READERS = frozenset(
-    """print len str repr format float int bool round sum min max abs sorted list tuple dict set enumerate zip
-    isinstance any all reversed iter id type""".split()
-)
-_DISPLAYS = re.compile(
-    r"log|log_\w+|info|debug|warning|warn|error|add_scalars?|add_histogram|set_postfix(_str)?|set_description(_str)?"
-    r"|write"
-)
-_READER_MODULES = ("torch", "F", "nn", "np", "numpy", "math", "statistics", "plt", "pyplot", "matplotlib", "sns",
-                   "seaborn")
 _HELPER_DEPTH = 3
 
 
@@ -418,8 +406,8 @@ def _reads(call: cst.Call, derived: set[str]) -> bool:
     if type(call.func) is cst.Attribute and dotted(call.func.value) in derived:
         return True
     parts = func.split(".")
-    return (parts[-1] in _READERS or (len(parts) > 1 and parts[0] in _READER_MODULES)
-            or _DISPLAYS.fullmatch(parts[-1]) is not None)
+    return (parts[-1] in READING_CALLS or (len(parts) > 1 and parts[0] in NUMERIC_MODULES)
+            or DISPLAY_METHOD.fullmatch(parts[-1]) is not None)
 
 
 def _parameters_given(callee: Scope, call: cst.Call, handed: list[cst.Arg]) -> set[str] | None:

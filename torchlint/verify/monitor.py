@@ -25,8 +25,7 @@ script's own frames, innermost last, from the stack when the hook fired; each ru
 - graph nodes still reachable after each step, growing from step to step;
 - gradients clipped while a GradScaler's scale is still in them, and GradScaler's own refusals;
 - a later backward from the same line, after a step, through a loss back-propagated with retain_graph=True (hooks
-  on that loss's first nodes), and "Trying to backward through the graph a second time"; a
-  tensor saved for backward and modified in place since, which confirms them;
+  on that loss's first nodes), "backward through the graph a second time", a saved tensor modified in place since;
 - PyTorch's "Detected call of `lr_scheduler.step()` before `optimizer.step()`" warning.
 
 The record is JSON: the steps seen, each observation, and the script's error with its traceback if it failed.
