@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torchlint.analysis.events import EventKind
+from torchlint.analysis.events import AssignForm, EventKind
 from torchlint.analysis.lookup import FileLookup
 from torchlint.analysis.names import Kind
 from torchlint.analysis.scopes import Scope
@@ -50,7 +50,7 @@ def summarize(model: FileLookup, scope: Scope) -> Summary:
         elif e.kind is EventKind.ZERO_GRAD:
             zeroes.add(e.target or "param")
         elif e.kind is EventKind.ASSIGN and e.target and model.symbols.kind(e.target) is not Kind.OTHER:
-            if e.flavor == "=" and e.value is not None and model.symbols.built_here(e.value):
+            if e.variant is AssignForm.PLAIN and e.value is not None and model.symbols.built_here(e.value):
                 builds.add(e.target)
     return Summary(frozenset(steps), frozenset(zeroes), frozenset(builds), backprops,
                    looped_backward and looped_step)
