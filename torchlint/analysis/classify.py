@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchlint.analysis.events import BackwardVia, ClipVia, Event, EventKind, ResetOf, StepVia, ZeroGradOf
 from torchlint.analysis.exprs import container_name, dotted, is_true, keyword, positional
-from torchlint.analysis.names import Kind, Symbols
+from torchlint.analysis.names import Role, Symbols
 from torchlint.analysis.semantics import IN_PLACE_DETACH
 
 
@@ -19,31 +19,31 @@ def classify(e: Event, symbols: Symbols) -> Event | None:
     method = call.func.attr.value
     recv = call.func.value
     recv_name = dotted(recv)
-    kind = symbols.kind(recv_name)
+    role = symbols.role(recv_name)
     if method in ("backward", "manual_backward", "grad"):
-        return _backward(e, call, method, recv, recv_name, kind, symbols)
+        return _backward(e, call, method, recv, recv_name, role, symbols)
     if method == "step":
-        if kind is Kind.SCALER:
+        if role is Role.SCALER:
             arg = positional(call, 0)
             opt = dotted(arg.value) if arg else None
             return e.but(kind=EventKind.STEP, target=opt, via=recv_name) if opt else None
-        if kind is Kind.OPTIMIZER:
+        if role is Role.OPTIMIZER:
             # `DistributedOptimizer.step(context_id)` reads the gradients of a dist_autograd context.
             variant = StepVia.DIST_CONTEXT if "dist_autograd" in e.contexts and call.args else None
             return e.but(kind=EventKind.STEP, target=recv_name, variant=variant)
-        if kind is Kind.SCHEDULER:
+        if role is Role.SCHEDULER:
             return e.but(kind=EventKind.SCHED_STEP, target=recv_name)
         return None
     if method == "zero_grad":
-        of = ZeroGradOf.OPTIMIZER if kind is Kind.OPTIMIZER else ZeroGradOf.MODEL
+        of = ZeroGradOf.OPTIMIZER if role is Role.OPTIMIZER else ZeroGradOf.MODEL
         return e.but(kind=EventKind.ZERO_GRAD, target=recv_name, variant=of)
-    if method == "update" and kind is Kind.SCALER:
+    if method == "update" and role is Role.SCALER:
         return e.but(kind=EventKind.SCALER_UPDATE, target=recv_name)
-    if method == "unscale_" and kind is Kind.SCALER:
+    if method == "unscale_" and role is Role.SCALER:
         arg = positional(call, 0)
         return e.but(kind=EventKind.SCALER_UNSCALE, target=dotted(arg.value) if arg else None, via=recv_name)
     if method in ("clip_grad_norm_", "clip_grad_value_"):
-        clip = ClipVia.ACCELERATOR if kind is Kind.ACCELERATOR else ClipVia.TORCH
+        clip = ClipVia.ACCELERATOR if role is Role.ACCELERATOR else ClipVia.TORCH
         return e.but(kind=EventKind.CLIP, variant=clip)
     if recv_name is None:
         container = container_name(recv)
@@ -66,7 +66,7 @@ def classify(e: Event, symbols: Symbols) -> Event | None:
 
 
 def _backward(
-    e: Event, call: cst.Call, method: str, recv: cst.BaseExpression, recv_name: str | None, kind: Kind,
+    e: Event, call: cst.Call, method: str, recv: cst.BaseExpression, recv_name: str | None, role: Role,
     symbols: Symbols,
 ) -> Event | None:
     retain = keyword(call, "retain_graph")
@@ -86,11 +86,11 @@ def _backward(
         # gradients go to the context, not to `.grad`.
         last = positional(call, len([a for a in call.args if a.keyword is None]) - 1)
         how, value = BackwardVia.DIST, last.value if last else None
-    elif kind is Kind.ACCELERATOR:
+    elif role is Role.ACCELERATOR:
         how, value = BackwardVia.ACCELERATOR, arg0.value if arg0 else None
-    elif kind is Kind.ENGINE:
+    elif role is Role.ENGINE:
         how, value = BackwardVia.ENGINE, arg0.value if arg0 else None
-    elif kind is Kind.OPTIMIZER and arg0 is not None:
+    elif role is Role.OPTIMIZER and arg0 is not None:
         # `optimizer.backward(loss)`: apex FP16_Optimizer, DeepSpeed and ColossalAI wrappers scale the loss
         # and back-propagate it into `.grad`, like `loss.backward()`
         how, value = BackwardVia.OPTIMIZER, arg0.value
@@ -98,7 +98,7 @@ def _backward(
         type(recv) is cst.Call
         and type(recv.func) is cst.Attribute
         and recv.func.attr.value == "scale"
-        and symbols.is_(dotted(recv.func.value), Kind.SCALER)
+        and symbols.is_(dotted(recv.func.value), Role.SCALER)
         and recv.args
     ):
         how, value, via = BackwardVia.SCALER, recv.args[0].value, dotted(recv.func.value)

@@ -12,7 +12,7 @@ from torchlint.analysis.answers import Answers, question
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import dotted, last_part
 from torchlint.analysis.lookup import FileLookup
-from torchlint.analysis.names import Kind
+from torchlint.analysis.names import Role
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.vkind import VKind, arith, join
 
@@ -20,7 +20,9 @@ _CYCLE = VKind.CYCLE
 _MAX_DEPTH = 6
 
 
-class Kinds(Answers):
+class KindInference(Answers):
+    """Infers the kind (`VKind`) of values and of functions' returns, remembering final answers (`answers`)."""
+
     def __init__(self, model: FileLookup) -> None:
         super().__init__()
         self.model = model
@@ -237,7 +239,7 @@ class Kinds(Answers):
             return VKind.UNKNOWN  # a function, class or module imported from elsewhere
         if sem.is_module_name(name):
             return VKind.MODULE
-        if self.model.symbols.kind(name) is not Kind.OTHER:
+        if self.model.symbols.role(name) is not Role.OTHER:
             return VKind.OBJECT
         return VKind.UNKNOWN
 

@@ -12,9 +12,9 @@ from torchlint.analysis.events import (
 )
 from torchlint.analysis.exprs import dotted, last_part, positional_params
 from torchlint.analysis.foreign import ProjectLookup, Resolved
-from torchlint.analysis.kinds import Kinds
+from torchlint.analysis.kinds import KindInference
 from torchlint.analysis.loops import Loop
-from torchlint.analysis.names import Kind, Symbols
+from torchlint.analysis.names import Role, Symbols
 from torchlint.analysis.receivers import Receivers
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import MODULE_BASES
@@ -35,7 +35,7 @@ class FileModel:
         self._assigned: dict[str, frozenset[str]] = {}  # _assigned_in
         self.text = text  # the source, for cheap textual questions (is `total.item()` used anywhere?)
         self.symbols = Symbols()
-        self._kinds: Kinds | None = None
+        self._kinds: KindInference | None = None
         self._classified: dict[int, Event | None] = {}
         self._expanded: dict[tuple, list[Event]] = {}  # a helper's events, expanded once per depth and call chain
         walker = EventWalker(self.project_modules, Scope)
@@ -95,9 +95,10 @@ class FileModel:
 
     # -- queries -------------------------------------------------------------------------------------------------
     @property
-    def kinds(self) -> Kinds:
+    def kinds(self) -> KindInference:
+        """The kinds of the file's values (`kinds.of(expr, scope, at)`), inferred on demand."""
         if self._kinds is None:
-            self._kinds = Kinds(self)
+            self._kinds = KindInference(self)
         return self._kinds
 
     def is_module_class(self, name: str, _seen: frozenset[str] = frozenset()) -> bool:
@@ -130,8 +131,9 @@ class FileModel:
         return [Loop(None, scope, scope.events) for scope in self.scopes  # type: ignore[arg-type]
                 if scope.name == "training_step" and self.is_lightning_class(scope.class_name)]
 
-    def kind(self, name: str | None) -> Kind:
-        return self.symbols.kind(name)
+    def role(self, name: str | None) -> Role:
+        """What the name holds among optimizer, scheduler, GradScaler, accelerator, engine (`names.Role`)."""
+        return self.symbols.role(name)
 
     def scope_of(self, event: Event) -> Scope:
         return self._by_node[event.scope]
