@@ -210,12 +210,12 @@ def test_functions_that_cannot_hold_a_finding_are_dropped():
 
 
 def test_builders_kept_are_those_the_model_reads():
-    """Pruning keeps every function that constructs something `names.kind_of_value` recognises: whatever it
+    """Pruning keeps every function that constructs something `names.role_of_value` recognises: whatever it
     takes for an optimizer, scheduler, scaler or Accelerate/DeepSpeed object matches prune._DEFINES."""
     import libcst as cst
 
     from torchlint.analysis import prune as pruning
-    from torchlint.analysis.names import OPTIMIZER_CLASSES, kind_of_value
+    from torchlint.analysis.names import OPTIMIZER_CLASSES, role_of_value
 
     calls = [f"{prefix}{cls}(params)" for cls in sorted(OPTIMIZER_CLASSES) for prefix in ("", "torch.optim.", "optim.")]
     calls += [
@@ -227,7 +227,7 @@ def test_builders_kept_are_those_the_model_reads():
     ]
     recognised = 0
     for call in calls:
-        if kind_of_value(cst.parse_expression(call)) is not None:
+        if role_of_value(cst.parse_expression(call)) is not None:
             recognised += 1
             assert pruning._DEFINES.search(f"    x = {call}\n"), call
     assert recognised == len(calls) - 4  # the last four are not builders

@@ -8,14 +8,14 @@ import dataclasses
 import libcst as cst
 import pytest
 
-from torchlint.analysis.events import Event, EventKind
+from torchlint.analysis.events import AssignForm, BackwardVia, Event, EventKind
 
 NODE, STMT, SCOPE = cst.Name("loss"), cst.SimpleStatementLine([]), cst.Module([])
 
 
 @pytest.mark.parametrize("rest", [
     {},
-    {"target": "total", "flavor": "+=", "value": cst.Name("x")},
+    {"target": "total", "variant": AssignForm.ADD, "value": cst.Name("x")},
     {"path": (STMT,), "callee": "self.step", "index": 2, "origin": ("a.py", 3)},
 ])
 def test_event_at_is_the_generated_constructor(rest):
@@ -28,7 +28,7 @@ def test_event_at_is_the_generated_constructor(rest):
 
 
 def test_event_but_is_replace():
-    event = Event(EventKind.METHOD, NODE, STMT, SCOPE, target="opt", flavor="tensor")
+    event = Event(EventKind.METHOD, NODE, STMT, SCOPE, target="opt", variant=BackwardVia.TENSOR)
     assert event.but(target="o2", seq=4).__dict__ == dataclasses.replace(event, target="o2", seq=4).__dict__
 
 

@@ -7,7 +7,7 @@ import textwrap
 
 import libcst as cst
 
-from torchlint.analysis import EventKind, FileModel
+from torchlint.analysis import AssignForm, EventKind, FileModel
 
 
 def model_of(src: str) -> FileModel:
@@ -135,8 +135,8 @@ def test_value_carried_round_the_loop_and_reset_per_sequence():
                 o.sum().backward()
         """)
     scope = next(s for s in model.scopes if s.name == "f")
-    h_def = next(e for e in scope.events if e.kind is EventKind.ASSIGN and e.target == "h" and e.flavor == "tuple")
-    g_def = next(e for e in scope.events if e.kind is EventKind.ASSIGN and e.target == "g" and e.flavor == "tuple")
+    h_def = next(e for e in scope.events if e.kind is EventKind.ASSIGN and e.target == "h" and e.variant is AssignForm.UNPACK)
+    g_def = next(e for e in scope.events if e.kind is EventKind.ASSIGN and e.target == "g" and e.variant is AssignForm.UNPACK)
     first, second = [lp for lp in model.loops if lp.scope is scope and lp.outermost]
     assert scope.carried_round(h_def, first.node)
     assert not scope.carried_round(g_def, second.node)  # re-initialised for every sequence

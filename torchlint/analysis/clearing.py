@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.events import Event, EventKind
+from torchlint.analysis.events import Event, EventKind, ZeroGradOf
 from torchlint.analysis.exprs import code_of, modulo_divisor
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
@@ -14,10 +14,10 @@ from torchlint.analysis.model import FileModel
 
 def clears(model: FileModel, opt: str, z: Event) -> bool:
     """Does the ZERO_GRAD event `z` clear the gradients that optimizer `opt` steps with?"""
-    if z.flavor == "param":
+    if z.variant is ZeroGradOf.PARAM:
         return True
     target = z.target or ""
-    if z.flavor == "optimizer":
+    if z.variant is ZeroGradOf.OPTIMIZER:
         return target == opt or target.rsplit(".", 1)[-1] == opt.rsplit(".", 1)[-1]
     # model.zero_grad(): clears the optimizer unless we know it optimizes other models.
     owned = model.symbols.optimizer_models.get(opt) or model.symbols.optimizer_models.get(opt.rsplit(".", 1)[-1])
@@ -33,8 +33,9 @@ def _related(a: str, b: str) -> bool:
 def wipes_window(model: FileModel, loop: Loop, step: Event) -> bool:
     """A `zero_grad()` of `step`'s optimizer clears the gradients the step needs: between the backward and the
     step, or on the window's last iteration before its backward (see `cleared_early`)."""
-    return any(z.flavor != "param" and (cleared_between(model, loop, z, [step]) is not None or loop.node is not None
-                                        and cleared_early(model, loop, z, [step]) is not None)
+    return any(z.variant is not ZeroGradOf.PARAM
+               and (cleared_between(model, loop, z, [step]) is not None
+                    or loop.node is not None and cleared_early(model, loop, z, [step]) is not None)
                for z in loop.of(EventKind.ZERO_GRAD))
 
 
@@ -44,7 +45,7 @@ def cleared_early(model: FileModel, loop: Loop, z: Event, steps: list[Event]) ->
     optimizer's `zero_grad()` ahead of the backward inside `accelerator.accumulate` (Accelerate runs it on the
     window's last micro-step only: just before its backward). Each step then applies the last micro-batch's
     gradient only."""
-    in_accumulate = "accumulate" in z.contexts and z.flavor == "optimizer"
+    in_accumulate = "accumulate" in z.contexts and z.variant is ZeroGradOf.OPTIMIZER
     window = {code_of(g.test) for g in z.guards_within(loop.node) if not g.negated
               and isinstance(g.test, cst.BaseExpression) and modulo_divisor(loop.scope.test_of(g, z)) is not None}
     if not window and not in_accumulate:

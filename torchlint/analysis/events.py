@@ -33,6 +33,111 @@ class EventKind(str, Enum):
     RUN = "run"  # a call to a function that trains (its own loop steps `target`): a whole run, at its call
 
 
+# What variant of its kind an event is (`Event.variant`): one plain `Enum` per kind that has variants, not a
+# `str` enum, so that comparing a variant with a string is never true by accident. The values are the words an
+# exported event is written with (`foreign.ExportedEvent.variant`).
+
+
+class BackwardVia(Enum):
+    """How a BACKWARD back-propagates, and so where its gradients go."""
+
+    TENSOR = "tensor"  # `loss.backward()`
+    SCALER = "scaler"  # `scaler.scale(loss).backward()`: `via` names the GradScaler
+    ACCELERATOR = "accelerator"  # `accelerator.backward(loss)` (Accelerate, Fabric)
+    ENGINE = "engine"  # `engine.backward(loss)` (a DeepSpeed engine)
+    LIGHTNING = "lightning"  # `self.manual_backward(loss)`
+    OPTIMIZER = "optimizer"  # `optimizer.backward(loss)` (apex FP16_Optimizer, DeepSpeed, ColossalAI wrappers)
+    AUTOGRAD = "autograd"  # `torch.autograd.backward(loss)`: into `.grad`, like `loss.backward()`
+    AUTOGRAD_GRAD = "grad"  # `torch.autograd.grad(loss, params)`: the gradients are returned, `.grad` untouched
+    DIST = "dist"  # `dist_autograd.backward(context_id, roots)`: the gradients go to the dist_autograd context
+
+    @property
+    def into_grad(self) -> bool:
+        """Its gradients are added into the leaves' `.grad` (not returned, as `autograd.grad`'s, nor kept in a
+        dist_autograd context, read by `DistributedOptimizer.step(context_id)`, where there is nothing to zero)."""
+        return self is not BackwardVia.AUTOGRAD_GRAD and self is not BackwardVia.DIST
+
+
+# Backwards whose framework divides the loss by the number of accumulation steps itself.
+SELF_SCALING_BACKWARDS = (BackwardVia.ACCELERATOR, BackwardVia.ENGINE)
+
+
+class StepVia(Enum):
+    """A STEP other than a plain `optimizer.step()` / `scaler.step(optimizer)` (variant None)."""
+
+    DIST_CONTEXT = "context"  # `DistributedOptimizer.step(context_id)` under `dist_autograd.context()`
+
+
+class ZeroGradOf(Enum):
+    """What a ZERO_GRAD clears."""
+
+    OPTIMIZER = "optimizer"  # `optimizer.zero_grad()`: the parameters that optimizer steps
+    MODEL = "model"  # `model.zero_grad()` (any receiver not known as an optimizer): that model's parameters
+    PARAM = "param"  # `p.grad = None`, `p.grad.zero_()`, `zero_grad(params)`: the gradients it names
+
+
+class ClipVia(Enum):
+    """How a CLIP clips the gradients."""
+
+    TORCH = "torch"  # `torch.nn.utils.clip_grad_norm_(...)`, `clip_grad_value_(...)`
+    ACCELERATOR = "accelerator"  # `accelerator.clip_grad_norm_(...)`: unscales a prepared GradScaler's first
+
+
+class ResetOf(Enum):
+    """A RESET of what a container holds rather than of the name itself (`del x`, `xs.clear()`,
+    `x.detach_()`: variant None)."""
+
+    ITEMS = "item"  # `hidden[0].detach_()`, `for s in state: s.detach_()`: the container's tensors, in place
+
+
+class AssignForm(Enum):
+    """The form of an ASSIGN: how the target gets its new value."""
+
+    PLAIN = "="  # `x = v` (also `x: T = v`, `with ... as x`)
+    SELF_ADD = "=+"  # `x = x + v`: `value` is the added term `v`
+    ADD = "+="  # `x += v`
+    SUB = "-="  # `x -= v`
+    MUL = "*="  # `x *= v`
+    DIV = "/="  # `x /= v`
+    OTHER_OP = "op="  # any other augmented assignment (`x //= v`, `x |= v` ...)
+    UNPACK_FIRST = "tuple0"  # `x, y = v`: the first name of an unpacked target (`index` 0)
+    UNPACK = "tuple"  # `x, y = v`: a later name of an unpacked target (`index` says which)
+    ITEM = "item="  # `d[k] = v`, `d.x[k] = v`: stores into the container `target` without rebinding it
+    FOR = "for"  # `for x in v:`: the loop target, bound to each item of `v` (`index` for `for x, y in v`)
+
+
+class CallVia(Enum):
+    """A LOCAL_CALL (and the OPAQUE or RUN event it may become) other than a call of a function or `self.`
+    method of the file by its name (variant None)."""
+
+    CLOSURE = "closure"  # `optimizer.step(closure)`: the function named `closure`, which step calls
+    FACTORY = "factory"  # `optimizer.step(self.make_closure(x))`: the closure a function of the file returns
+    MODULE = "module"  # `engine.train_one_epoch(...)`: a function of another module of the project
+    OBJECT = "object"  # `trainer.train_step(x)`: a method of an object whose class is known only after the walk
+    EXTERNAL = "external"  # OPAQUE: another file's function hands `target` to a call that file cannot follow
+    RUN = "run"  # RUN: the call trains (a whole run, its own loop steps `target`)
+
+
+Variant = BackwardVia | StepVia | ZeroGradOf | ClipVia | ResetOf | AssignForm | CallVia
+
+# The variants each kind's events take (kinds not listed have none).
+VARIANTS: dict[EventKind, type[Enum]] = {
+    EventKind.BACKWARD: BackwardVia, EventKind.STEP: StepVia, EventKind.ZERO_GRAD: ZeroGradOf,
+    EventKind.CLIP: ClipVia, EventKind.RESET: ResetOf, EventKind.ASSIGN: AssignForm,
+    EventKind.LOCAL_CALL: CallVia, EventKind.OPAQUE: CallVia, EventKind.RUN: CallVia,
+}
+
+
+def variant_named(kind: EventKind, word: str) -> Variant | None:
+    """The variant of a `kind` event written as `word` (an exported event's), None for ""."""
+    return VARIANTS[kind](word) if word else None  # type: ignore[return-value]
+
+
+def variant_word(variant: Variant | None) -> str:
+    """How an exported event writes its variant: its value, "" for none."""
+    return variant.value if variant is not None else ""
+
+
 @dataclass(frozen=True)
 class Guard:
     """An `if` (or `except`/`case`) that an event sits under; `negated` for its `else` branch."""
@@ -119,7 +224,7 @@ class Event:
     contexts: tuple[str, ...] = ()  # "no_grad", "accumulate", "autocast", "no_sync", "enable_grad"
     target: str | None = None  # optimizer / total / container / receiver, as a dotted name
     value: cst.BaseExpression | None = None  # back-propagated expression, assigned or appended value
-    flavor: str = ""  # backward: tensor|scaler|accelerator|engine|lightning|autograd|grad; assign: the operator
+    variant: Variant | None = None  # which variant of its kind (BackwardVia, AssignForm ...: see VARIANTS)
     retain_arg: cst.Arg | None = None  # the `retain_graph=True` argument of a backward
     create_graph: bool = False
     via: str | None = None  # the GradScaler involved, if any
@@ -156,13 +261,13 @@ class Event:
     @property
     def accumulates(self) -> bool:
         """`t += x` or `t = t + x`: the value is added to what the target already holds."""
-        return self.kind is EventKind.ASSIGN and self.flavor in ("+=", "=+")
+        return self.kind is EventKind.ASSIGN and self.variant in (AssignForm.ADD, AssignForm.SELF_ADD)
 
     @property
     def rebinds(self) -> bool:
         """A plain assignment that drops what the target held (and with it any graph)."""
         if self.kind is EventKind.ASSIGN:
-            return self.flavor in ("=", "tuple0", "tuple")
+            return self.variant in (AssignForm.PLAIN, AssignForm.UNPACK_FIRST, AssignForm.UNPACK)
         return self.kind is EventKind.RESET
 
     def guards_within(self, loop: cst.CSTNode) -> tuple[Guard, ...]:

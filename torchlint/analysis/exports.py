@@ -7,7 +7,7 @@ import ast
 
 import libcst as cst
 
-from torchlint.analysis.events import EventKind
+from torchlint.analysis.events import EventKind, variant_word
 from torchlint.analysis.exprs import dotted, positional_params
 from torchlint.analysis.foreign import ExportedEvent, Exports, FunctionExport
 from torchlint.analysis.model import FileModel
@@ -70,7 +70,7 @@ def export(model: FileModel, names: frozenset[str], tree: ast.Module | None = No
             if e.guards and e.kind is not EventKind.ZERO_GRAD:
                 continue  # guarded inside the callee: when it runs is not known to the caller
             at = line(e.node if e.scope is scope.node else scope.node)
-            events.append(ExportedEvent(e.kind.value, e.target, e.flavor, e.via, at, tuple(e.contexts)))
+            events.append(ExportedEvent(e.kind.value, e.target, variant_word(e.variant), e.via, at, tuple(e.contexts)))
         params = positional_params(scope.node)
         handed = _handed(model, scope, set(params) | {"self"})
         try:

@@ -14,7 +14,7 @@ from typing import Protocol
 class ExportedEvent:
     kind: str  # an EventKind value
     target: str | None
-    flavor: str
+    variant: str  # the event's variant as `events.variant_word` writes it
     via: str | None
     line: int
     contexts: tuple[str, ...] = ()

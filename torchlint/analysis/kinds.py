@@ -9,10 +9,10 @@ import libcst as cst
 
 from torchlint.analysis import semantics as sem
 from torchlint.analysis.answers import Answers, question
-from torchlint.analysis.events import Event, EventKind
+from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import dotted, last_part
 from torchlint.analysis.lookup import FileLookup
-from torchlint.analysis.names import Kind
+from torchlint.analysis.names import Role
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.vkind import VKind, arith, join
 
@@ -20,7 +20,9 @@ _CYCLE = VKind.CYCLE
 _MAX_DEPTH = 6
 
 
-class Kinds(Answers):
+class KindInference(Answers):
+    """Infers the kind (`VKind`) of values and of functions' returns, remembering final answers (`answers`)."""
+
     def __init__(self, model: FileLookup) -> None:
         super().__init__()
         self.model = model
@@ -130,10 +132,10 @@ class Kinds(Answers):
         value = d.value
         if value is None:
             return VKind.UNKNOWN
-        if d.flavor == "for":
+        if d.variant is AssignForm.FOR:
             return self._element_of_iterable(value, scope, d, depth)
         whole = self.of(value, scope, d, depth)
-        if d.flavor in ("tuple0", "tuple"):
+        if d.variant in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK):
             element = self._element(value, d.index, scope, d, depth)
             if element is not None:
                 return element
@@ -142,7 +144,7 @@ class Kinds(Answers):
             # What else a forward returns in a tuple is not known: `loss, sample_size, logging_output =
             # criterion(model, sample)` returns a count and a dict beside the loss.
             return VKind.UNKNOWN
-        if d.flavor in ("+=", "=+", "-=", "*=", "/="):
+        if d.variant in (AssignForm.ADD, AssignForm.SELF_ADD, AssignForm.SUB, AssignForm.MUL, AssignForm.DIV):
             # the total keeps what it held, combined with the added value
             old = self.of_name(d.target or "", scope, d, depth) if d.target else VKind.UNKNOWN
             return whole if old is _CYCLE else arith(old, whole)
@@ -237,7 +239,7 @@ class Kinds(Answers):
             return VKind.UNKNOWN  # a function, class or module imported from elsewhere
         if sem.is_module_name(name):
             return VKind.MODULE
-        if self.model.symbols.kind(name) is not Kind.OTHER:
+        if self.model.symbols.role(name) is not Role.OTHER:
             return VKind.OBJECT
         return VKind.UNKNOWN
 
@@ -417,7 +419,7 @@ class Kinds(Answers):
             return False
         defs, entry = scope.reaching(name, at)
         return bool(defs) and not entry and all(
-            d.kind is EventKind.ASSIGN and d.flavor == "=" and (alias := dotted(d.value)) is not None
+            d.kind is EventKind.ASSIGN and d.variant is AssignForm.PLAIN and (alias := dotted(d.value)) is not None
             and sem.is_loss_name(alias) for d in defs
         )
 

@@ -1,5 +1,5 @@
 """What the kinds engine and the summaries ask of the file they describe, as a protocol. The file model (the layer
-above them) answers it, so they never import it: `kinds.Kinds(model)` and `summaries.summarize(model, scope)`
+above them) answers it, so they never import it: `kinds.KindInference(model)` and `summaries.summarize(model, scope)`
 take any object with these members."""
 
 from __future__ import annotations

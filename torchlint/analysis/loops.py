@@ -7,10 +7,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from torchlint.analysis.events import Event, EventKind
+from torchlint.analysis.events import AssignForm, CallVia, Event, EventKind
 from torchlint.analysis.exprs import dotted
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import gradients_go_to
 from torchlint.analysis.walker import tracked_call
 from torchlint.source.walk import calls_in_evaluation_order
 
@@ -78,7 +77,7 @@ class Loop:
             return int(expr.evaluated_value)
         if type(expr) is cst.Name and self.events:
             defs, entry = self.scope.reaching(expr.value, self.events[0])
-            if defs and not entry and all(type(d.value) is cst.Integer and d.flavor == "=" for d in defs):
+            if defs and not entry and all(type(d.value) is cst.Integer and d.variant is AssignForm.PLAIN for d in defs):
                 values = {int(d.value.evaluated_value) for d in defs}  # type: ignore[union-attr]
                 return values.pop() if len(values) == 1 else None
         return None
@@ -90,10 +89,10 @@ class Loop:
         opaque = self.of(EventKind.OPAQUE)
         if name.startswith("self.") and any((e.callee or "").startswith("self.") for e in opaque):
             return True
-        if any(e.flavor == "external" and e.target is not None
+        if any(e.variant is CallVia.EXTERNAL and e.target is not None
                and (e.target == name or e.target.rsplit(".", 1)[-1] == last) for e in opaque):
             return True  # another file's function hands it to a call that file cannot follow
-        calls = [e.node for e in opaque if e.flavor != "external"]
+        calls = [e.node for e in opaque if e.variant is not CallVia.EXTERNAL]
         # Method calls of other objects (`engine.train_step(model, optimizer)`) are not events: look for them
         # only now, when a rule needs the answer.
         calls += [c for c in calls_in_evaluation_order(self.node)
@@ -108,7 +107,7 @@ class Loop:
 
     def backwards_into_grad(self) -> list[Event]:
         """The backwards of the iteration that add into `.grad` (not `autograd.grad`, not dist_autograd)."""
-        return [b for b in self.of(EventKind.BACKWARD) if gradients_go_to(b.flavor) == "grad"]
+        return [b for b in self.of(EventKind.BACKWARD) if b.variant.into_grad]
 
     def gated_with(self, step: Event) -> list[Event]:
         """Backwards under the same guard as `step` (within this loop): the guard that gates a step also gates

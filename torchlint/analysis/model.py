@@ -7,12 +7,14 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.classify import classify
-from torchlint.analysis.events import INLINE_DEPTH, Event, EventKind, Guard
+from torchlint.analysis.events import (
+    INLINE_DEPTH, AssignForm, CallVia, Event, EventKind, Guard, ResetOf, ZeroGradOf, variant_named,
+)
 from torchlint.analysis.exprs import dotted, last_part, positional_params
 from torchlint.analysis.foreign import ProjectLookup, Resolved
-from torchlint.analysis.kinds import Kinds
+from torchlint.analysis.kinds import KindInference
 from torchlint.analysis.loops import Loop
-from torchlint.analysis.names import Kind, Symbols
+from torchlint.analysis.names import Role, Symbols
 from torchlint.analysis.receivers import Receivers
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import MODULE_BASES
@@ -33,7 +35,7 @@ class FileModel:
         self._assigned: dict[str, frozenset[str]] = {}  # _assigned_in
         self.text = text  # the source, for cheap textual questions (is `total.item()` used anywhere?)
         self.symbols = Symbols()
-        self._kinds: Kinds | None = None
+        self._kinds: KindInference | None = None
         self._classified: dict[int, Event | None] = {}
         self._expanded: dict[tuple, list[Event]] = {}  # a helper's events, expanded once per depth and call chain
         walker = EventWalker(self.project_modules, Scope)
@@ -47,8 +49,8 @@ class FileModel:
         self.imported = walker.imported  # names bound by import statements
         for scope in self.scopes:
             for e in scope.raw:
-                if e.kind is EventKind.ASSIGN and e.flavor in ("=", "tuple0", "tuple") and e.target and e.value:
-                    self.symbols.record(e.target, e.value, first=e.flavor != "tuple")
+                if e.kind is EventKind.ASSIGN and e.rebinds and e.target and e.value:  # `=`, unpacking
+                    self.symbols.record(e.target, e.value, first=e.variant is not AssignForm.UNPACK)
         stmt_scope: dict[int, Scope] = {}
         for scope in self.scopes:
             scope.stmt_scope = stmt_scope
@@ -93,9 +95,10 @@ class FileModel:
 
     # -- queries -------------------------------------------------------------------------------------------------
     @property
-    def kinds(self) -> Kinds:
+    def kinds(self) -> KindInference:
+        """The kinds of the file's values (`kinds.of(expr, scope, at)`), inferred on demand."""
         if self._kinds is None:
-            self._kinds = Kinds(self)
+            self._kinds = KindInference(self)
         return self._kinds
 
     def is_module_class(self, name: str, _seen: frozenset[str] = frozenset()) -> bool:
@@ -128,8 +131,9 @@ class FileModel:
         return [Loop(None, scope, scope.events) for scope in self.scopes  # type: ignore[arg-type]
                 if scope.name == "training_step" and self.is_lightning_class(scope.class_name)]
 
-    def kind(self, name: str | None) -> Kind:
-        return self.symbols.kind(name)
+    def role(self, name: str | None) -> Role:
+        """What the name holds among optimizer, scheduler, GradScaler, accelerator, engine (`names.Role`)."""
+        return self.symbols.role(name)
 
     def scope_of(self, event: Event) -> Scope:
         return self._by_node[event.scope]
@@ -198,11 +202,11 @@ class FileModel:
         """`for s in state: s.detach_()` detaches the tensors of `state` in place: a RESET of `state` too."""
         out = []
         for a in scope.raw:
-            if (a.kind is EventKind.ASSIGN and a.flavor == "for" and a.target == reset.target
+            if (a.kind is EventKind.ASSIGN and a.variant is AssignForm.FOR and a.target == reset.target
                     and a.stmt in reset.loops and a.value is not None):
                 container = dotted(a.value)
                 if container is not None:
-                    out.append(reset.but(target=container, flavor="item"))
+                    out.append(reset.but(target=container, variant=ResetOf.ITEMS))
         return out
 
     def _inherited(self, scope: Scope, callee: str) -> bool:
@@ -234,31 +238,31 @@ class FileModel:
         out: list[Event] = []
         for e in scope.raw:
             if e.kind is EventKind.LOCAL_CALL:
-                if e.flavor == "factory":
+                if e.variant is CallVia.FACTORY:
                     callee = self._made_closure(scope, e.callee or "")
                     if callee is None:
                         continue  # `scaler.step(self.get_optimizer())`: not a closure the file builds
                 else:
                     callee = self.resolve(scope, e.callee or "")
-                if callee is None and self.project is not None and e.flavor != "closure":
+                if callee is None and self.project is not None and e.variant is not CallVia.CLOSURE:
                     found = self.external(scope, e.callee or "")
                     if found is not None:
                         out.extend(self._place_external(scope, e, found))
                         continue
                 if callee is None:
-                    if e.flavor in ("closure", "module", "object"):
+                    if e.variant in (CallVia.CLOSURE, CallVia.MODULE, CallVia.OBJECT):
                         # `scaler.step(opt)`: the argument was not a closure after all; `utils.f(...)` that is not
                         # a function of the project: a method call like any other (Loop.handed_to_unknown)
                         continue
                     if "zero_grad" in (e.callee or "").rsplit(".", 1)[-1]:
                         # `zero_grad(params)`, `self.zero_grad()` of a base class: clears the gradients it names
-                        out.append(e.but(kind=EventKind.ZERO_GRAD, flavor="param"))
+                        out.append(e.but(kind=EventKind.ZERO_GRAD, variant=ZeroGradOf.PARAM))
                     elif not (e.callee or "").startswith("self.") or self._inherited(scope, e.callee or ""):
                         out.append(e.but(kind=EventKind.OPAQUE))
                     continue
                 if depth >= INLINE_DEPTH or callee.node in active:
                     continue
-                if e.flavor == "object":
+                if e.variant is CallVia.OBJECT:
                     self.resolved_calls.add(id(e.node))
                 summary = self.summary(callee)
                 trains = summary.trains
@@ -293,7 +297,7 @@ class FileModel:
                 classified = self.classify(e)
                 if classified is not None:
                     out.append(classified)
-                    if classified.kind is EventKind.RESET and classified.flavor == "":
+                    if classified.kind is EventKind.RESET and classified.variant is None:
                         out.extend(self._detached_through_loop_variable(scope, classified))
             else:
                 out.append(e)
@@ -368,7 +372,8 @@ class FileModel:
                 self._by_node[foreign.node] = foreign
             for ev in exp.events:
                 out.append(e.but(
-                    kind=EventKind(ev.kind), target=_mapped(ev.target, params, e), flavor=ev.flavor,
+                    kind=EventKind(ev.kind), target=_mapped(ev.target, params, e),
+                    variant=variant_named(EventKind(ev.kind), ev.variant),
                     via=_mapped(ev.via, params, e), value=e.node if ev.kind == "backward" else None,
                     scope=foreign.node, contexts=e.contexts + ev.contexts, inlined_from=e.node,
                     origin=(found.path, ev.line), callee=None,
@@ -378,8 +383,8 @@ class FileModel:
         for param in exp.handed:
             name = "self" if param == "self" else _mapped(param, params, e)
             if name is not None:
-                out.append(e.but(kind=EventKind.OPAQUE, target=name, flavor="external",
-                                               callee="self." if name == "self" else None))
+                out.append(e.but(kind=EventKind.OPAQUE, target=name, variant=CallVia.EXTERNAL,
+                                 callee="self." if name == "self" else None))
         self.resolved_calls.add(id(e.node))
         return out
 
@@ -402,7 +407,7 @@ class FileModel:
 def _positional(params: list[str], call_event: Event) -> list[str]:
     """The callee's positional parameters as the call fills them: `self` is not passed by `self.method(...)` nor
     by `obj.method(...)`."""
-    return params[1:] if (call_event.callee or "").startswith("self.") or call_event.flavor == "object" else params
+    return params[1:] if (call_event.callee or "").startswith("self.") or call_event.variant is CallVia.OBJECT else params
 
 
 def _on_receiver(name: str, call_event: Event) -> str:
@@ -416,7 +421,7 @@ def _runs(call_event: Event, steps, params: list[str], same_file: bool = False, 
     caller names it."""
     params = _positional(params, call_event)
     return [call_event.but(kind=EventKind.RUN, target=_mapped(opt, params, call_event, same_file),
-                                flavor="run", origin=origin) for opt in steps]
+                           variant=CallVia.RUN, origin=origin) for opt in steps]
 
 
 def _mapped(name: str | None, params: list[str], call_event: Event, same_file: bool = False) -> str | None:
@@ -426,7 +431,7 @@ def _mapped(name: str | None, params: list[str], call_event: Event, same_file: b
     if name is None:
         return None
     if name.startswith("self."):
-        return _on_receiver(name, call_event) if call_event.flavor == "object" else name
+        return _on_receiver(name, call_event) if call_event.variant is CallVia.OBJECT else name
     head, dot, rest = name.partition(".")
     call = call_event.node
     if head not in params:

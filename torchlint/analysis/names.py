@@ -14,7 +14,9 @@ import libcst as cst
 from torchlint.analysis.exprs import dotted, last_part
 
 
-class Kind(str, Enum):
+class Role(str, Enum):
+    """What a name holds (its role in training), as far as the training loop cares."""
+
     OPTIMIZER = "optimizer"
     SCHEDULER = "scheduler"
     SCALER = "scaler"
@@ -42,7 +44,7 @@ _ENGINE_NAME = re.compile(r"^(engine|model_engine|ds_engine|ds_model|deepspeed_e
 _NOT_OPTIMIZER = frozenset({"opts", "optional", "option", "options", "optimize", "optimum"})
 
 
-def kind_of_value(value: cst.BaseExpression) -> Kind | None:
+def role_of_value(value: cst.BaseExpression) -> Role | None:
     """What a right-hand side constructs, when it says so (`torch.optim.Adam(...)`, `GradScaler()`)."""
     if type(value) is cst.Call:
         name = dotted(value.func)
@@ -50,37 +52,37 @@ def kind_of_value(value: cst.BaseExpression) -> Kind | None:
             return None
         last = last_part(name)
         if "lr_scheduler" in name or _SCHEDULER_CLASS.search(last):
-            return Kind.SCHEDULER
+            return Role.SCHEDULER
         if last in OPTIMIZER_CLASSES or name.startswith(("torch.optim.", "optim.")) or last == "optimizers":
-            return Kind.OPTIMIZER
+            return Role.OPTIMIZER
         if last == "GradScaler":
-            return Kind.SCALER
+            return Role.SCALER
         if last in ("Accelerator", "Fabric"):
-            return Kind.ACCELERATOR
+            return Role.ACCELERATOR
     return None
 
 
-def kind_of_name(name: str) -> Kind:
+def role_of_name(name: str) -> Role:
     """What a conventional name stands for, from its last component."""
     last = last_part(name).lower()
     if _SCALER_NAME.search(last):
-        return Kind.SCALER
+        return Role.SCALER
     if _SCHEDULER_NAME.search(last):
-        return Kind.SCHEDULER
+        return Role.SCHEDULER
     if _ACCELERATOR_NAME.match(last):
-        return Kind.ACCELERATOR
+        return Role.ACCELERATOR
     if _ENGINE_NAME.match(last):
-        return Kind.ENGINE
+        return Role.ENGINE
     if last not in _NOT_OPTIMIZER and _OPTIMIZER_NAME.match(last):
-        return Kind.OPTIMIZER
-    return Kind.OTHER
+        return Role.OPTIMIZER
+    return Role.OTHER
 
 
 class Symbols:
     """File-wide table of what names stand for, filled from assignments, queried by name."""
 
     def __init__(self) -> None:
-        self._kinds: dict[str, Kind] = {}
+        self._roles: dict[str, Role] = {}
         self.optimizer_models: dict[str, set[str]] = {}  # optimizer -> models whose parameters it owns
         self.scheduler_optimizer: dict[str, str] = {}  # scheduler -> the optimizer it was built on
         # accelerator -> does its backward() divide the loss by the accumulation steps? Accelerate's does when
@@ -93,41 +95,41 @@ class Symbols:
         if type(value) is cst.Call and dotted(value.func) == "deepspeed.initialize":
             # `engine, optimizer, _, _ = deepspeed.initialize(...)`: the engine steps and zeroes by itself.
             if first:
-                self._set(target, Kind.ENGINE)
+                self._set(target, Role.ENGINE)
             return
-        kind = kind_of_value(value)
-        if kind is None:
+        role = role_of_value(value)
+        if role is None:
             return
-        self._set(target, kind)
-        if kind is Kind.OPTIMIZER and type(value) is cst.Call:
+        self._set(target, role)
+        if role is Role.OPTIMIZER and type(value) is cst.Call:
             self.optimizer_models[target] = _models_in_params(value)
             self.optimizer_class[target] = self.optimizer_class[last_part(target)] = value
-        if kind is Kind.ACCELERATOR and type(value) is cst.Call:
+        if role is Role.ACCELERATOR and type(value) is cst.Call:
             self.backward_divides[target] = _accumulates(value)
-        if kind is Kind.SCHEDULER and type(value) is cst.Call and value.args:
+        if role is Role.SCHEDULER and type(value) is cst.Call and value.args:
             opt = dotted(value.args[0].value)
             if opt is not None:
                 self.scheduler_optimizer[target] = opt
 
-    def _set(self, name: str, kind: Kind) -> None:
-        self._kinds[name] = kind
+    def _set(self, name: str, role: Role) -> None:
+        self._roles[name] = role
         # `self.optimizer = ...` in __init__ names the same object as `optimizer` read elsewhere via self.
-        self._kinds.setdefault(last_part(name), kind)
+        self._roles.setdefault(last_part(name), role)
 
     def built_here(self, value: cst.BaseExpression) -> bool:
         """`value` constructs an optimizer, scheduler, scaler or accelerator."""
-        return kind_of_value(value) is not None
+        return role_of_value(value) is not None
 
-    def kind(self, name: str | None) -> Kind:
+    def role(self, name: str | None) -> Role:
         if name is None:
-            return Kind.OTHER
-        known = self._kinds.get(name)
+            return Role.OTHER
+        known = self._roles.get(name)
         if known is None and name.startswith("self."):
-            known = self._kinds.get(last_part(name))
-        return known if known is not None else kind_of_name(name)
+            known = self._roles.get(last_part(name))
+        return known if known is not None else role_of_name(name)
 
-    def is_(self, name: str | None, kind: Kind) -> bool:
-        return self.kind(name) is kind
+    def is_(self, name: str | None, role: Role) -> bool:
+        return self.role(name) is role
 
 
 def _accumulates(call: cst.Call) -> bool:

@@ -41,7 +41,7 @@ _BARE_NAME = re.compile(r"(?<![\w.])(?<!def )[A-Za-z_]\w*")
 _SELF_ATTRIBUTE = re.compile(r"\bself\s*\.\s*([A-Za-z_]\w*)")
 _METHOD_CALL = re.compile(r"(?<!self)\.\s*([A-Za-z_]\w*)\s*\(")
 _DEF_START = re.compile(r"(?m)^(?=[ \t]{0,8}(?:@|(?:async[ \t]+)?def[ \t]|class[ \t]))")
-# Every call that torchlint.analysis.names.kind_of_value recognises (optimizer classes and `optim.*`, scheduler
+# Every call that torchlint.analysis.names.role_of_value recognises (optimizer classes and `optim.*`, scheduler
 # classes and `lr_scheduler.*`, GradScaler, Accelerator/Fabric, deepspeed.initialize) contains one of these.
 _DEFINES = re.compile(
     r"\boptim\.|\boptimizers\s*\(|lr_scheduler|LR\s*\(|ReduceLROnPlateau|_schedule\w*\s*\(|Schedule\w*\s*\("

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.events import Event, EventKind
+from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import dotted
 from torchlint.analysis.walker import RawScope
 
@@ -45,7 +45,7 @@ class Receivers:
                 defs = self._bound(self.scopes[0], receiver)  # a global of the module
         if not defs:
             return None
-        names = {dotted(d.value.func) if d.flavor == "=" and type(d.value) is cst.Call else None for d in defs}
+        names = {dotted(d.value.func) if d.variant is AssignForm.PLAIN and type(d.value) is cst.Call else None for d in defs}
         if len(names) != 1:
             return None
         return self._known_class(names.pop())
@@ -62,6 +62,6 @@ class Receivers:
         if index is None:
             index = self._binds[id(scope.node)] = {}
             for e in scope.raw:
-                if e.kind is EventKind.ASSIGN and e.target and e.scope is scope.node and e.flavor != "item=":
+                if e.kind is EventKind.ASSIGN and e.target and e.scope is scope.node and e.variant is not AssignForm.ITEM:
                     index.setdefault(e.target, []).append(e)
         return index.get(name, [])

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from torchlint.analysis.events import Event, EventKind, Guard, contradict
+from torchlint.analysis.events import AssignForm, Event, EventKind, Guard, contradict
 from torchlint.analysis.exprs import dotted, names_in, operand_names, summand_names
 from torchlint.analysis.flow import FlowGraph
 from torchlint.analysis.semantics import LOSS_FUNCTION_WORDS
@@ -50,7 +50,7 @@ class Scope(RawScope):
         if self._stores is None:
             self._stores = {}
             for e in self.events:
-                if e.scope is self.node and e.target and (e.kind is EventKind.APPEND or e.flavor == "item="):
+                if e.scope is self.node and e.target and (e.kind is EventKind.APPEND or e.variant is AssignForm.ITEM):
                     self._stores.setdefault(e.target, []).append(e)
         return self._stores.get(name, [])
 
@@ -118,7 +118,7 @@ class Scope(RawScope):
         if type(test) is not cst.Name or at.scope is not self.node:
             return test
         defs, entry = self.reaching(test.value, at)  # type: ignore[attr-defined]
-        if entry or len(defs) != 1 or defs[0].flavor != "=" or defs[0].kind is not EventKind.ASSIGN:
+        if entry or len(defs) != 1 or defs[0].variant is not AssignForm.PLAIN or defs[0].kind is not EventKind.ASSIGN:
             return test
         value = defs[0].value
         return value if type(value) in (cst.Comparison, cst.BooleanOperation) else test
@@ -139,7 +139,7 @@ class Scope(RawScope):
             return None
         entries = []
         for d in defs:
-            if d.kind is not EventKind.ASSIGN or d.flavor != "=" or type(d.value) is not cst.Dict:
+            if d.kind is not EventKind.ASSIGN or d.variant is not AssignForm.PLAIN or type(d.value) is not cst.Dict:
                 return None
             found = self.dict_entries(d.value, d)
             if found is None:
@@ -255,7 +255,7 @@ class Scope(RawScope):
             defs, _ = self.reaching(name, where)
             adds = [e for e in self.stores(name) if self._store_reaches(e, where)]
             for d in (*defs, *adds):
-                if id(d) in seen_defs or d.value is None or d.flavor == "for":
+                if id(d) in seen_defs or d.value is None or d.variant is AssignForm.FOR:
                     continue
                 seen_defs.add(id(d))
                 out.append(d)
@@ -352,7 +352,7 @@ class Scope(RawScope):
 def kills(e: Event) -> bool:
     """An event that gives `e.target` a new value (what the name held before no longer reaches later uses)."""
     if e.kind is EventKind.ASSIGN:
-        return e.flavor != "item="
+        return e.variant is not AssignForm.ITEM
     return e.kind is EventKind.RESET
 
 

@@ -92,19 +92,6 @@ def is_loss_name(name: str) -> bool:
     return _LOSS_NAME.match(name.rsplit(".", 1)[-1].lower()) is not None
 
 
-# Backward flavours and where they put gradients:
-#   "grad": `.grad` of the leaves (tensor.backward, autograd.backward, scaler/accelerator/engine/lightning);
-#   "context": a dist_autograd context (`dist_autograd.backward(context_id, roots)`), read by
-#              `DistributedOptimizer.step(context_id)`: each context holds its own gradients, nothing to zero;
-#   "none": returned to the caller (`torch.autograd.grad`), `.grad` untouched.
-def gradients_go_to(flavor: str) -> str:
-    if flavor == "grad":
-        return "none"
-    if flavor == "dist":
-        return "context"
-    return "grad"
-
-
 # Context managers and decorators, by their last name, and what they mean for the code under them.
 CONTEXTS = {
     "no_grad": "no_grad",
@@ -139,10 +126,6 @@ DISPLAY = re.compile(r"print\(|\bf[\"']|\.format\(|\blog|%|\.add_scalar\(|\bwand
 
 # Words in a call that detaches or re-creates a recurrent state (`repackage_hidden(h)`, `init_hidden()`).
 STATE_RESETS = ("detach", "repackage", "init_hidden", "init_state", "zeros", "zeros_like", "randn", "new_zeros")
-
-# Backward flavours whose framework divides by the number of accumulation steps itself.
-SELF_SCALING_BACKWARDS = ("accelerator", "engine")
-
 
 # Optimizers whose update does not change when every gradient is multiplied by the same factor (they divide by a
 # running gradient magnitude, or take its sign): an accumulation window summed instead of averaged changes nothing

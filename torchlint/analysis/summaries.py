@@ -4,16 +4,16 @@ A call is answered by its callee's summary. A callee that *trains* (it holds its
 and steps) is a whole training run: its loop is checked in its own scope, and none of its loop's events join the
 caller's iteration (`train_amp(); train_plain()` called one after the other are two runs, not one iteration).
 A callee that does per-batch work (no loop of its own around its backward or step) is placed at its call, in
-the caller's flow. The return kind of a summary is computed on demand by the kinds engine (`Kinds.returns`).
+the caller's flow. The return kind of a summary is computed on demand by the kinds engine (`KindInference.returns`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torchlint.analysis.events import EventKind
+from torchlint.analysis.events import AssignForm, EventKind
 from torchlint.analysis.lookup import FileLookup
-from torchlint.analysis.names import Kind
+from torchlint.analysis.names import Role
 from torchlint.analysis.scopes import Scope
 
 
@@ -49,8 +49,8 @@ def summarize(model: FileLookup, scope: Scope) -> Summary:
             looped_step |= bool(e.loops)
         elif e.kind is EventKind.ZERO_GRAD:
             zeroes.add(e.target or "param")
-        elif e.kind is EventKind.ASSIGN and e.target and model.symbols.kind(e.target) is not Kind.OTHER:
-            if e.flavor == "=" and e.value is not None and model.symbols.built_here(e.value):
+        elif e.kind is EventKind.ASSIGN and e.target and model.symbols.role(e.target) is not Role.OTHER:
+            if e.variant is AssignForm.PLAIN and e.value is not None and model.symbols.built_here(e.value):
                 builds.add(e.target)
     return Summary(frozenset(steps), frozenset(zeroes), frozenset(builds), backprops,
                    looped_backward and looped_step)

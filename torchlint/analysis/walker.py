@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 
 import libcst as cst
 
-from torchlint.analysis.events import Event, EventKind, Guard
+from torchlint.analysis.events import AssignForm, CallVia, ClipVia, Event, EventKind, Guard, ZeroGradOf
 from torchlint.analysis.exprs import container_name, dotted, is_self_accumulation
 from torchlint.analysis.semantics import context_of
 from torchlint.source.walk import calls_in_evaluation_order
@@ -22,6 +22,9 @@ TRACKED_METHODS = frozenset(
     append extend clear detach_ zero_ fill_""".split()
 )
 _Ctx = tuple  # (loops, guards, contexts)
+# An augmented assignment's operator, by its libcst class name, as the form of its ASSIGN event.
+_AUGMENTED = {"AddAssign": AssignForm.ADD, "DivideAssign": AssignForm.DIV, "MultiplyAssign": AssignForm.MUL,
+              "SubtractAssign": AssignForm.SUB}
 
 
 @dataclass(eq=False)
@@ -112,7 +115,7 @@ class EventWalker:
         elif type(stmt) in (cst.For, cst.While):
             head = [stmt.iter] if type(stmt) is cst.For else [stmt.test]
             if type(stmt) is cst.For:
-                self._assign_targets(scope, stmt, stmt.target, stmt.iter, ctx, "for")
+                self._assign_targets(scope, stmt, stmt.target, stmt.iter, ctx, AssignForm.FOR)
             self._exprs(scope, stmt, head, ctx)
             self._body(scope, stmt, (loops + (stmt,), guards, contexts))
             if stmt.orelse is not None:
@@ -129,7 +132,7 @@ class EventWalker:
             self._exprs(scope, stmt, [i.item for i in stmt.items], ctx)
             for item in stmt.items:
                 if item.asname is not None:  # `with amp.scale_loss(loss, opt) as scaled_loss:`
-                    self._assign_targets(scope, stmt, item.asname.name, item.item, ctx, "=")
+                    self._assign_targets(scope, stmt, item.asname.name, item.item, ctx, AssignForm.PLAIN)
             self._body(scope, stmt, (loops, guards, contexts + added))
         elif type(stmt) in (cst.Try, cst.TryStar):
             self._body(scope, stmt, ctx)
@@ -161,18 +164,18 @@ class EventWalker:
             if type(small) is cst.Assign:
                 self._exprs(scope, line, [small.value], ctx)
                 for t in small.targets:
-                    self._assign_targets(scope, line, t.target, small.value, ctx, "=")
+                    self._assign_targets(scope, line, t.target, small.value, ctx, AssignForm.PLAIN)
             elif type(small) is cst.AnnAssign:
                 if small.value is not None:
                     self._exprs(scope, line, [small.value], ctx)
-                    self._assign_targets(scope, line, small.target, small.value, ctx, "=")
+                    self._assign_targets(scope, line, small.target, small.value, ctx, AssignForm.PLAIN)
             elif type(small) is cst.AugAssign:
                 self._exprs(scope, line, [small.value], ctx)
                 op = small.operator.__class__.__name__
-                flavor = {"AddAssign": "+=", "DivideAssign": "/=", "MultiplyAssign": "*=", "SubtractAssign": "-="}.get(op, "op=")
+                form = _AUGMENTED.get(op, AssignForm.OTHER_OP)
                 target = container_name(small.target)
                 if target:
-                    self._emit(scope, EventKind.ASSIGN, small, line, ctx, target=target, value=small.value, flavor=flavor)
+                    self._emit(scope, EventKind.ASSIGN, small, line, ctx, target=target, value=small.value, variant=form)
             elif type(small) is cst.Expr:
                 self._exprs(scope, line, [small.value], ctx)
             elif type(small) is cst.Return and small.value is not None:
@@ -193,34 +196,36 @@ class EventWalker:
                         self._emit(scope, EventKind.RESET, small, line, ctx, target=name)
 
     def _assign_targets(
-        self, scope: RawScope, line: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression, ctx: _Ctx, how: str
+        self, scope: RawScope, line: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression, ctx: _Ctx,
+        how: AssignForm,
     ) -> None:
+        """ASSIGN events for `target = value` (`how` PLAIN) or `for target in value:` (`how` FOR)."""
         if type(target) in (cst.Tuple, cst.List):
             for i, el in enumerate(_flatten(target)):
                 name = dotted(el)
                 if name:
-                    flavor = "for" if how == "for" else ("tuple0" if i == 0 else "tuple")
-                    self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=value, flavor=flavor,
+                    form = how if how is AssignForm.FOR else (AssignForm.UNPACK_FIRST if i == 0 else AssignForm.UNPACK)
+                    self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=value, variant=form,
                                index=i)
             return
         name = dotted(target)
         if name is None:
             container = container_name(target)
-            if container and how == "=":
+            if container and how is AssignForm.PLAIN:
                 # `d[k] = v` stores data in the container without rebinding it.
-                self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=container, value=value, flavor="item=")
+                self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=container, value=value, variant=AssignForm.ITEM)
             return
         if name.endswith(".grad") and type(value) is cst.Name and value.value == "None":
-            self._emit(scope, EventKind.ZERO_GRAD, line, line, ctx, target=name, flavor="param")
+            self._emit(scope, EventKind.ZERO_GRAD, line, line, ctx, target=name, variant=ZeroGradOf.PARAM)
             return
-        if how == "for":
-            self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=value, flavor="for")
+        if how is AssignForm.FOR:
+            self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=value, variant=AssignForm.FOR)
             return
         added = is_self_accumulation(name, value)
         if added is not None:
-            self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=added, flavor="=+")
+            self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=added, variant=AssignForm.SELF_ADD)
         else:
-            self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=value, flavor="=")
+            self._emit(scope, EventKind.ASSIGN, line, line, ctx, target=name, value=value, variant=AssignForm.PLAIN)
 
     def _exprs(self, scope: RawScope, line: cst.CSTNode, exprs: Iterable[cst.CSTNode], ctx: _Ctx) -> None:
         for expr in exprs:
@@ -235,12 +240,12 @@ class EventWalker:
                 if method == "step" and call.args:
                     closure = call.args[0].value
                     if type(closure) is cst.Name:
-                        self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=closure.value, flavor="closure")
+                        self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=closure.value, variant=CallVia.CLOSURE)
                     elif type(closure) is cst.Lambda:
                         self._exprs(scope, line, [closure.body], ctx)
                     elif type(closure) is cst.Call and (factory := dotted(closure.func)) is not None:
                         # `optimizer.step(self.make_closure(x, y))`: the closure a function of the file returns
-                        self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=factory, flavor="factory")
+                        self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=factory, variant=CallVia.FACTORY)
                 self._emit(scope, EventKind.METHOD, call, line, ctx)
                 if not (type(func.value) is cst.Name and func.value.value == "self"):
                     # `self.updater.update(batch)` may be a method of an object of known class, where its name
@@ -253,12 +258,12 @@ class EventWalker:
                 self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=name)
             elif name and name.split(".", 1)[0] in self.project_modules:
                 # `engine.train_one_epoch(...)`: a function of another file of the project, resolved on expansion
-                self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=name, flavor="module")
+                self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=name, variant=CallVia.MODULE)
             else:
                 self._object_call(scope, call, line, ctx, None)
         elif type(func) is cst.Name:
             if func.value in ("clip_grad_norm_", "clip_grad_value_"):
-                self._emit(scope, EventKind.CLIP, call, line, ctx, flavor="torch")
+                self._emit(scope, EventKind.CLIP, call, line, ctx, variant=ClipVia.TORCH)
             else:
                 self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=func.value)
 
@@ -268,7 +273,7 @@ class EventWalker:
         name = dotted(call.func)
         if name and (name.count(".") == 1 and not name.startswith("self.") and name.split(".", 1)[0]
                      not in self.imported or name.count(".") == 2 and name.startswith("self.")):
-            event = self._event(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=name, flavor="object")
+            event = self._event(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=name, variant=CallVia.OBJECT)
             self.object_calls.append((scope, len(scope.raw), event, method))
 
     def _emit(self, scope: RawScope, kind: EventKind, node: cst.CSTNode, line: cst.CSTNode, ctx: _Ctx, **kw) -> None:

@@ -11,7 +11,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
+from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.semantics import FUNCTIONAL_MODULES, GRAPH_PRESERVING_METHODS, NOT_A_FORWARD
 from torchlint.analysis.exprs import code_of, dotted, positional_params
@@ -179,7 +179,7 @@ def _graph_from_enclosing_iteration(scope, last: Event, deps: frozenset[str]) ->
     inner, enclosing = last.loops[-1], last.loops[:-1]
     for name in deps:
         for a in scope.assignments(name):
-            if a.flavor != "for" and inner not in a.loops and any(outer in a.loops for outer in enclosing):
+            if a.variant is not AssignForm.FOR and inner not in a.loops and any(outer in a.loops for outer in enclosing):
                 return True
     return False
 
@@ -228,7 +228,7 @@ def _shared_sources(model: FileModel, scope: Scope, at: Event, names: set[str], 
         if entry and not model.kinds.of_name(name, scope, where).graph_free:
             entries.add(name)
         for d in defs:
-            if d.value is None or d.flavor == "for":
+            if d.value is None or d.variant is AssignForm.FOR:
                 continue
             node = scope.flow_node(d)
             if inner is not None and (node is None or not scope.flow.in_loop(node, inner)):
@@ -287,7 +287,7 @@ def _built_in_iteration(model: FileModel, loop: Loop, last: Event) -> bool:
     if scope is not loop.scope:  # a helper called from the loop: it computes what it back-propagates
         return any(scope.assignments(name) for name in deps)
     return any(
-        a.flavor != "for" and loop.node in a.loops for name in deps for a in scope.assignments(name)
+        a.variant is not AssignForm.FOR and loop.node in a.loops for name in deps for a in scope.assignments(name)
     ) or _calls_in(last.value)
 
 

@@ -10,7 +10,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis import EventKind, Event, FileModel
+from torchlint.analysis import AssignForm, EventKind, Event, FileModel
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.exprs import (
     COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, keyword, positional_params,
@@ -143,7 +143,7 @@ def _helper_item_findings(model: FileModel, scope, d: Event) -> Iterator[Finding
     """`ce, reg = compute_losses(out, y)` where the helper returns `(ce, reg.item())`, and `reg` is a term of the
     back-propagated loss: the helper detached that item before returning it. Reported in the helper, at the
     detachment (no fix: other callers may rely on getting a number)."""
-    if d.kind is not EventKind.ASSIGN or d.flavor not in ("tuple0", "tuple") or d.index < 0:
+    if d.kind is not EventKind.ASSIGN or d.variant not in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK) or d.index < 0:
         return
     call = d.value
     if type(call) is not cst.Call or type(call.func) is not cst.Name:

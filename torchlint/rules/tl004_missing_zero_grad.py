@@ -10,7 +10,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis import Event, EventKind, FileModel, Loop, StepVia
 from torchlint.analysis.clearing import clears
 from torchlint.analysis.exprs import code_of
 from torchlint.diagnostic import Fix
@@ -76,7 +76,7 @@ hands on to calls of its own file's imports is unknown.
     def check(self, model: FileModel) -> Iterator[Finding]:
         for loop in model.loops:
             # Gradients that land in `.grad` (not returned by autograd.grad, not kept in a dist_autograd context)
-            steps = [s for s in loop.of(EventKind.STEP) if s.flavor != "context"]
+            steps = [s for s in loop.of(EventKind.STEP) if s.variant is not StepVia.DIST_CONTEXT]
             if not steps or not loop.backwards_into_grad():
                 continue
             zero_grads = loop.of(EventKind.ZERO_GRAD)

@@ -11,11 +11,12 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop
+from torchlint.analysis.events import SELF_SCALING_BACKWARDS
 from torchlint.analysis.clearing import wipes_window
 from torchlint.analysis.semantics import (
     ACCUMULATION_NAME, DECOUPLED_DECAY_OPTIMIZERS, GRAD_RESCALING_METHODS, GRAD_RESCALING_TEXT, SCALE_INVARIANT_OPTIMIZERS,
-    SELF_SCALING_BACKWARDS, SETTINGS_HOLDERS, gradients_go_to,
+    SETTINGS_HOLDERS,
 )
 from torchlint.analysis.exprs import dotted, code_of, keyword, modulo_divisor, names_in
 from torchlint.source.walk import walk
@@ -181,7 +182,7 @@ def _lightning_hooks(model: FileModel) -> Iterator[Finding]:
         if k is None or any(wipes_window(model, step_loop, s) for s in steps):
             continue  # the window is cleared before its step (TL006): nothing accumulates to divide
         for b in scope.events:
-            if (b.kind is not EventKind.BACKWARD or b.flavor != "lightning" or b.loops or b.guards
+            if (b.kind is not EventKind.BACKWARD or b.variant is not BackwardVia.LIGHTNING or b.loops or b.guards
                     or b.scope is not scope.node):
                 continue
             if _divided(model, scope, b.value, k, None, b):
@@ -191,7 +192,6 @@ def _lightning_hooks(model: FileModel) -> Iterator[Finding]:
                                   " (Lightning does not divide a manually back-propagated loss)"),
                 _fix_call(b, k),
             )
-
 
 
 def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Event], clips: list[Event]) -> bool:
@@ -216,8 +216,6 @@ def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Even
     return True
 
 
-
-
 def _grads_rescaled(node: cst.CSTNode) -> bool:
     for n in walk(node):
         if type(n) is cst.Call:
@@ -238,9 +236,9 @@ def _self_scaling(model: FileModel, b: Event) -> bool:
     configured steps). Accelerate's does when its Accelerator was built with `gradient_accumulation_steps`; one
     built here without it divides by 1, so the user must divide; one built elsewhere is not known (silent).
     Fabric's `backward` never divides."""
-    if b.flavor not in SELF_SCALING_BACKWARDS:
+    if b.variant not in SELF_SCALING_BACKWARDS:
         return False
-    if b.flavor != "accelerator" or type(b.node) is not cst.Call or type(b.node.func) is not cst.Attribute:
+    if b.variant is not BackwardVia.ACCELERATOR or type(b.node) is not cst.Call or type(b.node.func) is not cst.Attribute:
         return True
     receiver = dotted(b.node.func.value) or ""
     known = model.symbols.backward_divides
@@ -266,7 +264,7 @@ def _micro_batch_loop(model: FileModel, inner: Loop) -> Iterator[Finding]:
     for b in inner.of(EventKind.BACKWARD):
         if (b.scope is scope.node and b.loops[-1] is node and not _self_scaling(model, b)
                 and "accumulate" not in b.contexts and "no_grad" not in b.contexts
-                and not b.guards_within(node) and gradients_go_to(b.flavor) == "grad"):
+                and not b.guards_within(node) and b.variant.into_grad):
             backwards.append(b)
             depth = b.loops.index(node)
     if not backwards or inner.of(EventKind.STEP, EventKind.ZERO_GRAD):
@@ -348,7 +346,7 @@ def _counter_divisor(loop: Loop, guard) -> cst.BaseExpression | None:
         if counter is None or type(k) is cst.Integer and k.value in ("0", "1"):
             continue
         counts = counter in _counters(loop, unguarded_only=False, guard=guard)
-        resets = any(e.target == counter and e.flavor == "=" and type(e.value) is cst.Integer
+        resets = any(e.target == counter and e.variant is AssignForm.PLAIN and type(e.value) is cst.Integer
                      and e.value.value == "0" and guard in e.guards for e in loop.of(EventKind.ASSIGN))
         if counts and resets:
             return k
@@ -369,7 +367,7 @@ def _counters(loop: Loop, unguarded_only: bool = True, guard=None) -> set[str]:
     enclosing = loop.events[0].loops[:loop.events[0].loops.index(loop.node) + 1] if loop.events else (loop.node,)
     out = set()
     for e in loop.scope.events:
-        if e.kind is not EventKind.ASSIGN or e.flavor != "+=" or not e.target or e.scope is not loop.scope.node:
+        if e.kind is not EventKind.ASSIGN or e.variant is not AssignForm.ADD or not e.target or e.scope is not loop.scope.node:
             continue
         if not e.loops or not (e.loops[-1] in enclosing or guard is not None and loop.node in e.loops):
             continue
@@ -429,9 +427,9 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
     for e in defs:
         if e.value is None:
             continue
-        if e.flavor == "/=" and divisor_matches(e.value):
+        if e.variant is AssignForm.DIV and divisor_matches(e.value):
             return True
-        if e.flavor == "*=" or e.flavor == "=" and _multiplies_itself(e.target or "", e.value):
+        if e.variant is AssignForm.MUL or e.variant is AssignForm.PLAIN and _multiplies_itself(e.target or "", e.value):
             # `loss *= world_size` (undoing DDP's averaging), `loss = loss * scale`: the author manages the
             # loss's scale by hand (a sum over samples is meant to add up): not known to be a mean
             return True
@@ -487,13 +485,13 @@ def _fix_call(b: Event, k: cst.BaseExpression) -> Fix | None:
         )
 
     message = f"divide the loss by `{code_of(k)}`"
-    if b.flavor == "tensor" and type(call.func) is cst.Attribute:
+    if b.variant is BackwardVia.TENSOR and type(call.func) is cst.Attribute:
         new_recv = divided(call.func.value).with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         return Fix("unsafe", message, ((call.func.value, new_recv),))
-    if b.flavor == "scaler" and type(call.func) is cst.Attribute and type(call.func.value) is cst.Call:
+    if b.variant is BackwardVia.SCALER and type(call.func) is cst.Attribute and type(call.func.value) is cst.Call:
         arg = call.func.value.args[0]
         return Fix("unsafe", message, ((arg.value, divided(arg.value)),))
-    if b.flavor in ("lightning", "autograd", "optimizer", "accelerator") and call.args:
+    if b.variant in (BackwardVia.LIGHTNING, BackwardVia.AUTOGRAD, BackwardVia.OPTIMIZER, BackwardVia.ACCELERATOR) and call.args:
         arg = call.args[0]
         return Fix("unsafe", message, ((arg.value, divided(arg.value)),))
     return None

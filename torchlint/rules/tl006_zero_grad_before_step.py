@@ -11,7 +11,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis import Event, EventKind, FileModel, Loop, ZeroGradOf
 from torchlint.analysis.clearing import clears, cleared_between, cleared_early
 from torchlint.analysis.exprs import code_of, names_in, modulo_divisor
 from torchlint.diagnostic import Fix
@@ -88,7 +88,7 @@ that clears, called on exclusive branches (every iteration without accumulation,
             if not steps or not loop.of(EventKind.BACKWARD):
                 continue
             for z in loop.of(EventKind.ZERO_GRAD):
-                if z.flavor == "param":
+                if z.variant is ZeroGradOf.PARAM:
                     continue
                 found = _between(model, loop, z, steps)
                 if found is None and loop.node is not None:  # (a training_step has no loop of its own to count)
@@ -129,7 +129,7 @@ def _every_micro_step(model: FileModel, loop: Loop, z: Event, steps: list[Event]
             continue
         if loop.scope.exclusive(z, step):
             continue  # `if not accumulating: take_step() else: ... take_step()`: never in one pass
-        if "accumulate" in z.contexts and z.flavor == "model":
+        if "accumulate" in z.contexts and z.variant is ZeroGradOf.MODEL:
             return step, ("runs on every micro-step inside `accelerator.accumulate`: the model's gradients are "
                           "cleared before they are accumulated; use the prepared optimizer's zero_grad()")
         if loop.gated_with(step):
@@ -153,7 +153,7 @@ def _fix(loop: Loop, z: Event, step: Event) -> Fix | None:
     anchor = loop.after_step(step)
     if not movable(z.stmt) or not movable(anchor.stmt) or z.stmt is anchor.stmt:
         return None
-    if "accumulate" in z.contexts and z.flavor == "model" and step.target:
+    if "accumulate" in z.contexts and z.variant is ZeroGradOf.MODEL and step.target:
         new = z.stmt.with_changes(body=[cst.Expr(expression(f"{step.target}.zero_grad()"))])
         if z.seq > anchor.seq:
             return Fix("unsafe", f"call `{step.target}.zero_grad()` instead", ((z.stmt, new),))

@@ -11,7 +11,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
+from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.semantics import DISPLAY, DISPLAY_METHOD, NUMERIC_MODULES, READING_CALLS
 from torchlint.analysis.exprs import code_of, dotted, names_in, positional_params
 from torchlint.source.walk import walk
@@ -102,9 +102,9 @@ literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest v
             for e in loop.events:
                 if e.scope is not scope.node or e.target is None or e.value is None or e.target in reported:
                     continue
-                if not (e.accumulates or e.kind is EventKind.APPEND or e.flavor == "item="):
+                if not (e.accumulates or e.kind is EventKind.APPEND or e.variant is AssignForm.ITEM):
                     continue
-                if e.flavor == "item=" and not e.accumulates and _same_key(e):
+                if e.variant is AssignForm.ITEM and not e.accumulates and _same_key(e):
                     continue  # `loss_dict["d"] = d_loss`: each iteration replaces the last one's value
                 if "no_grad" in e.contexts or e.target in backprop:
                     continue
@@ -224,7 +224,7 @@ def _module_constant(model: FileModel, name: str) -> int | None:
     """`STEPS = 20` at module level, never bound to anything else there."""
     module = model.scopes[0]
     defs = module.assignments(name)
-    if not defs or not all(d.flavor == "=" and type(d.value) is cst.Integer for d in defs):
+    if not defs or not all(d.variant is AssignForm.PLAIN and type(d.value) is cst.Integer for d in defs):
         return None
     values = {int(d.value.evaluated_value) for d in defs}  # type: ignore[union-attr]
     return values.pop() if len(values) == 1 else None
@@ -436,7 +436,7 @@ def _scalar(scope: Scope, value: cst.BaseExpression) -> bool:
     works on it (backward without a gradient argument raises on anything else)."""
     name = dotted(value)
     return name is not None and any(
-        b.flavor == "tensor" and dotted(b.value) == name and type(b.node) is cst.Call and not b.node.args
+        b.variant is BackwardVia.TENSOR and dotted(b.value) == name and type(b.node) is cst.Call and not b.node.args
         for b in scope.own_backwards()
     )
 

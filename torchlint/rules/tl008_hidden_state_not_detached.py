@@ -11,7 +11,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis import Event, EventKind, FileModel, Loop, Scope
+from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.semantics import STATE_RESETS
 from torchlint.analysis.exprs import code_of, dotted
@@ -19,6 +19,9 @@ from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_before
 from torchlint.rules.base import Finding, Rule
 from torchlint.verify.signs import Sign
+
+# The assignments that bind the state anew: `h = v`, `out, h = model(x, h)`.
+_REBINDING = (AssignForm.PLAIN, AssignForm.UNPACK_FIRST, AssignForm.UNPACK)
 
 
 class HiddenStateNotDetached(Rule):
@@ -89,7 +92,7 @@ alone.
                 continue
             scope = loop.scope
             for e in loop.of(EventKind.ASSIGN):
-                if e.scope is not scope.node or e.flavor not in ("tuple0", "tuple", "=") or e.target is None:
+                if e.scope is not scope.node or e.variant not in _REBINDING or e.target is None:
                     continue
                 call = e.value
                 if type(call) is not cst.Call or not _feeds_back(call, e.target) or _detaching(call):
@@ -120,7 +123,7 @@ def _module_state(model: FileModel) -> Iterator[Finding]:
             continue
         for e in scope.events:
             if (e.kind is not EventKind.ASSIGN or e.scope is not scope.node or e.loops
-                    or e.flavor not in ("tuple0", "tuple", "=") or not (e.target or "").startswith("self.")):
+                    or e.variant not in _REBINDING or not (e.target or "").startswith("self.")):
                 continue
             call, state = e.value, e.target or ""
             if type(call) is not cst.Call or not _feeds_back(call, state) or _detaching(call):
@@ -179,7 +182,7 @@ def _forward_output(model: FileModel, scope: Scope, e: Event) -> bool:
     kind = model.kinds.of_def(e, scope)
     if kind is VKind.GRAPH:
         return True
-    return (kind is VKind.UNKNOWN and e.flavor in ("tuple0", "tuple") and e.value is not None
+    return (kind is VKind.UNKNOWN and e.variant in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK) and e.value is not None
             and model.kinds.of(e.value, scope, e) is VKind.GRAPH)
 
 
@@ -191,7 +194,7 @@ def _released(model: FileModel, scope: Scope, loop: Loop, state: str) -> bool:
             continue
         if e.kind is EventKind.RESET:
             return True
-        if e.kind is EventKind.ASSIGN and e.value is not None and e.flavor in ("=", "tuple0", "tuple"):
+        if e.kind is EventKind.ASSIGN and e.value is not None and e.variant in _REBINDING:
             if _detaching(e.value) or model.kinds.of_def(e, scope).graph_free:
                 return True
     return False

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import code_of
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, insert_after, insert_before, movable
@@ -67,7 +67,7 @@ the other (an AMP run, then a plain run).
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         for loop in model.loops:
-            scaled = [b for b in loop.of(EventKind.BACKWARD) if b.flavor == "scaler"]
+            scaled = [b for b in loop.of(EventKind.BACKWARD) if b.variant is BackwardVia.SCALER]
             if not scaled:
                 continue
             scaler = scaled[0].via or "scaler"
@@ -103,7 +103,7 @@ def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Find
 
 def _clip_before_unscale(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Finding]:
     for clip in loop.of(EventKind.CLIP):
-        if clip.flavor == "accelerator" or clip.loops[-1] is not loop.node:
+        if clip.variant is ClipVia.ACCELERATOR or clip.loops[-1] is not loop.node:
             continue
         before = [b for b in scaled if _serves(loop, b, clip)]
         if not before:
