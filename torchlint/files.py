@@ -12,6 +12,7 @@ from typing import Callable, Iterator
 import pathspec
 
 from torchlint.config import Config
+from torchlint.source.lines import split_lines
 
 
 SOURCE_SUFFIXES = (".py", ".ipynb")
@@ -79,7 +80,7 @@ def _gitignore_specs(directory: Path) -> list[tuple[Path, pathspec.PathSpec]]:
 def _load_gitignore(directory: Path) -> pathspec.PathSpec | None:
     path = directory / ".gitignore"
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = split_lines(path.read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return None
     return pathspec.GitIgnoreSpec.from_lines(lines)

@@ -19,7 +19,7 @@ from torchlint.source import pyast
 from torchlint.codes import SYNTAX_ERROR
 from torchlint.diagnostic import Diagnostic, FixInfo
 from torchlint.engine import fix_source, lint_source
-from torchlint.source.lines import split_lines
+from torchlint.source.lines import carry_over, split_lines
 from torchlint.rules import Rule
 
 NOTEBOOK_ERROR = "TL900"
@@ -125,7 +125,7 @@ def join(nb: dict) -> Joined:
         magics: list[str] = []
         continued = None  # the indent of a magic line ending in a backslash: the next line continues it
         code_state = _LineState()  # open brackets, strings and continuations of the Python lines so far
-        for raw in src.splitlines():
+        for raw in split_lines(src):
             if continued is not None or (code_state.at_statement_start() and _MAGIC_LINE.match(raw)):
                 indent = continued if continued is not None else raw[: len(raw) - len(raw.lstrip())]
                 out_lines.append(indent + _PLACEHOLDER.format(n=magic_number + len(magics)))
@@ -226,25 +226,42 @@ def fix_notebook(text: str, path: str, rules: Sequence[type[Rule]], unsafe: bool
 
 
 def _set_source(cell: dict, code: str) -> None:
-    """A cell's new code, stored the way the cell stored it: a list of lines (Jupyter's layout) or one string."""
+    """A cell's new code, stored the way the cell stored it: a list of lines (Jupyter's layout) or one string.
+    The list is cut where nbformat cuts it (`str.splitlines`), so the file is laid out as Jupyter writes it; the
+    pieces are joined again before anything counts lines."""
     cell["source"] = code.splitlines(keepends=True) if isinstance(cell.get("source"), list) else code
 
 
 def _split(fixed: str, joined: Joined, nb: dict) -> dict[int, str] | None:
-    """The fixed module cut back into cells at the markers, magic lines put back, and each cell's last
-    newline as it was (Jupyter stores sources without one)."""
-    marks = list(_MARKER_RE.finditer(fixed))
-    if [int(m.group(1)) for m in marks] != [c.index for c in joined.cells]:
+    """The fixed module cut back into cells at the markers, magic lines put back; the lines a fix did not touch
+    are the cell's own (its line breaks, CRLF included), the lines it added end as the cell's lines do, and each
+    cell's last line break is as it was (Jupyter stores sources without one)."""
+    fixed_cells, joined_cells = _cut(fixed, joined), _cut(joined.text, joined)
+    if fixed_cells is None or joined_cells is None:
         return None
     out: dict[int, str] = {}
-    all_magics = [m for c in joined.cells for m in c.magics]
-    for i, (mark, cell) in enumerate(zip(marks, joined.cells)):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(fixed)
-        code = fixed[mark.end() : end]
-        code = _PLACEHOLDER_RE.sub(lambda m: all_magics[int(m.group(2))], code)
-        if not _source(nb["cells"][cell.index]).endswith("\n") and code.endswith("\n"):
-            code = code[:-1]
+    for cell in joined.cells:
+        source = _source(nb["cells"][cell.index])
+        code = carry_over(source, joined_cells[cell.index], fixed_cells[cell.index])
+        if not source.endswith(("\n", "\r")):
+            code = _LAST_BREAK.sub("", code)
         out[cell.index] = code
+    return out
+
+
+_LAST_BREAK = re.compile(r"(\r\n|\r|\n)\Z")
+
+
+def _cut(module: str, joined: Joined) -> dict[int, str] | None:
+    """Each cell's code in a joined module (this one, or one fixed from it), magic lines put back."""
+    marks = list(_MARKER_RE.finditer(module))
+    if [int(m.group(1)) for m in marks] != [c.index for c in joined.cells]:
+        return None
+    all_magics = [m for c in joined.cells for m in c.magics]
+    out: dict[int, str] = {}
+    for i, (mark, cell) in enumerate(zip(marks, joined.cells)):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(module)
+        out[cell.index] = _PLACEHOLDER_RE.sub(lambda m: all_magics[int(m.group(2))], module[mark.end() : end])
     return out
 
 
