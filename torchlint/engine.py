@@ -9,7 +9,7 @@ from typing import Sequence
 import libcst as cst
 
 from torchlint.source import pyast
-from torchlint.source.lines import split_lines
+from torchlint.source.lines import carry_over, split_lines
 from torchlint.codes import FIX_ERROR, INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR  # noqa: F401
 from torchlint.diagnostic import Diagnostic, Fix, FixInfo
 from torchlint.analysis.project import Project
@@ -132,7 +132,9 @@ def fix_source(
             taken.extend(ranges)
         if not chosen:
             break
-        new_text = apply_fixes(analysis.module, chosen).code
+        # Only the lines the fixes changed are new: libcst writes some characters of the others differently (a
+        # form feed before a statement is dropped).
+        new_text = carry_over(text, analysis.module.code, apply_fixes(analysis.module, chosen).code)
         if new_text == text:
             break
         text, analysis = new_text, None
