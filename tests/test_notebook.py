@@ -178,3 +178,22 @@ def test_a_crlf_cell_stays_crlf_after_a_fix(tmp_path, run_cli):
     assert r.returncode == 0, r.stdout + r.stderr
     source = json.loads(path.read_text(encoding="utf-8"))["cells"][3]["source"]
     assert "".join(source) == "".join(cell[:-1]) + "    optimizer.step()\r\n    optimizer.zero_grad()"
+
+
+@pytest.mark.parametrize("cells, why", [
+    ([None], "cell 1 is not a JSON object"),
+    ([{"cell_type": "code", "source": ["x = 1\n", 2]}], "cell 1's source is not text"),
+    ([{"cell_type": "code", "source": None}], "cell 1's source is not text"),
+    ([{"cell_type": "code", "source": {"a": 1}}], "cell 1's source is not text"),
+])
+def test_a_malformed_cell_is_one_tl900_and_the_run_goes_on(tmp_path, run_cli, cells, why):
+    """A `null` cell or a number among a cell's source lines crashed the whole run with a traceback."""
+    (tmp_path / "bad.ipynb").write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4}), encoding="utf-8")
+    (tmp_path / "good.ipynb").write_text(notebook([SETUP, TRAIN]), encoding="utf-8")
+    for mode in ((), ("--fix", "--unsafe-fixes"), ("--diff",), ("--add-noqa",)):
+        r = run_cli("-q", "--no-cache", *mode, "bad.ipynb", "good.ipynb", cwd=tmp_path)
+        assert "Traceback" not in r.stderr, (mode, r.stderr)
+        if mode in ((), ("--fix", "--unsafe-fixes")):
+            assert r.stdout.startswith(f"bad.ipynb:1:1: TL900 not a valid notebook ({why})"), (mode, r.stdout)
+        if not mode:
+            assert "good.ipynb:cell 4:5:5: TL004" in r.stdout

@@ -62,12 +62,18 @@ def load(text: str) -> dict:
         raise NotebookError(f"not a valid notebook (JSON error: {exc})") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise NotebookError("not a valid notebook (no cell list)")
+    for number, cell in enumerate(nb["cells"], start=1):
+        if not isinstance(cell, dict):
+            raise NotebookError(f"not a valid notebook (cell {number} is not a JSON object)")
+        src = cell.get("source", "")
+        if not isinstance(src, str) and not (isinstance(src, list) and all(isinstance(s, str) for s in src)):
+            raise NotebookError(f"not a valid notebook (cell {number}'s source is not text)")
     return nb
 
 
 def _source(cell: dict) -> str:
     src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else str(src)
+    return "".join(src) if isinstance(src, list) else src
 
 
 class _LineState:
