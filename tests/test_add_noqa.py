@@ -94,3 +94,24 @@ def test_lines_ending_inside_a_string_or_continued_are_left_alone():
     new, changed = add_noqa(text, {1: {"TL007"}, 3: {"TL004"}, 5: {"TL001"}})
     assert changed == 1
     assert new == "x = f('''a\nb''')\ny = 1 + \\\n    2\nz = 3  # noqa: TL001\n"
+
+
+def test_a_crlf_notebook_gets_the_comments(tmp_path, run_cli):
+    """A notebook checked out with git's autocrlf (CRLF between the JSON lines) got "Added 0", exit 0."""
+    path = tmp_path / "train.ipynb"
+    path.write_bytes(notebook([SETUP, TRAIN]).replace("\n", "\r\n").encode("utf-8"))
+    r = run_cli("--isolated", "--no-cache", "--add-noqa", "train.ipynb", cwd=tmp_path)
+    assert (r.returncode, r.stderr.strip()) == (0, "Added 1 noqa directive.")
+    expected = notebook([SETUP, TRAIN[:-1] + ["    optimizer.step()  # noqa: TL004"]])
+    assert path.read_bytes() == expected.replace("\n", "\r\n").encode("utf-8")
+
+
+def test_a_notebook_that_cannot_be_written_as_it_was_is_an_error(tmp_path, run_cli):
+    """A notebook laid out unlike Jupyter (indent 3) cannot be rewritten byte for byte: it was "Added 0", exit 0."""
+    path = tmp_path / "odd.ipynb"
+    path.write_text(notebook([SETUP, TRAIN], indent=3), encoding="utf-8")
+    before = path.read_bytes()
+    r = run_cli("--isolated", "--no-cache", "--add-noqa", "odd.ipynb", cwd=tmp_path)
+    assert r.returncode == 2 and path.read_bytes() == before
+    assert "torchlint: error: odd.ipynb: notebook not rewritten: its JSON formatting could not be reproduced" \
+        in r.stderr.splitlines()

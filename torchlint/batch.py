@@ -166,10 +166,13 @@ def _add_noqa(job: Job, path: Path, data: bytes, text: str, encoding: str, rules
               project=None) -> Outcome:
     from torchlint.add_noqa import add_noqa, codes_by_line
     from torchlint.engine import lint_source
-    from torchlint.notebook import add_noqa_notebook
+    from torchlint.notebook import NotebookError, add_noqa_notebook
 
     if notebook:
-        new_text, changed = add_noqa_notebook(text, job.path, rules, project)
+        try:
+            new_text, changed = add_noqa_notebook(text, job.path, rules, project)
+        except NotebookError as exc:  # findings it cannot accept: never a quiet "Added 0"
+            return Outcome(job.path, (), error=f"{job.path}: {exc}")
     else:
         new_text, changed = add_noqa(text, codes_by_line(lint_source(text, job.path, rules, project=project)))
     if changed:

@@ -282,35 +282,33 @@ _STYLES = [
 ]
 
 
-def _json_style(nb: dict, text: str) -> tuple[dict, str] | None:
-    """The json.dumps settings (and trailing text) that reproduce `text` exactly, if any."""
+def _json_style(nb: dict, text: str) -> tuple[dict, str, str] | None:
+    """The json.dumps settings, trailing text and line break that reproduce `text` exactly, if any (CRLF: a
+    notebook checked out with git's autocrlf; json.dumps writes no line break inside a string)."""
+    newline = "\r\n" if "\r\n" in text else "\n"
+    plain = text.replace("\r\n", "\n") if newline != "\n" else text
     for style in _STYLES:
         dumped = json.dumps(nb, **style)
-        if text == dumped:
-            return style, ""
-        if text == dumped + "\n":
-            return style, "\n"
+        if plain == dumped:
+            return style, "", newline
+        if plain == dumped + "\n":
+            return style, "\n", newline
     return None
 
 
-def _dump(nb: dict, style: tuple[dict, str]) -> str:
-    settings, tail = style
-    return json.dumps(nb, **settings) + tail
+def _dump(nb: dict, style: tuple[dict, str, str]) -> str:
+    settings, tail, newline = style
+    text = json.dumps(nb, **settings) + tail
+    return text.replace("\n", newline) if newline != "\n" else text
 
 
 def add_noqa_notebook(text: str, path: str, rules: Sequence[type[Rule]], project=None) -> tuple[str, int]:
     """`--add-noqa` in a notebook: the comments go into the cells' lines, the JSON layout kept as `--fix`
-    keeps it. Returns the new text and how many lines changed (0 and the text itself when the notebook cannot
-    be rewritten exactly)."""
+    keeps it. Returns the new text and how many lines changed; NotebookError when there are findings to accept
+    and the notebook cannot be read, or cannot be rewritten exactly."""
     from torchlint.add_noqa import add_noqa, codes_by_line
 
-    try:
-        nb = load(text)
-    except NotebookError:
-        return text, 0
-    style = _json_style(nb, text)
-    if style is None:
-        return text, 0
+    nb = load(text)
     by_cell: dict[int, list[Diagnostic]] = {}
     for d in lint_notebook(text, path, rules, project):
         if d.cell is not None:
@@ -322,4 +320,9 @@ def add_noqa_notebook(text: str, path: str, rules: Sequence[type[Rule]], project
         if count:
             changed += count
             _set_source(cell, code)
-    return (_dump(nb, style), changed) if changed else (text, 0)
+    if not changed:
+        return text, 0
+    style = _json_style(load(text), text)
+    if style is None:
+        raise NotebookError("notebook not rewritten: its JSON formatting could not be reproduced")
+    return _dump(nb, style), changed
