@@ -258,8 +258,8 @@ def _split(fixed: str, joined: Joined, nb: dict) -> dict[int, str] | None:
 _LAST_BREAK = re.compile(r"(\r\n|\r|\n)\Z")
 
 
-def _cut(module: str, joined: Joined) -> dict[int, str] | None:
-    """Each cell's code in a joined module (this one, or one fixed from it), magic lines put back."""
+def _cut(module: str, joined: Joined, magics: bool = True) -> dict[int, str] | None:
+    """Each cell's code in a joined module (this one, or one fixed from it), magic lines put back (`magics`)."""
     marks = list(_MARKER_RE.finditer(module))
     if [int(m.group(1)) for m in marks] != [c.index for c in joined.cells]:
         return None
@@ -267,7 +267,8 @@ def _cut(module: str, joined: Joined) -> dict[int, str] | None:
     out: dict[int, str] = {}
     for i, (mark, cell) in enumerate(zip(marks, joined.cells)):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(module)
-        out[cell.index] = _PLACEHOLDER_RE.sub(lambda m: all_magics[int(m.group(2))], module[mark.end() : end])
+        code = module[mark.end() : end]
+        out[cell.index] = _PLACEHOLDER_RE.sub(lambda m: all_magics[int(m.group(2))], code) if magics else code
     return out
 
 
@@ -309,6 +310,8 @@ def add_noqa_notebook(text: str, path: str, rules: Sequence[type[Rule]], project
     from torchlint.add_noqa import add_noqa, codes_by_line
 
     nb = load(text)
+    joined = join(nb)
+    python = _cut(joined.text, joined, magics=False) or {}  # what the tokenizer reads of each cell
     by_cell: dict[int, list[Diagnostic]] = {}
     for d in lint_notebook(text, path, rules, project):
         if d.cell is not None:
@@ -316,7 +319,7 @@ def add_noqa_notebook(text: str, path: str, rules: Sequence[type[Rule]], project
     changed = 0
     for number, diags in by_cell.items():
         cell = nb["cells"][number - 1]
-        code, count = add_noqa(_source(cell), codes_by_line(diags))
+        code, count = add_noqa(_source(cell), codes_by_line(diags), python.get(number - 1))
         if count:
             changed += count
             _set_source(cell, code)
