@@ -69,7 +69,7 @@ class Config:
         for pattern, pcodes in self.per_file_ignores.items():
             if (rel is not None and fnmatch.fnmatch(rel, pattern)) or fnmatch.fnmatch(path.name, pattern):
                 ignored += pcodes
-        return [c for c in codes if not any(c.startswith(i) for i in ignored)]
+        return [c for c in codes if not _matches(c, ignored)]
 
 
 def _matches(code: str, prefixes: tuple[str, ...]) -> bool:
