@@ -103,13 +103,11 @@ _PROJECTS: dict[tuple[str, str, bool], object] = {}  # per process: a project's 
 def cached_project(path: str):
     """For front ends that check one file at a time (flake8, the language server): the file's project, reading
     only the exports the command already cached (`.torchlint_cache/` at the configuration's root, or the current
-    directory); None when there is no cache, and the file is checked alone."""
+    directory); None when there is no cache, and the file is checked alone. ConfigError when a configuration on
+    the way up cannot be read."""
     from torchlint.config import find_pyproject
 
-    try:
-        found = find_pyproject(Path(path))
-    except OSError:
-        return None
+    found = find_pyproject(Path(path))
     root = found.parent.resolve() if found is not None else Path.cwd().resolve()
     directory = cache_folder(root)
     return _project(root, directory, cached_only=True) if directory and (directory / "exports").is_dir() else None
