@@ -27,6 +27,7 @@ class Job:
     with_edits: bool = False
     timeout: float = 0.0  # seconds per file; 0: none
     project: str | None = None  # the project root: calls into its other files are followed (analysis.project)
+    data: bytes | None = None  # the file's bytes, read by the command (standard input, a FIFO); never cached
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def lost(path: str, timeout: float, crash: str | None = None) -> Diagnostic:
 def _process(job: Job, cache: "Cache | None") -> Outcome:
     path = Path(job.path)
     try:
-        data = path.read_bytes()
+        data = path.read_bytes() if job.data is None else job.data
     except OSError as exc:
         return Outcome(job.path, (Diagnostic(job.path, 1, 1, 1, 1, READ_ERROR, f"cannot read file: {exc.strerror or exc}"),))
     key, hit = _lookup(job, cache, data)
@@ -243,7 +244,7 @@ def run(jobs: Sequence[Job], n_jobs: int = 0, cache_root: Path | None = None) ->
 
 def _cached(job: Job, cache: "Cache") -> Outcome | None:
     """The cache's answer for a file, or None (not cached, changed, unreadable: the worker will say)."""
-    if job.mode != "check":
+    if job.mode != "check" or job.data is not None:
         return None
     try:
         data = Path(job.path).read_bytes()
@@ -254,6 +255,6 @@ def _cached(job: Job, cache: "Cache") -> Outcome | None:
 
 def _lookup(job: Job, cache: "Cache | None", data: bytes) -> tuple[str | None, Outcome | None]:
     """The file's cache key (None when this job is not cached) and the cache's answer for it, if any."""
-    key = cache.key(data, job) if cache is not None and job.mode == "check" else None
+    key = cache.key(data, job) if cache is not None and job.mode == "check" and job.data is None else None
     hit = cache.get(key, job.path, job.project) if key is not None else None
     return key, (Outcome(job.path, hit, cached=True) if hit is not None else None)
