@@ -102,3 +102,22 @@ def test_fix_of_a_fifo_is_refused(tmp_path, run_cli):
 def test_json_of_standard_input(tmp_path, run_cli):
     r = run_cli("--isolated", "--format", "json", "--stdin-filename", "a.py", cwd=tmp_path, input=BUGGY)
     assert [(d["path"], d["line"], d["code"]) for d in json.loads(r.stdout)] == [("a.py", 4, "TL004")]
+
+
+def test_format_full_shows_the_lines_read_and_never_reads_a_stream_again(tmp_path, run_cli):
+    """`--format full` read each file again for its lines: a FIFO a second time (waiting for a writer that never
+    comes), standard input not at all, and a --stdin-filename on disk showed that file's lines."""
+    (tmp_path / "shown.py").write_text("# not what was checked\n" * 5)
+    r = run_cli("--isolated", "--format", "full", "--stdin-filename", "shown.py", cwd=tmp_path, input=BUGGY)
+    assert "4 |     optimizer.step()" in r.stdout, r.stdout
+    fifo = tmp_path / "train.py"
+    os.mkfifo(fifo)
+
+    def feed():
+        with open(fifo, "w") as fh:
+            fh.write(BUGGY)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    r = run_cli("--isolated", "--no-cache", "--format", "full", "train.py", cwd=tmp_path)
+    assert "4 |     optimizer.step()" in r.stdout, r.stdout

@@ -284,7 +284,8 @@ def _check(args: argparse.Namespace) -> int:
     if args.format == "full" and not args.statistics:
         # colour only on a terminal: never in a report file
         report = render_full(diags, cfg.unsafe_fixes, cfg.docs_url,
-                             color=False if args.output_file is not None else None)
+                             color=False if args.output_file is not None else None,
+                             given={str(path): data for path, data in given.items()})
     else:
         render = render_statistics if args.statistics else FORMATS[args.format]
         report = render(diags, cfg.unsafe_fixes, cfg.docs_url)
@@ -323,7 +324,10 @@ def _fix_stdin(args: argparse.Namespace, cfg: Config, job: Job, data: bytes) -> 
     sys.stdout.buffer.flush()
     diags = sorted((d for d in outcome.diags if not d.code.startswith("TL9") or _enabled_meta(d.code, cfg)),
                    key=Diagnostic.sort_key)
-    sys.stderr.write(FORMATS[args.format](diags, cfg.unsafe_fixes, cfg.docs_url))
+    if args.format == "full":
+        sys.stderr.write(render_full(diags, cfg.unsafe_fixes, cfg.docs_url, color=False, given={job.path: data}))
+    else:
+        sys.stderr.write(FORMATS[args.format](diags, cfg.unsafe_fixes, cfg.docs_url))
     if not args.quiet:
         _summary(diags, outcome.applied, 1, cfg.unsafe_fixes, True, out=sys.stderr)
     return EXIT_OK if args.exit_zero or not diags else EXIT_FINDINGS
