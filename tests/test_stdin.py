@@ -121,3 +121,23 @@ def test_format_full_shows_the_lines_read_and_never_reads_a_stream_again(tmp_pat
     writer.start()
     r = run_cli("--isolated", "--no-cache", "--format", "full", "train.py", cwd=tmp_path)
     assert "4 |     optimizer.step()" in r.stdout, r.stdout
+
+
+def test_a_plain_check_of_standard_input_reports_what_fix_would_fix(tmp_path, run_cli):
+    r = run_cli("--isolated", "-q", "-", cwd=tmp_path, input=FIXABLE)
+    assert r.returncode == 1 and r.stdout.startswith("-:7:5: TL007 [*]"), r.stdout
+
+
+def test_a_regular_file_under_dev_is_fixed_as_any_file(run_cli, tmp_path):
+    folder = "/dev/shm"
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    path = os.path.join(folder, f"torchlint-test-{os.getpid()}.py")
+    try:
+        with open(path, "w") as fh:
+            fh.write(FIXABLE)
+        r = run_cli("--isolated", "--no-cache", "--fix", path, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert open(path).read() == FIXABLE.replace("+= loss", "+= loss.item()")
+    finally:
+        os.unlink(path)

@@ -230,9 +230,12 @@ def _check(args: argparse.Namespace) -> int:
     if args.add_noqa and (args.fix or args.diff):
         raise ConfigError("--add-noqa cannot be combined with --fix or --diff")
     stdin = STDIN in paths
-    if stdin and (args.add_noqa or args.verify or (args.fix and not args.diff and len(set(paths)) > 1)):
-        raise ConfigError("standard input (-) cannot take --add-noqa or --verify; --fix writes its fixed source to "
-                          "stdout, so it is the only path")
+    if stdin and args.add_noqa:
+        raise ConfigError("--add-noqa cannot write to standard input (-)")
+    if stdin and args.verify:
+        raise ConfigError("--verify runs a script file, not standard input (-)")
+    if stdin and args.fix and not args.diff and len(set(paths)) > 1:
+        raise ConfigError("--fix of standard input (-) writes the fixed source to stdout: give no other path")
     files = list(discover([p for p in paths if p != STDIN], cfg,
                           lambda message: print(f"torchlint: warning: {message}", file=sys.stderr)))
     given = _read_streams(args, files)
@@ -244,7 +247,8 @@ def _check(args: argparse.Namespace) -> int:
         if not args.fix or args.diff:
             raise ConfigError("--verify goes with --fix (and not --diff)")
         return _fix_verify(args, cfg, files)
-    mode = "noqa" if args.add_noqa else "diff" if args.diff or stdin else "fix" if args.fix else "check"
+    # --fix of standard input is a diff job: the fixed text comes back, and is written to stdout (_fix_stdin)
+    mode = "noqa" if args.add_noqa else "diff" if args.diff or (stdin and args.fix) else "fix" if args.fix else "check"
     jobs = [
         Job(str(path), tuple(cfg.codes_for(path)), mode, cfg.unsafe_fixes, args.format in ("json", "sarif"),
             args.file_timeout, None if args.no_project else str(cfg.root), given.get(path))
@@ -311,7 +315,7 @@ def _read_streams(args: argparse.Namespace, files: list[Path]) -> dict[Path, byt
         if read_here(path):
             if (args.fix and not args.diff) or args.add_noqa:
                 option = "--add-noqa" if args.add_noqa else "--fix"
-                raise PathError(f"{path}: not a regular file; {option} cannot write it")
+                raise PathError(f"{path}: not a regular file (read as a stream); {option} cannot write it")
             given[path] = read_named(path)
     return given
 

@@ -34,7 +34,7 @@ def read_here(path: Path) -> bool:
         regular = stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         return False  # its job says why it cannot be read
-    return not regular or str(path.absolute()).startswith(("/dev/", "/proc/"))
+    return not regular or str(path.absolute()).startswith(("/dev/stdin", "/dev/fd/", "/proc/"))
 
 
 def read_stream(stream: BinaryIO, name: str) -> bytes:
