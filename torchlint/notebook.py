@@ -305,8 +305,8 @@ def _dump(nb: dict, style: tuple[dict, str, str]) -> str:
 
 def add_noqa_notebook(text: str, path: str, rules: Sequence[type[Rule]], project=None) -> tuple[str, int]:
     """`--add-noqa` in a notebook: the comments go into the cells' lines, the JSON layout kept as `--fix`
-    keeps it. Returns the new text and how many lines changed; NotebookError when there are findings to accept
-    and the notebook cannot be read, or cannot be rewritten exactly."""
+    keeps it. Returns the new text and how many lines changed; NotebookError when the notebook cannot be read, or
+    has findings to accept and cannot be rewritten exactly."""
     from torchlint.add_noqa import add_noqa, codes_by_line
 
     nb = load(text)
