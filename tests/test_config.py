@@ -90,8 +90,9 @@ def test_codes_for_with_all():
 
     from torchlint.config import Config
 
-    cfg = Config(root=Path("/p"), per_file_ignores={"a.py": ("ALL",), "b.py": ("tl00",)})
-    assert cfg.codes_for(Path("/p/a.py")) == [] and cfg.codes_for(Path("/p/b.py")) == cfg.codes()
+    cfg = Config(root=Path("/p"), per_file_ignores={"a.py": ("ALL",), "b.py": ("TL00",)})
+    assert cfg.codes_for(Path("/p/a.py")) == [] and cfg.codes_for(Path("/p/b.py")) == ["TL010", "TL011"]
+    assert cfg.codes_for(Path("/p/c.py")) == cfg.codes()
 
 
 def test_flake8_says_the_configuration_cannot_be_read(tmp_path):
