@@ -94,3 +94,55 @@ def test_lines_ending_inside_a_string_or_continued_are_left_alone():
     new, changed = add_noqa(text, {1: {"TL007"}, 3: {"TL004"}, 5: {"TL001"}})
     assert changed == 1
     assert new == "x = f('''a\nb''')\ny = 1 + \\\n    2\nz = 3  # noqa: TL001\n"
+
+
+def test_a_crlf_notebook_gets_the_comments(tmp_path, run_cli):
+    """A notebook checked out with git's autocrlf (CRLF between the JSON lines) got "Added 0", exit 0."""
+    path = tmp_path / "train.ipynb"
+    path.write_bytes(notebook([SETUP, TRAIN]).replace("\n", "\r\n").encode("utf-8"))
+    r = run_cli("--isolated", "--no-cache", "--add-noqa", "train.ipynb", cwd=tmp_path)
+    assert (r.returncode, r.stderr.strip()) == (0, "Added 1 noqa directive.")
+    expected = notebook([SETUP, TRAIN[:-1] + ["    optimizer.step()  # noqa: TL004"]])
+    assert path.read_bytes() == expected.replace("\n", "\r\n").encode("utf-8")
+
+
+def test_a_notebook_that_cannot_be_written_as_it_was_is_an_error(tmp_path, run_cli):
+    """A notebook laid out unlike Jupyter (indent 3) cannot be rewritten byte for byte: it was "Added 0", exit 0."""
+    path = tmp_path / "odd.ipynb"
+    path.write_text(notebook([SETUP, TRAIN], indent=3), encoding="utf-8")
+    before = path.read_bytes()
+    r = run_cli("--isolated", "--no-cache", "--add-noqa", "odd.ipynb", cwd=tmp_path)
+    assert r.returncode == 2 and path.read_bytes() == before
+    assert "torchlint: error: odd.ipynb: notebook not rewritten: its JSON formatting could not be reproduced" \
+        in r.stderr.splitlines()
+
+
+def test_a_noqa_inside_a_string_is_data_not_a_comment(tmp_path, run_cli):
+    """`--add-noqa` merged its code into a `# noqa: ...` that sat inside a string literal, changing the data."""
+    buggy = BUGGY.replace("    running += loss\n", "    running += loss; note = '# noqa: E501'  # the note\n")
+    path = tmp_path / "train.py"
+    path.write_text(buggy)
+    r = run_cli("--isolated", "--no-cache", "--add-noqa", "--select", "TL007", "train.py", cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr.strip() == "Added 1 noqa directive."
+    assert path.read_text() == buggy.replace("  # the note\n", "  # the note  # noqa: TL007\n")
+    plain = run_cli("--isolated", "--no-cache", "-q", "--select", "TL007", "train.py", cwd=tmp_path)
+    assert (plain.returncode, plain.stdout) == (0, "")
+
+
+def test_merges_into_the_comment_not_into_a_string_before_it():
+    from torchlint.add_noqa import add_noqa
+
+    text = "x = '# noqa: E1' + y  # noqa: E501\n"
+    assert add_noqa(text, {1: {"TL007"}}) == ("x = '# noqa: E1' + y  # noqa: E501, TL007\n", 1)
+    text = "x = '# noqa: TL007'\n"
+    assert add_noqa(text, {1: {"TL007"}}) == ("x = '# noqa: TL007'  # noqa: TL007\n", 1)
+
+
+def test_a_notebook_cell_with_magics_gets_its_comment_after_the_real_comment(tmp_path, run_cli):
+    train = ["!nvidia-smi  # noqa: E1\n", *TRAIN[:-1], "    optimizer.step(); s = '# noqa: E501'  # step"]
+    path = tmp_path / "train.ipynb"
+    path.write_text(notebook([SETUP, train]), encoding="utf-8")
+    r = run_cli("--isolated", "--no-cache", "--add-noqa", "train.ipynb", cwd=tmp_path)
+    assert (r.returncode, r.stderr.strip()) == (0, "Added 1 noqa directive.")
+    after = json.loads(path.read_text(encoding="utf-8"))["cells"][3]["source"]
+    assert after == train[:-1] + ["    optimizer.step(); s = '# noqa: E501'  # step  # noqa: TL004"]

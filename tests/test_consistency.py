@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from lsprotocol import types as lsp
@@ -72,7 +73,7 @@ def places(fmt: str, out: str) -> set[tuple]:
         for r in json.loads(out)["runs"][0]["results"]:
             loc = r["locations"][0]["physicalLocation"]
             region = loc["region"]
-            found.add((loc["artifactLocation"]["uri"], (r.get("properties") or {}).get("cell"),
+            found.add((unquote(loc["artifactLocation"]["uri"]), (r.get("properties") or {}).get("cell"),
                        region["startLine"], region["startColumn"], r["ruleId"]))
     elif fmt == "github":
         for line in out.splitlines():

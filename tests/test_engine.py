@@ -258,3 +258,19 @@ def test_positions_read_the_file_a_bounded_number_of_times(monkeypatch):
     where = positions_module.positions(module, CountingText(text), nodes, tops)
     assert [where[n].start.line for n in nodes] == [4 * i + 4 for i in range(300)]
     assert scanned["chars"] <= 2 * len(text), scanned
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_fix_keeps_a_form_feed_before_a_statement_it_does_not_touch(newline):
+    """libcst drops a form feed at the start of a statement when it writes the code again: a safe --fix removed
+    the page breaks of statements far from the one it fixed."""
+    from torchlint.engine import fix_source
+    from torchlint.pipeline.prefilter import select_rules
+
+    lines = ["import torch", "", "\x0crunning = 0.0", "for x, y in loader:", "    loss = crit(model(x), y)",
+             "    optimizer.zero_grad()", "    loss.backward()", "    optimizer.step()", "    running += loss",
+             "\x0cprint(running)", ""]
+    text = newline.join(lines)
+    result = fix_source(text, "t.py", select_rules(["TL007"]))
+    assert result.applied == 1
+    assert result.text == text.replace("running += loss", "running += loss.item()")

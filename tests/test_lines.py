@@ -27,3 +27,13 @@ def test_split_lines_breaks_only_where_python_does(pieces, keepends):
 def test_form_feed_and_line_separator_do_not_end_a_line():
     assert split_lines("a\fb\u2028c\nd") == ["a\fb\u2028c", "d"]
     assert split_lines("a\r\nb\rc\n", keepends=True) == ["a\r\n", "b\r", "c\n"]
+
+
+def test_carry_over_keeps_the_untouched_lines_and_their_breaks():
+    from torchlint.source.lines import carry_over
+
+    original = "a = 1\r\n\x0cb = 2\r\nc = 3"
+    regenerated = "a = 1\nb = 2\nc = 3\n"
+    changed = "a = 1\nb = 2\nnew()\nc = 3\n"
+    assert carry_over(original, regenerated, changed) == "a = 1\r\n\x0cb = 2\r\nnew()\r\nc = 3\r\n"
+    assert carry_over("x\n", "x\ny\n", "z\n") == "z\n"  # does not line up: the edit as it is

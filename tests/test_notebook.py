@@ -150,3 +150,50 @@ def test_an_unfinished_cell_is_reported_and_the_others_checked(tmp_path, run_cli
     before = path.read_bytes()
     run_cli("--fix", "--unsafe-fixes", "exercise.ipynb", cwd=tmp_path)
     assert path.read_bytes() == before  # a notebook that does not parse is never rewritten
+
+
+def _train_with_text_before(first: str) -> list[str]:
+    return [first, *TRAIN]
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\x0c", "\x85", "\x1c", "\u2029", "\x0b"])
+def test_a_line_separator_inside_a_string_is_not_a_line(tmp_path, run_cli, separator):
+    """str.splitlines splits at U+2028, form feeds, U+0085...; Python does not: the finding was reported one line
+    low, and a safe --fix turned the character inside the string into a line break (changing the data)."""
+    cell = _train_with_text_before(f"label = 'a{separator}b'\n")
+    path = tmp_path / "sep.ipynb"
+    path.write_text(notebook([SETUP, cell]), encoding="utf-8")
+    items = json.loads(run_cli("--format", "json", "sep.ipynb", cwd=tmp_path).stdout)
+    assert [(d["code"], d["cell"], d["line"]) for d in items] == [("TL004", 4, 6)]
+    run_cli("--fix", "--unsafe-fixes", "sep.ipynb", cwd=tmp_path)
+    source = json.loads(path.read_text(encoding="utf-8"))["cells"][3]["source"]
+    assert "".join(source) == "".join(cell[:-1]) + "    optimizer.step()\n    optimizer.zero_grad()"
+
+
+def test_a_crlf_cell_stays_crlf_after_a_fix(tmp_path, run_cli):
+    cell = [line.replace("\n", "\r\n") for line in TRAIN]
+    path = tmp_path / "crlf.ipynb"
+    path.write_text(notebook([SETUP, cell]), encoding="utf-8")
+    r = run_cli("--fix", "--unsafe-fixes", "crlf.ipynb", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    source = json.loads(path.read_text(encoding="utf-8"))["cells"][3]["source"]
+    assert "".join(source) == "".join(cell[:-1]) + "    optimizer.step()\r\n    optimizer.zero_grad()"
+
+
+@pytest.mark.parametrize("cells, why", [
+    ([None], "cell 1 is not a JSON object"),
+    ([{"cell_type": "code", "source": ["x = 1\n", 2]}], "cell 1's source is not text"),
+    ([{"cell_type": "code", "source": None}], "cell 1's source is not text"),
+    ([{"cell_type": "code", "source": {"a": 1}}], "cell 1's source is not text"),
+])
+def test_a_malformed_cell_is_one_tl900_and_the_run_goes_on(tmp_path, run_cli, cells, why):
+    """A `null` cell or a number among a cell's source lines crashed the whole run with a traceback."""
+    (tmp_path / "bad.ipynb").write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4}), encoding="utf-8")
+    (tmp_path / "good.ipynb").write_text(notebook([SETUP, TRAIN]), encoding="utf-8")
+    for mode in ((), ("--fix", "--unsafe-fixes"), ("--diff",), ("--add-noqa",)):
+        r = run_cli("-q", "--no-cache", *mode, "bad.ipynb", "good.ipynb", cwd=tmp_path)
+        assert "Traceback" not in r.stderr, (mode, r.stderr)
+        if mode in ((), ("--fix", "--unsafe-fixes")):
+            assert r.stdout.startswith(f"bad.ipynb:1:1: TL900 not a valid notebook ({why})"), (mode, r.stdout)
+        if not mode:
+            assert "good.ipynb:cell 4:5:5: TL004" in r.stdout

@@ -106,3 +106,32 @@ def test_output_file(project, run_cli):
     assert [i["code"] for i in items] == ["TL001", "TL002", "TL004"]
     assert items[0]["url"].endswith("/docs/rules/TL001.md")
     assert "Found 3 problems" in r.stdout
+
+
+ODD_NAMES = ["a b.py", "a%20b.py", "x#y.py", "q?x.py", "[x].py", "caf\u00e9.py", "a:b.py", "100%.py", "sub dir/t.py"]
+
+
+def test_sarif_uris_are_uri_references_that_name_their_files(tmp_path, run_cli, sarif_schema):
+    """artifactLocation.uri was the raw path: with a space, a bracket or a non-ASCII letter it was no URI
+    reference, and `a%20b.py`, `x#y.py`, `q?x.py` named other files (`a b.py`, `x`, `q`)."""
+    from urllib.parse import unquote, urlsplit
+
+    for name in ODD_NAMES:
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(BUGGY)
+    r = run_cli("--format", "sarif", "--no-cache", *ODD_NAMES, cwd=tmp_path)
+    log = json.loads(r.stdout)
+    checker = jsonschema.FormatChecker()  # every format it knows: the schema names uri-reference, not in draft 4
+    assert "uri-reference" in checker.checkers  # rfc3986-validator, a test dependency, checks the format
+    jsonschema.validate(log, sarif_schema, format_checker=checker)
+    named = {}
+    for result in log["runs"][0]["results"]:
+        locations = [result["locations"][0]["physicalLocation"]["artifactLocation"]]
+        locations += [c["artifactLocation"] for fix in result.get("fixes", []) for c in fix["artifactChanges"]]
+        for location in locations:
+            uri = location["uri"]
+            parts = urlsplit(uri)
+            assert (parts.scheme, parts.netloc, parts.query, parts.fragment) == ("", "", "", ""), uri
+            assert location["uriBaseId"] == "%SRCROOT%"
+            named[unquote(parts.path)] = uri
+    assert sorted(named) == sorted(ODD_NAMES)

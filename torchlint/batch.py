@@ -27,6 +27,7 @@ class Job:
     with_edits: bool = False
     timeout: float = 0.0  # seconds per file; 0: none
     project: str | None = None  # the project root: calls into its other files are followed (torchlint.project)
+    data: bytes | None = None  # the file's bytes, read by the command (standard input, a FIFO); never cached
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def lost(path: str, timeout: float, crash: str | None = None) -> Diagnostic:
 def _process(job: Job, cache: "Cache | None") -> Outcome:
     path = Path(job.path)
     try:
-        data = path.read_bytes()
+        data = path.read_bytes() if job.data is None else job.data
     except OSError as exc:
         return Outcome(job.path, (Diagnostic(job.path, 1, 1, 1, 1, READ_ERROR, f"cannot read file: {exc.strerror or exc}"),))
     key, hit = _lookup(job, cache, data)
@@ -103,13 +104,11 @@ _PROJECTS: dict[tuple[str, str, bool], object] = {}  # per process: a project's 
 def cached_project(path: str):
     """For front ends that check one file at a time (flake8, the language server): the file's project, reading
     only the exports the command already cached (`.torchlint_cache/` at the configuration's root, or the current
-    directory); None when there is no cache, and the file is checked alone."""
+    directory); None when there is no cache, and the file is checked alone. ConfigError when a configuration on
+    the way up cannot be read."""
     from torchlint.config import find_pyproject
 
-    try:
-        found = find_pyproject(Path(path))
-    except OSError:
-        return None
+    found = find_pyproject(Path(path))
     root = found.parent.resolve() if found is not None else Path.cwd().resolve()
     directory = cache_folder(root)
     return _project(root, directory, cached_only=True) if directory and (directory / "exports").is_dir() else None
@@ -184,10 +183,13 @@ def _add_noqa(job: Job, path: Path, data: bytes, text: str, encoding: str, rules
               project=None) -> Outcome:
     from torchlint.add_noqa import add_noqa, codes_by_line
     from torchlint.engine import lint_source
-    from torchlint.notebook import add_noqa_notebook
+    from torchlint.notebook import NotebookError, add_noqa_notebook
 
     if notebook:
-        new_text, changed = add_noqa_notebook(text, job.path, rules, project)
+        try:
+            new_text, changed = add_noqa_notebook(text, job.path, rules, project)
+        except NotebookError as exc:  # findings it cannot accept: never a quiet "Added 0"
+            return Outcome(job.path, (), error=f"{job.path}: {exc}")
     else:
         new_text, changed = add_noqa(text, codes_by_line(lint_source(text, job.path, rules, project=project)))
     if changed:
@@ -259,7 +261,7 @@ def run(jobs: Sequence[Job], n_jobs: int = 0, cache_root: Path | None = None) ->
 
 def _cached(job: Job, cache: "Cache") -> Outcome | None:
     """The cache's answer for a file, or None (not cached, changed, unreadable: the worker will say)."""
-    if job.mode != "check":
+    if job.mode != "check" or job.data is not None:
         return None
     try:
         data = Path(job.path).read_bytes()
@@ -270,6 +272,6 @@ def _cached(job: Job, cache: "Cache") -> Outcome | None:
 
 def _lookup(job: Job, cache: "Cache | None", data: bytes) -> tuple[str | None, Outcome | None]:
     """The file's cache key (None when this job is not cached) and the cache's answer for it, if any."""
-    key = cache.key(data, job) if cache is not None and job.mode == "check" else None
+    key = cache.key(data, job) if cache is not None and job.mode == "check" and job.data is None else None
     hit = cache.get(key, job.path, job.project) if key is not None else None
     return key, (Outcome(job.path, hit, cached=True) if hit is not None else None)

@@ -20,7 +20,7 @@ from torchlint.batch import Job
 from torchlint.batch import run as run_jobs
 from torchlint.config import Config, ConfigError, find_pyproject, load, validate_codes
 from torchlint.diagnostic import Diagnostic
-from torchlint.files import PathError, discover
+from torchlint.files import STDIN, PathError, discover, read_here, read_named, read_stream
 from torchlint.options import add_device_option
 from torchlint.output import FORMATS, render_full, render_statistics
 
@@ -45,7 +45,10 @@ def _positive_int(value: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="torchlint", description="Find and fix PyTorch training-loop mistakes.")
-    p.add_argument("paths", nargs="*", default=None, help="files or directories (default: .)")
+    p.add_argument("paths", nargs="*", default=None,
+                   help="files or directories (default: .); - reads standard input")
+    p.add_argument("--stdin-filename", metavar="PATH",
+                   help="the name of the file read from standard input (its configuration, per-file-ignores, .ipynb)")
     p.add_argument("--select", type=_codes, help="rule codes or prefixes to enable (default: TL)")
     p.add_argument("--ignore", type=_codes, help="rule codes or prefixes to disable")
     p.add_argument("--extend-select", type=_codes, help="codes to enable in addition to the selected ones")
@@ -196,6 +199,8 @@ def _config(args: argparse.Namespace) -> Config:
         if not args.config.is_file():
             raise ConfigError(f"config file {args.config} does not exist")
         cfg = load(args.config)
+    elif args.stdin_filename and (not args.paths or args.paths[0] == STDIN):
+        cfg = load(find_pyproject(Path(args.stdin_filename).absolute()))
     else:
         first = Path(args.paths[0]) if args.paths else Path.cwd()
         cfg = load(find_pyproject(first if first.exists() else Path.cwd()))
@@ -221,20 +226,36 @@ def _enabled_meta(code: str, cfg: Config) -> bool:
 
 def _check(args: argparse.Namespace) -> int:
     cfg = _config(args)
-    paths = args.paths or ["."]
-    files = list(discover(paths, cfg, lambda message: print(f"torchlint: warning: {message}", file=sys.stderr)))
+    paths = args.paths or ([STDIN] if args.stdin_filename else ["."])
     if args.add_noqa and (args.fix or args.diff):
         raise ConfigError("--add-noqa cannot be combined with --fix or --diff")
+    stdin = STDIN in paths
+    if stdin and args.add_noqa:
+        raise ConfigError("--add-noqa cannot write to standard input (-)")
+    if stdin and args.verify:
+        raise ConfigError("--verify runs a script file, not standard input (-)")
+    if stdin and args.fix and not args.diff and len(set(paths)) > 1:
+        raise ConfigError("--fix of standard input (-) writes the fixed source to stdout: give no other path")
+    files = list(discover([p for p in paths if p != STDIN], cfg,
+                          lambda message: print(f"torchlint: warning: {message}", file=sys.stderr)))
+    given = _read_streams(args, files)
+    if stdin:
+        name = Path(args.stdin_filename or STDIN)
+        files.insert(0, name)
+        given[name] = read_stream(sys.stdin.buffer, "standard input")
     if args.verify:
         if not args.fix or args.diff:
             raise ConfigError("--verify goes with --fix (and not --diff)")
         return _fix_verify(args, cfg, files)
-    mode = "noqa" if args.add_noqa else "diff" if args.diff else "fix" if args.fix else "check"
+    # --fix of standard input is a diff job: the fixed text comes back, and is written to stdout (_fix_stdin)
+    mode = "noqa" if args.add_noqa else "diff" if args.diff or (stdin and args.fix) else "fix" if args.fix else "check"
     jobs = [
         Job(str(path), tuple(cfg.codes_for(path)), mode, cfg.unsafe_fixes, args.format in ("json", "sarif"),
-            args.file_timeout, None if args.no_project else str(cfg.root))
+            args.file_timeout, None if args.no_project else str(cfg.root), given.get(path))
         for path in files
     ]
+    if stdin and args.fix and not args.diff:
+        return _fix_stdin(args, cfg, jobs[0], given[files[0]])
     cache_root = None if args.no_cache or mode != "check" else cfg.root
     diags: list[Diagnostic] = []
     diffs: list[bytes] = []
@@ -267,7 +288,8 @@ def _check(args: argparse.Namespace) -> int:
     if args.format == "full" and not args.statistics:
         # colour only on a terminal: never in a report file
         report = render_full(diags, cfg.unsafe_fixes, cfg.docs_url,
-                             color=False if args.output_file is not None else None)
+                             color=False if args.output_file is not None else None,
+                             given={str(path): data for path, data in given.items()})
     else:
         render = render_statistics if args.statistics else FORMATS[args.format]
         report = render(diags, cfg.unsafe_fixes, cfg.docs_url)
@@ -282,6 +304,36 @@ def _check(args: argparse.Namespace) -> int:
         _summary(diags, fixed, len(files), cfg.unsafe_fixes, args.fix)
     if not_written:
         return EXIT_ERROR
+    return EXIT_OK if args.exit_zero or not diags else EXIT_FINDINGS
+
+
+def _read_streams(args: argparse.Namespace, files: list[Path]) -> dict[Path, bytes]:
+    """The bytes of the files named that the command reads itself (a FIFO, a device: files.read_here); PathError
+    for one of them with --fix or --add-noqa, which could not write it back."""
+    given = {}
+    for path in files:
+        if read_here(path):
+            if (args.fix and not args.diff) or args.add_noqa:
+                option = "--add-noqa" if args.add_noqa else "--fix"
+                raise PathError(f"{path}: not a regular file (read as a stream); {option} cannot write it")
+            given[path] = read_named(path)
+    return given
+
+
+def _fix_stdin(args: argparse.Namespace, cfg: Config, job: Job, data: bytes) -> int:
+    """--fix of standard input, as ruff does it: the fixed source on stdout, what is left to report on stderr."""
+    (outcome,) = run_jobs([job], 1, None)
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data if outcome.after is None else outcome.after.encode(outcome.encoding))
+    sys.stdout.buffer.flush()
+    diags = sorted((d for d in outcome.diags if not d.code.startswith("TL9") or _enabled_meta(d.code, cfg)),
+                   key=Diagnostic.sort_key)
+    if args.format == "full":
+        sys.stderr.write(render_full(diags, cfg.unsafe_fixes, cfg.docs_url, color=False, given={job.path: data}))
+    else:
+        sys.stderr.write(FORMATS[args.format](diags, cfg.unsafe_fixes, cfg.docs_url))
+    if not args.quiet:
+        _summary(diags, outcome.applied, 1, cfg.unsafe_fixes, True, out=sys.stderr)
     return EXIT_OK if args.exit_zero or not diags else EXIT_FINDINGS
 
 
@@ -336,7 +388,7 @@ def _fix_verify(args: argparse.Namespace, cfg: Config, files: list[Path]) -> int
     return EXIT_OK if args.exit_zero or not diags else EXIT_FINDINGS
 
 
-def _summary(diags: list[Diagnostic], fixed: int, nfiles: int, unsafe: bool, fixing: bool) -> None:
+def _summary(diags: list[Diagnostic], fixed: int, nfiles: int, unsafe: bool, fixing: bool, out=None) -> None:
     parts = []
     if fixing:
         parts.append(f"Fixed {fixed} problem{'s' if fixed != 1 else ''}.")
@@ -352,7 +404,7 @@ def _summary(diags: list[Diagnostic], fixed: int, nfiles: int, unsafe: bool, fix
             more = "more " if safe else ""
             line += f" {hidden} {more}fixable with --fix --unsafe-fixes."
         parts.append(line)
-    print(" ".join(parts))
+    print(" ".join(parts), file=out)
 
 
 def _unified(name: str, before: str, after: str, encoding: str) -> bytes:

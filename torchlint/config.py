@@ -70,7 +70,7 @@ class Config:
         for pattern, pcodes in self.per_file_ignores.items():
             if (rel is not None and fnmatch.fnmatch(rel, pattern)) or fnmatch.fnmatch(path.name, pattern):
                 ignored += pcodes
-        return [c for c in codes if not any(c.startswith(i) for i in ignored)]
+        return [c for c in codes if not _matches(c, ignored)]
 
 
 def _matches(code: str, prefixes: tuple[str, ...]) -> bool:
@@ -92,31 +92,48 @@ def validate_codes(codes: tuple[str, ...], where: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def read_toml(path: Path) -> dict:
+    """A TOML file's data; ConfigError, in one line, when it cannot be read, is not UTF-8 or is not valid TOML."""
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset "
+                          f"{exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML in {path}: {' '.join(str(exc).split())}") from None
+    except RecursionError:  # nesting deeper than the parser's stack
+        raise ConfigError(f"invalid TOML in {path}: nested too deeply") from None
+
+
+def _tool_table(data: dict, path: Path) -> dict:
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"'tool' in {path} must be a table")
+    return tool
+
+
 def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml with a [tool.torchlint] table, from `start` up. One on the way that cannot be
+    read may be that configuration: ConfigError, never a quiet skip to the defaults or a file further up."""
     start = start.resolve()
     for directory in [start, *start.parents] if start.is_dir() else [start.parent, *start.parent.parents]:
         candidate = directory / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                with candidate.open("rb") as fh:
-                    if "torchlint" in tomllib.load(fh).get("tool", {}):
-                        return candidate
-            except (OSError, tomllib.TOMLDecodeError):
-                continue
+        if candidate.is_file() and "torchlint" in _tool_table(read_toml(candidate), candidate):
+            return candidate
     return None
 
 
 def load(path: Path | None) -> Config:
+    """The configuration in `path` (a pyproject.toml, or a TOML file given with --config; None: the defaults), or
+    ConfigError, in one line, for anything in it that torchlint does not understand."""
     if path is None:
         return Config(root=Path.cwd())
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML in {path}: {exc}") from None
-    section = data.get("tool", {}).get("torchlint", {}) if path.name == "pyproject.toml" else data.get("tool", {}).get("torchlint", data)
+    data = read_toml(path)
+    tool = _tool_table(data, path)
+    section = tool.get("torchlint", {}) if path.name == "pyproject.toml" else tool.get("torchlint", data)
     if not isinstance(section, dict):
         raise ConfigError(f"[tool.torchlint] in {path} must be a table")
     unknown = sorted(set(section) - KNOWN_KEYS)
@@ -142,7 +159,7 @@ def load(path: Path | None) -> Config:
         raise ConfigError(f"'per-file-ignores' in {where} must be a table of pattern = [codes]")
     per_file = {}
     for pattern, value in pfi.items():
-        if not isinstance(value, list):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"'per-file-ignores' entry {pattern!r} in {where} must be a list of rule codes")
         per_file[pattern] = validate_codes(tuple(value), where)
     for flag in ("respect-gitignore", "unsafe-fixes"):

@@ -14,7 +14,7 @@ from typing import Sequence
 import libcst as cst
 
 from torchlint.source import pyast
-from torchlint.source.lines import split_lines
+from torchlint.source.lines import carry_over, split_lines
 from torchlint.codes import FIX_ERROR, INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR  # noqa: F401
 from torchlint.diagnostic import Diagnostic, Fix, FixInfo
 from torchlint.project import Project
@@ -138,6 +138,10 @@ def fix_source(
         if not chosen:
             break
         new_text = apply_fixes(analysis.module, chosen).code
+        if "\f" in text:
+            # libcst writes a form feed before a statement back as nothing: the lines the fixes did not change are
+            # taken from the text as read (only then: generating the unchanged module's code costs a tenth of a round).
+            new_text = carry_over(text, analysis.module.code, new_text)
         if new_text == text:
             break
         text, analysis = new_text, None

@@ -6,12 +6,14 @@ import errno
 import fnmatch
 import os
 import re
+import stat
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 import pathspec
 
 from torchlint.config import Config
+from torchlint.source.lines import split_lines
 
 
 SOURCE_SUFFIXES = (".py", ".ipynb")
@@ -19,6 +21,39 @@ SOURCE_SUFFIXES = (".py", ".ipynb")
 
 class PathError(Exception):
     """A path given on the command line that does not exist (exit code 2)."""
+
+
+STDIN = "-"  # the path that names standard input, as for flake8 and ruff
+MAX_STREAM = 64 * 1024 * 1024  # bytes read from a stream at most: /dev/zero never ends
+
+
+def read_here(path: Path) -> bool:
+    """Is `path` read once, by the command itself, rather than by its job: a FIFO, `<(...)` or a device can be
+    read only once, and /dev/stdin or /proc/self/fd/N name another file in a worker process."""
+    try:
+        regular = stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False  # its job says why it cannot be read
+    return not regular or str(path.absolute()).startswith(("/dev/stdin", "/dev/fd/", "/proc/"))
+
+
+def read_stream(stream: BinaryIO, name: str) -> bytes:
+    """All of a stream (standard input, a FIFO), or PathError when it cannot be read or does not end."""
+    try:
+        data = stream.read(MAX_STREAM + 1)
+    except OSError as exc:
+        raise PathError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_STREAM:
+        raise PathError(f"{name}: more than {MAX_STREAM // (1024 * 1024)} MiB; not read")
+    return data
+
+
+def read_named(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return read_stream(fh, str(path))
+    except OSError as exc:
+        raise PathError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 VERIFY_CANDIDATE = ".torchlint-verify-"  # in `.train.torchlint-verify-PID-N.py`, one fix of train.py (fix_verify)
@@ -79,7 +114,7 @@ def _gitignore_specs(directory: Path) -> list[tuple[Path, pathspec.PathSpec]]:
 def _load_gitignore(directory: Path) -> pathspec.PathSpec | None:
     path = directory / ".gitignore"
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = split_lines(path.read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return None
     return pathspec.GitIgnoreSpec.from_lines(lines)
@@ -105,8 +140,9 @@ def discover(paths: list[str], config: Config, warn: Callable[[str], None] | Non
         path = Path(raw)
         if not path.exists():
             raise PathError(f"{raw}: {'symlink loop' if _loops(path) else 'no such file or directory'}")
-        if path.is_file():
-            # A file named explicitly is always checked, as with ruff and flake8.
+        if path.is_file() or not path.is_dir():
+            # A file named explicitly is always checked, as with ruff and flake8; so is a FIFO or a device named
+            # (the command reads it: read_here).
             if path.resolve() not in seen:
                 seen.add(path.resolve())
                 yield path

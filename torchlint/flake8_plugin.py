@@ -11,6 +11,8 @@ from typing import Iterator, Sequence
 
 from torchlint import __version__
 from torchlint.batch import cached_project
+from torchlint.codes import READ_ERROR
+from torchlint.config import ConfigError
 from torchlint.engine import lint_source
 from torchlint.rules import all_rules
 
@@ -25,6 +27,10 @@ class TorchlintChecker:
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         # lint_source applies the prefilter first: a file without training code costs a few text searches.
-        project = cached_project(self.filename) if self.filename not in ("stdin", "-") else None
+        try:
+            project = cached_project(self.filename) if self.filename not in ("stdin", "-") else None
+        except ConfigError as exc:  # one clear finding, not a traceback that ends flake8's whole run
+            yield 1, 0, f"{READ_ERROR} cannot read the configuration: {exc}; file not checked", type(self)
+            return
         for d in lint_source("".join(self.lines), self.filename, all_rules(), honour_noqa=False, project=project):
             yield d.line, d.column - 1, f"{d.code} {d.message}", type(self)

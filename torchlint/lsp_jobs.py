@@ -24,33 +24,46 @@ class Document:
 
 def _settings(path: str | None) -> tuple[list[str] | None, str | None]:
     """The codes enabled for this document (per-file-ignores included) and the docs-url; (None, None), all rules,
-    without a configuration or with one that does not load."""
-    from torchlint.config import ConfigError, find_pyproject, load
+    without a configuration. ConfigError when the configuration cannot be read: the command would stop there."""
+    from torchlint.config import find_pyproject, load
 
     if not path:
         return None, None
-    try:
-        cfg = load(find_pyproject(Path(path)))
-    except (ConfigError, OSError):
-        return None, None
+    cfg = load(find_pyproject(Path(path)))
     return cfg.codes_for(Path(path)), cfg.docs_url
+
+
+def config_error(doc: Document, exc: Exception) -> Diagnostic:
+    """What is published for a document whose configuration cannot be read (one line, at the top)."""
+    from torchlint.codes import READ_ERROR
+
+    return Diagnostic(doc.name, 1, 1, 1, 1, READ_ERROR, f"cannot read the configuration: {exc}; document not checked")
 
 
 def check(doc: Document) -> Checked:
     from torchlint.batch import cached_project
+    from torchlint.config import ConfigError
     from torchlint.engine import lint_source, select_rules
 
-    codes, docs_url = _settings(doc.path)
-    project = cached_project(doc.path) if doc.path else None
+    try:
+        codes, docs_url = _settings(doc.path)
+        project = cached_project(doc.path) if doc.path else None
+    except ConfigError as exc:
+        return Checked((config_error(doc, exc),), None)
     found = lint_source(doc.text, doc.name, select_rules(codes), with_edits=True, project=project)
     return Checked(tuple(found), docs_url)
 
 
 def fix_all(doc: Document) -> str:
-    """The text with every safe fix applied (the document's own text when none applies)."""
+    """The text with every safe fix applied (the document's own text when none applies, or when its configuration
+    cannot be read)."""
     from torchlint.batch import cached_project
+    from torchlint.config import ConfigError
     from torchlint.engine import fix_source, select_rules
 
-    codes, _ = _settings(doc.path)
-    project = cached_project(doc.path) if doc.path else None
+    try:
+        codes, _ = _settings(doc.path)
+        project = cached_project(doc.path) if doc.path else None
+    except ConfigError:
+        return doc.text
     return fix_source(doc.text, doc.name, select_rules(codes), unsafe=False, project=project).text

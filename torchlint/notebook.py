@@ -19,7 +19,7 @@ from torchlint.source import pyast
 from torchlint.codes import SYNTAX_ERROR
 from torchlint.diagnostic import Diagnostic, FixInfo
 from torchlint.engine import fix_source, lint_source
-from torchlint.source.lines import split_lines
+from torchlint.source.lines import carry_over, split_lines
 from torchlint.rules import Rule
 
 NOTEBOOK_ERROR = "TL900"
@@ -62,12 +62,18 @@ def load(text: str) -> dict:
         raise NotebookError(f"not a valid notebook (JSON error: {exc})") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise NotebookError("not a valid notebook (no cell list)")
+    for number, cell in enumerate(nb["cells"], start=1):
+        if not isinstance(cell, dict):
+            raise NotebookError(f"not a valid notebook (cell {number} is not a JSON object)")
+        src = cell.get("source", "")
+        if not isinstance(src, str) and not (isinstance(src, list) and all(isinstance(s, str) for s in src)):
+            raise NotebookError(f"not a valid notebook (cell {number}'s source is not text)")
     return nb
 
 
 def _source(cell: dict) -> str:
     src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else str(src)
+    return "".join(src) if isinstance(src, list) else src
 
 
 class _LineState:
@@ -125,7 +131,7 @@ def join(nb: dict) -> Joined:
         magics: list[str] = []
         continued = None  # the indent of a magic line ending in a backslash: the next line continues it
         code_state = _LineState()  # open brackets, strings and continuations of the Python lines so far
-        for raw in src.splitlines():
+        for raw in split_lines(src):
             if continued is not None or (code_state.at_statement_start() and _MAGIC_LINE.match(raw)):
                 indent = continued if continued is not None else raw[: len(raw) - len(raw.lstrip())]
                 out_lines.append(indent + _PLACEHOLDER.format(n=magic_number + len(magics)))
@@ -226,25 +232,43 @@ def fix_notebook(text: str, path: str, rules: Sequence[type[Rule]], unsafe: bool
 
 
 def _set_source(cell: dict, code: str) -> None:
-    """A cell's new code, stored the way the cell stored it: a list of lines (Jupyter's layout) or one string."""
+    """A cell's new code, stored the way the cell stored it: a list of lines (Jupyter's layout) or one string.
+    The list is cut where nbformat cuts it (`str.splitlines`), so the file is laid out as Jupyter writes it; the
+    pieces are joined again before anything counts lines."""
     cell["source"] = code.splitlines(keepends=True) if isinstance(cell.get("source"), list) else code
 
 
 def _split(fixed: str, joined: Joined, nb: dict) -> dict[int, str] | None:
-    """The fixed module cut back into cells at the markers, magic lines put back, and each cell's last
-    newline as it was (Jupyter stores sources without one)."""
-    marks = list(_MARKER_RE.finditer(fixed))
-    if [int(m.group(1)) for m in marks] != [c.index for c in joined.cells]:
+    """The fixed module cut back into cells at the markers, magic lines put back; the lines a fix did not touch
+    are the cell's own (its line breaks, CRLF included), the lines it added end as the cell's lines do, and each
+    cell's last line break is as it was (Jupyter stores sources without one)."""
+    fixed_cells, joined_cells = _cut(fixed, joined), _cut(joined.text, joined)
+    if fixed_cells is None or joined_cells is None:
         return None
     out: dict[int, str] = {}
-    all_magics = [m for c in joined.cells for m in c.magics]
-    for i, (mark, cell) in enumerate(zip(marks, joined.cells)):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(fixed)
-        code = fixed[mark.end() : end]
-        code = _PLACEHOLDER_RE.sub(lambda m: all_magics[int(m.group(2))], code)
-        if not _source(nb["cells"][cell.index]).endswith("\n") and code.endswith("\n"):
-            code = code[:-1]
+    for cell in joined.cells:
+        source = _source(nb["cells"][cell.index])
+        code = carry_over(source, joined_cells[cell.index], fixed_cells[cell.index])
+        if not source.endswith(("\n", "\r")):
+            code = _LAST_BREAK.sub("", code)
         out[cell.index] = code
+    return out
+
+
+_LAST_BREAK = re.compile(r"(\r\n|\r|\n)\Z")
+
+
+def _cut(module: str, joined: Joined, magics: bool = True) -> dict[int, str] | None:
+    """Each cell's code in a joined module (this one, or one fixed from it), magic lines put back (`magics`)."""
+    marks = list(_MARKER_RE.finditer(module))
+    if [int(m.group(1)) for m in marks] != [c.index for c in joined.cells]:
+        return None
+    all_magics = [m for c in joined.cells for m in c.magics]
+    out: dict[int, str] = {}
+    for i, (mark, cell) in enumerate(zip(marks, joined.cells)):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(module)
+        code = module[mark.end() : end]
+        out[cell.index] = _PLACEHOLDER_RE.sub(lambda m: all_magics[int(m.group(2))], code) if magics else code
     return out
 
 
@@ -259,35 +283,35 @@ _STYLES = [
 ]
 
 
-def _json_style(nb: dict, text: str) -> tuple[dict, str] | None:
-    """The json.dumps settings (and trailing text) that reproduce `text` exactly, if any."""
+def _json_style(nb: dict, text: str) -> tuple[dict, str, str] | None:
+    """The json.dumps settings, trailing text and line break that reproduce `text` exactly, if any (CRLF: a
+    notebook checked out with git's autocrlf; json.dumps writes no line break inside a string)."""
+    newline = "\r\n" if "\r\n" in text else "\n"
+    plain = text.replace("\r\n", "\n") if newline != "\n" else text
     for style in _STYLES:
         dumped = json.dumps(nb, **style)
-        if text == dumped:
-            return style, ""
-        if text == dumped + "\n":
-            return style, "\n"
+        if plain == dumped:
+            return style, "", newline
+        if plain == dumped + "\n":
+            return style, "\n", newline
     return None
 
 
-def _dump(nb: dict, style: tuple[dict, str]) -> str:
-    settings, tail = style
-    return json.dumps(nb, **settings) + tail
+def _dump(nb: dict, style: tuple[dict, str, str]) -> str:
+    settings, tail, newline = style
+    text = json.dumps(nb, **settings) + tail
+    return text.replace("\n", newline) if newline != "\n" else text
 
 
 def add_noqa_notebook(text: str, path: str, rules: Sequence[type[Rule]], project=None) -> tuple[str, int]:
     """`--add-noqa` in a notebook: the comments go into the cells' lines, the JSON layout kept as `--fix`
-    keeps it. Returns the new text and how many lines changed (0 and the text itself when the notebook cannot
-    be rewritten exactly)."""
+    keeps it. Returns the new text and how many lines changed; NotebookError when the notebook cannot be read, or
+    has findings to accept and cannot be rewritten exactly."""
     from torchlint.add_noqa import add_noqa, codes_by_line
 
-    try:
-        nb = load(text)
-    except NotebookError:
-        return text, 0
-    style = _json_style(nb, text)
-    if style is None:
-        return text, 0
+    nb = load(text)
+    joined = join(nb)
+    python = _cut(joined.text, joined, magics=False) or {}  # what the tokenizer reads of each cell
     by_cell: dict[int, list[Diagnostic]] = {}
     for d in lint_notebook(text, path, rules, project):
         if d.cell is not None:
@@ -295,8 +319,13 @@ def add_noqa_notebook(text: str, path: str, rules: Sequence[type[Rule]], project
     changed = 0
     for number, diags in by_cell.items():
         cell = nb["cells"][number - 1]
-        code, count = add_noqa(_source(cell), codes_by_line(diags))
+        code, count = add_noqa(_source(cell), codes_by_line(diags), python.get(number - 1))
         if count:
             changed += count
             _set_source(cell, code)
-    return (_dump(nb, style), changed) if changed else (text, 0)
+    if not changed:
+        return text, 0
+    style = _json_style(load(text), text)
+    if style is None:
+        raise NotebookError("notebook not rewritten: its JSON formatting could not be reproduced")
+    return _dump(nb, style), changed

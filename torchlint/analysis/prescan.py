@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
+from torchlint.source.lines import split_lines
+
 # Text that any exported event needs (a backward, a step, a zero_grad or gradient reset, a GradScaler call).
 EVENT_TEXT = re.compile(r"\.backward\s*\(|manual_backward\s*\(|\.\s*step\s*\(|zero_grad|\.grad\s*=\s*None|\.grad\.zero_")
 EVENT_BYTES = re.compile(EVENT_TEXT.pattern.encode())
@@ -98,7 +100,7 @@ def _definitions(text: str) -> dict[str, str]:
     """The text of each top-level function and class (`name`) and of each method (`Class.method`), split at lines
     by indentation: a cheap superset, only used to decide whether a file is worth parsing."""
     out: dict[str, str] = {}
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text, keepends=True)
     top: list[tuple[str, int]] = []  # (qualified name, first line)
     methods: list[tuple[str, int, int]] = []  # (qualified name, first line, indent)
     for i, line in enumerate(lines):

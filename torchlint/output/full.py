@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from torchlint.diagnostic import Diagnostic
 from torchlint.source.lines import split_lines
+from torchlint.source.safe_read import read_regular
 
 MAX_LINES = 6  # a longer range shows its first and last lines around an ellipsis
 
@@ -37,7 +37,8 @@ def use_color(stream=None) -> bool:
 
 
 def render_full(diags: Sequence[Diagnostic], unsafe: bool = False, docs_url: str | None = None,
-                color: bool | None = None) -> str:
+                color: bool | None = None, given: Mapping[str, bytes] | None = None) -> str:
+    """`given`: the bytes of the files the command read itself (standard input, a FIFO), which are not read again."""
     from torchlint.rule_docs import doc_url
 
     color = use_color() if color is None else color
@@ -46,7 +47,7 @@ def render_full(diags: Sequence[Diagnostic], unsafe: bool = False, docs_url: str
     for d in diags:
         key = (d.path, d.cell)
         if key not in sources:
-            sources[key] = _source_lines(d.path, d.cell)
+            sources[key] = _source_lines(d.path, d.cell, (given or {}).get(d.path))
         out.append(_one(d, sources[key], unsafe, color, doc_url(d.code, docs_url) if not d.code.startswith("TL9") else None))
     return "".join(out)
 
@@ -92,12 +93,13 @@ def _one(d: Diagnostic, lines: list[str] | None, unsafe: bool, color: bool, url:
     return "".join(parts)
 
 
-def _source_lines(path: str, cell: int | None) -> list[str] | None:
-    """The file's lines (the cell's, for a notebook finding), decoded as the engine decodes them."""
+def _source_lines(path: str, cell: int | None, data: bytes | None = None) -> list[str] | None:
+    """The file's lines (the cell's, for a notebook finding), decoded as the engine decodes them; of `data` when the
+    command read the file itself, else of the file if it is a regular one (a FIFO is never opened a second time)."""
     from torchlint.engine import SourceError, decode
 
     try:
-        text = decode(Path(path).read_bytes()).text
+        text = decode(read_regular(path) if data is None else data).text
     except (OSError, SourceError):
         return None
     if cell is None:

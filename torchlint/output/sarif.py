@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
+from urllib.parse import quote
 
 from torchlint import __version__
 from torchlint.diagnostic import Diagnostic
@@ -41,8 +43,18 @@ def _rules(docs_url: str | None) -> list[dict]:
     return rules
 
 
-def _uri(path: str) -> str:
-    return Path(path).as_posix()
+# Characters a path segment may hold as they are (RFC 3986 pchar, less ':', which in a relative reference's first
+# segment would read as a scheme); everything else, '%' included, is percent-encoded from the path's bytes.
+_PATH_SAFE = "/!$&'()*+,;=@"
+
+
+def _location(path: str) -> dict:
+    """A path as SARIF's artifactLocation: a relative reference from %SRCROOT%, or for an absolute path a file URI;
+    percent-encoded, so that `a b.py` is a URI reference and `a%20b.py`, `x#y.py`, `q?x.py` name those files."""
+    posix = Path(path)
+    if posix.is_absolute():
+        return {"uri": "file://" + quote(os.fsencode(posix.as_posix()), safe=_PATH_SAFE)}
+    return {"uri": quote(os.fsencode(posix.as_posix()), safe=_PATH_SAFE), "uriBaseId": "%SRCROOT%"}
 
 
 def _region(line: int, column: int, end_line: int, end_column: int) -> dict:
@@ -54,7 +66,7 @@ def render_sarif(diags: Sequence[Diagnostic], unsafe: bool = False, docs_url: st
     index = {r["id"]: i for i, r in enumerate(rules)}
     results = []
     for d in diags:
-        location = {"artifactLocation": {"uri": _uri(d.path), "uriBaseId": "%SRCROOT%"},
+        location = {"artifactLocation": _location(d.path),
                     "region": _region(d.line, d.column, d.end_line, d.end_column)}
         result: dict = {
             "ruleId": d.code,
@@ -70,7 +82,7 @@ def render_sarif(diags: Sequence[Diagnostic], unsafe: bool = False, docs_url: st
             result["fixes"] = [{
                 "description": {"text": f"{d.fix.message} ({d.fix.applicability} fix)"},
                 "artifactChanges": [{
-                    "artifactLocation": {"uri": _uri(d.path), "uriBaseId": "%SRCROOT%"},
+                    "artifactLocation": _location(d.path),
                     "replacements": [
                         {"deletedRegion": _region(e.line, e.column, e.end_line, e.end_column),
                          "insertedContent": {"text": e.content}}

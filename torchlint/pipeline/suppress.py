@@ -11,12 +11,16 @@ _NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]
 
 
 def noqa_codes(line: str) -> set[str] | None:
-    """None: no noqa; empty set: bare `# noqa` (everything); else the listed codes."""
-    m = _NOQA.search(line)
-    if m is None:
-        return None
-    codes = m.group("codes")
-    return {c.upper() for c in re.split(r"[,\s]+", codes) if c} if codes else set()
+    """None: no noqa; empty set: bare `# noqa` (everything); else the listed codes. Every `# noqa` of the line
+    counts, as flake8 reads the line's text: a string holding `# noqa: E501` before the comment `--add-noqa`
+    wrote does not hide that comment."""
+    found: set[str] | None = None
+    for m in _NOQA.finditer(line):
+        codes = m.group("codes")
+        if not codes:
+            return set()
+        found = (found or set()) | {c.upper() for c in re.split(r"[,\s]+", codes) if c}
+    return found
 
 
 def suppressed(lines: Sequence[str], diag: Diagnostic) -> bool:

@@ -34,3 +34,30 @@ def newline_of(text: str) -> str:
     """The file's line break: the first one it uses, `\\n` when it has none."""
     m = _BREAK.search(text)
     return m.group() if m else "\n"
+
+
+_END = re.compile(r"(\r\n|\r|\n)\Z")
+
+
+def carry_over(original: str, regenerated: str, changed: str) -> str:
+    """`changed`, an edit of `regenerated` (code generated again from `original`, line for line the same lines but
+    not always the same characters: libcst drops a form feed before a statement, a notebook cell is joined with
+    `\\n`), with every line the edit did not touch taken from `original` as it was, and the line breaks of the lines
+    it added written as `original` writes them. `changed` itself when `regenerated` does not line up with `original`."""
+    if original == regenerated:
+        return changed
+    old, regen, new = (split_lines(t, keepends=True) for t in (original, regenerated, changed))
+    if len(old) != len(regen):
+        return changed
+    import difflib
+
+    newline = newline_of(original)
+    out: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, regen, new, autojunk=False).get_opcodes():
+        if tag == "equal":
+            for i, j in zip(range(i1, i2), range(j1, j2)):
+                kept = old[i]
+                out.append(kept if _END.search(kept) or not _END.search(new[j]) else kept + newline)
+        else:
+            out.extend(_END.sub(newline, line) for line in new[j1:j2])
+    return "".join(out)
