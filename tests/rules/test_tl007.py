@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from tests.helpers import findings, fixed
+from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
     # -- loss parts in a dict, iterated with .items() or .values() ---------------------------------------------------
@@ -968,3 +968,13 @@ def test_bounded_loops_multiply_when_the_list_outlives_them():
             history.append(loss)
     """
     assert findings(fresh, "TL007") == []  # bound afresh per epoch: ten at most
+
+
+def test_message():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["dict_parts_iterated_with_items"][0], "TL007") == [(
+        11, 13,
+        "`part` is still attached to its graph and is kept in `logs` across iterations (never "
+        "back-propagated): every step's graph stays alive and memory grows; store `part.item()` or "
+        "`.detach()`",
+    )]
