@@ -200,10 +200,9 @@ def test_marked_code_generation_gives_libcst_positions():
 
 
 def test_fix_edits_computed_around_the_node_equal_whole_file_edits():
-    """Issue 14, bug 3: `--format json`/`sarif` computed each fix's edits by fixing and diffing the whole file (a
-    60 s timeout on a 20,000-line file). The edits are now computed on the top-level statements a fix touches;
-    they must be the very edits the whole-file diff gives, on every fixture and positive example, and on files
-    with a header comment, CRLF, lone CR, a BOM and no final newline."""
+    """The edits of a fix (`--format json`/`sarif`) are computed on the top-level statements it touches, not by
+    fixing and diffing the whole file; they are the very edits the whole-file diff gives, on every fixture and
+    positive example, and on files with a header comment, CRLF, lone CR, a BOM and no final newline."""
     from torchlint.pipeline.analyze import analyze
     from torchlint.pipeline.apply import LocalEdits, apply_fixes, edits
 
@@ -223,8 +222,8 @@ def test_fix_edits_computed_around_the_node_equal_whole_file_edits():
 
 
 def test_edits_from_the_pruned_text_equal_edits_from_the_whole_text():
-    """`--format json` now prunes like the text format: blanked functions keep their lines, and a fix's edits
-    come from the statement it touches, so they are the same as from the whole text."""
+    """`--format json` prunes like the text format: blanked functions keep their lines, and a fix's edits come
+    from the statement it touches, so they are the same as from the whole text."""
     from tests.test_consistency import _big_file
     from torchlint.engine import _diagnostics
     from torchlint.pipeline.analyze import analyze
@@ -238,7 +237,7 @@ def test_edits_from_the_pruned_text_equal_edits_from_the_whole_text():
 
 def test_positions_of_identical_decorated_statements():
     """A statement whose text occurs twice is placed from the lines `ast` gives; a decorated one starts, for
-    libcst, at `def`, not at its first decorator (it was put a line too high)."""
+    libcst, at `def`, not a line higher at its first decorator."""
     fn = ("@decorate\ndef train(model, loader, optimizer, criterion):\n    for x, y in loader:\n"
           "        loss = criterion(model(x), y)\n        loss.backward()\n        optimizer.step()\n")
     src = "import torch\n\n\n" + fn + "\n\n" + fn
@@ -248,7 +247,7 @@ def test_positions_of_identical_decorated_statements():
 
 def test_positions_read_the_file_a_bounded_number_of_times(monkeypatch):
     """Placing the statements of many findings reads the file's text a bounded number of times in all, not once
-    per statement (searching it for each statement's code and counting its line breaks from the start was
+    per statement (searching it for each statement's code and counting its line breaks from the start would be
     quadratic in a long file with many findings)."""
     import libcst as cst
 

@@ -141,7 +141,7 @@ def test_a_document_slow_to_check_does_not_hold_up_another_and_is_stopped_at_the
 
 
 def test_a_burst_of_edits_is_checked_once_at_its_last_version(tmp_path):
-    """20 changes in a row used to be checked, and published, one after the other; only the last matters."""
+    """Of 20 changes in a row, only the last version is checked and published: the others are not."""
     async def go():
         client, received, _ = await start_language_server(tmp_path)
         uri = (tmp_path / "train.py").as_uri()

@@ -378,9 +378,9 @@ def test_inline_forward_in_backward_is_flagged():
     assert findings(src, "TL002") == [(3, 5)]
 
 
-# Issue 21, item 14: a helper called once per batch back-propagates one loss per layer of a single forward, with
-# retain_graph=True on each. The next run of its inner loop goes through the same graph: dropping retain_graph
-# made PyTorch raise "Trying to backward through the graph a second time" (/tmp run of the shape, before the fix).
+# A helper called once per batch back-propagates one loss per layer of a single forward, with retain_graph=True on
+# each. The next run of its inner loop goes through the same graph: without retain_graph PyTorch raises "Trying to
+# backward through the graph a second time", so neither a finding nor a fix is right here.
 PER_LAYER_HELPER = """
 def train_step(model, opt, x, y):
     outs = model(x)

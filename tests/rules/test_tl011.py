@@ -7,7 +7,7 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
-    # -- seen in a fetched repository: a learning-rate range test stepping its own scheduler first -------------
+    # -- a learning-rate range test stepping its own scheduler first -------------------------------------------
     "lr_range_test_with_a_scheduler_of_the_file": (
         """
         class ExponentialRamp(torch.optim.lr_scheduler._LRScheduler):
