@@ -20,6 +20,14 @@ def findings(src: str, code: str) -> list[tuple[int, int]]:
     return [(d.line, d.column) for d in found if d.code == code]
 
 
+def messages(src: str, code: str) -> list[tuple[int, int, str]]:
+    """(line, column, message) of every `code` finding in the dedented source."""
+    text = textwrap.dedent(src)
+    found = lint_source(text, "t.py", select_rules([code]))
+    assert not [d for d in found if d.code.startswith("TL9")], [d.message for d in found]
+    return [(d.line, d.column, d.message) for d in found if d.code == code]
+
+
 def fixed(src: str, code: str, unsafe: bool = True) -> str:
     return fix_source(textwrap.dedent(src), "t.py", select_rules([code]), unsafe=unsafe).text
 

@@ -48,7 +48,7 @@ def same_as_uncached(run_cli, root: Path) -> str:
 def test_identical_files_in_two_folders_get_their_own_answers(tmp_path, run_cli):
     write(tmp_path, {"a/train.py": TRAIN, "a/engine.py": STEPS_AND_ZEROES,
                      "b/train.py": TRAIN, "b/engine.py": STEPS_ONLY})
-    cold = same_as_uncached(run_cli, tmp_path)  # one run, cold: the two files used to share one entry
+    cold = same_as_uncached(run_cli, tmp_path)  # one run, cold: each of the two identical files has its own entry
     assert '"path": "b/train.py"' in cold and "b/engine.py:2" in cold and "a/train.py" not in cold
     assert same_as_uncached(run_cli, tmp_path) == cold
 

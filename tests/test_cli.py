@@ -296,7 +296,7 @@ def test_python_dash_m(tmp_path, python):
 
 
 def test_fix_keeps_the_last_line_break_of_a_cr_only_file(tmp_path, run_cli):
-    """libcst drops a final lone `\\r` when it writes a module back: a fixed `\\r`-only file lost its last one."""
+    """libcst drops a final lone `\\r` when it writes a module back: a fixed `\\r`-only file keeps its last one."""
     from tests.conftest import ROOT
 
     path = write(tmp_path, "t.py", (ROOT / "tests" / "odd_inputs" / "cr_only.py").read_bytes())

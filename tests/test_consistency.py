@@ -1,4 +1,4 @@
-"""One answer, whichever way it is asked (issue 14): the CLI in every format, cold and warm, one job or two,
+"""One answer, whichever way it is asked: the CLI in every format, cold and warm, one job or two,
 flake8, the Python API and the language server report the same findings at the same places; `--diff` applied
 with `patch` equals `--fix`; the configuration answers the same from any folder and any spelling of the path.
 
@@ -112,8 +112,8 @@ def test_every_format_reports_the_same_findings(tree):
 
 
 def test_cold_equals_warm_in_every_format(tree, tmp_path):
-    """Bug 1: the warm cache dropped a notebook finding's cell (`nb.ipynb:cell 4:4:5` became `nb.ipynb:4:5`).
-    Cold and warm output are now the same bytes in every format."""
+    """Cold and warm output are the same bytes in every format (a notebook finding read from the cache keeps its
+    cell: `nb.ipynb:cell 4:4:5`, not `nb.ipynb:4:5`)."""
     work = tmp_path / "w"
     shutil.copytree(tree, work)
     for fmt in FORMATS:
@@ -147,7 +147,7 @@ def test_flake8_equals_the_cli(tree):
 
 
 def test_the_api_equals_the_cli(tree):
-    """Bug 2 showed here too: `\\r`-only files got line numbers one too low from lint_source."""
+    """lint_source gives the CLI's positions, `\\r`-only files included."""
     want = {(d["path"], d["line"], d["column"], d["code"]) for d in _cli_json(tree) if d["path"].endswith(".py")}
     got = set()
     for path in sorted(tree.rglob("*.py")):
@@ -157,8 +157,8 @@ def test_the_api_equals_the_cli(tree):
 
 
 def test_lone_cr_line_numbers_match_python():
-    """Bug 2: files with old-Mac `\\r`-only line endings got line numbers one too low, so `# noqa` on the line
-    above hid the finding. Python's parser counts `\\r` as a line break; so does torchlint now."""
+    """Files with old-Mac `\\r`-only line endings get Python's line numbers: each `\\r` is a line break, as for
+    Python's parser (so a `# noqa` applies to the line it is on, not the one below)."""
     text = (ODD / "cr_only.py").read_bytes().decode()
     assert [(d.line, d.code) for d in lint_source(text, "cr_only.py")] == [(7, "TL004"), (8, "TL007")]
     noqa_above = text.replace("    optimizer.step()\r", "    optimizer.step()\r    pass  # noqa: TL007\r")
@@ -197,10 +197,8 @@ def test_language_server_equals_the_cli(tree):
 
 
 def test_diff_applied_with_patch_equals_fix(tree, tmp_path):
-    """Bugs 4, 5, 6: `--diff` glued the next header onto a last line without newline, printed a `\\r`-only
-    file's hunk as one line swallowing the next header, and printed UTF-8 for a latin-1 file (and a BOM file's
-    first hunk applied only with fuzz). The patch now applies exactly and gives what `--fix` writes; a second
-    `--fix` changes nothing."""
+    """`--diff` applied with `patch` applies exactly (no fuzz) and gives what `--fix` writes, on a last line
+    without newline, a `\\r`-only file, a latin-1 file and a BOM file; a second `--fix` changes nothing."""
     if shutil.which("patch") is None:
         pytest.skip("the patch program is not installed")
     patched, fixed = tmp_path / "patched", tmp_path / "fixed"
@@ -224,8 +222,8 @@ def test_diff_applied_with_patch_equals_fix(tree, tmp_path):
 
 
 def test_json_on_a_large_file_completes_like_text(tmp_path):
-    """Bug 3: `--format json`/`sarif` on a 20,000-line file hit the 60 s per-file limit (TL904): the edits of
-    each fix were computed over the whole file. They are computed around the node now."""
+    """`--format json`/`sarif` on a 20,000-line file report its findings within the 60 s per-file limit (no TL904),
+    each fix's edits placed at its finding."""
     tree = tmp_path
     (tree / "big.py").write_text(_big_file(every=25), encoding="utf-8")  # 300 findings
     for fmt in ("json", "sarif"):
@@ -250,8 +248,8 @@ def configured(tmp_path) -> Path:
 
 
 def test_configuration_is_the_same_from_any_folder_and_path(configured):
-    """Bug 8: `exclude`/`extend-exclude` were matched against the path as typed (`torchlint sub` checked
-    sub/skip/x.py); they are matched from the configuration's folder, like per-file-ignores and like ruff."""
+    """`exclude`/`extend-exclude` are matched from the configuration's folder, like per-file-ignores and like ruff,
+    not against the path as typed: `torchlint sub` skips sub/skip/x.py too."""
     def found(*args: str, cwd: Path) -> set[str]:
         out = subprocess.run([sys.executable, "-m", "torchlint", "--no-cache", "--format", "json", *args],
                              cwd=cwd, capture_output=True, text=True, timeout=120)
@@ -268,7 +266,7 @@ def test_configuration_is_the_same_from_any_folder_and_path(configured):
 
 
 def test_language_server_honours_per_file_ignores(configured):
-    """Bug 7: the language server ignored per-file-ignores, which the CLI honours."""
+    """The language server honours per-file-ignores, as the CLI does."""
     published = asyncio.run(_lsp_diagnostics(configured, [configured / "sub" / "quiet.py",
                                                           configured / "sub" / "loud.py"]))
     assert [d.code for d in published["sub/quiet.py"]] == []

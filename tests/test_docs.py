@@ -33,8 +33,7 @@ def linked_page(url: str) -> Path:
 
 def test_every_link_resolves_to_its_page():
     """The link of each code (the output's `= rule:`, SARIF's helpUri, JSON's url, the language server's
-    codeDescription) is the page of the installed package: a rule's own page, the index for TL9xx. It used to name
-    a repository that does not exist."""
+    codeDescription) is a page of the installed package that exists: a rule's own page, the index for TL9xx."""
     from torchlint.codes import META_RULES, doc_url
     from torchlint.rules import rule_codes
 
@@ -110,8 +109,8 @@ def test_warm_path_does_not_import_libcst():
 
 
 def test_a_warm_run_does_not_import_libcst(tmp_path):
-    """A run whose every answer is cached reads the cache and prints: no parser, no analysis, no rules (a warm run
-    over the torch package went from 0.4 s to 1.3 s when a cache check imported the analysis for its hash)."""
+    """A run whose every answer is cached reads the cache and prints: no parser, no analysis, no rules (importing
+    them would cost a warm run several times what its work does)."""
     import subprocess
     import sys
 

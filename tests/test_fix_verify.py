@@ -133,9 +133,10 @@ def test_verify_runs_on_the_device_torchlint_device_names(monkeypatch):
 
 def test_each_run_counts_only_its_own_graph(tmp_path, device):
     """TL002's fix, as --report plots it: the fixed run, recorded after the original in the same process, counts only
-    its own graph (it used to count the original's graphs too, which the recorder's own saved-tensor hook kept
-    alive: 57 nodes from the first step, above the original's 12 to 47), and the original's count does not grow
-    either (the script rebinds its loss: one iteration's graph is alive after each step, as without torchlint)."""
+    its own graph (not the original's graphs too, which the recorder's own saved-tensor hook could keep alive:
+    that would give 57 nodes from the first step, above the original's 12 to 47), and the original's count does
+    not grow either (the script rebinds its loss: one iteration's graph is alive after each step, as without
+    torchlint)."""
     from torchlint.engine import select_rules
     from torchlint.fix_verify import verify_fixes
     from torchlint.verify.runner import run_scripts
@@ -161,7 +162,8 @@ RETAINED = ("import torch\nmodel = torch.nn.Linear(3, 1)\nopt = torch.optim.SGD(
 
 
 def test_a_fix_proven_on_no_step_is_not_written(tmp_path, run_cli, device):
-    """A script that takes no optimizer step used to be 'verified at all 0 steps' and rewritten."""
+    """A script that takes no optimizer step proves nothing: its fix is reported TL903, not 'verified at all 0
+    steps', and the file is not rewritten."""
     script = tmp_path / "train.py"
     script.write_text(text := RETAINED.format(before="", n=0, after=""))
     r = run_cli("--fix", "--verify", "--steps", "3", "--device", device, "train.py", cwd=tmp_path)
@@ -175,8 +177,8 @@ def test_a_fix_proven_on_no_step_is_not_written(tmp_path, run_cli, device):
 
 def test_a_script_that_exits_is_verified_on_the_steps_it_took_and_the_next_file_still_runs(tmp_path, run_cli,
                                                                                            device):
-    """sys.exit(0) after training ends the run as its last line would; it used to crash torchlint with a
-    traceback, and the files after it were never processed."""
+    """sys.exit(0) after training ends the run as its last line would: no traceback, the fix is verified on the
+    steps taken, and the files after it are processed."""
     (tmp_path / "a.py").write_text(RETAINED.format(before="import sys\n", n=3, after="sys.exit(0)\n"))
     (tmp_path / "b.py").write_text(RETAINED.format(before="", n=3, after=""))
     r = run_cli("--fix", "--verify", "--steps", "5", "--device", device, "a.py", "b.py", cwd=tmp_path)

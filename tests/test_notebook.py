@@ -115,8 +115,8 @@ def test_directories_include_notebooks(nb_path, run_cli):
 
 
 def test_shell_command_continued_with_backslashes_is_not_a_syntax_error(tmp_path, run_cli):
-    """A `!` command continued over several lines with trailing backslashes is valid IPython (seen in a real
-    notebook): it was reported as TL901 'unexpected indent' and the notebook went unchecked."""
+    """A `!` command continued over several lines with trailing backslashes is valid IPython: no TL901
+    'unexpected indent', the notebook is checked, and a fix keeps the command."""
     shell = ["! python preprocess.py --data_dir data \\\n", "                    --max_len 510\n", "\n"]
     path = tmp_path / "shell.ipynb"
     path.write_text(notebook([SETUP, shell + TRAIN]), encoding="utf-8")
@@ -128,8 +128,8 @@ def test_shell_command_continued_with_backslashes_is_not_a_syntax_error(tmp_path
 
 
 def test_percent_formatting_on_a_continuation_line_is_not_a_magic(tmp_path, run_cli):
-    """`print("..."` then `      % (a, b))` on the next line is Python: it was taken for a line magic, leaving an
-    unclosed bracket, and the notebook was reported as TL901 (seen in real tutorial notebooks)."""
+    """`print("..."` then `      % (a, b))` on the next line is Python, not a line magic (taking it for one would
+    leave an unclosed bracket: TL901); a `%` line inside a string is no magic either."""
     cell = ['print("epoch %d, loss %.4f"\n', "      % (1, 0.5))\n", 's = """\n', "%not a magic inside a string\n",
             '"""\n']
     path = tmp_path / "fmt.ipynb"
@@ -139,8 +139,7 @@ def test_percent_formatting_on_a_continuation_line_is_not_a_magic(tmp_path, run_
 
 
 def test_an_unfinished_cell_is_reported_and_the_others_checked(tmp_path, run_cli):
-    """An exercise notebook's cell like `model = ` used to make the whole notebook one TL901 with nothing else
-    checked. Now that cell gets TL901 at its own line and the other cells are checked."""
+    """An exercise notebook's cell like `model = ` gets TL901 at its own line, and the other cells are checked."""
     unfinished = ["# TODO: build the network\n", "model = \n"]
     path = tmp_path / "exercise.ipynb"
     path.write_text(notebook([unfinished, TRAIN]), encoding="utf-8")

@@ -81,8 +81,8 @@ def test_statistics(project, run_cli):
 
 
 def test_every_link_of_sarif_and_json_resolves(project, run_cli):
-    """helpUri of every rule, the tool's informationUri, and each JSON url: pages that exist (they used to name a
-    repository that does not); with `docs-url` configured, links under it."""
+    """helpUri of every rule, the tool's informationUri, and each JSON url: pages that exist; with `docs-url`
+    configured, links under it."""
     from tests.test_docs import linked_page
 
     log = json.loads(run_cli("--format", "sarif", "--no-cache", "train.py", cwd=project).stdout)

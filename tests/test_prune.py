@@ -252,7 +252,7 @@ def ast_parses(monkeypatch) -> list[int]:
 
 def test_a_pruned_file_with_findings_is_parsed_by_ast_once(ast_parses):
     """Pruning parses the file with `ast`; the positions of its findings come from that same tree, not from a
-    second parse (on files of training code with a few helpers, this made pruning worth its `ast` pass)."""
+    second parse (on files of training code with a few helpers, a second parse would cost what pruning saves)."""
     found = [(d.line, d.code) for d in lint_source(SAMPLE, "t.py")]
     assert sorted(code for _, code in found) == ["TL001", "TL004"]
     assert ast_parses == [len(SAMPLE)]

@@ -408,8 +408,8 @@ def _wait_dead(pid: int, seconds: float = 10.0) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
 def test_timeout_stops_what_the_script_started_and_keeps_its_output(tmp_path, run_cli, device):
-    """The time limit killed only the monitor's process: a process the script started kept running, and what
-    the script had printed was lost with the buffered output."""
+    """The time limit stops the script and the processes it started, and what the script printed before it is
+    shown."""
     (tmp_path / "hang.py").write_text(
         "import subprocess, sys, time\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
@@ -448,9 +448,9 @@ def test_sigterm_stops_the_script_and_what_it_started(tmp_path, device):
 
 
 def test_the_scripts_output_is_passed_on_as_it_comes(tmp_path, device):
-    """Streamed, not buffered to the end (30 MB of prints took 336 MB): torchlint shows the script's first line
-    while the script still waits for the test to see it; bytes that are not UTF-8 pass through (they crashed
-    the command), and the script's stderr is shown when the run succeeds (it was dropped)."""
+    """Streamed, not buffered to the end (a buffer would hold all the script prints): torchlint shows the
+    script's first line while the script still waits for the test to see it; bytes that are not UTF-8 pass
+    through, and the script's stderr is shown when the run succeeds."""
     import os
     import select
     import shutil
@@ -484,7 +484,7 @@ def test_the_scripts_output_is_passed_on_as_it_comes(tmp_path, device):
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
 def test_sigterm_stops_the_pool_workers(tmp_path):
-    """SIGTERM to `torchlint --jobs 2` ended the command and left its two workers running."""
+    """SIGTERM to `torchlint --jobs 2` ends the command and its two workers, without a traceback."""
     import shutil
     import signal
     import subprocess
@@ -513,7 +513,7 @@ def test_sigterm_stops_the_pool_workers(tmp_path):
     assert b"Traceback" not in err, err
 
 
-# Shapes issue 20 asks the run to confirm: a detached term re-wrapped as a new leaf, stacked with attached terms,
+# Shapes the run must confirm: a detached term re-wrapped as a new leaf, stacked with attached terms,
 # taken as `.data[0]`; `optimizer.step()` straight after a scaled backward; and the new static findings (a step
 # reached through an object, an optimizer wrapper named like a scheduler, a step's output kept after its loss was
 # back-propagated).

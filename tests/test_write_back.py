@@ -75,7 +75,8 @@ def test_a_symlink_is_written_through_to_its_target(tmp_path, run_cli):
 
 
 def test_a_folder_run_fixes_the_real_file_and_keeps_the_link(tmp_path, run_cli):
-    """The link sorts first (a.py -> b.py): it used to be replaced by a regular file, and b.py skipped as seen."""
+    """The link sorts first (a.py -> b.py): the real file b.py is fixed, a.py stays a link to it, and a finding is
+    reported once, under the real file's name."""
     real = tmp_path / "b.py"
     real.write_text(BUGGY)
     (tmp_path / "a.py").symlink_to("b.py")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.helpers import findings, fixed
+from tests.helpers import findings, fixed, messages
 
 SEED = """\
 real_batchsize = 200
@@ -265,3 +265,13 @@ def test_fix_is_unsafe_only():
     import textwrap
 
     assert fixed(src, "TL001", unsafe=False) == textwrap.dedent(src)
+
+
+def test_message():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["seed_manual_batching"][0], "TL001") == [(
+        15, 13,
+        "`ave_loss.backward()` back-propagates `total_loss`, a running total carried across iterations: "
+        "each backward re-walks the graphs of earlier batches ('Trying to backward through the graph a "
+        "second time'); rebind `total_loss` after the step",
+    )]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.helpers import findings, fixed
+from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
     "plain_script": (
@@ -378,9 +378,9 @@ def test_inline_forward_in_backward_is_flagged():
     assert findings(src, "TL002") == [(3, 5)]
 
 
-# Issue 21, item 14: a helper called once per batch back-propagates one loss per layer of a single forward, with
-# retain_graph=True on each. The next run of its inner loop goes through the same graph: dropping retain_graph
-# made PyTorch raise "Trying to backward through the graph a second time" (/tmp run of the shape, before the fix).
+# A helper called once per batch back-propagates one loss per layer of a single forward, with retain_graph=True on
+# each. The next run of its inner loop goes through the same graph: without retain_graph PyTorch raises "Trying to
+# backward through the graph a second time", so neither a finding nor a fix is right here.
 PER_LAYER_HELPER = """
 def train_step(model, opt, x, y):
     outs = model(x)
@@ -451,3 +451,14 @@ def test_helper_with_fresh_micro_batch_forwards_keeps_its_safe_fix():
     """
     assert findings(src, "TL002") == [(4, 5)]
     assert "    loss.backward()\n" in fixed(src, "TL002", unsafe=False)
+
+
+def test_message():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["plain_script"][0], "TL002") == [(
+        4, 5,
+        "`loss.backward(retain_graph=True)` is the last backward of the iteration and keeps the graph "
+        "(retain_graph=True): the saved activations stay alive into the next iteration's forward (twice "
+        "the activation memory at its peak, more while anything holds the loss): drop it from the last "
+        "backward",
+    )]

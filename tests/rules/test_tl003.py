@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.helpers import findings, fixed
+from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
     # -- a helper that returns several losses as a tuple, one of them detached ------------------------------
@@ -454,3 +454,13 @@ def test_fix_removes_the_whole_chain():
     out = fixed(POSITIVE["chained_detach_cpu_numpy_weighted"][0], "TL003")
     assert "loss = crit(model(x), y) + beta * kl\n" in out
     assert findings(out, "TL003") == []
+
+
+def test_message():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["helper_tuple_item"][0], "TL003") == [(
+        5, 16,
+        "`reg.item()` cuts `reg` out of the graph (.item()) before `compute_losses()` returns it, and "
+        "the caller adds it into a loss that is back-propagated (as `reg`): this term gets no gradient; "
+        "return `reg` itself",
+    )]

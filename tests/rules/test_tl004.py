@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.helpers import findings, fixed
+from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
     "closure_from_a_factory_method": (
@@ -364,3 +364,13 @@ def test_optimizer_created_each_iteration_is_not_flagged():
         optimizer_base.step()
     """
     assert findings(src, "TL004") == []
+
+
+def test_message():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["closure_from_a_factory_method"][0], "TL004") == [(
+        16, 13,
+        "`self.optimizer.step(self.make_closure(x, y))` runs in a loop that never clears "
+        "`self.optimizer`'s gradients: backward() adds into .grad, so each step applies the sum of all "
+        "earlier gradients; call `self.optimizer.zero_grad()`",
+    )]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.helpers import findings, fixed
+from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
     # -- scale-invariant optimizers: reported only when something sees the summed gradient's size ---------------
@@ -879,3 +879,13 @@ def test_fix_divides_inside_framework_backward():
     assert "    fabric.backward(loss / accum)\n" in out
     out = fixed(POSITIVE["lightning_manual_backward"][0], "TL005")
     assert "self.manual_backward(loss / 4)" in out
+
+
+def test_message():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["adam_with_clipping"][0], "TL005") == [(
+        5, 5,
+        "`loss.backward()` runs every iteration but the optimizer steps every `accum` iterations: "
+        "gradients of `accum` micro-batches add up, an update `accum`x too large; divide the loss by "
+        "`accum`",
+    )]

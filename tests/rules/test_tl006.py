@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.helpers import findings, fixed
+from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
     # -- the window cleared on its last micro-step, before that micro-step's backward ----------------------------
@@ -333,3 +333,13 @@ def test_fix_after_scaler_update():
 def test_fix_accelerate_uses_optimizer():
     out = fixed(POSITIVE["accelerate_model_zero_grad"][0], "TL006")
     assert "        optimizer.zero_grad()\n" in out and "model.zero_grad()" not in out
+
+
+def test_message():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["zero_grad_under_the_window_guard_before_the_backward"][0], "TL006") == [(
+        5, 9,
+        "`optimizer.zero_grad()` clears the gradients on the window's last iteration, before its "
+        "backward, so `optimizer.step()` applies the last micro-batch's gradient only (the window's "
+        "others are wiped): gradient accumulation is lost; move it after the step",
+    )]

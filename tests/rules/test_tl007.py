@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from tests.helpers import findings, fixed
+from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
     # -- loss parts in a dict, iterated with .items() or .values() ---------------------------------------------------
@@ -772,7 +772,8 @@ def test_fix_detach_when_the_value_is_not_known_to_be_a_scalar():
 
 
 def test_no_fix_and_no_finding_for_numbers():
-    """The 0.1 'safe' fix turned `total_fwd += delta_fwd` (a float from a timer) into `delta_fwd.item()`."""
+    """A float from a timer added into a total (`total_fwd += delta_fwd`) is no graph: no finding, and no fix that
+    would turn it into `delta_fwd.item()`."""
     src = """
     total_fwd = 0.0
     for x, y in loader:
@@ -793,9 +794,9 @@ def test_fix_detaches_the_values_kept_in_a_record():
     assert findings(out, "TL007") == [] and fixed(out, "TL007") == out
 
 
-# Issue 21, item 15: values kept on purpose to be back-propagated later. A pipeline schedule keeps each micro-batch's
-# output in a queue and pops it into a backward through a helper; the old safe `.detach()` made that backward raise
-# "element 0 of tensors does not require grad" (run on CPU before the fix).
+# Values kept on purpose to be back-propagated later. A pipeline schedule keeps each micro-batch's output in a queue
+# and pops it into a backward through a helper; a `.detach()` there would make that backward raise "element 0 of
+# tensors does not require grad", so neither a finding nor a fix is right.
 KEPT_FOR_A_LATER_BACKWARD = {
     "pipeline_queue_popped_into_a_backward_helper": """
         def backward_step(output):
@@ -898,8 +899,8 @@ def test_kept_values_handed_to_a_helper_that_only_reads_them_are_still_flagged()
     assert findings(src, "TL007") == [(10, 5)]
 
 
-# Issue 21, item 16: a test's mini-run whose trip count comes from a parameter default or a module constant keeps a
-# bounded handful of small graphs, freed with the list it returns: not a leak.
+# A test's mini-run whose trip count comes from a parameter default or a module constant keeps a bounded handful of
+# small graphs, freed with the list it returns: not a leak.
 MINI_RUN = """
 STEPS = 20
 
@@ -968,3 +969,13 @@ def test_bounded_loops_multiply_when_the_list_outlives_them():
             history.append(loss)
     """
     assert findings(fresh, "TL007") == []  # bound afresh per epoch: ten at most
+
+
+def test_message():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["dict_parts_iterated_with_items"][0], "TL007") == [(
+        11, 13,
+        "`part` is still attached to its graph and is kept in `logs` across iterations (never "
+        "back-propagated): every step's graph stays alive and memory grows; store `part.item()` or "
+        "`.detach()`",
+    )]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.helpers import findings, fixed
+from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
     # -- the state kept on the module, read and rebound in forward ----------------------------------------------
@@ -409,3 +409,13 @@ def test_fix_none_initial_state():
     out = fixed(POSITIVE["none_initial"][0], "TL008")
     assert "    if hx is not None:\n        hx = hx.detach() if hasattr(hx, 'detach') else tuple(h.detach() for h in hx)\n" in out
     assert findings(out, "TL008") == []
+
+
+def test_message():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["module_state_lstm"][0], "TL008") == [(
+        10, 28,
+        "`self.hidden` returned by `self.rnn` is kept on the module and fed back into it by the next "
+        "call of the model, without .detach(): the next backward reaches into the previous batch's freed "
+        "graph ('Trying to backward through the graph a second time'); detach it before it is fed back",
+    )]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.helpers import findings, fixed
+from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
     # -- inside a method or helper the loop calls ------------------------------------------------------------
@@ -244,3 +244,12 @@ def test_no_fix_for_scaler_step():
     import textwrap
 
     assert fixed(src, "TL009") == textwrap.dedent(src)
+
+
+def test_message():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["method_with_zero_grad_between"][0], "TL009") == [(
+        4, 9,
+        "`self.optimizer.step()` runs before `loss.backward()` in the same iteration: it applies stale "
+        "(or zeroed) gradients; step after the backward",
+    )]

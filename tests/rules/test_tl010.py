@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.helpers import findings, fixed
+from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
     "direct_step": (
@@ -266,3 +266,30 @@ def test_fix_unscale_before_clip():
 def test_fix_insert_update():
     out = fixed(POSITIVE["accumulation_no_update"][0], "TL010")
     assert "        scaler.step(optimizer)\n        scaler.update()\n        optimizer.zero_grad()\n" in out
+
+
+def test_message_direct_step():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["direct_step"][0], "TL010") == [(
+        7, 5,
+        "`optimizer.step()` after `scaler.scale(...).backward()` applies gradients still multiplied by "
+        "the loss scale and skips the inf/nan check; call `scaler.step(optimizer)`",
+    )]
+
+
+def test_message_clip_before_unscale():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["clip_before_unscale"][0], "TL010") == [(
+        4, 5,
+        "`torch.nn.utils.clip_grad_norm_` clips gradients still multiplied by the loss scale: call "
+        "`scaler.unscale_(optimizer)` before it",
+    )]
+
+
+def test_message_no_update():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["no_update"][0], "TL010") == [(
+        5, 9,
+        "`scaler.step(opt)` without `scaler.update()` in the iteration: the loss scale never adapts, so "
+        "overflowing steps keep being skipped; call `scaler.update()` after the step",
+    )]

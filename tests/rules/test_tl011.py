@@ -4,10 +4,10 @@ import textwrap
 
 import pytest
 
-from tests.helpers import findings, fixed
+from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
-    # -- seen in a fetched repository: a learning-rate range test stepping its own scheduler first -------------
+    # -- a learning-rate range test stepping its own scheduler first -------------------------------------------
     "lr_range_test_with_a_scheduler_of_the_file": (
         """
         class ExponentialRamp(torch.optim.lr_scheduler._LRScheduler):
@@ -479,3 +479,13 @@ def test_notebook_epoch_loop_before_a_training_function_of_an_earlier_cell(tmp_p
           "nbformat_minor": 5}
     found = lint_notebook(json.dumps(nb), "nb.ipynb", ALL_RULES)
     assert [(d.cell, d.line, d.column, d.code) for d in found] == [(2, 2, 5, "TL011")]
+
+
+def test_message():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["lr_range_test_with_a_scheduler_of_the_file"][0], "TL011") == [(
+        14, 5,
+        "`lr_scheduler.step()` runs before `optimizer.step()` in the same iteration: the schedule's "
+        "first learning rate is skipped ('Detected call of lr_scheduler.step() before "
+        "optimizer.step()'); step the scheduler after the optimizer",
+    )]

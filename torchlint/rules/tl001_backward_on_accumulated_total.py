@@ -76,6 +76,16 @@ after its backward, and a running total of `loss.item()` used for logging; a cou
 iteration (`i += seq_len`) that the loss depends on: only totals whose added value carries a graph (its kind, see
 docs/architecture.md) and that reach the backward as a term of the loss (reaching definitions) count.
 
+```python
+running = 0.0
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    running += loss.item()          # a float for logging: no graph is carried
+```
+
 ## Limits
 The total must be a plain name or attribute; totals kept in dict entries are not followed.
 """

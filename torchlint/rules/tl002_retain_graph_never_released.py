@@ -73,6 +73,19 @@ iterations (then the next backward would fail: fix TL001 first). `create_graph=T
 `retain_graph=True` followed by a final plain backward; a `retain_graph` given by a variable; a plain backward
 in the other arm of an `if` is not "later" (the flow graph decides what follows what).
 
+```python
+for real, _ in loader:
+    fake = netG(noise())
+    d_loss = criterion(netD(real), ones) + criterion(netD(fake), zeros)
+    d_loss.backward(retain_graph=True)   # the generator's backward below needs the graph
+    g_loss = criterion(netD(fake), ones)
+    g_loss.backward()                    # the last backward of the iteration releases it
+    optD.step()
+    optG.step()
+    optD.zero_grad()
+    optG.zero_grad()
+```
+
 ## Limits
 A loop that steps no optimizer and differentiates with `create_graph=True` (`torch.autograd.grad(val, y,
 create_graph=True)` in an unrolled solver inside a forward) keeps its graph for the backward after it, and is not

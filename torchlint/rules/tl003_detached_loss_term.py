@@ -84,6 +84,17 @@ Remove the wrapper where the value flows into a backward (`loss.data[0]` → `lo
 `running_loss += loss.item()` used only for printing; `fake.detach()` in a GAN discriminator loss (not a loss);
 a detached loss used as a multiplicative weight (`w = loss_b.detach() / loss_a.detach()`).
 
+```python
+running_loss = 0.0
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    running_loss += loss.item()     # only printed, never back-propagated
+print(running_loss)
+```
+
 `loss.backward(); loss = loss.item()`: the rebinding comes after the backward (only the definitions that reach
 the backward are read); a detached recurrent state fed into the model (an input, not a term of the loss).
 

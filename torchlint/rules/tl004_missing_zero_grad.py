@@ -63,6 +63,15 @@ zero_grad at the top or end of the loop, under the same accumulation guard as th
 via `model.zero_grad()` or `set_to_none=True`; `env.step(action)`, `scheduler.step()`, `prof.step()`; DeepSpeed
 engines (`engine.step()` zeroes gradients itself).
 
+```python
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+```
+
 `dist_autograd.backward(context_id, ...)` with `DistributedOptimizer.step(context_id)`: each context holds its
 own gradients. `torch.autograd.grad(...)`: it returns gradients and adds nothing to `.grad`.
 

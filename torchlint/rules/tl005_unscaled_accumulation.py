@@ -122,6 +122,15 @@ and DeepSpeed `engine.backward` (they divide by the configured steps); backward 
 a GAN that steps its generator every `n_critic` iterations (the generator's backward runs under the same guard
 as its step, so the backward that runs every iteration serves the discriminator).
 
+```python
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y) / accum_steps
+    loss.backward()
+    if (i + 1) % accum_steps == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+```
+
 ## Limits
 A division by anything named like the accumulation steps, or mentioning a name of the guard's divisor, counts
 as scaling. A loss multiplied by hand on its way to the backward (`loss *= world_size`, `loss = loss * bs`) is

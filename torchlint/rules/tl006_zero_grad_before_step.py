@@ -80,6 +80,14 @@ stepping the other (`netD.zero_grad()` before `optimizerG.step()` when `optimize
 backward under the same guard (it clears the stray gradients the discriminator loss left in the generator);
 a `zero_grad()` guarded by a loop variable (`if micro == 1:`, the first micro-step of each window); a step helper
 that clears, called on exclusive branches (every iteration without accumulation, every k-th with it).
+
+```python
+for x, y in loader:
+    optimizer.zero_grad()           # before the backward: nothing computed yet is cleared
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+```
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:

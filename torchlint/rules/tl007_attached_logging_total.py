@@ -87,6 +87,18 @@ back-propagates, or to a call the analysis cannot follow (what it does with them
 features of one call in a list; loops without a backward (evaluation code); the micro-batch outputs of one step,
 kept in a list the batch loop binds afresh (it never holds more than one step's graphs); a dict entry with a
 literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest value only).
+
+```python
+running_loss = 0.0
+history = []
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    running_loss += loss.item()
+    history.append(loss.detach())
+```
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:

@@ -79,6 +79,17 @@ the code does not show which. **Unsafe**: gradients stop at the batch boundary (
 value that is not a forward's output (`batch = move_to_device(batch)`, `out_dir = os.path.join(out_dir, ...)`);
 a state re-initialised for every sequence and carried only across the time steps of that sequence.
 
+```python
+hidden = model.init_hidden(batch_size)
+for x, y in batches:
+    hidden = repackage_hidden(hidden)
+    output, hidden = model(x, hidden)
+    loss = criterion(output, y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+```
+
 ## Limits
 The state must be known to be a forward's output: a graph tensor by its kind, or an item of the tuple a
 forward returns that is fed back into that forward. A value from a call the analysis cannot resolve is left

@@ -51,6 +51,16 @@ same conditions), the step is moved to right after the backward. Otherwise there
 ## Correct look-alikes (not flagged)
 `optimizer.step(closure)` whose closure runs the backward (LBFGS); a guarded step at the start of the next
 accumulation window (`if i > 0 and i % k == 0: optimizer.step()`); `scheduler.step()`; `env.step()`.
+
+```python
+for x, y in loader:
+    def closure():
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        return loss
+    optimizer.step(closure)         # LBFGS: the closure runs the backward
+```
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:

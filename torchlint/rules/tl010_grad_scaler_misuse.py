@@ -47,9 +47,12 @@ In a loop that back-propagates through a GradScaler (`scaler.scale(loss).backwar
 
 ## Example
 ```python
-scaler.scale(loss).backward()
-torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)   # TL010: clip before unscale_
-optimizer.step()                                          # TL010: not scaler.step(optimizer)
+for x, y in loader:
+    loss = criterion(model(x), y)
+    scaler.scale(loss).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)   # TL010: clip before unscale_
+    optimizer.step()                                          # TL010: not scaler.step(optimizer)
+    optimizer.zero_grad()
 ```
 
 ## Fix
@@ -63,6 +66,19 @@ The documented AMP recipe (`scale → backward → unscale_ → clip → scaler.
 optimizer.step()` (exclusive branches are never sequenced), also when the scaled backward sits in a helper
 under `if scaler is not None:` and the step in the caller's `else:`; two training functions called one after
 the other (an AMP run, then a plain run).
+
+```python
+scaler = torch.cuda.amp.GradScaler()
+for x, y in loader:
+    with torch.autocast("cuda"):
+        loss = criterion(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad()
+```
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:

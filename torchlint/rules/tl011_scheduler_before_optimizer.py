@@ -77,6 +77,16 @@ of another file) that steps the optimizer; the message names that function's fil
 `ReduceLROnPlateau.step(val_loss)` after validation; any `scheduler.step(...)` with an argument; a scheduler
 stepped after its own optimizer's batch loop and before another optimizer's (GAN); `if epoch > 0:
 scheduler.step()` at the top of the epoch.
+
+```python
+for epoch in range(epochs):
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    scheduler.step()                # per epoch, after the batch loop
+```
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
