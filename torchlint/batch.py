@@ -180,8 +180,6 @@ def _add_noqa(job: Job, path: Path, data: bytes, text: str, encoding: str, rules
     return Outcome(job.path, (), changed)
 
 
-
-
 _WORKER_CACHE: Cache | None = None
 
 

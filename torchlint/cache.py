@@ -28,7 +28,6 @@ from torchlint.diagnostic import Diagnostic, Edit, FixInfo
 from torchlint.source.safe_read import read_regular
 
 
-
 class Job(Protocol):
     """What a cache key is made of: a file to check and how (batch.Job is one)."""
 
@@ -36,6 +35,7 @@ class Job(Protocol):
     codes: Sequence[str]
     with_edits: bool
     project: str | None
+
 
 CACHE_DIR = ".torchlint_cache"
 

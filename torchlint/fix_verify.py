@@ -59,7 +59,7 @@ def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, proje
     if not chosen:
         return [], None
     where = positions(analysis.module, analysis.source, [f.node for _, f in chosen], analysis.tops,
-                     analysis.statements, analysis.tree)
+                      analysis.statements, analysis.tree)
     _remove_leftovers(path)
     temps: list[Path] = []
     try:

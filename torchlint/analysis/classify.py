@@ -64,6 +64,7 @@ def classify(e: Event, symbols: Symbols) -> Event | None:
             return e.but(kind=EventKind.FAKE_RESET, target=recv_name[: -len(".data")])
     return None
 
+
 def _backward(
     e: Event, call: cst.Call, method: str, recv: cst.BaseExpression, recv_name: str | None, kind: Kind,
     symbols: Symbols,

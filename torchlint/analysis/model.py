@@ -379,7 +379,7 @@ class FileModel:
             name = "self" if param == "self" else _mapped(param, params, e)
             if name is not None:
                 out.append(e.but(kind=EventKind.OPAQUE, target=name, flavor="external",
-                                               callee="self." if name == "self" else None))
+                                 callee="self." if name == "self" else None))
         self.resolved_calls.add(id(e.node))
         return out
 
@@ -416,7 +416,7 @@ def _runs(call_event: Event, steps, params: list[str], same_file: bool = False, 
     caller names it."""
     params = _positional(params, call_event)
     return [call_event.but(kind=EventKind.RUN, target=_mapped(opt, params, call_event, same_file),
-                                flavor="run", origin=origin) for opt in steps]
+                           flavor="run", origin=origin) for opt in steps]
 
 
 def _mapped(name: str | None, params: list[str], call_event: Event, same_file: bool = False) -> str | None:

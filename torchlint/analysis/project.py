@@ -41,6 +41,7 @@ from torchlint.source.safe_read import read_regular
 
 EXPORTS_VERSION = "3"
 
+
 class Project:
     """The files of one project (the directory torchlint was run on, or its configuration's root), read lazily.
 
@@ -435,5 +436,3 @@ class ProjectView:
             return False
         return any(b.rsplit(".", 1)[-1] in MODULE_BASES
                    for name in self._lineage(*target) for b in self.project.bases(target[0], name))
-
-

@@ -170,7 +170,6 @@ def _lightning_hooks(model: FileModel) -> Iterator[Finding]:
             )
 
 
-
 def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Event], clips: list[Event]) -> bool:
     """The window's summed gradient changes nothing the optimizer does, or is rescaled by hand: every optimizer the
     loop (`node`) steps is built in the file as a scale-invariant one (Adam-like; an optimizer handed to the function by

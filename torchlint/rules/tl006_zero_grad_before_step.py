@@ -92,7 +92,6 @@ that clears, called on exclusive branches (every iteration without accumulation,
                     yield Finding(z.node, f"`{code_of(z.node)}` {why}", _fix(loop, z, step))
 
 
-
 def wipes_window(model: FileModel, loop: Loop, step: Event) -> bool:
     """A `zero_grad()` of `step`'s optimizer clears the gradients the step needs: between the backward and the
     step, or on the window's last iteration before its backward (see `_window_cleared_early`)."""

@@ -30,6 +30,7 @@ try:  # internal to libcst: a libcst that moves it gets the public (slower) code
 except ImportError:  # pragma: no cover - depends on the installed libcst
     CodegenState = None  # type: ignore[assignment,misc]
 
+
 class _Switch(threading.local):
     read_only = False  # a class attribute: each thread starts with validation on
 
