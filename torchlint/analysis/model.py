@@ -138,15 +138,6 @@ class FileModel:
         """The scope a node defines, if it is one of this file's (an event placed from another file has none)."""
         return self._by_node.get(node)
 
-    def innermost_loop(self, event: Event, scope: Scope) -> Loop | None:
-        if not event.loops:
-            return None
-        node = event.loops[-1]
-        for loop in self.loops:
-            if loop.node is node and loop.scope is scope:
-                return loop
-        return None
-
     # -- construction --------------------------------------------------------------------------------------------
     def optimizer_calls(self, scope: Scope | None, name: str | None, depth: int = 2) -> list[cst.Call] | None:
         """The constructor calls that built the optimizer `name` of `scope` may hold: one built in the file under

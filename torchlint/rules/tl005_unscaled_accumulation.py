@@ -21,10 +21,6 @@ from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, DEF_TRAINING_STEP, LOOP, STEP_CALL, Finding, Rule
 from torchlint.rules.tl006_zero_grad_before_step import wipes_window
 
-# These divide the loss by the accumulation steps themselves (Accelerate, DeepSpeed, Fabric).
-
-WINDOW_GUARD = re.compile(r"%|==|>=")  # the accumulation guard: `(i + 1) % k == 0`, or a counter `n == k`
-
 
 class UnscaledAccumulation(Rule):
     code = "TL005"

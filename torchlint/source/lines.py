@@ -28,9 +28,3 @@ def split_lines(text: str, keepends: bool = False) -> list[str]:
 def breaks_before(text: str, offset: int) -> int:
     """How many line breaks `text[:offset]` holds: the 0-based line of `offset`."""
     return sum(1 for _ in _BREAK.finditer(text, 0, offset))
-
-
-def newline_of(text: str) -> str:
-    """The file's line break: the first one it uses, `\\n` when it has none."""
-    m = _BREAK.search(text)
-    return m.group() if m else "\n"
