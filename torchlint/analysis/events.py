@@ -45,7 +45,7 @@ class Guard:
     def condition(self) -> tuple[str, bool] | None:
         if self._condition is None:
             object.__setattr__(self, "_condition", (self._compute_condition(),))
-        return self._condition[0]  # type: ignore[index]
+        return self._condition[0]  # type: ignore[index]  # the memo, set just above when it was None
 
     def _compute_condition(self) -> tuple[str, bool] | None:
         """The condition as (text, polarity), with `x is not None` read as `x` and `not x`/`x is None` as the

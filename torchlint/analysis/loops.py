@@ -71,7 +71,7 @@ class Loop:
         bounds = [self._constant(a) for a in args]
         if any(b is None for b in bounds):
             return None
-        return max(0, bounds[-1] - (bounds[0] if len(bounds) == 2 else 0))  # type: ignore[operator]
+        return max(0, bounds[-1] - (bounds[0] if len(bounds) == 2 else 0))  # type: ignore[operator]  # no None (above)
 
     def _constant(self, expr: cst.BaseExpression) -> int | None:
         if type(expr) is cst.Integer:
@@ -79,7 +79,7 @@ class Loop:
         if type(expr) is cst.Name and self.events:
             defs, entry = self.scope.reaching(expr.value, self.events[0])
             if defs and not entry and all(type(d.value) is cst.Integer and d.flavor == "=" for d in defs):
-                values = {int(d.value.evaluated_value) for d in defs}  # type: ignore[union-attr]
+                values = {int(d.value.evaluated_value) for d in defs}  # type: ignore[union-attr]  # Integers (above)
                 return values.pop() if len(values) == 1 else None
         return None
 
