@@ -191,7 +191,7 @@ def is_self_accumulation(target: str, value: cst.BaseExpression) -> cst.BaseExpr
     return None
 
 
-def modulo_divisor(test: cst.BaseExpression) -> cst.BaseExpression | None:
+def modulo_divisor(test: cst.CSTNode) -> cst.BaseExpression | None:
     """The `k` of a gradient-accumulation guard such as `(i + 1) % k == 0` or `step % args.k == k - 1`.
     Calls are not entered: `print("%d" % x)` formatting is not a guard."""
     for n in walk(test, prune=lambda n: type(n) is cst.Call):

@@ -7,7 +7,7 @@ k times too large, as if the learning rate were multiplied by k.
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import libcst as cst
 
@@ -118,6 +118,7 @@ A loss that is a mean over a window built elsewhere is not recognised.
                        for g in b.guards_within(loop.node) if not g.negated):
                     continue  # backward itself runs only every k-th iteration
                 scope = model.scope_of(b)
+                assert b.value is not None  # a backward always has its value
                 division = _counter_division(model, scope, loop, b.value, k, b)
                 if division is not None:
                     if id(division) not in divisions:  # one finding per division, however many backwards use it
@@ -157,6 +158,7 @@ def _lightning_hooks(model: FileModel) -> Iterator[Finding]:
             if (b.kind is not EventKind.BACKWARD or b.flavor != "lightning" or b.loops or b.guards
                     or b.scope is not scope.node):
                 continue
+            assert b.value is not None  # a backward always has its value
             if _divided(model, scope, b.value, k, None, b):
                 continue
             yield Finding(
@@ -177,13 +179,15 @@ def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Even
     if not steps or clips:
         return False
     for step in steps:
-        for call in model.optimizer_calls(model.scope_at(step.scope), step.target) or [None]:
+        calls: Sequence[cst.Call | None] = model.optimizer_calls(model.scope_at(step.scope), step.target) or [None]
+        for call in calls:
             name = (dotted(call.func) or "").rsplit(".", 1)[-1] if call is not None else ""
-            if name not in SCALE_INVARIANT_OPTIMIZERS:
+            if call is None or name not in SCALE_INVARIANT_OPTIMIZERS:  # (no call: its name "" is not one)
                 return False
             decay = keyword(call, "weight_decay")
             if (decay is not None and name not in DECOUPLED_DECAY_OPTIMIZERS
-                    and not (type(decay.value) in (cst.Integer, cst.Float) and float(decay.value.value) == 0)):
+                    and not ((type(decay.value) is cst.Integer or type(decay.value) is cst.Float)
+                             and float(decay.value.value) == 0)):
                 return False
     return True
 
@@ -253,6 +257,7 @@ def _micro_batch_loop(model: FileModel, inner: Loop) -> Iterator[Finding]:
                                            [c for c in scope.events if c.kind is EventKind.CLIP]):
         return
     for b in backwards:
+        assert b.value is not None  # a backward always has its value
         if _divided(model, scope, b.value, count, inner, b):
             continue
         how = f"`{code_of(count)}`" if type(count) is not cst.Call else "their number"
