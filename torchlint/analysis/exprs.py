@@ -67,7 +67,7 @@ def names_in(node: cst.CSTNode) -> set[str]:
     def dotted_prefixes(n: cst.CSTNode) -> bool:
         cls = type(n)
         if cls is cst.Name:
-            names.add(n.value)  # type: ignore[attr-defined]  # narrowed by `cls is cst.X` on the cached type(n), which mypy does not follow
+            names.add(n.value)  # type: ignore[attr-defined]  # by cls = type(n)
             return True
         if cls is cst.Attribute:
             name = dotted(n)
@@ -94,7 +94,7 @@ def operand_names(node: cst.CSTNode) -> set[str]:
     def visit(n: cst.CSTNode) -> bool:  # True: do not walk into `n`
         cls = type(n)
         if cls is cst.Call:
-            func = n.func  # type: ignore[attr-defined]  # narrowed by `cls is cst.X` on the cached type(n), which mypy does not follow
+            func = n.func  # type: ignore[attr-defined]  # by cls = type(n)
             if type(func) is cst.Attribute:
                 todo.append(func.value)
             elif type(func) is not cst.Name:
