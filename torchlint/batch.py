@@ -199,8 +199,6 @@ def _add_noqa(job: Job, path: Path, data: bytes, text: str, encoding: str, rules
     return Outcome(job.path, (), changed)
 
 
-
-
 _WORKER_CACHE: Cache | None = None
 
 
@@ -241,7 +239,7 @@ def run(jobs: Sequence[Job], n_jobs: int = 0, cache_root: Path | None = None) ->
     hits = [_cached(job, cache) for job in jobs] if cache is not None else [None] * len(jobs)
     todo = [job for job, hit in zip(jobs, hits) if hit is None]
     if not todo:
-        yield from hits  # type: ignore[misc]
+        yield from hits  # type: ignore[misc]  # no None: every job was a hit
         return
     from torchlint.workers import Failed, Pool
 
@@ -273,5 +271,5 @@ def _cached(job: Job, cache: "Cache") -> Outcome | None:
 def _lookup(job: Job, cache: "Cache | None", data: bytes) -> tuple[str | None, Outcome | None]:
     """The file's cache key (None when this job is not cached) and the cache's answer for it, if any."""
     key = cache.key(data, job) if cache is not None and job.mode == "check" and job.data is None else None
-    hit = cache.get(key, job.path, job.project) if key is not None else None
+    hit = cache.get(key, job.path, job.project) if cache is not None and key is not None else None
     return key, (Outcome(job.path, hit, cached=True) if hit is not None else None)

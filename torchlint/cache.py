@@ -21,21 +21,25 @@ import secrets
 import stat
 from dataclasses import asdict
 from pathlib import Path
-from typing import Iterable, Protocol, Sequence
+from typing import Iterable, Mapping, Protocol, Sequence
 
 from torchlint import __version__
 from torchlint.diagnostic import Diagnostic, Edit, FixInfo
 from torchlint.source.safe_read import read_regular
 
 
-
 class Job(Protocol):
-    """What a cache key is made of: a file to check and how (batch.Job is one)."""
+    """What a cache key is made of: a file to check and how (batch.Job, a frozen dataclass, is one)."""
 
-    path: str
-    codes: Sequence[str]
-    with_edits: bool
-    project: str | None
+    @property
+    def path(self) -> str: ...
+    @property
+    def codes(self) -> Sequence[str]: ...
+    @property
+    def with_edits(self) -> bool: ...
+    @property
+    def project(self) -> str | None: ...
+
 
 CACHE_DIR = ".torchlint_cache"
 
@@ -250,7 +254,7 @@ _EDIT = {"line": int, "column": int, "end_line": int, "end_column": int, "conten
 _FIX = {"applicability": str, "message": str}
 
 
-def _typed(raw: object, fields: dict[str, type]) -> dict:
+def _typed(raw: object, fields: Mapping[str, type]) -> dict:
     """`raw`'s `fields`, each of its type (a JSON `true` is not a line number)."""
     if not isinstance(raw, dict) or set(raw) != set(fields):
         raise TypeError("wrong fields")

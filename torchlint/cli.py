@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from torchlint import __version__
 from torchlint.batch import Job
@@ -28,7 +28,7 @@ EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, as documented
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, as documented
         self.exit(EXIT_ERROR, f"torchlint: error: {message}\n")
 
 

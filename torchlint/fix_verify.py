@@ -59,11 +59,12 @@ def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, proje
     if not chosen:
         return [], None
     where = positions(analysis.module, analysis.source, [f.node for _, f in chosen], analysis.tops,
-                     analysis.statements, analysis.tree)
+                      analysis.statements, analysis.tree)
     _remove_leftovers(path)
     temps: list[Path] = []
     try:
         for i, (_, f) in enumerate(chosen):
+            assert f.fix is not None  # chosen: findings with a fix
             candidate = apply_fixes(analysis.module, [f.fix]).code
             cst.parse_module(candidate)
             temp = path.with_name(f".{path.stem}{VERIFY_CANDIDATE}{os.getpid()}-{i}.py")
@@ -71,7 +72,7 @@ def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, proje
             temps.append(temp)
         records = run_scripts([path, *temps], device, count_graph=True, max_steps=steps, argv=argv)
         original, candidates = records[0], records[1:]
-        unsafe_temps = [t for t, (_, f) in zip(temps, chosen) if f.fix.applicability == "unsafe"]
+        unsafe_temps = [t for t, (_, f) in zip(temps, chosen) if f.fix is not None and f.fix.applicability == "unsafe"]
         monitored = (dict(zip(map(str, unsafe_temps), run_many(unsafe_temps, steps, device, argv)))
                      if unsafe_temps and original["steps"] else {})
     finally:
@@ -79,6 +80,7 @@ def verify_fixes(path: Path, rules, unsafe: bool, steps: int, device: str, proje
             temp.unlink(missing_ok=True)
     verdicts, kept = [], []
     for (rule, f), temp, record in zip(chosen, temps, candidates):
+        assert f.fix is not None  # chosen: findings with a fix
         pos = where[f.node].start
         kept_it, detail = _judge(rule.code, pos.line, f.fix.applicability, original, record, monitored.get(str(temp)))
         verdicts.append(Verdict(rule.code, pos.line, pos.column + 1, f.fix.applicability, kept_it, detail))
@@ -147,7 +149,7 @@ def _judge(code: str, line: int, applicability: str, original: dict, record: dic
     return True, f"{differs}; {promise}"
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB"):
         if n < 1024:
             return f"{n:g} {unit}" if unit == "B" else f"{n:.1f} {unit}"

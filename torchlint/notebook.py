@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Any, Sequence
 
 from torchlint.source import pyast
 from torchlint.codes import SYNTAX_ERROR
@@ -272,7 +272,7 @@ def _cut(module: str, joined: Joined, magics: bool = True) -> dict[int, str] | N
     return out
 
 
-_STYLES = [
+_STYLES: list[dict[str, Any]] = [
     {"indent": 1, "sort_keys": True, "ensure_ascii": False},  # what Jupyter (nbformat) writes
     {"indent": 1, "sort_keys": False, "ensure_ascii": False},
     {"indent": 2, "sort_keys": False, "ensure_ascii": False},

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Literal
 
 from torchlint.analysis.exports import compute_exports
 from torchlint.analysis.foreign import Exports, Resolved, event_text
@@ -61,7 +62,7 @@ class Project:
         # module_file: each file it looked for up to the one found, present or not (creating one changes the answer)
         self._candidates: dict[tuple[str, str, int], tuple[str, ...]] = {}  # the paths module_file looked at
         self._candidates_shown: dict[tuple[str, str, int], list[tuple[str, str]]] = {}  # _candidates, displayed
-        self._lookups: dict[tuple, tuple[object, dict[str, Path]]] = {}  # ProjectView._memo
+        self._lookups: dict[tuple, tuple[object, dict[str, Path | str]]] = {}  # ProjectView._memo
         self._dirs: dict[str, frozenset[str]] = {}  # directory listings
         self._shown: dict[Path, str] = {}  # display
         self._root_prefix = str(self.root).rstrip(os.sep) + os.sep
@@ -184,7 +185,7 @@ class Project:
         return found
 
     def _acting_of(self, path: Path) -> frozenset[str]:
-        text, digest = self._texts[path]  # type: ignore[misc]
+        text, digest = self._texts[path]  # type: ignore[misc]  # every caller found the text first: not None
         found = self._acting.get(digest)
         if found is None:
             found = self._acting[digest] = acting(text)
@@ -259,15 +260,15 @@ class ProjectView:
     """The project as one file sees it: its imports resolved to the exports of other files."""
 
     def __init__(self, project: Project, file: Path, bound: dict[str, Imported],
-                 reads: dict[str, Path] | None = None) -> None:
+                 reads: dict[str, Path | str] | None = None) -> None:
         self.project = project
         self.file = file
         self.bound = bound
         # every project file it looked at, or looked for and did not find: as displayed -> path
-        self.reads: dict[str, Path] = {} if reads is None else reads
+        self.reads: dict[str, Path | str] = {} if reads is None else reads
         self.text = ""  # the events' text of the callees the file may reach (for the prefilter)
         self.stand_ins: dict[str, str] = {}  # a called name (`train_step`, `engine.run`, `self.fit`) -> its events' text
-        self._recorders: list[dict[str, Path]] = [self.reads]
+        self._recorders: list[dict[str, Path | str]] = [self.reads]
         self._dir = os.path.dirname(str(file))
 
     def relevant(self, text: str) -> bool:
@@ -335,7 +336,7 @@ class ProjectView:
     def _path(self, module: str, level: int) -> Path | None:
         project = self.project
         key = (self._dir, module, level)
-        path = project._modules.get(key, False)
+        path: Path | None | Literal[False] = project._modules.get(key, False)
         if path is False:
             path = project.module_file(self.file, Imported(module, level))
         shown = project._candidates_shown.get(key)
@@ -353,7 +354,7 @@ class ProjectView:
         memo = self.project._lookups
         hit = memo.get(key)
         if hit is None:
-            recorded: dict[str, Path] = {}
+            recorded: dict[str, Path | str] = {}
             self._recorders.append(recorded)
             try:
                 value = compute()
@@ -421,7 +422,8 @@ class ProjectView:
 
     def _lineage(self, path: Path, cls_name: str) -> list[str]:
         """The class and the bases it names that are defined in the same file, nearest first (from its text)."""
-        out, todo = [], [cls_name]
+        out: list[str] = []
+        todo = [cls_name]
         while todo and len(out) < 8:
             name = todo.pop(0)
             if name not in out:

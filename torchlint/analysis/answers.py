@@ -14,7 +14,7 @@ that teaches something new, so a long chain of definitions is followed to its en
 from __future__ import annotations
 
 import functools
-from typing import Callable, Hashable
+from typing import Callable, Generic, Hashable, TypeVar
 
 CUT = -1  # a frame's mark: the depth limit cut the answer short
 
@@ -31,25 +31,28 @@ def question(method: Callable) -> Callable:
     return ask
 
 
-class Answers:
+Item = TypeVar("Item", bound=Hashable)  # what a subclass asks about
+
+
+class Answers(Generic[Item]):
     """The bookkeeping; a subclass says when an item's answer is known (`_known`) and how to ask it (`_ask`)."""
 
     def __init__(self) -> None:
         self._frames: list[set[int]] = []
-        self._computing: list[Hashable] = []  # the item of each frame
+        self._computing: list[Item] = []  # the item of each frame
         self._open: set[int] = set()  # the keys of the questions being computed
         self._busy = False
-        self._deferred: list[Hashable] = []  # items cut short by the depth limit, to answer on their own
-        self._settling: set[Hashable] = set()
+        self._deferred: list[Item] = []  # items cut short by the depth limit, to answer on their own
+        self._settling: set[Item] = set()
 
-    def _known(self, item: Hashable) -> bool:
+    def _known(self, item: Item) -> bool:
         raise NotImplementedError
 
-    def _ask(self, item: Hashable) -> None:
+    def _ask(self, item: Item) -> None:
         raise NotImplementedError
 
     # -- frames ----------------------------------------------------------------------------------------------
-    def _enter(self, key: int, item: Hashable) -> set[int]:
+    def _enter(self, key: int, item: Item) -> set[int]:
         """Start computing the question `key` (its item, to answer again if it is cut short): its frame."""
         frame: set[int] = set()
         self._frames.append(frame)
@@ -67,7 +70,7 @@ class Answers:
         if self._frames:
             self._frames[-1].add(key)
 
-    def _cut(self, item: Hashable | None = None) -> None:
+    def _cut(self, item: Item | None = None) -> None:
         """The depth limit cut the answer in progress short: `item` (else the question being computed) is to be
         answered on its own."""
         self._assumed(CUT)
@@ -98,7 +101,7 @@ class Answers:
         finally:
             self._busy, self._deferred = False, []
 
-    def _settle(self, pending: list[Hashable]) -> bool:
+    def _settle(self, pending: list[Item]) -> bool:
         """Answer each item on its own, settling first what that meets too deep; True when at least one more
         answer is now known."""
         progressed = False

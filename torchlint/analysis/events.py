@@ -150,7 +150,7 @@ class Guard:
     def condition(self) -> tuple[str, bool] | None:
         if self._condition is None:
             object.__setattr__(self, "_condition", (self._compute_condition(),))
-        return self._condition[0]  # type: ignore[index]
+        return self._condition[0]  # type: ignore[index]  # the memo, set just above when it was None
 
     def _compute_condition(self) -> tuple[str, bool] | None:
         """The condition as (text, polarity), with `x is not None` read as `x` and `not x`/`x is None` as the
@@ -248,6 +248,10 @@ class Event:
         state.update(kind=kind, node=node, stmt=stmt, scope=scope, loops=loops, guards=guards, contexts=contexts)
         state.update(rest)
         return new
+
+    def into_grad(self) -> bool:
+        """A backward whose gradients are added into the leaves' `.grad` (`BackwardVia.into_grad`)."""
+        return isinstance(self.variant, BackwardVia) and self.variant.into_grad
 
     def but(self, **changes: object) -> "Event":
         """A copy with `changes`: `dataclasses.replace` without its per-field work (events are copied in bulk)."""

@@ -67,7 +67,7 @@ def names_in(node: cst.CSTNode) -> set[str]:
     def dotted_prefixes(n: cst.CSTNode) -> bool:
         cls = type(n)
         if cls is cst.Name:
-            names.add(n.value)  # type: ignore[attr-defined]
+            names.add(n.value)  # type: ignore[attr-defined]  # by cls = type(n)
             return True
         if cls is cst.Attribute:
             name = dotted(n)
@@ -94,12 +94,12 @@ def operand_names(node: cst.CSTNode) -> set[str]:
     def visit(n: cst.CSTNode) -> bool:  # True: do not walk into `n`
         cls = type(n)
         if cls is cst.Call:
-            func = n.func  # type: ignore[attr-defined]
+            func = n.func  # type: ignore[attr-defined]  # by cls = type(n)
             if type(func) is cst.Attribute:
                 todo.append(func.value)
             elif type(func) is not cst.Name:
                 todo.append(func)
-            todo.extend(arg.value for arg in n.args)  # type: ignore[attr-defined]
+            todo.extend(arg.value for arg in n.args)  # type: ignore[attr-defined]  # as above
             return True
         if cls is cst.Name or (cls is cst.Attribute and dotted(n) is not None):
             names.update(names_in(n))
@@ -141,7 +141,7 @@ def as_detachment(node: cst.CSTNode) -> Detachment | None:
     how = ""
     for text, _ in reversed(links):
         how = f"float({how})" if text == "float()" else how + text
-    return Detachment(node, operand, how)  # type: ignore[arg-type]
+    return Detachment(node, operand, how)  # type: ignore[arg-type]  # a node with a detaching link is an expression
 
 
 def _link(node: cst.CSTNode) -> tuple[cst.BaseExpression, str, bool] | None:
@@ -191,7 +191,7 @@ def is_self_accumulation(target: str, value: cst.BaseExpression) -> cst.BaseExpr
     return None
 
 
-def modulo_divisor(test: cst.BaseExpression) -> cst.BaseExpression | None:
+def modulo_divisor(test: cst.CSTNode) -> cst.BaseExpression | None:
     """The `k` of a gradient-accumulation guard such as `(i + 1) % k == 0` or `step % args.k == k - 1`.
     Calls are not entered: `print("%d" % x)` formatting is not a guard."""
     for n in walk(test, prune=lambda n: type(n) is cst.Call):
@@ -213,9 +213,9 @@ LOSS_SCALING_CALLS = frozenset({"scale_loss", "scale"})
 
 def combined_items(value: cst.BaseExpression) -> list[cst.BaseExpression]:
     """What a combining call's argument holds: a generator's element, a list's items, or the value itself."""
-    if type(value) in (cst.GeneratorExp, cst.ListComp):
+    if type(value) is cst.GeneratorExp or type(value) is cst.ListComp:
         return [value.elt]
-    if type(value) in (cst.List, cst.Tuple):
+    if type(value) is cst.List or type(value) is cst.Tuple:
         return [el.value for el in value.elements if type(el) is not cst.StarredElement]
     return [value]
 

@@ -56,7 +56,7 @@ class FlowGraph:
             preds = self._stmt(stmt, preds)
         return preds
 
-    def _suite(self, node: cst.CSTNode | None, preds: list[int]) -> list[int]:
+    def _suite(self, node: cst.CSTNode, preds: list[int]) -> list[int]:
         body = getattr(node, "body", None)
         if type(body) is cst.IndentedBlock:
             return self._block(body.body, preds)
@@ -92,7 +92,7 @@ class FlowGraph:
             if type(orelse) is cst.Else:
                 return exits + self._suite(orelse, [test])
             return exits + [test]
-        if type(stmt) in (cst.For, cst.While):
+        if type(stmt) is cst.For or type(stmt) is cst.While:
             head = self._new(stmt)
             self.loop_head[id(stmt)] = head
             self._link(preds, head)
@@ -111,7 +111,7 @@ class FlowGraph:
             head = self._new(stmt)
             self._link(preds, head)
             return self._suite(stmt, [head])
-        if type(stmt) in (cst.Try, cst.TryStar):
+        if type(stmt) is cst.Try or type(stmt) is cst.TryStar:
             head = self._new(stmt)
             self._link(preds, head)
             outer = self._try_nodes
@@ -121,7 +121,7 @@ class FlowGraph:
             self._try_nodes = outer
             if outer is not None:
                 outer[-1].extend(raising)
-            exits: list[int] = []
+            exits = []
             for handler in stmt.handlers:
                 # Any statement of the body may raise: each handler can follow each of them.
                 first = len(self.succ)

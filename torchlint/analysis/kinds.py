@@ -154,7 +154,7 @@ class KindInference(Answers):
         """The kind of item `index` of a tuple value: a literal, or what a function of the file returns there."""
         if index < 0:
             return None
-        if type(value) in (cst.Tuple, cst.List):
+        if type(value) is cst.Tuple or type(value) is cst.List:
             if index < len(value.elements) and type(value.elements[index]) is not cst.StarredElement:
                 return self.of(value.elements[index].value, scope, at, depth)
             return None
@@ -165,6 +165,7 @@ class KindInference(Answers):
                 return None
             kinds = []
             for r in callee.own_returns():
+                assert r.value is not None  # own_returns keeps those with a value
                 kind = self._element(r.value, index, callee, r, depth + 1)
                 kinds.append(kind if kind is not None else VKind.UNKNOWN)
             return join(kinds) if kinds else None
@@ -245,52 +246,55 @@ class KindInference(Answers):
 
     # -- expressions ---------------------------------------------------------------------------------------------
     def _expr(self, e: cst.BaseExpression, scope: Scope, at: Event | None, depth: int) -> VKind:
+        # `cls` is type(e), read once; mypy does not narrow `e` by it: each ignore below ("by cls") is on a branch
+        # whose test on cls gives e the attribute it reads
         cls = type(e)
         if cls in (cst.Integer, cst.Float, cst.Imaginary):
             return VKind.NUMBER
         if cls in (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString):
             return VKind.STRING
         if cls in (cst.Tuple, cst.List, cst.Set):
-            return self._container([el.value for el in e.elements], scope, at, depth)  # type: ignore[attr-defined]
+            return self._container([el.value for el in e.elements], scope, at, depth)  # type: ignore[attr-defined]  # by cls
         if cls in (cst.ListComp, cst.SetComp, cst.GeneratorExp):
-            return self._container([e.elt], scope, at, depth)  # type: ignore[attr-defined]
+            return self._container([e.elt], scope, at, depth)  # type: ignore[attr-defined]  # by cls
         if cls in (cst.Dict, cst.DictComp):
             return VKind.CONTAINER
         if cls is cst.Name:
-            v = e.value  # type: ignore[attr-defined]
+            v = e.value  # type: ignore[attr-defined]  # by cls
             if v in ("True", "False"):
                 return VKind.NUMBER
             if v == "None":
                 return VKind.NONE
             return self.of_name(v, scope, at, depth)
         if cls is cst.Attribute:
-            return self._attribute(e, scope, at, depth)  # type: ignore[arg-type]
+            return self._attribute(e, scope, at, depth)  # type: ignore[arg-type]  # by cls
         if cls is cst.Subscript:
-            base = self.of(e.value, scope, at, depth + 1)  # type: ignore[attr-defined]
-            if type(e.value) is cst.Attribute and e.value.attr.value == "shape":  # type: ignore[attr-defined]
+            base = self.of(e.value, scope, at, depth + 1)  # type: ignore[attr-defined]  # by cls
+            if type(e.value) is cst.Attribute and e.value.attr.value == "shape":  # type: ignore[attr-defined]  # by cls
                 return VKind.NUMBER
             return base if base in (VKind.GRAPH, VKind.TENSOR, VKind.STRING) else VKind.UNKNOWN
         if cls is cst.BinaryOperation:
-            left = self.of(e.left, scope, at, depth + 1)  # type: ignore[attr-defined]
-            right = self.of(e.right, scope, at, depth + 1)  # type: ignore[attr-defined]
-            if type(e.operator) is cst.Modulo and left is VKind.STRING:  # type: ignore[attr-defined]
+            left = self.of(e.left, scope, at, depth + 1)  # type: ignore[attr-defined]  # by cls
+            right = self.of(e.right, scope, at, depth + 1)  # type: ignore[attr-defined]  # by cls
+            if type(e.operator) is cst.Modulo and left is VKind.STRING:  # type: ignore[attr-defined]  # by cls
                 return VKind.STRING
             return arith(left, right)
         if cls is cst.UnaryOperation:
-            if type(e.operator) is cst.Not:  # type: ignore[attr-defined]
+            if type(e.operator) is cst.Not:  # type: ignore[attr-defined]  # by cls
                 return VKind.NUMBER
-            return self.of(e.expression, scope, at, depth + 1)  # type: ignore[attr-defined]
+            return self.of(e.expression, scope, at, depth + 1)  # type: ignore[attr-defined]  # by cls
         if cls is cst.Comparison:
-            kinds = [self.of(e.left, scope, at, depth + 1)] + [  # type: ignore[attr-defined]
-                self.of(c.comparator, scope, at, depth + 1) for c in e.comparisons  # type: ignore[attr-defined]
+            kinds = [self.of(e.left, scope, at, depth + 1)] + [  # type: ignore[attr-defined]  # by cls
+                self.of(c.comparator, scope, at, depth + 1) for c in e.comparisons  # type: ignore[attr-defined]  # by cls
             ]
             return VKind.NUMBER if all(k in (VKind.NUMBER, VKind.STRING, VKind.NONE) for k in kinds) else VKind.UNKNOWN
         if cls is cst.IfExp:
-            return join([self.of(e.body, scope, at, depth + 1), self.of(e.orelse, scope, at, depth + 1)])  # type: ignore[attr-defined]
+            return join([self.of(e.body, scope, at, depth + 1),  # type: ignore[attr-defined]  # by cls
+                         self.of(e.orelse, scope, at, depth + 1)])  # type: ignore[attr-defined]  # by cls
         if cls is cst.Call:
-            return self._call(e, scope, at, depth)  # type: ignore[arg-type]
+            return self._call(e, scope, at, depth)  # type: ignore[arg-type]  # by cls
         if cls is cst.Await:
-            return self.of(e.expression, scope, at, depth + 1)  # type: ignore[attr-defined]
+            return self.of(e.expression, scope, at, depth + 1)  # type: ignore[attr-defined]  # by cls
         return VKind.UNKNOWN
 
     def _attribute(self, e: cst.Attribute, scope: Scope, at: Event | None, depth: int) -> VKind:
@@ -344,6 +348,7 @@ class KindInference(Answers):
                     return VKind.UNKNOWN
                 return VKind.TENSOR
             if prefix in sem.TENSOR_FUNCTION_MODULES or (prefix or "").startswith("torch."):
+                assert prefix is not None  # neither holds for None
                 if prefix in sem.MODULE_NAMESPACES or (method[:1].isupper() and prefix.startswith("torch.nn")):
                     return VKind.MODULE
                 if method in sem.MODULE_WRAPPERS:
@@ -459,9 +464,9 @@ class KindInference(Answers):
         kinds = []
         for arg in call.args:
             value = arg.value
-            if type(value) in (cst.GeneratorExp, cst.ListComp):
+            if type(value) is cst.GeneratorExp or type(value) is cst.ListComp:
                 kinds.append(self.of(value.elt, scope, at, depth + 1))
-            elif type(value) in (cst.List, cst.Tuple):
+            elif type(value) is cst.List or type(value) is cst.Tuple:
                 kinds.extend(self.of(el.value, scope, at, depth + 1) for el in value.elements)
             else:
                 kinds.append(self.of(value, scope, at, depth + 1))

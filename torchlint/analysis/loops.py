@@ -70,7 +70,7 @@ class Loop:
         bounds = [self._constant(a) for a in args]
         if any(b is None for b in bounds):
             return None
-        return max(0, bounds[-1] - (bounds[0] if len(bounds) == 2 else 0))  # type: ignore[operator]
+        return max(0, bounds[-1] - (bounds[0] if len(bounds) == 2 else 0))  # type: ignore[operator]  # no None (above)
 
     def _constant(self, expr: cst.BaseExpression) -> int | None:
         if type(expr) is cst.Integer:
@@ -107,7 +107,7 @@ class Loop:
 
     def backwards_into_grad(self) -> list[Event]:
         """The backwards of the iteration that add into `.grad` (not `autograd.grad`, not dist_autograd)."""
-        return [b for b in self.of(EventKind.BACKWARD) if b.variant.into_grad]
+        return [b for b in self.of(EventKind.BACKWARD) if b.into_grad()]
 
     def gated_with(self, step: Event) -> list[Event]:
         """Backwards under the same guard as `step` (within this loop): the guard that gates a step also gates

@@ -40,8 +40,8 @@ class FileModel:
         self._expanded: dict[tuple, list[Event]] = {}  # a helper's events, expanded once per depth and call chain
         walker = EventWalker(self.project_modules, Scope)
         walker.walk_module(module)
-        self.scopes: list[Scope] = walker.scopes  # type: ignore[assignment]
-        self._by_node: dict[cst.CSTNode, Scope] = {s.node: s for s in self.scopes}
+        self.scopes: list[Scope] = walker.scopes  # type: ignore[assignment]  # made with scope_type=Scope
+        self._by_node: dict[cst.CSTNode | None, Scope] = {s.node: s for s in self.scopes}  # asked with None too
         # id(node) -> index of the module-level statement holding it (see torchlint.source.positions)
         self.top_of = walker.top_of
         self.statement_of = walker.statement_of
@@ -59,10 +59,11 @@ class FileModel:
                 stmt_scope[id(e.stmt)] = scope
         self._summaries: dict[int, Summary] = {}
         self._functions = {s.name: s for s in self.scopes if s.class_name is None and "." not in s.name}
-        self._methods = {(s.class_name, s.name): s for s in self.scopes if s.class_name is not None}
-        self.receivers = Receivers(self.scopes, self.classes, self.imported)  # type: ignore[arg-type]
+        self._methods: dict[tuple[str | None, str], Scope] = {
+            (s.class_name, s.name): s for s in self.scopes if s.class_name is not None}
+        self.receivers = Receivers(self.scopes, self.classes, self.imported)
         # A method call of an object becomes a call event where its class is known and defines or inherits it.
-        for scope, index, event, method in reversed(walker.object_calls):
+        for scope, index, event, method in reversed(walker.object_calls):  # type: ignore[assignment]  # Scopes, as above
             local = self._object_method(scope, event.callee or "")
             found = None if local is not None or self.project is None else self._object_external(
                 scope, event.callee or "")
@@ -77,7 +78,7 @@ class FileModel:
                 scope.raw[index - 1] = event
             else:
                 scope.raw.insert(index, event)
-            stmt_scope[id(event.stmt)] = scope  # type: ignore[index]
+            stmt_scope[id(event.stmt)] = scope
         for scope in self.scopes:
             scope.events = self._expand(scope, 0, frozenset())
             for i, e in enumerate(scope.events):
@@ -128,7 +129,7 @@ class FileModel:
     def lightning_steps(self) -> list[Loop]:
         """A LightningModule's `training_step` runs once per batch of Lightning's own loop: each, as one iteration
         of that loop (a Loop with no head of its own, `node` None), for rules that check an iteration."""
-        return [Loop(None, scope, scope.events) for scope in self.scopes  # type: ignore[arg-type]
+        return [Loop(None, scope, scope.events) for scope in self.scopes  # type: ignore[arg-type]  # no head of its own
                 if scope.name == "training_step" and self.is_lightning_class(scope.class_name)]
 
     def role(self, name: str | None) -> Role:
@@ -141,15 +142,6 @@ class FileModel:
     def scope_at(self, node: cst.CSTNode | None) -> Scope | None:
         """The scope a node defines, if it is one of this file's (an event placed from another file has none)."""
         return self._by_node.get(node)
-
-    def innermost_loop(self, event: Event, scope: Scope) -> Loop | None:
-        if not event.loops:
-            return None
-        node = event.loops[-1]
-        for loop in self.loops:
-            if loop.node is node and loop.scope is scope:
-                return loop
-        return None
 
     # -- construction --------------------------------------------------------------------------------------------
     def optimizer_calls(self, scope: Scope | None, name: str | None, depth: int = 2) -> list[cst.Call] | None:
@@ -192,7 +184,7 @@ class FileModel:
         made = self.resolve(caller, factory)
         if made is None:
             return None
-        nested = {made.local_defs.get(r.value.value) for r in made.raw  # type: ignore[union-attr]
+        nested = {made.local_defs.get(r.value.value) for r in made.raw
                   if r.kind is EventKind.RETURN and type(r.value) is cst.Name}
         if len(nested) != 1 or None in nested:
             return None

@@ -41,6 +41,7 @@ _BARE_NAME = re.compile(r"(?<![\w.])(?<!def )[A-Za-z_]\w*")
 _SELF_ATTRIBUTE = re.compile(r"\bself\s*\.\s*([A-Za-z_]\w*)")
 _METHOD_CALL = re.compile(r"(?<!self)\.\s*([A-Za-z_]\w*)\s*\(")
 _DEF_START = re.compile(r"(?m)^(?=[ \t]{0,8}(?:@|(?:async[ \t]+)?def[ \t]|class[ \t]))")
+_Def = ast.FunctionDef | ast.AsyncFunctionDef  # what pruning may blank
 # Every call that torchlint.analysis.names.role_of_value recognises (optimizer classes and `optim.*`, scheduler
 # classes and `lr_scheduler.*`, GradScaler, Accelerator/Fabric, deepspeed.initialize) contains one of these.
 _DEFINES = re.compile(
@@ -77,10 +78,10 @@ def prune_with_tree(
     hits = {p: [m.start() for m in p.finditer(text)] for p in patterns}
     for name, events in (stand_ins or {}).items():
         head = r"self\s*\." + re.escape(name[5:]) if name.startswith("self.") else re.escape(name).replace(r"\.", r"\s*\.\s*")
-        calls = [m.start() for m in re.finditer(rf"(?<![\w.]){head}\s*\(", text)]
+        call_starts = [m.start() for m in re.finditer(rf"(?<![\w.]){head}\s*\(", text)]
         for p in patterns:
-            if calls and p.search(events):
-                hits[p] = sorted(hits[p] + calls)
+            if call_starts and p.search(events):
+                hits[p] = sorted(hits[p] + call_starts)
 
     def masks(spans: Sequence[tuple[int, int]]) -> list[int]:
         """For each span (in order, none overlapping): the bits of the patterns that match inside it."""
@@ -114,17 +115,17 @@ def prune_with_tree(
     lines = split_lines(text, keepends=True)
     starts = list(accumulate(map(len, lines), initial=0))
 
-    def span(node: ast.AST) -> tuple[int, int]:
-        return starts[pyast.first_line(node) - 1], starts[node.end_lineno or node.lineno]  # type: ignore[attr-defined]
+    def span(node: _Def) -> tuple[int, int]:
+        return starts[pyast.first_line(node) - 1], starts[node.end_lineno or node.lineno]
 
     spans = [span(d) for d, _ in defs]
     functions: dict[str, list[int]] = {}
     methods: dict[tuple[str, str], list[int]] = {}
     for i, (d, cls) in enumerate(defs):
         if cls is None:
-            functions.setdefault(d.name, []).append(i)  # type: ignore[attr-defined]
+            functions.setdefault(d.name, []).append(i)
         else:
-            methods.setdefault((cls, d.name), []).append(i)  # type: ignore[attr-defined]
+            methods.setdefault((cls, d.name), []).append(i)
 
     by_method: dict[str, list[int]] = {}
     for (_, name), indices in methods.items():
@@ -183,7 +184,7 @@ def prune_with_tree(
         return text, tree
     out = list(lines)
     for d in drop:
-        first, last = pyast.first_line(d), d.end_lineno or d.lineno  # type: ignore[attr-defined]
+        first, last = pyast.first_line(d), d.end_lineno or d.lineno
         if not _owns_lines(lines, d, first, last):
             continue
         indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
@@ -203,10 +204,10 @@ def _ending(line: str) -> str:
     return line[len(line.rstrip("\r\n")):]
 
 
-def _definitions(tree: ast.Module) -> list[tuple[ast.AST, str | None]]:
+def _definitions(tree: ast.Module) -> list[tuple[_Def, str | None]]:
     """Module-level functions and the methods of module-level classes (with the class name); nested ones stay
     with their parent."""
-    found: list[tuple[ast.AST, str | None]] = []
+    found: list[tuple[_Def, str | None]] = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             found.append((node, None))
@@ -215,19 +216,19 @@ def _definitions(tree: ast.Module) -> list[tuple[ast.AST, str | None]]:
     return found
 
 
-def _owns_lines(lines: list[str], node: ast.AST, first: int, last: int) -> bool:
+def _owns_lines(lines: list[str], node: _Def, first: int, last: int) -> bool:
     """The definition starts its first line and nothing else follows it on its last line."""
     head = lines[first - 1]
     if len(head) - len(head.lstrip()) != _first_col(node):
         return False
     tail = lines[last - 1].rstrip("\r\n").encode("utf-8")
-    end_col = node.end_col_offset or 0  # type: ignore[attr-defined]  (a UTF-8 byte offset)
+    end_col = node.end_col_offset or 0  # a UTF-8 byte offset
     rest = tail[end_col:].strip()
     return rest == b"" or rest.startswith(b"#")
 
 
-def _first_col(node: ast.AST) -> int:
+def _first_col(node: _Def) -> int:
     decorators = getattr(node, "decorator_list", [])
     if decorators:
         return decorators[0].col_offset - 1  # the `@` precedes the decorator expression
-    return node.col_offset  # type: ignore[attr-defined]
+    return node.col_offset

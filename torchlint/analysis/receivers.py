@@ -7,6 +7,8 @@ binding of the name must agree on one class."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, Event, EventKind
@@ -15,7 +17,7 @@ from torchlint.analysis.walker import RawScope
 
 
 class Receivers:
-    def __init__(self, scopes: list[RawScope], classes: dict[str, cst.ClassDef], imported: set[str]) -> None:
+    def __init__(self, scopes: Sequence[RawScope], classes: dict[str, cst.ClassDef], imported: set[str]) -> None:
         self.scopes = scopes
         self.classes = classes
         self.imported = imported

@@ -117,11 +117,11 @@ class Scope(RawScope):
         test = guard.test
         if type(test) is not cst.Name or at.scope is not self.node:
             return test
-        defs, entry = self.reaching(test.value, at)  # type: ignore[attr-defined]
+        defs, entry = self.reaching(test.value, at)
         if entry or len(defs) != 1 or defs[0].variant is not AssignForm.PLAIN or defs[0].kind is not EventKind.ASSIGN:
             return test
         value = defs[0].value
-        return value if type(value) in (cst.Comparison, cst.BooleanOperation) else test
+        return value if type(value) is cst.Comparison or type(value) is cst.BooleanOperation else test
 
     def dict_entries(self, expr: cst.BaseExpression, at: Event) -> list | None:
         """(key, value, where) of every entry a dict may hold at `at`: a literal, or a name whose every reaching
@@ -130,7 +130,7 @@ class Scope(RawScope):
         if type(expr) is cst.Dict:
             if any(type(el) is not cst.DictElement for el in expr.elements):
                 return None
-            return [(el.key, el.value, at) for el in expr.elements]  # type: ignore[union-attr]
+            return [(el.key, el.value, at) for el in expr.elements]  # type: ignore[attr-defined]  # all DictElements (checked above)
         name = dotted(expr)
         if name is None or "." in name:
             return None
@@ -212,6 +212,7 @@ class Scope(RawScope):
         if self._backpropagated is None:
             names: set[str] = set()
             for b in self.own_backwards():
+                assert b.value is not None  # own_backwards keeps those with a value
                 names |= self.depends(b.value)
             self._backpropagated = frozenset(names)
         return self._backpropagated
@@ -309,7 +310,7 @@ class Scope(RawScope):
         if self._called is None:
             self._called = frozenset(
                 name for stmt in self.body for n in walk(stmt)
-                if type(n) is cst.Call and (name := dotted(n.func)) is not None  # type: ignore[attr-defined]
+                if type(n) is cst.Call and (name := dotted(n.func)) is not None
             )
         return self._called
 
@@ -329,8 +330,8 @@ class Scope(RawScope):
             return self.is_numeric(expr.left, _depth) and self.is_numeric(expr.right, _depth)
         name = dotted(expr)
         if name is not None and _depth < 3:
-            defs = [e for e in self.assignments(name) if e.value is not None]
-            return bool(defs) and all(self.is_numeric(e.value, _depth + 1) for e in defs)
+            values = [e.value for e in self.assignments(name) if e.value is not None]
+            return bool(values) and all(self.is_numeric(v, _depth + 1) for v in values)
         return False
 
     def is_loss(self, expr: cst.BaseExpression) -> bool:

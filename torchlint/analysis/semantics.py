@@ -31,8 +31,6 @@ GRAPH_PRESERVING_METHODS = frozenset(
     expand expand_as repeat t masked_fill clamp type_as narrow select gather index_select unbind
     mul add sub div matmul mm bmm""".split()
 )
-# Expressions that cut a value out of the graph, with the name users know them by.
-DETACHING_METHODS = {"item": ".item()", "detach": ".detach()", "tolist": ".tolist()"}
 IN_PLACE_DETACH = frozenset({"detach_"})
 # torch.* functions that build a tensor from data (no graph unless `requires_grad=True`).
 TENSOR_CONSTRUCTORS = frozenset(

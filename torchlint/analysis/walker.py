@@ -112,8 +112,8 @@ class EventWalker:
                 self._stmt(scope, orelse, (loops, neg, contexts))
             elif type(orelse) is cst.Else:
                 self._body(scope, orelse, (loops, neg, contexts))
-        elif type(stmt) in (cst.For, cst.While):
-            head = [stmt.iter] if type(stmt) is cst.For else [stmt.test]
+        elif type(stmt) is cst.For or type(stmt) is cst.While:
+            head = [stmt.iter] if isinstance(stmt, cst.For) else [stmt.test]
             if type(stmt) is cst.For:
                 self._assign_targets(scope, stmt, stmt.target, stmt.iter, ctx, AssignForm.FOR)
             self._exprs(scope, stmt, head, ctx)
@@ -134,7 +134,7 @@ class EventWalker:
                 if item.asname is not None:  # `with amp.scale_loss(loss, opt) as scaled_loss:`
                     self._assign_targets(scope, stmt, item.asname.name, item.item, ctx, AssignForm.PLAIN)
             self._body(scope, stmt, (loops, guards, contexts + added))
-        elif type(stmt) in (cst.Try, cst.TryStar):
+        elif type(stmt) is cst.Try or type(stmt) is cst.TryStar:
             self._body(scope, stmt, ctx)
             for handler in stmt.handlers:
                 self._body(scope, handler, (loops, guards + (Guard(handler, False, len(loops)),), contexts))
@@ -148,11 +148,11 @@ class EventWalker:
             self._function(stmt, scope.class_name, prefix)
         elif type(stmt) is cst.ClassDef:
             self.classes.setdefault(stmt.name.value, stmt)
-            for item in stmt.body.body if type(stmt.body) is cst.IndentedBlock else ():
-                if type(item) is cst.FunctionDef:
-                    self._function(item, stmt.name.value, "")
+            for member in stmt.body.body if type(stmt.body) is cst.IndentedBlock else ():
+                if type(member) is cst.FunctionDef:
+                    self._function(member, stmt.name.value, "")
                 else:
-                    self._stmt(scope, item, ctx)
+                    self._stmt(scope, member, ctx)
         elif type(stmt) is cst.Match:
             self._exprs(scope, stmt, [stmt.subject], ctx)
             for case in stmt.cases:
@@ -181,16 +181,16 @@ class EventWalker:
             elif type(small) is cst.Return and small.value is not None:
                 self._exprs(scope, line, [small.value], ctx)
                 self._emit(scope, EventKind.RETURN, small, line, ctx, value=small.value)
-            elif type(small) in (cst.Import, cst.ImportFrom) and type(small.names) is not cst.ImportStar:
+            elif (type(small) is cst.Import or type(small) is cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
                 for alias in small.names:
                     bound = alias.asname.name if alias.asname is not None else alias.name
-                    name = dotted(bound)  # type: ignore[arg-type]
+                    name = dotted(bound)
                     if name:
                         self.imported.add(name.split(".", 1)[0])
             elif type(small) is cst.Del:
                 targets = small.target.elements if type(small.target) is cst.Tuple else [small.target]
-                for t in targets:
-                    node = t.value if type(t) is cst.Element else t
+                for el in targets:
+                    node = el.value if type(el) is cst.Element else el
                     name = dotted(node)
                     if name:
                         self._emit(scope, EventKind.RESET, small, line, ctx, target=name)
@@ -293,7 +293,7 @@ class EventWalker:
 
 def _flatten(target: cst.BaseExpression) -> list[cst.BaseExpression]:
     """`a, (b, c)` -> [a, b, c]; starred names included."""
-    if type(target) in (cst.Tuple, cst.List):
+    if type(target) is cst.Tuple or type(target) is cst.List:
         return [n for el in target.elements for n in _flatten(el.value)]
     if type(target) is cst.StarredElement:
         return [target.value]

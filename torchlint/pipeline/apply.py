@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Sequence
+from typing import Mapping, Sequence, cast
 
 import libcst as cst
 
@@ -18,10 +18,10 @@ def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
 
 
 class _Replacer(cst.CSTTransformer):
-    def __init__(self, changes: dict[int, object]) -> None:
+    def __init__(self, changes: Mapping[int, object]) -> None:
         self.changes = changes
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[override]
+    def on_leave(self, original_node, updated_node):
         return self.changes.get(id(original_node), updated_node)
 
 
@@ -71,7 +71,8 @@ class LocalEdits:
         indexes = {self._top.get(id(old)) for old, _ in fix.changes}
         if not indexes or None in indexes:
             return None
-        first, last = min(indexes), max(indexes)  # type: ignore[type-var]
+        tops = cast("set[int]", indexes)  # None was ruled out just above
+        first, last = min(tops), max(tops)
         module = self.module
         final = last == len(module.body) - 1
         sub = module.with_changes(
@@ -104,7 +105,7 @@ def _replace_along_paths(root: cst.CSTNode, fix: Fix) -> cst.Module:
     transformer would rebuild every node of the tree)."""
     for old, new in fix.changes:
         root = _replace(root, old, new)
-    return root  # type: ignore[return-value]
+    return root  # type: ignore[return-value]  # replacing inside a Module gives a Module back
 
 
 def _replace(root: cst.CSTNode, old: cst.CSTNode, new) -> cst.CSTNode:

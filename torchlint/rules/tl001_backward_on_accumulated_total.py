@@ -99,6 +99,7 @@ The total must be a plain name or attribute; totals kept in dict entries are not
                 scope = model.scope_of(backward)
                 if scope is not loop.scope:
                     continue
+                assert backward.value is not None  # a backward always has its value
                 defs = scope.summand_defs(backward.value, backward)
                 for acc in _accumulations(loop, defs):
                     if acc.seq == backward.seq or _rebound_between(loop, backward, acc):
@@ -154,7 +155,7 @@ def _initial_value(loop: Loop, acc: Event) -> cst.BaseExpression | None:
     if not inits:
         return cst.List([]) if acc.kind is EventKind.APPEND else cst.Integer("0")
     value = inits[-1].value
-    if type(value) in (cst.Integer, cst.Float, cst.List) or type(value) is cst.Call:
+    if type(value) is cst.Integer or type(value) is cst.Float or type(value) is cst.List or type(value) is cst.Call:
         return value.deep_clone()
     return None
 
@@ -169,7 +170,7 @@ def _fix(loop: Loop, backward: Event, acc: Event) -> Fix | None:
     for e in loop.between(backward, acc):
         if e.kind is EventKind.FAKE_RESET and e.target == target and type(e.stmt) is cst.SimpleStatementLine:
             if len(e.stmt.body) == 1:
-                new = e.stmt.with_changes(body=[rebind.body[0]])  # type: ignore[attr-defined]
+                new = e.stmt.with_changes(body=[rebind.body[0]])  # type: ignore[attr-defined]  # `x = v` is a simple line
                 return Fix("unsafe", f"rebind `{target}` instead of zeroing its data", ((e.stmt, new),))
     # Otherwise rebind after the last step / zero_grad that follows the backward in the same block.
     anchor = backward

@@ -142,6 +142,7 @@ def _graph_from_before_loop(model: FileModel, loop: Loop, last: Event) -> bool:
         if home is None or not home.loops:
             return False
         at, own = home, home.loops[0]
+    assert at.value is not None  # a backward always has its value
     for d in scope.operand_defs(at.value, at):
         node = scope.flow_node(d)
         if node is None or scope.flow.in_loop(node, own):
@@ -167,6 +168,7 @@ def _fix(model: FileModel, loop: Loop, last: Event) -> Fix | None:
     if last.create_graph:
         return None
     scope = model.scope_of(last)
+    assert last.value is not None  # a backward always has its value
     deps = scope.depends(last.value)
     if _graph_from_enclosing_iteration(scope, last, deps) or _shared_by_helper_runs(model, loop, last):
         # The call runs several times over one graph (per head, per task): the earlier runs need it kept.
@@ -296,6 +298,7 @@ def _operands(expr: cst.CSTNode) -> set[str]:
 def _built_in_iteration(model: FileModel, loop: Loop, last: Event) -> bool:
     """The back-propagated value is computed anew in each iteration (a forward inside the loop)."""
     scope = model.scope_of(last)
+    assert last.value is not None  # a backward always has its value
     deps = scope.depends(last.value)
     if scope is not loop.scope:  # a helper called from the loop: it computes what it back-propagates
         return any(scope.assignments(name) for name in deps)

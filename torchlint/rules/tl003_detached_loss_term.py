@@ -122,6 +122,7 @@ followed into the helper.
                 return summand_names(e, lambda x: _carries_graph(model, scope, x, at))
 
             for b in backwards:
+                assert b.value is not None  # a backward always has its value
                 # Only the definitions that reach the backward: `loss.backward(); loss = loss.item()` is fine.
                 defs = scope.summand_defs(b.value, b, terms)
                 for d in defs:
@@ -135,16 +136,16 @@ followed into the helper.
                         candidates.append((expr, at))
             for expr, at in candidates:
                 yield from _rewrap_findings(model, scope, expr, at)
-                for d in _summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)):
-                    if not _carries_graph(model, scope, d.operand, at):
+                for det in _summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)):
+                    if not _carries_graph(model, scope, det.operand, at):
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
-                    operand = code_of(d.operand)
+                    operand = code_of(det.operand)
                     yield Finding(
-                        d.node,
-                        f"`{code_of(d.node)}` cuts `{operand}` out of the graph ({d.how}), yet it is added into a "
+                        det.node,
+                        f"`{code_of(det.node)}` cuts `{operand}` out of the graph ({det.how}), yet it is added into a "
                         f"loss that is back-propagated: this term gets no gradient (loss never improves, or 'element "
                         f"0 of tensors does not require grad')",
-                        Fix("unsafe", f"use `{operand}` itself", ((d.node, d.operand),)),
+                        Fix("unsafe", f"use `{operand}` itself", ((det.node, det.operand),)),
                     )
             for d in tuple_items:
                 yield from _helper_item_findings(model, scope, d)
@@ -164,7 +165,7 @@ def _helper_item_findings(model: FileModel, scope, d: Event) -> Iterator[Finding
         return
     for r in callee.own_returns():
         value = r.value
-        if type(value) not in (cst.Tuple, cst.List) or d.index >= len(value.elements):
+        if not (type(value) is cst.Tuple or type(value) is cst.List) or d.index >= len(value.elements):
             continue
         item = value.elements[d.index].value
         for det in _summand_detachments(item):

@@ -32,7 +32,8 @@ class MissingZeroGrad(Rule):
 ## What it flags
 A loop that calls an optimizer's `step()` (or `scaler.step(optimizer)`) after a backward, where nothing in the
 loop clears that optimizer's gradients: no `optimizer.zero_grad()`, no `model.zero_grad()` of a model it
-optimizes, no `p.grad = None` / `p.grad.zero_()`, also looking into closures (`optimizer.step(closure)`, or the one closure a function or method of the file
+optimizes, no `p.grad = None` / `p.grad.zero_()`, also looking into closures (`optimizer.step(closure)`, \
+or the one closure a function or method of the file
 builds and returns: `optimizer.step(self.make_closure(x, y))`) and
 helper functions called from the loop: of the same file, and, with project analysis (the command, pre-commit;
 flake8 and the editor once the command has cached them), functions imported from other files of the project and

@@ -7,7 +7,7 @@ k times too large, as if the learning rate were multiplied by k.
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import libcst as cst
 
@@ -23,10 +23,6 @@ from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, DEF_TRAINING_STEP, LOOP, STEP_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
-
-# These divide the loss by the accumulation steps themselves (Accelerate, DeepSpeed, Fabric).
-
-WINDOW_GUARD = re.compile(r"%|==|>=")  # the accumulation guard: `(i + 1) % k == 0`, or a counter `n == k`
 
 
 class UnscaledAccumulation(Rule):
@@ -155,6 +151,7 @@ A loss that is a mean over a window built elsewhere is not recognised.
                        for g in b.guards_within(loop.node) if not g.negated):
                     continue  # backward itself runs only every k-th iteration
                 scope = model.scope_of(b)
+                assert b.value is not None  # a backward always has its value
                 division = _counter_division(model, scope, loop, b.value, k, b)
                 if division is not None:
                     if id(division) not in divisions:  # one finding per division, however many backwards use it
@@ -194,6 +191,7 @@ def _lightning_hooks(model: FileModel) -> Iterator[Finding]:
             if (b.kind is not EventKind.BACKWARD or b.variant is not BackwardVia.LIGHTNING or b.loops or b.guards
                     or b.scope is not scope.node):
                 continue
+            assert b.value is not None  # a backward always has its value
             if _divided(model, scope, b.value, k, None, b):
                 continue
             yield Finding(
@@ -214,13 +212,15 @@ def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Even
     if not steps or clips:
         return False
     for step in steps:
-        for call in model.optimizer_calls(model.scope_at(step.scope), step.target) or [None]:
+        calls: Sequence[cst.Call | None] = model.optimizer_calls(model.scope_at(step.scope), step.target) or [None]
+        for call in calls:
             name = (dotted(call.func) or "").rsplit(".", 1)[-1] if call is not None else ""
-            if name not in SCALE_INVARIANT_OPTIMIZERS:
+            if call is None or name not in SCALE_INVARIANT_OPTIMIZERS:  # (no call: its name "" is not one)
                 return False
             decay = keyword(call, "weight_decay")
             if (decay is not None and name not in DECOUPLED_DECAY_OPTIMIZERS
-                    and not (type(decay.value) in (cst.Integer, cst.Float) and float(decay.value.value) == 0)):
+                    and not ((type(decay.value) is cst.Integer or type(decay.value) is cst.Float)
+                             and float(decay.value.value) == 0)):
                 return False
     return True
 
@@ -273,7 +273,7 @@ def _micro_batch_loop(model: FileModel, inner: Loop) -> Iterator[Finding]:
     for b in inner.of(EventKind.BACKWARD):
         if (b.scope is scope.node and b.loops[-1] is node and not _self_scaling(model, b)
                 and "accumulate" not in b.contexts and "no_grad" not in b.contexts
-                and not b.guards_within(node) and b.variant.into_grad):
+                and not b.guards_within(node) and b.into_grad()):
             backwards.append(b)
             depth = b.loops.index(node)
     if not backwards or inner.of(EventKind.STEP, EventKind.ZERO_GRAD):
@@ -286,6 +286,7 @@ def _micro_batch_loop(model: FileModel, inner: Loop) -> Iterator[Finding]:
                                            [c for c in scope.events if c.kind is EventKind.CLIP]):
         return
     for b in backwards:
+        assert b.value is not None  # a backward always has its value
         if _divided(model, scope, b.value, count, inner, b):
             continue
         how = f"`{code_of(count)}`" if type(count) is not cst.Call else "their number"

@@ -199,7 +199,7 @@ def _trip_count(model: FileModel, scope: Scope, loop: Loop) -> int | None:
     bounds = [_outside_constant(model, scope, a, loop.events[0]) for a in args]
     if any(b is None for b in bounds):
         return None
-    return max(0, bounds[-1] - (bounds[0] if len(bounds) == 2 else 0))  # type: ignore[operator]
+    return max(0, bounds[-1] - (bounds[0] if len(bounds) == 2 else 0))  # type: ignore[operator]  # no None (above)
 
 
 def _outside_constant(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> int | None:
@@ -223,7 +223,7 @@ def _outside_constant(model: FileModel, scope: Scope, expr: cst.BaseExpression, 
     values += [_literal_or_constant(model, v) for v in given]
     if not values or any(v is None for v in values):
         return None
-    return max(values)  # type: ignore[type-var]
+    return max(values)  # type: ignore[type-var]  # no None (above)
 
 
 def _literal_or_constant(model: FileModel, expr: cst.BaseExpression) -> int | None:
@@ -238,7 +238,7 @@ def _module_constant(model: FileModel, name: str) -> int | None:
     defs = module.assignments(name)
     if not defs or not all(d.variant is AssignForm.PLAIN and type(d.value) is cst.Integer for d in defs):
         return None
-    values = {int(d.value.evaluated_value) for d in defs}  # type: ignore[union-attr]
+    values = {int(d.value.evaluated_value) for d in defs}  # type: ignore[union-attr]  # Integers (above)
     return values.pop() if len(values) == 1 else None
 
 
@@ -275,7 +275,7 @@ def _backpropagated_part(loop: Loop, scope: Scope, e: Event) -> cst.BaseExpressi
         if b.scope is not scope.node or b.value is None or b.seq > e.seq:
             continue
         base = b.value
-        while type(base) in (cst.Subscript, cst.Attribute):
+        while type(base) is cst.Subscript or type(base) is cst.Attribute:
             base = base.value
         if base is b.value or type(base) is not cst.Name or base.value != name:
             continue
@@ -289,7 +289,7 @@ def _attached_items(model: FileModel, scope: Scope, e: Event) -> list[cst.BaseEx
     value = e.value
     if type(value) is cst.Dict:
         items = [el.value for el in value.elements if type(el) is cst.DictElement]
-    elif type(value) in (cst.List, cst.Tuple):
+    elif type(value) is cst.List or type(value) is cst.Tuple:
         items = [el.value for el in value.elements if type(el) is not cst.StarredElement]
     else:
         return []
@@ -321,6 +321,7 @@ def _carried(scope: Scope, loop: Loop, e: Event) -> bool:
 def _same_key(e: Event) -> bool:
     """`d["name"] = value`: a key written as a literal, the same entry at every iteration, replaced by a value that
     does not read the container (`d["loss"] = d["loss"] + loss` adds to it)."""
+    assert e.value is not None  # an assignment has its value
     if any(type(n) is cst.Subscript and dotted(n.value) == e.target for n in walk(e.value)):
         return False
     line = e.node
@@ -346,7 +347,8 @@ def _within_one_step(scope: Scope, loop: Loop, e: Event) -> bool:
 def _escapes(model: FileModel, scope: Scope, total: str) -> bool:
     """The total leaves a function that back-propagates nothing itself (a loss builder: its caller may well
     back-propagate the total), or another method of the class back-propagates it."""
-    if not scope.own_backwards() and any(total in scope.depends(r.value) for r in scope.own_returns()):
+    if not scope.own_backwards() and any(total in scope.depends(r.value)  # type: ignore[arg-type]  # own_returns: each with a value
+                                         for r in scope.own_returns()):
         return True
     if total.startswith("self."):
         return any(total in s.backpropagated() for s in model.scopes if s.class_name == scope.class_name)
@@ -395,15 +397,15 @@ def _computed_from(scope: Scope, names: set[str]) -> set[str]:
     """`names` and every name of the scope assigned a value that reads one of them (`out = outputs.pop(0)`, a
     loop variable over them, another list they are appended to)."""
     out = set(names)
-    assigns = [e for e in scope.events
+    assigns = [(e.target, e.value) for e in scope.events
                if e.scope is scope.node and e.kind in (EventKind.ASSIGN, EventKind.APPEND) and e.target
                and e.value is not None]
     grown = True
     while grown:
         grown = False
-        for e in assigns:
-            if e.target not in out and names_in(e.value) & out:
-                out.add(e.target)
+        for target, value in assigns:
+            if target not in out and names_in(value) & out:
+                out.add(target)
                 grown = True
     return out
 
@@ -482,4 +484,4 @@ def _fix(model: FileModel, scope: Scope, e: Event, displayed: dict[str, bool]) -
         displayed[e.target or ""] = _only_displayed(model, e)  # one scan of the file per total's name
     method = "item" if as_number and displayed[e.target or ""] else "detach"
     new = cst.Call(func=cst.Attribute(value=parenthesized(value), attr=cst.Name(method)))
-    return Fix("safe", f"keep `{code_of(e.value)}.{method}()` instead", ((e.value, new),))
+    return Fix("safe", f"keep `{code_of(value)}.{method}()` instead", ((value, new),))

@@ -33,7 +33,8 @@ import libcst as cst
 try:  # internal to libcst: a libcst that moves it gets the public (slower) code generation
     from libcst._nodes.internal import CodegenState
 except ImportError:  # pragma: no cover - depends on the installed libcst
-    CodegenState = None  # type: ignore[assignment,misc]
+    CodegenState = None  # type: ignore[assignment,misc]  # a class where libcst has it; the fallback is tested on None
+
 
 class _Switch(threading.local):
     read_only = False  # a class attribute: each thread starts with validation on
@@ -59,12 +60,12 @@ def _install() -> bool:
         original = cst.CSTNode.__dict__.get("__post_init__")
         if original is None or getattr(original, "__name__", "") != "__post_init__":
             return False
-        _post_init.__wrapped__ = original  # type: ignore[attr-defined]
-        cst.CSTNode.__post_init__ = _post_init  # type: ignore[method-assign]
+        _post_init.__wrapped__ = original  # type: ignore[attr-defined]  # functools' convention, set by hand
+        cst.CSTNode.__post_init__ = _post_init  # type: ignore[method-assign]  # deliberate: patched at runtime
         for cls in _node_classes():
             fast = _slot_init(cls)
             if fast is not None:
-                cls.__init__ = fast  # type: ignore[method-assign]
+                cls.__init__ = fast  # type: ignore[method-assign]  # deliberate: the node classes are patched at runtime
         _installed = True
         return True
 
@@ -75,9 +76,9 @@ def _post_init(self: cst.CSTNode) -> None:
         self._validate()
 
 
-def _node_classes() -> list[type]:
+def _node_classes() -> list[type[cst.CSTNode]]:
     """Every subclass of CSTNode (libcst's slotted classes, and the plain dataclasses they were made from)."""
-    found: dict[type, None] = {}
+    found: dict[type[cst.CSTNode], None] = {}
     todo = [cst.CSTNode]
     while todo:
         for sub in todo.pop().__subclasses__():
@@ -87,10 +88,10 @@ def _node_classes() -> list[type]:
     return list(found)
 
 
-def _slot_init(cls: type) -> Callable | None:
+def _slot_init(cls: type[cst.CSTNode]) -> Callable | None:
     """An `__init__` equal to the one dataclasses generated for `cls`, storing through the slot descriptors; None
     when `cls` is not of the plain shape (then it keeps its own)."""
-    original = cls.__dict__.get("__init__")
+    original: Any = cls.__dict__.get("__init__")
     code = getattr(original, "__code__", None)
     if code is None or code.co_filename != "<string>" or not dataclasses.is_dataclass(cls):
         return None  # not an __init__ that dataclasses generated
@@ -107,7 +108,7 @@ def _slot_init(cls: type) -> Callable | None:
     scope: dict[str, Any] = {"_tl_cls": cls, "_tl_original": original, "_tl_type": type, "_tl_local": _local}
     head, body = [], []
     for i, (f, p) in enumerate(zip(fields, params)):
-        slot = next((k.__dict__[f.name] for k in cls.__mro__ if f.name in k.__dict__), None)
+        slot: Any = next((k.__dict__[f.name] for k in cls.__mro__ if f.name in k.__dict__), None)
         if type(slot).__name__ != "member_descriptor":
             return None
         scope[f"_tl_set{i}"] = slot.__set__
@@ -133,7 +134,7 @@ def _slot_init(cls: type) -> Callable | None:
     ]) + "\n"
     exec(source, scope)  # noqa: S102 - built from the dataclass's own field names
     fast = scope["__init__"]
-    fast.__wrapped__ = original  # type: ignore[attr-defined]
+    fast.__wrapped__ = original
     fast.__qualname__ = original.__qualname__
     return fast
 
@@ -165,8 +166,8 @@ _NO_MARK = _NoMark()
 
 if CodegenState is not None:
 
-    class _PlainState(CodegenState):  # type: ignore[misc,valid-type]
-        def record_syntactic_position(self, node, *, start_node=None, end_node=None):  # type: ignore[override]
+    class _PlainState(CodegenState):
+        def record_syntactic_position(self, node, *, start_node=None, end_node=None):
             return _NO_MARK
 
 

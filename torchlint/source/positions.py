@@ -9,7 +9,7 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
@@ -20,7 +20,7 @@ from torchlint.source.walk import walk
 try:  # libcst's code generation state: internal, so a libcst that moves it gets the public (slower) path
     from libcst._nodes.internal import CodegenState
 except ImportError:  # pragma: no cover - depends on the installed libcst
-    CodegenState = object  # type: ignore[assignment,misc]
+    CodegenState = object  # type: ignore[assignment,misc]  # the class where libcst has it; a plain base otherwise
 
 _NEWLINE = re.compile(r"\r\n?|\n")  # what libcst counts as a line break
 
@@ -119,7 +119,7 @@ def _place_in_statements(
     continued inside brackets come out as in the file), its line the one `ast` gives the same statement."""
     where: dict[int, tuple[ast.stmt, tuple[str, ...], bool]] = {}
     for index in sorted({tops[keys[0]] for _, keys in inner.values()}):
-        stmt = module.body[index]
+        stmt: cst.CSTNode = module.body[index]
         count = len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
         found: dict[int, tuple[ast.stmt, tuple[str, ...], bool]] = {}
         try:
@@ -146,7 +146,7 @@ def _place_in_statements(
 
 
 # libcst's compound statements and the `ast` statements they parse to
-_AST_KINDS: dict[type, tuple[type, ...]] = {
+_AST_KINDS: dict[type, tuple[type[Any], ...]] = {
     cst.If: (ast.If,), cst.For: (ast.For, ast.AsyncFor), cst.While: (ast.While,),
     cst.With: (ast.With, ast.AsyncWith), cst.Try: (ast.Try,), cst.FunctionDef: (ast.FunctionDef, ast.AsyncFunctionDef),
     cst.ClassDef: (ast.ClassDef,), cst.Match: (ast.Match,),
@@ -167,18 +167,20 @@ def _pair(stmts: Sequence[cst.CSTNode], nodes: Sequence[ast.stmt], indents: tupl
             where[id(stmt)] = (nodes[i], indents, False)
             i += len(stmt.body)
             continue
+        if not isinstance(stmt, cst.BaseCompoundStatement):  # as _pair_compound would find (for the type checker)
+            raise _Unmapped
         _pair_compound(stmt, nodes[i], indents, default_indent, where, False)
         i += 1
     if i != len(nodes):
         raise _Unmapped
 
 
-def _pair_compound(stmt: cst.CSTNode, node: ast.stmt, indents: tuple[str, ...], default_indent: str, where: dict,
+def _pair_compound(stmt: cst.BaseCompoundStatement, node: ast.stmt, indents: tuple[str, ...], default_indent: str, where: dict,
                    is_elif: bool) -> None:
     if not isinstance(node, _AST_KINDS.get(type(stmt), ())):
         raise _Unmapped
     where[id(stmt)] = (node, indents, is_elif)
-    blocks: list[tuple[cst.CSTNode, list]] = [(stmt.body, node.body)] if not isinstance(stmt, cst.Match) else []
+    blocks: list[tuple[cst.BaseSuite, list]] = [(stmt.body, node.body)] if not isinstance(stmt, cst.Match) else []
     if isinstance(stmt, cst.If) and isinstance(stmt.orelse, cst.If):
         if len(node.orelse) != 1:
             raise _Unmapped
@@ -186,15 +188,16 @@ def _pair_compound(stmt: cst.CSTNode, node: ast.stmt, indents: tuple[str, ...], 
     elif isinstance(stmt, (cst.Try, cst.TryStar)):
         if len(stmt.handlers) != len(node.handlers):
             raise _Unmapped
-        blocks += [(h.body, n.body) for h, n in zip(stmt.handlers, node.handlers)]
+        handlers: Sequence[cst.ExceptHandler | cst.ExceptStarHandler] = stmt.handlers
+        blocks += [(h.body, n.body) for h, n in zip(handlers, node.handlers)]
         blocks += [(stmt.orelse.body, node.orelse)] if stmt.orelse is not None else []
         blocks += [(stmt.finalbody.body, node.finalbody)] if stmt.finalbody is not None else []
     elif isinstance(stmt, cst.Match):
         if len(stmt.cases) != len(node.cases):
             raise _Unmapped
         blocks += [(c.body, n.body) for c, n in zip(stmt.cases, node.cases)]
-    elif getattr(stmt, "orelse", None) is not None:  # the `else:` of an if, a loop
-        blocks.append((stmt.orelse.body, node.orelse))
+    elif (orelse := getattr(stmt, "orelse", None)) is not None:  # the `else:` of an if, a loop
+        blocks.append((orelse.body, node.orelse))
     outer = indents
     if isinstance(stmt, cst.Match):  # its cases are indented under it, their blocks under them
         outer += (default_indent if stmt.indent is None else stmt.indent,)
@@ -230,7 +233,7 @@ class _MarkingCodegenState(CodegenState):
         if id(node) not in self.marks:
             self.marks[id(node)] = (start, len(self.tokens) + len(self.popped))
 
-    def record_syntactic_position(self, node, *, start_node=None, end_node=None):  # type: ignore[override]
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None):
         return _Syntactic(self.marks, self.tokens, node, start_node, end_node)
 
 

@@ -13,7 +13,7 @@ def parse(text: str, path: str = "<unknown>") -> ast.Module:
         return ast.parse(text, path)
 
 
-def first_line(node: ast.AST) -> int:
+def first_line(node: ast.stmt) -> int:
     """The line a statement starts on, its decorators included (where libcst's statement starts too)."""
     decorators = getattr(node, "decorator_list", None) or []
-    return min([node.lineno] + [d.lineno for d in decorators])  # type: ignore[attr-defined]
+    return min([node.lineno] + [d.lineno for d in decorators])

@@ -80,11 +80,11 @@ def calls_in_evaluation_order(node: cst.CSTNode) -> list[cst.Call]:
     while stack:
         n, done = pop()
         if done:
-            out.append(n)  # type: ignore[arg-type]
+            out.append(n)  # type: ignore[arg-type]  # only calls are pushed done
             continue
         cls = type(n)
         if cls is cst.Attribute or cls is cst.Arg:  # the commonest nodes hold one expression (`attr` is a Name)
-            value = n.value  # type: ignore[attr-defined]
+            value = n.value  # type: ignore[attr-defined]  # an Attribute or an Arg, by cls = type(n)
             if type(value) not in _LEAVES:
                 push((value, False))
             continue

@@ -43,12 +43,13 @@ import warnings
 import weakref
 from pathlib import Path
 from contextlib import ExitStack
-from typing import Sequence
+from types import FrameType
+from typing import Any, Sequence
 from unittest import mock
 
 from torchlint.analysis.semantics import DECOUPLED_DECAY_OPTIMIZERS, SCALE_INVARIANT_OPTIMIZERS
 from torchlint.verify.runner import SavedTensor, as_main, reachable, unpack
-from torchlint.verify.signs import Sign
+from torchlint.verify.signs import GRAPHS_KEPT, Sign
 
 _HERE = str(Path(__file__).resolve().parent.parent)  # torchlint's own files are never the user's frames
 SCHEDULER_WARNING = "Detected call of `lr_scheduler.step()` before `optimizer.step()`"
@@ -61,10 +62,6 @@ CUTS = {"item": ".item()", "detach": ".detach()", "tolist": ".tolist()", "__floa
 SCALING_OPS = ("DivBackward0", "MulBackward0")
 SCALER_ERRORS = ("No inf checks were recorded", "step() has already been called since the last update()",
                  "unscale_() has already been called on this optimizer since the last update()")
-
-
-# Signs of graphs kept on purpose or by a total: a graph that grows then is their cause, not another.
-_GRAPHS_KEPT = (Sign.TOTAL_BACKPROPAGATED_AGAIN, Sign.BACKWARD_THROUGH_FREED_GRAPH, Sign.RETAINED_GRAPH_OUTLIVES_STEP)
 
 
 class _Stop(BaseException):
@@ -93,7 +90,7 @@ def user_frames(stack: Sequence[traceback.FrameSummary] | None = None) -> list[t
             if path is not None:
                 out.append((path, f.lineno or 0))
         return out
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         path = _user_file(frame.f_code.co_filename)
         if path is not None:
@@ -111,7 +108,7 @@ class Monitor:
         self.steps: list[dict] = []
         self.observations: list[dict] = []
         self.hooked: dict[int, object] = {}  # id(param) -> the parameter, with a gradient hook on it
-        self.prev: dict[int, object] = {}  # id(param) -> its gradient right after the last step
+        self.prev: dict[int, Any] = {}  # id(param) -> its gradient right after the last step
         self.prev_object: dict[int, object] = {}  # id(param) -> the .grad tensor itself after the last step
         # after a step whose last backward retained its graph: the buffers alive then, where that backward ran,
         # and the script's variable that reached the most of the graph then
@@ -127,7 +124,7 @@ class Monitor:
         self.roots: list[str | None] = []  # the last op of each back-propagated loss
         self.rooted: set[int] = set()  # id of each tensor back-propagated
         self.zero_grads: list[tuple[int, list[tuple[str, int]]]] = []  # (backwards before it, where)
-        self.incoming: dict[int, object] = {}  # id(param) -> the gradient the backwards brought
+        self.incoming: dict[int, Any] = {}  # id(param) -> the gradient the backwards brought
         self.scaled = False  # a GradScaler scaled a loss and nothing unscaled the gradients since
         self.scaled_from: dict[int, str | None] = {}  # id(a GradScaler's output) -> the last op of its input
         self.unscaled_by: float | None = None  # the scale the last unscale_ divided the gradients by
@@ -331,6 +328,7 @@ class Monitor:
                          "the step applied nothing")
 
     def post_step(self, optimizer, args, kwargs) -> None:
+        _prune()  # what autograd saved and has since freed
         torch = self.torch
         n = len(self.steps) + 1
         # the graph: at every step at first, then every 8th (a leak shows within 5 samples; long runs stay cheap)
@@ -358,7 +356,7 @@ class Monitor:
         values = [s["graph_nodes"] for s in self.steps if s["graph_nodes"] is not None][-5:]
         if len(values) < 5 or self.steps[-1]["graph_nodes"] is None:
             return
-        if all(b > a for a, b in zip(values, values[1:])) and not any(s in _GRAPHS_KEPT for s, _ in self._seen):
+        if all(b > a for a, b in zip(values, values[1:])) and not any(s in GRAPHS_KEPT for s, _ in self._seen):
             # (the graphs retain_graph keeps, and a total back-propagated again, have their own signs: one cause,
             # reported once)
             holder = _holder_of_graph(self.torch)
@@ -380,7 +378,7 @@ def _roots(torch) -> dict[str, list]:
     and the attributes of `self` (a Trainer keeping `self.total`). Reading these, not every object of the process
     (gc), keeps a step's cost in proportion to what the script keeps."""
     out: dict[str, list] = {}
-    frame = sys._getframe()
+    frame: FrameType | None = sys._getframe()
     while frame is not None:
         if _user_file(frame.f_code.co_filename) is not None:
             for var, value in list(frame.f_locals.items()):
@@ -421,7 +419,7 @@ def _graph_nodes(torch) -> int:
 def _holder_of_graph(torch) -> str | None:
     """The variable of the script's frames that reaches the most graph nodes."""
     sizes = {name: reachable(nodes) for name, nodes in _roots(torch).items()}
-    return max(sizes, key=sizes.get) if sizes else None
+    return max(sizes, key=sizes.__getitem__) if sizes else None
 
 
 def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
@@ -457,7 +455,7 @@ def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
 
     def get_data(self):
         monitor.on_cut(self, ".data")
-        return base_data.__get__(self)
+        return base_data.__get__(self)  # type: ignore[attr-defined]  # a descriptor; torch's stubs say Tensor
 
     def zeroing(which):
         def zero_grad(self, *a, **k):
@@ -509,7 +507,7 @@ def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
             (torch.nn.Module, "zero_grad", zeroing("mod_zero")), (scaler_cls, "scale", scale),
             (scaler_cls, "unscale_", unscale_), *((torch.nn.utils, n, clipping(n)) for n in CLIPS),
             *((torch.Tensor, n, cutting(n)) for n in CUTS),
-            (torch.Tensor, "data", property(get_data, lambda self, value: base_data.__set__(self, value))),
+            (torch.Tensor, "data", property(get_data, base_data.__set__)),  # type: ignore[attr-defined]  # as above
         ):
             stack.enter_context(mock.patch.object(owner, name, value))
         stack.enter_context(warnings.catch_warnings())
@@ -517,7 +515,7 @@ def run(script: Path, argv: list[str], steps: int, device: str) -> dict:
         warnings.showwarning = show
         warnings.simplefilter("always", UserWarning)
         stack.callback(register_optimizer_step_pre_hook(monitor.pre_step).remove)
-        stack.callback(register_optimizer_step_post_hook(lambda o, a, k: (_prune(), monitor.post_step(o, a, k))).remove)
+        stack.callback(register_optimizer_step_post_hook(monitor.post_step).remove)
         stack.callback(_SAVED.clear)
         if device != "cpu":
             torch.set_default_device(device)

@@ -98,7 +98,7 @@ def as_main(script: Path, argv: Sequence[str]) -> Iterator[None]:
     sys.argv = [str(script), *argv]
     sys.path.insert(0, str(script.parent))
     for name, module in list(sys.modules.items()):
-        if getattr(module, "__file__", None) and Path(module.__file__).parent == script.parent:
+        if (file := getattr(module, "__file__", None)) and Path(file).parent == script.parent:
             del sys.modules[name]
     try:
         yield

@@ -22,3 +22,7 @@ class Sign(Enum):
     BACKWARD_THROUGH_FREED_GRAPH = "backward-through-freed-graph"  # "Trying to backward through the graph a second time"
     SAVED_TENSOR_MODIFIED = "saved-tensor-modified"  # a tensor saved for backward modified in place since
     SCALER_REFUSED = "scaler-refused"  # GradScaler's own errors
+
+
+# Signs of graphs kept on purpose or by a total: a graph that grows then is their cause, not another.
+GRAPHS_KEPT = (Sign.TOTAL_BACKPROPAGATED_AGAIN, Sign.BACKWARD_THROUGH_FREED_GRAPH, Sign.RETAINED_GRAPH_OUTLIVES_STEP)
