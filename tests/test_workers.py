@@ -58,3 +58,81 @@ def test_calls_from_threads_run_side_by_side_and_a_stuck_one_is_killed():
         assert results == {0: Failed(True, "killed at its time limit"), 1: 0.5}
         assert finished[1] < finished[0] < 10, finished  # the short call did not wait for the stuck one
         assert pool.call(job, ("value", 7), 5) == 7  # the killed worker was replaced
+
+
+# -- code of the repository being checked never runs -----------------------------------------------------------
+# Modules a repository may hold under the names of modules torchlint and its workers import: each leaves a mark
+# when imported, which would mean that opening or checking the repository ran its code.
+SHADOWING = ("threading", "random", "os", "json", "pathspec", "libcst")
+TRAIN = "for x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n    optimizer.step()\n"
+
+
+def shadowed_workspace(root):
+    for name in SHADOWING:
+        (root / f"{name}.py").write_text(f"open({str(root / (name + '.imported'))!r}, 'w').close()\n")
+    (root / "train.py").write_text(TRAIN)
+    return root
+
+
+def imported(root) -> list[str]:
+    return sorted(p.name for p in root.glob("*.imported"))
+
+
+def _cli(root, *args, env=None, module=False):
+    import shutil
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "torchlint"] if module else [shutil.which("torchlint")]
+    return subprocess.run([*cmd, "--no-cache", *args], cwd=root, capture_output=True, text=True, timeout=120,
+                          env=None if env is None else {**os.environ, **env})
+
+
+@pytest.mark.parametrize("module", [False, True], ids=["console-script", "python-m"])
+def test_the_command_imports_nothing_from_the_checked_repository(tmp_path, module):
+    root = shadowed_workspace(tmp_path)
+    r = _cli(root, ".", module=module)
+    assert imported(root) == []
+    assert "train.py:4:5: TL004" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_workers_import_nothing_from_the_checked_repository(tmp_path, method):
+    root = shadowed_workspace(tmp_path)
+    r = _cli(root, "--jobs", "2", ".", env={"TORCHLINT_START_METHOD": method})
+    assert imported(root) == []
+    assert "train.py:4:5: TL004" in r.stdout, r.stdout + r.stderr
+
+
+def test_the_flake8_plugin_imports_nothing_from_the_checked_repository(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = shadowed_workspace(tmp_path)
+    flake8 = Path(sys.executable).parent / "flake8"
+    r = subprocess.run([str(flake8), "--select", "TL", "-j", "2", "."], cwd=root, capture_output=True, text=True,
+                       timeout=120)
+    assert imported(root) == []
+    assert "./train.py:4:5: TL004" in r.stdout, r.stdout + r.stderr
+
+
+def test_the_language_server_imports_nothing_from_the_opened_repository(tmp_path):
+    import asyncio
+
+    from tests.helpers import start_language_server
+    from tests.test_lsp import open_params, stop, until
+
+    root = shadowed_workspace(tmp_path)
+
+    async def go():
+        client, received, _ = await start_language_server(root)
+        uri = (root / "train.py").as_uri()
+        client.text_document_did_open(open_params(uri, TRAIN))
+        published = await until(received, uri, 60)
+        await stop(client)
+        return published
+
+    published = asyncio.run(go())
+    assert imported(root) == []
+    assert [d.code for d in published.diagnostics] == ["TL004"]

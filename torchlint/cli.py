@@ -23,6 +23,7 @@ from torchlint.diagnostic import Diagnostic
 from torchlint.files import PathError, discover
 from torchlint.options import add_device_option
 from torchlint.output import FORMATS, render_full, render_statistics
+from torchlint.syspath import protect
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    protect()  # before anything is imported lazily: the repository checked is never imported (torchlint.syspath)
     argv = list(sys.argv[1:] if argv is None else argv)
     on_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminated) if on_main_thread else None

@@ -9,12 +9,17 @@ native parser runs for as long as it runs, so only the parent's clock can end it
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
+import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from torchlint.syspath import trusted
 
 
 @dataclass(frozen=True)
@@ -47,11 +52,37 @@ def _serve(conn, initializer: Callable | None, initargs: tuple) -> None:
             return
 
 
+_STARTING = threading.Lock()
+
+
+@contextmanager
+def _outside_workspace(method: str) -> Iterator[None]:
+    """While a worker starts, no import can reach the current directory (the repository being checked,
+    torchlint.syspath): fork copies this `sys.path`, spawn and forkserver hand it to the new process once it runs
+    our code, and PYTHONSAFEPATH keeps their new interpreter (and multiprocessing's resource tracker) from putting
+    '' first before that (Python 3.11+). Both are put back: the user's own scripts, which --verify runs, see
+    what they would see."""
+    with _STARTING:
+        path, safe = list(sys.path), os.environ.get("PYTHONSAFEPATH")
+        sys.path[:] = trusted(sys.path)
+        if method != "fork":
+            os.environ["PYTHONSAFEPATH"] = "1"
+        try:
+            yield
+        finally:
+            sys.path[:] = path
+            if safe is None:
+                os.environ.pop("PYTHONSAFEPATH", None)
+            else:
+                os.environ["PYTHONSAFEPATH"] = safe
+
+
 class _Worker:
     def __init__(self, context, initializer: Callable | None, initargs: tuple) -> None:
         self.conn, theirs = context.Pipe()
         self.process = context.Process(target=_serve, args=(theirs, initializer, initargs), daemon=True)
-        self.process.start()
+        with _outside_workspace(context.get_start_method()):
+            self.process.start()
         theirs.close()
         self.index = -1  # the job it runs (Pool.map), -1 when idle
         self.deadline: float | None = None
@@ -85,10 +116,10 @@ class Pool:
 
     def __init__(self, size: int, initializer: Callable | None = None, initargs: tuple = (),
                  start_method: str | None = None, preload: Sequence[str] = ()) -> None:
-        """`start_method`: multiprocessing's (None: its default); with "forkserver", the modules in `preload` are
-        imported once by the server that forks the workers."""
+        """`start_method`: multiprocessing's (None: $TORCHLINT_START_METHOD, else its default); with "forkserver",
+        the modules in `preload` are imported once by the server that forks the workers."""
         self.size = max(1, size)
-        self._context = multiprocessing.get_context(start_method)
+        self._context = multiprocessing.get_context(start_method or os.environ.get("TORCHLINT_START_METHOD") or None)
         if start_method == "forkserver" and preload:
             self._context.set_forkserver_preload(list(preload))
         self._init = (initializer, initargs)
