@@ -136,3 +136,67 @@ def test_the_language_server_imports_nothing_from_the_opened_repository(tmp_path
     published = asyncio.run(go())
     assert imported(root) == []
     assert [d.code for d in published.diagnostics] == ["TL004"]
+
+
+# -- workers end with the process that started them -------------------------------------------------------------
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    from pathlib import Path
+
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    from pathlib import Path
+
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the workers in /proc")
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_workers_end_when_the_command_is_killed(tmp_path, method):
+    """After `kill -9` of `torchlint --jobs 2` its workers used to live on for ever, each holding the other end of
+    a pipe its parent no longer reads; now they end with it."""
+    import shutil
+    import signal
+    import subprocess
+
+    from tests.test_batch import slow_to_parse
+
+    for i in range(4):
+        (tmp_path / f"slow{i}.py").write_text(slow_to_parse(100))
+    proc = subprocess.Popen([shutil.which("torchlint"), "-q", "--isolated", "--no-cache", "--jobs", "2", "."],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "TORCHLINT_START_METHOD": method})
+    workers: list[int] = []
+    try:
+        for _ in range(600):  # until both workers run (a minute at most)
+            workers = [p for p in _children(proc.pid) if _running(p)]
+            if len(workers) >= 2:
+                break
+            time.sleep(0.1)
+        assert len(workers) >= 2, workers
+        time.sleep(0.5)  # both are inside their files
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        for _ in range(600):  # until they end (a minute at most)
+            if not any(_running(p) for p in workers):
+                break
+            time.sleep(0.1)
+        assert not [p for p in workers if _running(p)]
+    finally:
+        proc.kill()
+        for p in workers:
+            if _running(p):
+                os.kill(p, signal.SIGKILL)

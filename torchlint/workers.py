@@ -31,9 +31,12 @@ class Failed:
     detail: str
 
 
-def _serve(conn, initializer: Callable | None, initargs: tuple) -> None:
+def _serve(conn, initializer: Callable | None, initargs: tuple, owner: int | None = None,
+           kernel: bool = False) -> None:
     """A worker: run each (function, argument) received, send back (ok, result or exception), until the parent
-    closes its end."""
+    closes its end or dies (`owner`: the pid of the process it was started for, when that is its parent; `kernel`:
+    whether the kernel may end it with the thread that started it)."""
+    _end_with_parent(owner, kernel)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops the workers itself
     if initializer is not None:
         initializer(*initargs)
@@ -50,6 +53,37 @@ def _serve(conn, initializer: Callable | None, initargs: tuple) -> None:
             conn.send(reply)
         except OSError:
             return
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _end_with_parent(owner: int | None, kernel: bool) -> None:
+    """Ends this worker when its parent dies. The pipe alone cannot tell: after `kill -9` of the command a forked
+    worker still holds its parent's end of its own pipe and of its siblings' (fork copies them), so no EOF ever
+    comes, and a worker inside libcst's parser reads nothing. On Linux, when it was started from a thread that
+    lives as long as its process (a main thread: the command's, the language server's fork server), the kernel
+    kills it with that thread (PR_SET_PDEATHSIG); everywhere a thread watches for the parent to change (once the
+    parser lets it run)."""
+    parent = os.getppid()
+    if owner is not None and parent != owner:
+        os._exit(1)  # it died before this worker got here
+    if kernel and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != parent:
+            os._exit(1)  # it died before the kernel was told
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="parent-watch").start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 _STARTING = threading.Lock()
@@ -80,8 +114,12 @@ def _outside_workspace(method: str) -> Iterator[None]:
 class _Worker:
     def __init__(self, context, initializer: Callable | None, initargs: tuple) -> None:
         self.conn, theirs = context.Pipe()
-        self.process = context.Process(target=_serve, args=(theirs, initializer, initargs), daemon=True)
-        with _outside_workspace(context.get_start_method()):
+        method = context.get_start_method()
+        owner = None if method == "forkserver" else os.getpid()  # a fork server's workers are its children
+        kernel = method == "forkserver" or threading.current_thread() is threading.main_thread()
+        self.process = context.Process(target=_serve, args=(theirs, initializer, initargs, owner, kernel),
+                                       daemon=True)
+        with _outside_workspace(method):
             self.process.start()
         theirs.close()
         self.index = -1  # the job it runs (Pool.map), -1 when idle
