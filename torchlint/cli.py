@@ -21,7 +21,7 @@ from torchlint.batch import run as run_jobs
 from torchlint.config import Config, ConfigError, find_pyproject, load, validate_codes
 from torchlint.diagnostic import Diagnostic
 from torchlint.files import PathError, discover
-from torchlint.options import add_device_option
+from torchlint.options import add_device_option, device_missing
 from torchlint.output import FORMATS, render_full, render_statistics
 from torchlint.syspath import protect
 
@@ -168,12 +168,10 @@ def _verify_command(argv: list[str]) -> int:
     except ImportError as exc:
         print(f"torchlint: error: verify needs torch ({exc.name} is missing): pip install 'torchlint[verify]'", file=sys.stderr)
         return EXIT_ERROR
-    if args.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            print("torchlint: error: --device cuda but no CUDA device is available", file=sys.stderr)
-            return EXIT_ERROR
+    missing = device_missing(args.device)
+    if missing is not None:
+        print(f"torchlint: error: {missing}", file=sys.stderr)
+        return EXIT_ERROR
     try:
         run, ref = run_scripts([args.script, args.reference], args.device, args.seed)
     except RuntimeError as exc:
