@@ -237,3 +237,18 @@ def test_candidates_left_by_a_killed_run_are_not_checked_and_are_removed(tmp_pat
     r = run_cli("--fix", "--verify", "--steps", "2", "--device", device, "train.py", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+
+
+def test_the_script_runs_from_where_the_user_stands(tmp_path, run_cli, device):
+    """`python scripts/train.py` reads `data/scale.txt` from the current directory and writes its log there; --verify
+    ran the script from its own folder, where the data is not (TL903) and the log went elsewhere."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "scale.txt").write_text("0.5\n")
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "train.py"
+    script.write_text(RETAINED.format(before="scale = float(open('data/scale.txt').read())\n", n=3,
+                                      after="open('log.txt', 'a').write('done\\n')\n"))
+    r = run_cli("--fix", "--verify", "--steps", "5", "--device", device, "scripts/train.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "scripts/train.py:8:5: TL002 safe fix verified: identical gradients and parameters at all 3 steps" in r.stderr
+    assert (tmp_path / "log.txt").is_file() and not (tmp_path / "scripts" / "log.txt").exists()

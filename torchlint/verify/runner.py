@@ -231,13 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("scripts", nargs="+", type=Path)
     args = p.parse_args(argv)
     for i, script in enumerate(args.scripts):
-        cwd = os.getcwd()
-        script = script.resolve()
-        try:
-            os.chdir(script.parent)
-            rec = record_script(script, args.device, args.seed, args.count_graph, args.max_steps, args.argv_json)
-        finally:
-            os.chdir(cwd)
+        # In the current directory, as `python path/to/train.py` runs it there: paths relative to where the user
+        # stands resolve, and what the script writes lands there.
+        rec = record_script(script.resolve(), args.device, args.seed, args.count_graph, args.max_steps, args.argv_json)
         torch.save(rec, args.out / f"{i}.pt")
     return 0
 
