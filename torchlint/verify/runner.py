@@ -215,6 +215,10 @@ def run_scripts(
         if code != 0:
             tail = log.read_bytes()[-4000:].decode("utf-8", "replace")
             raise RuntimeError(f"verify runner failed ({code}):\n{tail}")
+        for i, script in enumerate(scripts):
+            if not (Path(tmp) / f"{i}.pt").is_file():  # the script ended the runner's process itself, status 0
+                raise RuntimeError(f"the run of {script} ended before it was recorded (os._exit() or a signal); "
+                                   "nothing was verified")
         return [torch.load(Path(tmp) / f"{i}.pt", weights_only=False) for i in range(len(scripts))]
 
 
