@@ -290,3 +290,21 @@ def test_the_script_runs_from_where_the_user_stands(tmp_path, run_cli, device):
     assert "scripts/train.py:8:5: TL002 safe fix verified: identical gradients and parameters at all 3 steps" in r.stderr
     assert (tmp_path / "log.txt").is_file() and not (tmp_path / "scripts" / "log.txt").exists()
 
+
+def test_report_without_matplotlib_says_so_before_anything_is_written(tmp_path, run_cli):
+    """Without matplotlib, --report failed after the fixes were written: exit 1, and no findings printed."""
+    import subprocess
+
+    hidden = tmp_path / "no_matplotlib"
+    (hidden / "matplotlib").mkdir(parents=True)
+    (hidden / "matplotlib" / "__init__.py").write_text("raise ImportError('No module named matplotlib')\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    script = work / "train.py"
+    script.write_text(text := RETAINED.format(before="", n=3, after=""))
+    r = subprocess.run([shutil.which("torchlint"), "--fix", "--verify", "--report", "r.html", "train.py"], cwd=work,
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(hidden)})
+    assert (r.returncode, r.stdout, r.stderr) == (
+        2, "", "torchlint: error: --report needs matplotlib: pip install 'torchlint[report]'\n")
+    assert script.read_text() == text and sorted(p.name for p in work.iterdir()) == ["train.py"]

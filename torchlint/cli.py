@@ -295,11 +295,16 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _verify_lacks(args: argparse.Namespace) -> str | None:
-    """What --fix --verify needs and this machine lacks: torch, the CUDA device asked for."""
+    """What --fix --verify needs and this machine lacks: torch, the CUDA device asked for, matplotlib for --report."""
     try:
-        return device_missing(args.device)
+        missing = device_missing(args.device)
     except ImportError as exc:
         return f"--verify needs torch ({exc.name} is missing): pip install 'torchlint[verify]'"
+    if missing is None and args.report is not None:
+        from torchlint.report import missing as report_missing
+
+        missing = report_missing()
+    return missing
 
 
 def _fix_verify(args: argparse.Namespace, cfg: Config, files: list[Path]) -> int:
