@@ -20,6 +20,10 @@ def job(arg):
         os._exit(3)
     elif kind == "raise":
         raise ValueError(value)
+    elif kind == "pid-sleep":  # says where it runs, then works for a minute
+        with open(value, "w") as fh:
+            fh.write(str(os.getpid()))
+        time.sleep(60)
     return value
 
 
@@ -200,3 +204,24 @@ def test_workers_end_when_the_command_is_killed(tmp_path, method):
         for p in workers:
             if _running(p):
                 os.kill(p, signal.SIGKILL)
+
+
+def test_a_cancelled_call_stops_its_worker_and_the_next_call_gets_a_fresh_one(tmp_path):
+    """The language server's check of a document's older text ran to its end in a worker; a call cancelled (by a
+    newer edit) now kills it: a stale check holds no worker."""
+    cancel = threading.Event()
+    pid_file = tmp_path / "pid"
+    results: list[object] = []
+    with Pool(1) as pool:
+        call = threading.Thread(target=lambda: results.append(pool.call(job, ("pid-sleep", str(pid_file)), 0, cancel)))
+        call.start()
+        for _ in range(600):
+            if pid_file.exists() and pid_file.read_text():
+                break
+            time.sleep(0.1)
+        pid = int(pid_file.read_text())
+        cancel.set()
+        call.join()
+        assert results == [Failed(False, "cancelled")]
+        assert not _running(pid)  # killed, not left to finish
+        assert pool.call(job, ("value", 7), 5) == 7

@@ -149,6 +149,23 @@ class _Worker:
         self.process.join()
 
 
+CANCEL_POLL = 0.02  # seconds between two looks at a call's cancel event
+
+
+def _answered(conn, timeout: float, cancel: threading.Event | None) -> bool | None:
+    """Whether the worker answered within `timeout` seconds (0: none); None when `cancel` was set first."""
+    if cancel is None:
+        return conn.poll(timeout if timeout > 0 else None)
+    deadline = time.monotonic() + timeout if timeout > 0 else None
+    while not cancel.is_set():
+        left = CANCEL_POLL if deadline is None else min(CANCEL_POLL, deadline - time.monotonic())
+        if conn.poll(max(0.0, left)):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+    return None
+
+
 class Pool:
     """At most `size` worker processes, started when first needed, each running `initializer(*initargs)` first."""
 
@@ -206,12 +223,15 @@ class Pool:
             for worker in running.values():
                 worker.stop()  # interrupted (Ctrl-C, an exception): their jobs are abandoned
 
-    def call(self, func: Callable, arg: Any, timeout: float) -> Any:
+    def call(self, func: Callable, arg: Any, timeout: float, cancel: threading.Event | None = None) -> Any:
         """func(arg) in a worker, from any thread (a call waits while `size` others run); Failed when it runs past
-        `timeout` seconds (0: none) or its worker dies."""
+        `timeout` seconds (0: none) or its worker dies, or when `cancel` is set first (its worker is killed: the
+        language server's check of a text a newer edit replaced holds no worker)."""
         with self._lock:
             while not self._idle and len(self._busy) >= self.size:
-                self._lock.wait()
+                if cancel is not None and cancel.is_set():
+                    return Failed(False, "cancelled")
+                self._lock.wait(None if cancel is None else CANCEL_POLL)
             worker = self._idle.pop() if self._idle else None
             if worker is None:
                 worker = self._new()
@@ -219,7 +239,10 @@ class Pool:
         alive = False
         try:
             worker.send(func, arg, timeout)
-            if not worker.conn.poll(timeout if timeout > 0 else None):
+            answered = _answered(worker.conn, timeout, cancel)
+            if answered is None:
+                return Failed(False, "cancelled")
+            if not answered:
                 return Failed(True, "killed at its time limit")
             try:
                 result = worker.receive()
