@@ -225,3 +225,59 @@ def test_a_cancelled_call_stops_its_worker_and_the_next_call_gets_a_fresh_one(tm
         assert results == [Failed(False, "cancelled")]
         assert not _running(pid)  # killed, not left to finish
         assert pool.call(job, ("value", 7), 5) == 7
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the workers in /proc")
+def test_the_language_servers_workers_end_when_it_is_killed(tmp_path):
+    """The language server's workers are children of a fork server, which each of them held open: after `kill -9`
+    of the server, the fork server and a worker inside a long check lived on."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from tests.test_batch import slow_to_parse
+
+    server = subprocess.Popen([sys.executable, "-m", "torchlint", "server"], cwd=tmp_path, stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def send(message: dict) -> None:
+        body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+        server.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        server.stdin.flush()
+
+    def descendants() -> list[int]:
+        found, frontier = [], [server.pid]
+        while frontier:
+            children = [c for p in frontier for c in _children(p)]
+            found += children
+            frontier = children
+        return [p for p in found if _running(p)]
+
+    started: list[int] = []
+    try:
+        send({"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": tmp_path.as_uri(),
+                                                         "capabilities": {}}})
+        send({"method": "initialized", "params": {}})
+        send({"method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": (tmp_path / "slow.py").as_uri(), "languageId": "python", "version": 1,
+            "text": slow_to_parse(1000)}}})  # minutes of libcst's parser
+        for _ in range(600):  # until the fork server and the worker checking slow.py run (a minute at most)
+            started = descendants()
+            if len(started) >= 3:  # multiprocessing's resource tracker, the fork server, the worker
+                break
+            time.sleep(0.1)
+        assert len(started) >= 3, started
+        time.sleep(1.0)  # the worker is inside the check
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+        for _ in range(600):
+            if not any(_running(p) for p in started):
+                break
+            time.sleep(0.1)
+        assert not [p for p in started if _running(p)]
+    finally:
+        server.kill()
+        for p in started:
+            if _running(p):
+                os.kill(p, signal.SIGKILL)

@@ -68,6 +68,8 @@ def _end_with_parent(owner: int | None, kernel: bool) -> None:
     parent = os.getppid()
     if owner is not None and parent != owner:
         os._exit(1)  # it died before this worker got here
+    if owner is None:
+        _release_fork_server()
     if kernel and sys.platform.startswith("linux"):
         try:
             import ctypes
@@ -78,6 +80,22 @@ def _end_with_parent(owner: int | None, kernel: bool) -> None:
         if os.getppid() != parent:
             os._exit(1)  # it died before the kernel was told
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="parent-watch").start()
+
+
+def _release_fork_server() -> None:
+    """A fork server's worker is handed the server's "alive" pipe (to start processes through it, which it never
+    does); while any worker holds it, the fork server outlives the process that started it, and so do the workers,
+    its children. Closed, the server ends with that process, and its workers with it."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None
 
 
 def _watch_parent(parent: int) -> None:
