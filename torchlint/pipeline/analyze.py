@@ -71,7 +71,7 @@ def _too_deep(source: str, path: str) -> tuple[ast.Module | None, Diagnostic | N
     except (RecursionError, MemoryError) as err:
         return None, _refused(path, err)
     except SyntaxError as err:
-        return None, (_refused(path, err) if any(m in str(err.msg) for m in _TOO_DEEP) else None)
+        return None, (_refused(path, err) if any(m in str(err.msg).lower() for m in _TOO_DEEP) else None)
     except ValueError:
         return None, None
 
