@@ -256,8 +256,8 @@ def test_the_language_servers_workers_end_when_it_is_killed(tmp_path):
 
     started: list[int] = []
     try:
-        send({"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": tmp_path.as_uri(),
-                                                         "capabilities": {}}})
+        initialize = {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}
+        send({"id": 1, "method": "initialize", "params": initialize})
         send({"method": "initialized", "params": {}})
         send({"method": "textDocument/didOpen", "params": {"textDocument": {
             "uri": (tmp_path / "slow.py").as_uri(), "languageId": "python", "version": 1,
