@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+
 import libcst
+import pytest
 
 from torchlint import batch
 from torchlint.batch import Job
@@ -109,16 +113,28 @@ def test_file_timeout_stops_the_native_parser(tmp_path, run_cli, monkeypatch):
     assert stopped == [(True, -signal.SIGKILL)]
 
 
-def test_a_crash_of_the_native_parser_is_that_files_error(tmp_path, run_cli):
-    """A file that crashes libcst's native parser (a stack overflow: SIGSEGV) is one TL902, without a traceback
-    (no BrokenProcessPool), and the other files are checked."""
-    (tmp_path / "crash.py").write_text(BUGGY + "x = " + "-" * 100_000 + "1\n")
+_CHECK_IN_WORKER = batch._process_in_worker
+
+
+def _crash_on_crash_py(job):
+    if job.path.endswith("crash.py"):
+        os._exit(139)  # as a native crash (a stack overflow of libcst's parser: SIGSEGV) ends the worker
+    return _CHECK_IN_WORKER(job)
+
+
+@pytest.mark.skipif(multiprocessing.get_start_method() != "fork", reason="the workers run the patched job by fork")
+def test_a_crash_of_the_native_parser_is_that_files_error(tmp_path, monkeypatch):
+    """A worker that crashes on a file (as a stack overflow in libcst's native parser does: SIGSEGV) is that file's
+    TL902, without a BrokenProcessPool traceback, and the other files are checked. (A file nested too deep for
+    CPython never reaches libcst: test_nesting_cpython_refuses_is_a_syntax_error.)"""
+    (tmp_path / "crash.py").write_text(BUGGY)
     (tmp_path / "train.py").write_text(BUGGY)
-    r = run_cli("-q", "--isolated", "--no-cache", "crash.py", "train.py", cwd=tmp_path)
-    lines = r.stdout.splitlines()
-    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
-    assert lines[0].startswith("crash.py:1:1: TL902 checking crashed (the worker process died"), lines
-    assert lines[1].startswith("train.py:4:5: TL004"), lines
+    monkeypatch.setattr(batch, "_process_in_worker", _crash_on_crash_py)
+    jobs = [Job(str(tmp_path / name), CODES, timeout=60) for name in ("crash.py", "train.py")]
+    crashed, checked = batch.run(jobs, 2, None)
+    assert [d.message for d in crashed.diags] == [
+        "checking crashed (the worker process died (exit code 139)); file not checked; please report it with this file"]
+    assert [(d.line, d.code) for d in checked.diags] == [(4, "TL004")]
 
 
 def test_unreadable_file(tmp_path, monkeypatch):
@@ -153,3 +169,25 @@ def test_huge_single_line(tmp_path, run_cli):
     (tmp_path / "big.py").write_text(line + BUGGY)
     r = run_cli("-q", "--no-cache", "big.py", cwd=tmp_path)
     assert r.stdout.startswith("big.py:5:5: TL004")
+
+
+@pytest.mark.parametrize("jobs", [["--jobs", "1", "--file-timeout", "0"], []], ids=["in-process", "workers"])
+def test_nesting_cpython_refuses_is_a_syntax_error(tmp_path, run_cli, jobs):
+    """Nesting deeper than CPython accepts was a TL902 "please report" with a worker's traceback, or in-process a
+    2,000-line traceback and nothing reported (and 250 brackets, which CPython's tokenizer refuses, were checked as
+    if Python ran them). Such a file is a TL901, as any syntax error is."""
+    deep = {
+        "brackets.py": "x = " + "(" * 250 + "1" + ")" * 250 + "\n",  # CPython's tokenizer stops at 200 levels
+        "calls.py": "x = " + "f(" * 1000 + ")" * 1000 + "\n",
+        "unary.py": "x = " + "-" * 5000 + "1\n",  # no bracket: the parser's own recursion limit
+        "very.py": "x = " + "-" * 100_000 + "1\n",  # crashed libcst's native parser (SIGSEGV)
+    }
+    for name, line in deep.items():
+        (tmp_path / name).write_text(BUGGY + line)
+    r = run_cli("-q", "--isolated", "--no-cache", *jobs, *deep, cwd=tmp_path)
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    found = [line.split(" ", 2)[:2] for line in r.stdout.splitlines()]
+    assert found == [["brackets.py:5:205:", "TL901"], ["calls.py:5:406:", "TL901"], ["unary.py:1:1:", "TL901"],
+                     ["very.py:1:1:", "TL901"]], r.stdout
+    assert "very.py:1:1: TL901 syntax error: nested too deeply for Python (" in r.stdout
+    assert r.returncode == 1

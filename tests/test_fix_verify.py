@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 
@@ -239,3 +240,73 @@ def test_candidates_left_by_a_killed_run_are_not_checked_and_are_removed(tmp_pat
     r = run_cli("--fix", "--verify", "--steps", "2", "--device", device, "train.py", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+
+
+def test_a_script_that_ends_in_os_exit_is_said_not_verified_and_its_finding_is_shown(tmp_path, run_cli, device):
+    """`os._exit(0)` at the end of a script ended the recorder's process before it saved the run: torchlint printed
+    "No such file or directory", then "All checks passed" for a file with a finding."""
+    script = tmp_path / "train.py"
+    script.write_text(text := RETAINED.format(before="import os\n", n=3, after="os._exit(0)\n"))
+    r = run_cli("--fix", "--verify", "--steps", "5", "--device", device, "train.py", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "No such file or directory" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert ("torchlint: error: train.py: the run of train.py ended before it was recorded (os._exit() or a "
+            "signal); nothing was verified") in r.stderr, r.stderr
+    assert r.stdout.startswith("train.py:8:5: TL002 "), r.stdout
+    assert "All checks passed" not in r.stdout and script.read_text() == text
+
+
+def test_verify_on_cuda_without_cuda_says_so_before_anything_runs(tmp_path, run_cli):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is available here")
+    script = tmp_path / "train.py"
+    script.write_text(text := RETAINED.format(before="", n=3, after=""))
+    r = run_cli("--fix", "--verify", "--device", "cuda", "train.py", cwd=tmp_path)
+    assert (r.returncode, r.stdout, r.stderr) == (
+        2, "", "torchlint: error: --device cuda but no CUDA device is available\n")
+    assert script.read_text() == text
+
+
+def test_verify_command_with_no_step_to_compare_is_not_ok(tmp_path, run_cli, device):
+    """`torchlint verify` said OK, exit 0, when neither script took a step: nothing was compared."""
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text(RETAINED.format(before="", n=0, after=""))
+    r = run_cli("verify", "--device", device, "a.py", "--reference", "b.py", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "OK" not in r.stdout
+    assert r.stdout == "NOT VERIFIED: neither script took an optimizer step; nothing was compared\n"
+
+
+def test_the_script_runs_from_where_the_user_stands(tmp_path, run_cli, device):
+    """`python scripts/train.py` reads `data/scale.txt` from the current directory and writes its log there; --verify
+    ran the script from its own folder, where the data is not (TL903) and the log went elsewhere."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "scale.txt").write_text("0.5\n")
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "train.py"
+    script.write_text(RETAINED.format(before="scale = float(open('data/scale.txt').read())\n", n=3,
+                                      after="open('log.txt', 'a').write('done\\n')\n"))
+    r = run_cli("--fix", "--verify", "--steps", "5", "--device", device, "scripts/train.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "scripts/train.py:8:5: TL002 safe fix verified: identical gradients and parameters at all 3 steps" in r.stderr
+    assert (tmp_path / "log.txt").is_file() and not (tmp_path / "scripts" / "log.txt").exists()
+
+
+def test_report_without_matplotlib_says_so_before_anything_is_written(tmp_path, run_cli):
+    """Without matplotlib, --report failed after the fixes were written: exit 1, and no findings printed."""
+    import subprocess
+
+    hidden = tmp_path / "no_matplotlib"
+    (hidden / "matplotlib").mkdir(parents=True)
+    (hidden / "matplotlib" / "__init__.py").write_text("raise ImportError('No module named matplotlib')\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    script = work / "train.py"
+    script.write_text(text := RETAINED.format(before="", n=3, after=""))
+    r = subprocess.run([shutil.which("torchlint"), "--fix", "--verify", "--report", "r.html", "train.py"], cwd=work,
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(hidden)})
+    assert (r.returncode, r.stdout, r.stderr) == (
+        2, "", "torchlint: error: --report needs matplotlib: pip install 'torchlint[report]'\n")
+    assert script.read_text() == text and sorted(p.name for p in work.iterdir()) == ["train.py"]

@@ -214,3 +214,55 @@ def test_neovim_shows_the_diagnostics_and_applies_a_quick_fix(tmp_path):
     assert seen["applied"] == "TL002: drop `retain_graph=True` from the last backward of the iteration", seen
     assert seen["text"] == BUGGY.replace("loss.backward(retain_graph=True)", "loss.backward()")
     assert seen["rechecked"] and seen["after"] == [{"code": "TL011", "line": 4, "col": 4}], seen
+
+
+def test_a_newer_edit_stops_the_check_of_the_older_text():
+    """One edit of a large file left a worker on the check of its older text until that was done (about a minute),
+    and a small file's check waited for a worker meanwhile; now the check of a text a newer edit replaced is
+    cancelled (torchlint.workers kills its worker). Here the pool is a stand-in that only records the calls."""
+    import threading
+    from types import SimpleNamespace
+
+    from torchlint import lsp_server
+    from torchlint.lsp_jobs import Checked
+    from torchlint.workers import Failed
+
+    uri = "file:///project/big.py"
+    calls: list[tuple[str, object]] = []
+    released = threading.Event()  # what ends a call no one cancels (the old code's), once the test is done
+
+    class Recorder:
+        def call(self, func, doc, timeout, cancel=None):
+            calls.append((doc.text, cancel))
+            if doc.text == "old text":  # a check that would take a minute
+                (cancel or released).wait(60)
+                return Failed(False, "cancelled")
+            return Checked((), None)
+
+    async def go():
+        checker = lsp_server._Checker()
+        checker._pool = Recorder()
+        docs = {uri: SimpleNamespace(source="old text", version=1)}
+        published: list = []
+        ls = SimpleNamespace(workspace=SimpleNamespace(text_documents=docs),
+                             text_document_publish_diagnostics=published.append)
+        try:
+            checker.edited(ls, uri)
+            for _ in range(300):  # until the old text's check runs
+                if calls:
+                    break
+                await asyncio.sleep(0.05)
+            docs[uri] = SimpleNamespace(source="new text", version=2)
+            checker.edited(ls, uri)
+            for _ in range(300):
+                if published:
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            released.set()
+        return calls, published
+
+    calls, published = asyncio.run(go())
+    assert [text for text, _ in calls] == ["old text", "new text"]
+    assert calls[0][1] is not None and calls[0][1].is_set()  # the old text's check was told to stop
+    assert [p.version for p in published] == [2]

@@ -201,6 +201,20 @@ def test_module_resolution(tmp_path):
     assert p.module_file(train, Imported("torch", 0)) is None  # not a file of the project
 
 
+def test_module_resolution_follows_python_import_order(tmp_path):
+    # In one sys.path entry a package (a directory with __init__.py) wins over a module of the same name; a
+    # directory without __init__.py (a namespace portion) loses to a module in that entry or in a later one.
+    for rel in ["app/train.py", "app/engine.py", "app/engine/__init__.py", "app/data/x.py", "data.py",
+                "app/loop/readme.txt", "app/loop.py"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    p = Project(tmp_path)
+    train, root = (tmp_path / "app/train.py").resolve(), tmp_path.resolve()
+    assert p.module_file(train, Imported("engine", 0)) == root / "app/engine/__init__.py"
+    assert p.module_file(train, Imported("data", 0)) == root / "data.py"  # namespace portions come last
+    assert p.module_file(train, Imported("loop", 0)) == root / "app/loop.py"
+
+
 def test_only_definitions_that_may_act_are_exported():
     text = (
         'def helper(model, opt):\n    """Call `loss.backward()` first."""\n    return 1\n\n'

@@ -379,6 +379,34 @@ def test_run_refuses_a_notebook(tmp_path, run_cli):
     assert r.returncode == 2 and "is a notebook" in r.stderr and r.stdout == ""
 
 
+STEPPING = "import torch\nm = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n" \
+           "for _ in range(3):\n    m(torch.ones(2)).sum().backward()\n    opt.step()\n    opt.zero_grad()\n"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bogus", "t.py"], "torchlint run: error: unrecognized arguments: --bogus"),
+    ([], "torchlint run: error: the following arguments are required: script, args"),
+    (["--timeout", "-5", "t.py"], "torchlint run: error: argument --timeout: must be 0 (no limit) or more"),
+    (["--steps", "x", "t.py"], "torchlint run: error: argument --steps: invalid int value: 'x'"),
+])
+def test_run_usage_errors_are_one_line(tmp_path, run_cli, args, message):
+    """Usage errors were argparse's usage over several lines, and a negative --timeout ran the script and said it
+    "ran past -5 s"; each is now one line, exit 2, and nothing runs."""
+    (tmp_path / "t.py").write_text(STEPPING)
+    r = run_cli("run", *args, cwd=tmp_path)
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", message + "\n")
+
+
+def test_run_on_cuda_without_cuda_says_so_in_one_line(tmp_path, run_cli):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is available here")
+    (tmp_path / "t.py").write_text(STEPPING)
+    r = run_cli("run", "--device", "cuda", "t.py", cwd=tmp_path)
+    assert (r.returncode, r.stdout, r.stderr) == (
+        2, "", "torchlint: error: --device cuda but no CUDA device is available\n")
+
+
 def test_retained_graph_names_the_variable_that_holds_it(records):
     script = ROOT / "fixtures" / "TL002" / "script" / "bad.py"
     [seen] = [o for o in records[str(script)]["observations"] if o["code"] == "TL002"]

@@ -1,7 +1,8 @@
 """The `torchlint` command: report, --fix/--diff, `rule` docs. A thin shell over torchlint.engine.
 
 Exit codes: 0 nothing found, 1 findings (or a --diff with changes), 2 usage, configuration or I/O error (also a
-file --fix or --add-noqa did not write: torchlint.source.write_back), 143 SIGTERM.
+file --fix or --add-noqa did not write: torchlint.source.write_back; a run --verify could not record; `verify`
+with no optimizer step to compare), 143 SIGTERM.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from torchlint.batch import run as run_jobs
 from torchlint.config import Config, ConfigError, find_pyproject, load, validate_codes
 from torchlint.diagnostic import Diagnostic
 from torchlint.files import STDIN, PathError, discover, read_here, read_named, read_stream
-from torchlint.options import add_device_option
+from torchlint.options import add_device_option, device_missing
 from torchlint.output import FORMATS, render_full, render_statistics
+from torchlint.syspath import protect
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -82,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    protect()  # before anything is imported lazily: the repository checked is never imported (torchlint.syspath)
     argv = list(sys.argv[1:] if argv is None else argv)
     on_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminated) if on_main_thread else None
@@ -169,12 +172,10 @@ def _verify_command(argv: list[str]) -> int:
     except ImportError as exc:
         print(f"torchlint: error: verify needs torch ({exc.name} is missing): pip install 'torchlint[verify]'", file=sys.stderr)
         return EXIT_ERROR
-    if args.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            print("torchlint: error: --device cuda but no CUDA device is available", file=sys.stderr)
-            return EXIT_ERROR
+    missing = device_missing(args.device)
+    if missing is not None:
+        print(f"torchlint: error: {missing}", file=sys.stderr)
+        return EXIT_ERROR
     try:
         run, ref = run_scripts([args.script, args.reference], args.device, args.seed)
     except RuntimeError as exc:
@@ -182,6 +183,10 @@ def _verify_command(argv: list[str]) -> int:
         return EXIT_ERROR
     tol = Tolerance(args.rtol, args.atol)
     mismatch = compare_records(run, ref, tol)
+    if mismatch is None and not run["steps"]:  # verified means steps were compared
+        print("NOT VERIFIED: neither script took an optimizer step; nothing was compared"
+              + (f" ({args.script} failed: {run['error']})" if run["error"] else ""))
+        return EXIT_ERROR
     if mismatch is None:
         print(f"OK: {len(run['steps'])} optimizer steps match the reference on {args.device} "
               f"(rtol={tol.rtol:g}, atol={tol.atol:g}; gradients and parameters at every step)")
@@ -246,6 +251,10 @@ def _check(args: argparse.Namespace) -> int:
     if args.verify:
         if not args.fix or args.diff:
             raise ConfigError("--verify goes with --fix (and not --diff)")
+        lacking = _verify_lacks(args)
+        if lacking is not None:  # said before any script runs or any fix is written
+            print(f"torchlint: error: {lacking}", file=sys.stderr)
+            return EXIT_ERROR
         return _fix_verify(args, cfg, files)
     # --fix of standard input is a diff job: the fixed text comes back, and is written to stdout (_fix_stdin)
     mode = "noqa" if args.add_noqa else "diff" if args.diff or (stdin and args.fix) else "fix" if args.fix else "check"
@@ -337,6 +346,19 @@ def _fix_stdin(args: argparse.Namespace, cfg: Config, job: Job, data: bytes) -> 
     return EXIT_OK if args.exit_zero or not diags else EXIT_FINDINGS
 
 
+def _verify_lacks(args: argparse.Namespace) -> str | None:
+    """What --fix --verify needs and this machine lacks: torch, the CUDA device asked for, matplotlib for --report."""
+    try:
+        missing = device_missing(args.device)
+    except ImportError as exc:
+        return f"--verify needs torch ({exc.name} is missing): pip install 'torchlint[verify]'"
+    if missing is None and args.report is not None:
+        from torchlint.report import missing as report_missing
+
+        missing = report_missing()
+    return missing
+
+
 def _fix_verify(args: argparse.Namespace, cfg: Config, files: list[Path]) -> int:
     """--fix --verify: each fix proven on a run of the script (torchlint.fix_verify), then the kept ones written."""
     from torchlint.project import Project
@@ -353,15 +375,18 @@ def _fix_verify(args: argparse.Namespace, cfg: Config, files: list[Path]) -> int
             print(f"torchlint: {path}: --verify runs Python scripts; not a notebook", file=sys.stderr)
             continue
         rules = select_rules(cfg.codes_for(path))
+        data = None
         try:
             data = path.read_bytes()  # what is verified, and what the file must still hold when it is written
             verdicts, new_text = verify_fixes(path, rules, cfg.unsafe_fixes, args.steps, args.device, project, runs,
                                               data=data, argv=args.verify_args)
         except (OSError, SourceError, RuntimeError) as exc:  # unreadable, or the recorder itself failed: this file
-            # is not fixed, the next ones still are
+            # is not fixed (its findings are still reported), the next ones still are
             print(f"torchlint: error: {path}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
             failed += 1
-            continue
+            if data is None or isinstance(exc, SourceError):
+                continue
+            verdicts, new_text = [], None
         for v in verdicts:
             if v.kept:
                 print(f"{path}:{v.line}:{v.column}: {v.code} {v.applicability} fix verified: {v.detail}",

@@ -7,7 +7,7 @@ Configuration comes from the nearest pyproject.toml of the document, as for the 
 Checking never runs on the event loop: each check runs in a worker process (torchlint.workers, torchlint.lsp_jobs),
 killed at the time limit (`--file-timeout`, TL904), so that a document slow to check holds up neither the editor's
 messages nor the other documents. An edit waits DEBOUNCE seconds for the next one, and only the last version of a
-document is checked and published.
+document is checked and published: a check of an older text still running is stopped (its worker killed).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import threading
 from urllib.parse import unquote
 
 from lsprotocol import types as lsp
@@ -103,7 +104,7 @@ class _Checker:
         if last is not None and last[0] == text:
             return last[1].diagnostics, last[1].docs_url
         doc = _document(uri, text)
-        result = await asyncio.to_thread(self.pool().call, check, doc, self.timeout)
+        result = await self._in_worker(check, doc)
         if isinstance(result, Failed):
             return (lost(doc.name, self.timeout, None if result.timed_out else result.detail),), None
         self._last[uri] = (text, result)
@@ -111,8 +112,19 @@ class _Checker:
 
     async def fixed(self, uri: str, text: str) -> str:
         """The text with every safe fix applied (the same text when none applies, or the check failed)."""
-        result = await asyncio.to_thread(self.pool().call, fix_all, _document(uri, text), self.timeout)
+        result = await self._in_worker(fix_all, _document(uri, text))
         return text if isinstance(result, Failed) else result
+
+    async def _in_worker(self, func, doc: Document):
+        """func(doc) in a worker. When the task awaiting it is cancelled (a newer edit of the document, its closing,
+        the editor cancelling its request), the worker is stopped at once: a check of a large file's older text
+        would otherwise hold it to the end, and the other documents' checks wait for workers meanwhile."""
+        cancel = threading.Event()
+        try:
+            return await asyncio.to_thread(self.pool().call, func, doc, self.timeout, cancel)
+        except asyncio.CancelledError:
+            cancel.set()
+            raise
 
     def close(self) -> None:
         for task in self._waiting.values():

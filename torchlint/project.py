@@ -114,10 +114,12 @@ class Project:
                 continue
             looked.extend(_tried(here, parts))
             names = self._listing(here)
-            if parts and parts[-1] + ".py" in names:
-                found = os.path.join(here, parts[-1] + ".py")
-            elif parts and parts[-1] in names and "__init__.py" in self._listing(os.path.join(here, parts[-1])):
+            # Python's order within one entry: a package (`engine/__init__.py`) before a module (`engine.py`); a
+            # directory without __init__.py is a namespace portion, which only counts when no entry has either.
+            if parts and parts[-1] in names and "__init__.py" in self._listing(os.path.join(here, parts[-1])):
                 found = os.path.join(here, parts[-1], "__init__.py")
+            elif parts and parts[-1] + ".py" in names:
+                found = os.path.join(here, parts[-1] + ".py")
             elif not parts and "__init__.py" in names:
                 found = os.path.join(here, "__init__.py")
             if found is not None:
@@ -253,7 +255,7 @@ def _tried(folder: str, parts: list[str]) -> tuple[str, ...]:
     """The files `module_file` looks for in `folder` for the module's last part (`parts`), in its order."""
     if not parts:
         return (os.path.join(folder, "__init__.py"),)
-    return (os.path.join(folder, parts[-1] + ".py"), os.path.join(folder, parts[-1], "__init__.py"))
+    return (os.path.join(folder, parts[-1], "__init__.py"), os.path.join(folder, parts[-1] + ".py"))
 
 
 class ProjectView:

@@ -26,6 +26,18 @@ PANELS = (
 )
 
 
+MISSING = "--report needs matplotlib: pip install 'torchlint[report]'"
+
+
+def missing() -> str | None:
+    """What --report lacks here (None: nothing), asked before any script runs or any fix is written."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return MISSING
+    return None
+
+
 def write_report(target: Path, script: Path, runs: list[dict]) -> None:
     """`runs`: for each fix, {"title", "verdict", "original", "fixed"} with the recorder's two records."""
     try:
@@ -34,7 +46,7 @@ def write_report(target: Path, script: Path, runs: list[dict]) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise SystemExit("torchlint: error: --report needs matplotlib: pip install 'torchlint[report]'") from None
+        raise SystemExit(f"torchlint: error: {MISSING}") from None
     sections = []
     legend = "".join(f"<li><b>{html.escape(label)}</b>: {html.escape(what)}</li>" for _, label, what in PANELS)
     for run in runs:

@@ -26,16 +26,17 @@ EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
 def main(argv: Sequence[str]) -> int:
-    from torchlint.options import add_device_option
+    from torchlint.options import UsageParser, add_device_option, device_missing, no_limit_or_more
     from torchlint.output import FORMATS
 
-    p = argparse.ArgumentParser(prog="torchlint run", description="Run a training script under torchlint's monitor "
-                                "and check its findings on the run.")
+    p = UsageParser(prog="torchlint run", description="Run a training script under torchlint's monitor "
+                    "and check its findings on the run.")
     p.add_argument("--steps", type=int, default=20, help="optimizer steps to run (default 20)")
     add_device_option(p, "torch's default device while the script runs, where what it builds without a device goes "
                       "(a script that picks its own device keeps it)")
     p.add_argument("--format", choices=sorted(set(FORMATS) - {"full"}), default="text")
-    p.add_argument("--timeout", type=float, default=600, help="seconds before the run is stopped (default 600)")
+    p.add_argument("--timeout", type=no_limit_or_more, default=600,
+                   help="seconds before the run is stopped (default 600; 0: no limit)")
     p.add_argument("script", type=Path)
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     args = p.parse_args(argv)
@@ -46,9 +47,16 @@ def main(argv: Sequence[str]) -> int:
         print(f"torchlint: error: {args.script} is a notebook; torchlint run runs a Python script (export it with "
               "`jupyter nbconvert --to script`)", file=sys.stderr)
         return EXIT_ERROR
+    try:
+        missing = device_missing(args.device)
+    except ImportError as exc:
+        missing = f"torchlint run needs torch ({exc.name} is missing): pip install 'torchlint[verify]'"
+    if missing is not None:
+        print(f"torchlint: error: {missing}", file=sys.stderr)
+        return EXIT_ERROR
     static = _static(args.script)
     try:
-        record = _run(args.script, args.args, args.steps, args.device, args.timeout)
+        record = _run(args.script, args.args, args.steps, args.device, args.timeout or None)
     except subprocess.TimeoutExpired:
         print(f"torchlint: error: {args.script} ran past {args.timeout:g} s; stopped", file=sys.stderr)
         return EXIT_ERROR
@@ -83,7 +91,7 @@ def _static(script: Path) -> list[Diagnostic]:
     return lint_source(decoded.text, str(script), select_rules(cfg.codes_for(script)), project=Project(cfg.root))
 
 
-def _run(script: Path, argv: list[str], steps: int, device: str, timeout: float) -> dict | None:
+def _run(script: Path, argv: list[str], steps: int, device: str, timeout: float | None) -> dict | None:
     """The run's record (None when the monitor wrote none). The script's own output, stdout and stderr, goes to
     torchlint's stderr as it is written, bytes as they are (kept off the report's stream)."""
     from torchlint.verify.process_group import run_group

@@ -33,21 +33,47 @@ class Analysis:
     source: str = ""  # what was parsed: the text, or the text with irrelevant functions blanked (same lines)
     tops: dict = field(default_factory=dict)  # FileModel.top_of
     statements: dict = field(default_factory=dict)  # FileModel.statement_of
-    tree: ast.Module | None = None  # the `ast` pruning parsed, if it did: its statements are where the source's are
+    tree: ast.Module | None = None  # the `ast` of `source` (pruning's, or CPython's check of the nesting), if parsed
 
 
 def _syntax_error(text: str, path: str, exc: Exception) -> Diagnostic:
     try:
         pyast.parse(text, path)
-    except SyntaxError as err:
-        line, col = err.lineno or 1, err.offset or 1
-        return Diagnostic(path, line, col, line, col, SYNTAX_ERROR, f"syntax error: {err.msg}; file not checked")
-    except (ValueError, RecursionError, MemoryError) as err:
-        return Diagnostic(path, 1, 1, 1, 1, SYNTAX_ERROR, f"cannot parse: {err}; file not checked")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
+        return _refused(path, err)
     line = getattr(exc, "raw_line", 1) or 1
     col = (getattr(exc, "raw_column", 0) or 0) + 1
     first = str(getattr(exc, "message", exc)).splitlines()[0] if str(exc) else type(exc).__name__
     return Diagnostic(path, line, col, line, col, SYNTAX_ERROR, f"cannot parse with libcst ({first}); file not checked")
+
+
+def _refused(path: str, err: Exception) -> Diagnostic:
+    """CPython's parser refusing the text, as a TL901."""
+    if isinstance(err, SyntaxError):
+        line, col = err.lineno or 1, err.offset or 1
+        return Diagnostic(path, line, col, line, col, SYNTAX_ERROR, f"syntax error: {err.msg}; file not checked")
+    if isinstance(err, (RecursionError, MemoryError)):  # CPython's parser gave up on the depth (MemoryError: no text)
+        return Diagnostic(path, 1, 1, 1, 1, SYNTAX_ERROR,
+                          f"syntax error: nested too deeply for Python ({err or type(err).__name__}); file not checked")
+    return Diagnostic(path, 1, 1, 1, 1, SYNTAX_ERROR, f"cannot parse: {err}; file not checked")
+
+
+# What CPython's tokenizer and parser say of nesting deeper than they take (a RecursionError says it too). libcst
+# parses such a file (or recurses until Python's own limit stops the model or the positions): it is no Python.
+_TOO_DEEP = ("too many nested parentheses", "too many levels of indentation", "too complex")
+
+
+def _too_deep(source: str, path: str) -> tuple[ast.Module | None, Diagnostic | None]:
+    """The text's `ast` (None where CPython refuses it for another reason: libcst's verdict decides, as before, so
+    that syntax newer than this Python still gets checked), or the TL901 of nesting CPython refuses."""
+    try:
+        return pyast.parse(source.removeprefix("\ufeff")), None  # CPython refuses a BOM in a str
+    except (RecursionError, MemoryError) as err:
+        return None, _refused(path, err)
+    except SyntaxError as err:
+        return None, (_refused(path, err) if any(m in str(err.msg).lower() for m in _TOO_DEEP) else None)
+    except ValueError:
+        return None, None
 
 
 def analyze(
@@ -85,6 +111,12 @@ def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool, vi
     source, tree = (text, None) if whole else prune_with_tree(
         text, {c for rule in firing for c in rule.scope_conditions()}, view.stand_ins if view is not None else None
     )
+    if tree is None:
+        # CPython's parser first (a fiftieth of the time libcst takes): nesting it refuses is a syntax error, not a
+        # crash of libcst, the model or the positions; and the positions reuse its tree.
+        tree, refused = _too_deep(source, path)
+        if refused is not None:
+            return Analysis(None, [], [refused])
     try:
         # Reporting only reads the tree: libcst's per-node validation is skipped (torchlint.source.cstfast).
         module = cst.parse_module(source) if whole else parse_read_only(source)

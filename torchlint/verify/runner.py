@@ -214,6 +214,10 @@ def run_scripts(
         if code != 0:
             tail = log.read_bytes()[-4000:].decode("utf-8", "replace")
             raise RuntimeError(f"verify runner failed ({code}):\n{tail}")
+        for i, script in enumerate(scripts):
+            if not (Path(tmp) / f"{i}.pt").is_file():  # the script ended the runner's process itself, status 0
+                raise RuntimeError(f"the run of {script} ended before it was recorded (os._exit() or a signal); "
+                                   "nothing was verified")
         return [torch.load(Path(tmp) / f"{i}.pt", weights_only=False) for i in range(len(scripts))]
 
 
@@ -230,13 +234,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("scripts", nargs="+", type=Path)
     args = p.parse_args(argv)
     for i, script in enumerate(args.scripts):
-        cwd = os.getcwd()
-        script = script.resolve()
-        try:
-            os.chdir(script.parent)
-            rec = record_script(script, args.device, args.seed, args.count_graph, args.max_steps, args.argv_json)
-        finally:
-            os.chdir(cwd)
+        # In the current directory, as `python path/to/train.py` runs it there: paths relative to where the user
+        # stands resolve, and what the script writes lands there.
+        rec = record_script(script.resolve(), args.device, args.seed, args.count_graph, args.max_steps, args.argv_json)
         torch.save(rec, args.out / f"{i}.pt")
     return 0
 
