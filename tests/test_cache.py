@@ -69,12 +69,16 @@ def test_a_helper_that_shadows_the_one_read_invalidates(tmp_path):
     assert "TL004" in same_as_uncached(None, tmp_path)
 
 
-def test_a_module_that_shadows_a_package_invalidates(tmp_path):
+def test_a_package_that_shadows_a_module_invalidates(tmp_path):
+    """Python imports the package `lib/engine/` before the module `lib/engine.py` beside it: a result cached while
+    only the module existed is stale once the package appears, and a module added beside a package changes nothing."""
     write(tmp_path, {"train.py": TRAIN.replace("from engine import step", "from lib.engine import step"),
-                     "lib/__init__.py": "", "lib/engine/__init__.py": STEPS_ONLY})
+                     "lib/__init__.py": "", "lib/engine.py": STEPS_ONLY})
     assert "TL004" in same_as_uncached(None, tmp_path)
-    write(tmp_path, {"lib/engine.py": STEPS_AND_ZEROES})  # read before the package of the same name
+    write(tmp_path, {"lib/engine/__init__.py": STEPS_AND_ZEROES})  # imported before the module of the same name
     assert '"code"' not in same_as_uncached(None, tmp_path)
+    write(tmp_path, {"lib/engine/__init__.py": STEPS_ONLY, "lib/engine.py": STEPS_AND_ZEROES})
+    assert "TL004" in same_as_uncached(None, tmp_path)
 
 
 def entries(root: Path) -> list[Path]:
