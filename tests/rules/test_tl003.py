@@ -464,3 +464,27 @@ def test_message():
         "the caller adds it into a loss that is back-propagated (as `reg`): this term gets no gradient; "
         "return `reg` itself",
     )]
+
+
+SCORE_FUNCTION = """\
+import torch
+for state, action in batches:
+    dist = policy(state)
+    log_prob = dist.log_prob(action)
+    advantage = critic(state) - baseline(state)
+    pi_loss = (log_prob * (log_prob - advantage){cut}).mean()
+    optimizer.zero_grad()
+    pi_loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_detached_weight_computed_from_its_own_factor_is_not_a_term():
+    """`log_prob * (log_prob - advantage).detach()`: the score-function estimator differentiates `log_prob`,
+    weighted by a value cut from the graph on purpose; the detach is required."""
+    assert findings(SCORE_FUNCTION.format(cut=".detach()"), "TL003") == []
+
+
+def test_a_detached_term_beside_a_factor_it_does_not_mention_is_still_reported():
+    src = SCORE_FUNCTION.replace("log_prob * (log_prob - advantage){cut}", "2.0 * advantage.detach() + log_prob")
+    assert findings(src, "TL003") == [(6, 22)]

@@ -13,8 +13,8 @@ import libcst as cst
 from torchlint.analysis import AssignForm, EventKind, Event, FileModel
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.exprs import (
-    COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, keyword, positional_params,
-    summand_names,
+    COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, keyword, names_in,
+    positional_params, summand_names,
 )
 from torchlint.analysis.semantics import GRAPH_REDUCTIONS, TENSOR_REWRAPPERS, is_module_name
 from torchlint.source.walk import walk
@@ -99,8 +99,10 @@ print(running_loss)
 the backward are read); a detached recurrent state fed into the model (an input, not a term of the loss).
 
 A detached value that multiplies a graph tensor is a weight, not a term (`ce * w.detach()`, `ce / scale` with
-`scale = args.gamma * ce.detach()`); a learnable scalar made with `torch.tensor(0.0, requires_grad=True)`; an
-input re-wrapped with `requires_grad=True` and fed to the model (adversarial examples).
+`scale = args.gamma * ce.detach()`), and so is one computed from the factor it multiplies, whatever that factor's
+kind (`log_prob * (log_prob - baseline).detach()`, the score-function estimator); a learnable scalar made with
+`torch.tensor(0.0, requires_grad=True)`; an input re-wrapped with `requires_grad=True` and fed to the model
+(adversarial examples).
 
 ## Limits
 Only terms are checked, through arithmetic, sums and stacks; the detached value must be known to carry a graph
@@ -234,8 +236,8 @@ def _summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> lis
         if type(expr.operator) in (cst.Add, cst.Subtract):
             return _summand_detachments(expr.left, graph) + _summand_detachments(expr.right, graph)
         if type(expr.operator) is cst.Multiply:
-            return ((_summand_detachments(expr.left, graph) if not graph(expr.right) else [])
-                    + (_summand_detachments(expr.right, graph) if not graph(expr.left) else []))
+            return ((_summand_detachments(expr.left, graph) if not _weighs(expr.right, expr.left, graph) else [])
+                    + (_summand_detachments(expr.right, graph) if not _weighs(expr.left, expr.right, graph) else []))
         if type(expr.operator) is cst.Divide and not graph(expr.right):
             return _summand_detachments(expr.left, graph)
     if type(expr) is cst.UnaryOperation:
@@ -247,6 +249,16 @@ def _summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> lis
         if type(expr.func) is cst.Attribute and expr.func.attr.value in GRAPH_REDUCTIONS and not expr.args:
             return _summand_detachments(expr.func.value, graph)
     return []
+
+
+def _weighs(factor: cst.BaseExpression, other: cst.BaseExpression, graph) -> bool:
+    """Is `other`, in the product `factor * other`, a weight of `factor` rather than a term of the loss: `factor`
+    carries a graph, or `other` is computed from `factor` itself (`log_prob * (log_prob - baseline).detach()`: the
+    score-function estimator differentiates `log_prob`, weighted by a value cut from the graph on purpose)."""
+    if graph(factor):
+        return True
+    name = dotted(factor) if type(factor) in (cst.Name, cst.Attribute) else None
+    return name is not None and name in names_in(other)
 
 
 def _carries_graph(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> bool:
