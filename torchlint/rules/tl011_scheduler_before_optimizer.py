@@ -165,8 +165,8 @@ def _boundaries_past_first_epoch(model: FileModel, scheduler: str | None) -> boo
     named = keyword(call, argument)
     positional = [a for a in call.args if a.keyword is None and not a.star]
     value = named.value if named is not None else positional[1].value if len(positional) > 1 else None
-    items = [e.value for e in value.elements] if isinstance(value, (cst.List, cst.Tuple)) else [value]
-    return bool(items) and all(isinstance(v, cst.Integer) and v.evaluated_value > 1 for v in items)
+    items = [e.value for e in value.elements] if type(value) in (cst.List, cst.Tuple) else [value]
+    return bool(items) and all(type(v) is cst.Integer and v.evaluated_value > 1 for v in items)
 
 
 def _guards(e: Event, level: int) -> frozenset:
