@@ -489,37 +489,3 @@ def test_message():
         "first learning rate is skipped ('Detected call of lr_scheduler.step() before "
         "optimizer.step()'); step the scheduler after the optimizer",
     )]
-
-
-EPOCHS_FROM_ONE = """\
-import torch
-optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-scheduler = torch.optim.lr_scheduler.{sched}
-for epoch in {epochs}:
-    scheduler.step()
-    for x, y in loader:
-        optimizer.zero_grad()
-        criterion(model(x), y).backward()
-        optimizer.step()
-"""
-
-
-def test_a_step_scheduler_at_the_top_of_epochs_numbered_from_one_is_the_pre_1_1_idiom():
-    """StepLR(step_size=50) stepped first in `for epoch in range(1, n + 1)`: the first two rates are the same, so no
-    rate is skipped, and the decays land on epochs 50, 100, ... as the loop numbers them."""
-    for sched in ("StepLR(optimizer, step_size=50, gamma=0.5)", "StepLR(optimizer, 50)",
-                  "MultiStepLR(optimizer, milestones=[30, 80])"):
-        src = EPOCHS_FROM_ONE.format(sched=sched, epochs="range(1, args.epochs + 1)")
-        assert findings(src, "TL011") == [], sched
-
-
-def test_a_scheduler_at_the_top_of_an_epoch_loop_is_still_reported_where_a_rate_is_skipped():
-    cases = [
-        ("ExponentialLR(optimizer, gamma=0.9)", "range(1, args.epochs + 1)"),  # every rate differs from the next
-        ("StepLR(optimizer, step_size=1)", "range(1, args.epochs + 1)"),  # a boundary after the first epoch
-        ("MultiStepLR(optimizer, milestones=[1, 80])", "range(1, args.epochs + 1)"),
-        ("StepLR(optimizer, step_size=50)", "range(args.epochs)"),  # numbered from 0: decays one epoch early
-        ("StepLR(optimizer, step_size=args.step)", "range(1, args.epochs + 1)"),  # boundary not known
-    ]
-    for sched, epochs in cases:
-        assert findings(EPOCHS_FROM_ONE.format(sched=sched, epochs=epochs), "TL011") == [(5, 5)], (sched, epochs)

@@ -89,7 +89,6 @@ class Symbols:
         # the Accelerator is built with `gradient_accumulation_steps` (or a plugin); Fabric's never does.
         self.backward_divides: dict[str, bool] = {}
         self.optimizer_class: dict[str, cst.Call] = {}  # optimizer -> the constructor call that built it
-        self.scheduler_class: dict[str, cst.Call] = {}  # scheduler -> the constructor call that built it
 
     def record(self, target: str, value: cst.BaseExpression, first: bool = True) -> None:
         """Learn from `target = value`; `first` is False for the later names of a tuple target."""
@@ -107,8 +106,6 @@ class Symbols:
             self.optimizer_class[target] = self.optimizer_class[last_part(target)] = value
         if role is Role.ACCELERATOR and type(value) is cst.Call:
             self.backward_divides[target] = _accumulates(value)
-        if role is Role.SCHEDULER and type(value) is cst.Call:
-            self.scheduler_class[target] = value
         if role is Role.SCHEDULER and type(value) is cst.Call and value.args:
             opt = dotted(value.args[0].value)
             if opt is not None:

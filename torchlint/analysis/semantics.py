@@ -165,7 +165,3 @@ FUNCTIONAL_MODULES = ("F", "nn.functional", "torch.nn.functional")
 TENSOR_REWRAPPERS = ("torch.tensor", "torch.as_tensor", "Variable", "torch.autograd.Variable")
 # Reductions that keep a value's graph (`loss.mean()`).
 GRAPH_REDUCTIONS = ("mean", "sum")
-# Schedulers whose rate changes only at boundaries, by the argument that places them (`StepLR(opt, step_size=50)`,
-# `MultiStepLR(opt, milestones=[30, 60])`): with every boundary past the first epoch, the first two rates are the
-# same, and a step at the top of each epoch moves the boundaries one epoch earlier rather than skipping a rate.
-BOUNDARY_SCHEDULERS = {"StepLR": "step_size", "MultiStepLR": "milestones"}  # (each the second positional argument)

@@ -12,8 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
-from torchlint.analysis.exprs import code_of, dotted, keyword
-from torchlint.analysis.semantics import BOUNDARY_SCHEDULERS
+from torchlint.analysis.exprs import code_of
 from torchlint.analysis.names import role_suffix
 from torchlint.diagnostic import Fix
 from torchlint.fixes import movable, move_after
@@ -77,9 +76,7 @@ of another file) that steps the optimizer; the message names that function's fil
 `scheduler.step(start_epoch)` when resuming; per-epoch scheduling after the inner batch loop;
 `ReduceLROnPlateau.step(val_loss)` after validation; any `scheduler.step(...)` with an argument; a scheduler
 stepped after its own optimizer's batch loop and before another optimizer's (GAN); `if epoch > 0:
-scheduler.step()` at the top of the epoch; the pre-1.1 idiom of a `StepLR`/`MultiStepLR` built in the file, with
-every boundary past the first epoch, stepped at the top of `for epoch in range(1, ...)` (its first two rates are the
-same, so none is skipped, and the decays land on the epochs the loop numbers).
+scheduler.step()` at the top of the epoch.
 
 ```python
 for epoch in range(epochs):
@@ -118,8 +115,6 @@ for epoch in range(epochs):
                 if not later:
                     continue
                 opt = later[0]
-                if _one_based_epochs(loop) and _boundaries_past_first_epoch(model, sched.target):
-                    continue  # the pre-1.1 idiom: decays land on the epochs the loop numbers, no rate is skipped
                 before = f"`{code_of(opt.node)}`{where(opt)}"
                 if opt.kind is EventKind.RUN:
                     before += f", which steps `{opt.target}`," if opt.target else ", which steps an optimizer,"
@@ -141,32 +136,6 @@ for epoch in range(epochs):
                     f"after the optimizer",
                     _fix(loop, sched, opt) if set(sched.guards) == set(opt.guards) else None,
                 )
-
-
-def _one_based_epochs(loop: Loop) -> bool:
-    """`for epoch in range(1, ...)`: the loop numbers its iterations from 1."""
-    node = loop.node
-    if type(node) is not cst.For or type(node.iter) is not cst.Call or dotted(node.iter.func) != "range":
-        return False
-    args = [a.value for a in node.iter.args if a.keyword is None and not a.star]
-    return len(args) >= 2 and type(args[0]) is cst.Integer and args[0].evaluated_value == 1
-
-
-def _boundaries_past_first_epoch(model: FileModel, scheduler: str | None) -> bool:
-    """The scheduler was built in this file as one whose rate changes only at boundaries, each after the first
-    epoch (`StepLR(opt, step_size=50)`, `MultiStepLR(opt, [30, 60])`): its first two rates are the same."""
-    table = model.symbols.scheduler_class
-    call = table.get(scheduler or "") or table.get((scheduler or "").rsplit(".", 1)[-1])
-    if call is None:
-        return False
-    argument = BOUNDARY_SCHEDULERS.get((dotted(call.func) or "").rsplit(".", 1)[-1])
-    if argument is None:
-        return False
-    named = keyword(call, argument)
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    value = named.value if named is not None else positional[1].value if len(positional) > 1 else None
-    items = [e.value for e in value.elements] if type(value) in (cst.List, cst.Tuple) else [value]
-    return bool(items) and all(type(v) is cst.Integer and v.evaluated_value > 1 for v in items)
 
 
 def _guards(e: Event, level: int) -> frozenset:
