@@ -489,3 +489,21 @@ def test_message():
         "first learning rate is skipped ('Detected call of lr_scheduler.step() before "
         "optimizer.step()'); step the scheduler after the optimizer",
     )]
+
+
+def test_a_boundary_scheduler_at_the_top_of_epochs_numbered_from_one_is_reported():
+    """`MultiStepLR(opt, milestones=[...])` stepped first in `for epoch in range(1, n + 1)`: each decay comes one
+    epoch before the step that follows it would bring it, the order PyTorch warns about; projects have fixed this
+    shape as a bug, so the 1-based numbering does not make it the intended schedule."""
+    src = """\
+import torch
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=[20, 40], gamma=0.1)
+for epoch in range(1, epochs + 1):
+    scheduler.step()
+    for x, y in loader:
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()
+"""
+    assert findings(src, "TL011") == [(5, 5)]

@@ -100,8 +100,9 @@ the backward are read); a detached recurrent state fed into the model (an input,
 
 A detached value that multiplies a graph tensor is a weight, not a term (`ce * w.detach()`, `ce / scale` with
 `scale = args.gamma * ce.detach()`), and so is one computed from the factor it multiplies, whatever that factor's
-kind (`log_prob * (log_prob - baseline).detach()`, the score-function estimator); a learnable scalar made with `torch.tensor(0.0, requires_grad=True)`; an
-input re-wrapped with `requires_grad=True` and fed to the model (adversarial examples).
+kind (`log_prob * (log_prob - baseline).detach()`, the score-function estimator); a learnable scalar made with
+`torch.tensor(0.0, requires_grad=True)`; an input re-wrapped with `requires_grad=True` and fed to the model
+(adversarial examples).
 
 ## Limits
 Only terms are checked, through arithmetic, sums and stacks; the detached value must be known to carry a graph
