@@ -22,7 +22,7 @@ from torchlint.batch import run as run_jobs
 from torchlint.config import Config, ConfigError, find_pyproject, load, validate_codes
 from torchlint.diagnostic import Diagnostic
 from torchlint.files import STDIN, PathError, discover, read_here, read_named, read_stream
-from torchlint.options import add_device_option, device_missing
+from torchlint.options import add_device_option, cannot_run, device_missing
 from torchlint.output import FORMATS, render_full, render_statistics
 from torchlint.syspath import protect
 
@@ -348,10 +348,7 @@ def _fix_stdin(args: argparse.Namespace, cfg: Config, job: Job, data: bytes) -> 
 
 def _verify_lacks(args: argparse.Namespace) -> str | None:
     """What --fix --verify needs and this machine lacks: torch, the CUDA device asked for, matplotlib for --report."""
-    try:
-        missing = device_missing(args.device)
-    except ImportError as exc:
-        return f"--verify needs torch ({exc.name} is missing): pip install 'torchlint[verify]'"
+    missing = cannot_run(args.device, "--verify")
     if missing is None and args.report is not None:
         from torchlint.report import missing as report_missing
 

@@ -28,6 +28,15 @@ def no_limit_or_more(value: str) -> float:
     return seconds
 
 
+def cannot_run(device: str, command: str) -> str | None:
+    """Why `command` cannot run training scripts here (None when it can): torch is not installed, or
+    `device_missing`."""
+    try:
+        return device_missing(device)
+    except ImportError as exc:
+        return f"{command} needs torch ({exc.name} is missing): pip install 'torchlint[verify]'"
+
+
 def device_missing(device: str) -> str | None:
     """Why the runs cannot use `device` (None when they can): CUDA asked for where there is none. Checked before
     anything runs, in one line, rather than in a traceback of the script's first tensor."""

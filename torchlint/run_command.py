@@ -26,7 +26,7 @@ EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
 def main(argv: Sequence[str]) -> int:
-    from torchlint.options import UsageParser, add_device_option, device_missing, no_limit_or_more
+    from torchlint.options import UsageParser, add_device_option, cannot_run, no_limit_or_more
     from torchlint.output import FORMATS
 
     p = UsageParser(prog="torchlint run", description="Run a training script under torchlint's monitor "
@@ -47,10 +47,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"torchlint: error: {args.script} is a notebook; torchlint run runs a Python script (export it with "
               "`jupyter nbconvert --to script`)", file=sys.stderr)
         return EXIT_ERROR
-    try:
-        missing = device_missing(args.device)
-    except ImportError as exc:
-        missing = f"torchlint run needs torch ({exc.name} is missing): pip install 'torchlint[verify]'"
+    missing = cannot_run(args.device, "torchlint run")
     if missing is not None:
         print(f"torchlint: error: {missing}", file=sys.stderr)
         return EXIT_ERROR
@@ -131,12 +128,12 @@ def combine(static: list[Diagnostic], record: dict, script: Path) -> list[Diagno
     out = []
     for d in static:
         status = "not observed"
+        rule = rule_by_code(d.code)
+        same_line = rule is not None and rule.runtime_same_line
         for i, o in enumerate(observations):
             if d.code != o["code"] and d.code not in o.get("also", ()):
                 continue
             frames = [tuple(f) for f in o["frames"]]
-            rule = rule_by_code(d.code)
-            same_line = rule is not None and rule.runtime_same_line
             if not same_line or d.code != o["code"] or (here, d.line) in frames:
                 status = "confirmed"
                 used.add(i)
