@@ -47,23 +47,28 @@ def test_a_notebook_on_standard_input(tmp_path, run_cli):
 
 
 def test_dev_stdin_and_a_pipe_named_on_the_command_line(tmp_path, run_cli):
-    """`cat train.py | torchlint /dev/stdin` said "All checks passed (0 files)", exit 0."""
+    """`cat train.py | torchlint /dev/stdin` checks what the pipe holds, in process and with workers."""
     for jobs in ("1", "2"):
         r = run_cli("--isolated", "--no-cache", "--jobs", jobs, "/dev/stdin", cwd=tmp_path, input=BUGGY)
         assert r.returncode == 1, (jobs, r.stdout, r.stderr)
         assert r.stdout.splitlines()[0].startswith("/dev/stdin" + FINDING)
 
 
-def test_a_named_fifo(tmp_path, run_cli):
-    fifo = tmp_path / "train.py"
-    os.mkfifo(fifo)
+def _fed_fifo(path, text: str) -> threading.Thread:
+    """A FIFO at `path`, and a thread that writes `text` into it once a reader opens it."""
+    os.mkfifo(path)
 
     def feed():
-        with open(fifo, "w") as fh:
-            fh.write(BUGGY)
+        with open(path, "w") as fh:
+            fh.write(text)
 
     writer = threading.Thread(target=feed, daemon=True)
     writer.start()
+    return writer
+
+
+def test_a_named_fifo(tmp_path, run_cli):
+    writer = _fed_fifo(tmp_path / "train.py", BUGGY)
     r = run_cli("--isolated", "--no-cache", "train.py", cwd=tmp_path)
     writer.join(timeout=30)
     assert r.returncode == 1, r.stderr
@@ -105,20 +110,12 @@ def test_json_of_standard_input(tmp_path, run_cli):
 
 
 def test_format_full_shows_the_lines_read_and_never_reads_a_stream_again(tmp_path, run_cli):
-    """`--format full` read each file again for its lines: a FIFO a second time (waiting for a writer that never
-    comes), standard input not at all, and a --stdin-filename on disk showed that file's lines."""
+    """`--format full` shows the lines the command read: standard input's (not those of a file on disk named by
+    --stdin-filename), and a FIFO's without opening it a second time (no writer would come)."""
     (tmp_path / "shown.py").write_text("# not what was checked\n" * 5)
     r = run_cli("--isolated", "--format", "full", "--stdin-filename", "shown.py", cwd=tmp_path, input=BUGGY)
     assert "4 |     optimizer.step()" in r.stdout, r.stdout
-    fifo = tmp_path / "train.py"
-    os.mkfifo(fifo)
-
-    def feed():
-        with open(fifo, "w") as fh:
-            fh.write(BUGGY)
-
-    writer = threading.Thread(target=feed, daemon=True)
-    writer.start()
+    _fed_fifo(tmp_path / "train.py", BUGGY)
     r = run_cli("--isolated", "--no-cache", "--format", "full", "train.py", cwd=tmp_path)
     assert "4 |     optimizer.step()" in r.stdout, r.stdout
 
