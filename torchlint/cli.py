@@ -229,6 +229,12 @@ def _enabled_meta(code: str, cfg: Config) -> bool:
     return not any(code.startswith(i) for i in cfg.ignore if i.startswith("TL9"))
 
 
+def _shown(diags, cfg: Config) -> list[Diagnostic]:
+    """The diagnostics to report, sorted: the rules' (their selection made the jobs) and the TL9xx not ignored."""
+    return sorted((d for d in diags if not d.code.startswith("TL9") or _enabled_meta(d.code, cfg)),
+                  key=Diagnostic.sort_key)
+
+
 def _check(args: argparse.Namespace) -> int:
     cfg = _config(args)
     paths = args.paths or ([STDIN] if args.stdin_filename else ["."])
@@ -283,8 +289,7 @@ def _check(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"Added {fixed} noqa directive{'s' if fixed != 1 else ''}.", file=sys.stderr)
         return EXIT_ERROR if not_written else EXIT_OK
-    diags = [d for d in diags if not d.code.startswith("TL9") or _enabled_meta(d.code, cfg)]
-    diags.sort(key=Diagnostic.sort_key)
+    diags = _shown(diags, cfg)
     out = sys.stdout
     if args.diff:
         out.flush()
@@ -335,8 +340,7 @@ def _fix_stdin(args: argparse.Namespace, cfg: Config, job: Job, data: bytes) -> 
     sys.stdout.flush()
     sys.stdout.buffer.write(data if outcome.after is None else outcome.after.encode(outcome.encoding))
     sys.stdout.buffer.flush()
-    diags = sorted((d for d in outcome.diags if not d.code.startswith("TL9") or _enabled_meta(d.code, cfg)),
-                   key=Diagnostic.sort_key)
+    diags = _shown(outcome.diags, cfg)
     if args.format == "full":
         sys.stderr.write(render_full(diags, cfg.unsafe_fixes, cfg.docs_url, color=False, given={job.path: data}))
     else:
