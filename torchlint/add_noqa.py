@@ -13,10 +13,9 @@ import tokenize
 from typing import Iterable, Mapping
 
 from torchlint.diagnostic import Diagnostic
-from torchlint.source.lines import split_lines
+from torchlint.source.lines import END_BREAK, split_lines
 from torchlint.pipeline.suppress import noqa_codes
 
-_END = re.compile(r"(\r\n|\r|\n)$")
 _NOQA_LIST = re.compile(r"#\s*noqa:[\s]?[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*", re.IGNORECASE)
 
 
@@ -49,7 +48,7 @@ def add_noqa(text: str, wanted: Mapping[int, set[str]], python: str | None = Non
 
 
 def _with_codes(line: str, codes: set[str], comment: tuple[int, str] | None) -> str:
-    m = _END.search(line)
+    m = END_BREAK.search(line)
     end = m.group(1) if m else ""
     body = line[: len(line) - len(end)]
     if comment is not None and body[comment[0] : comment[0] + len(comment[1])] == comment[1]:

@@ -19,7 +19,7 @@ from torchlint.source import pyast
 from torchlint.codes import SYNTAX_ERROR
 from torchlint.diagnostic import Diagnostic, FixInfo
 from torchlint.engine import fix_source, lint_source
-from torchlint.source.lines import carry_over, split_lines
+from torchlint.source.lines import END_BREAK, carry_over, split_lines
 from torchlint.rules import Rule
 
 NOTEBOOK_ERROR = "TL900"
@@ -250,12 +250,9 @@ def _split(fixed: str, joined: Joined, nb: dict) -> dict[int, str] | None:
         source = _source(nb["cells"][cell.index])
         code = carry_over(source, joined_cells[cell.index], fixed_cells[cell.index])
         if not source.endswith(("\n", "\r")):
-            code = _LAST_BREAK.sub("", code)
+            code = END_BREAK.sub("", code)
         out[cell.index] = code
     return out
-
-
-_LAST_BREAK = re.compile(r"(\r\n|\r|\n)\Z")
 
 
 def _cut(module: str, joined: Joined, magics: bool = True) -> dict[int, str] | None:

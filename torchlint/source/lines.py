@@ -36,7 +36,7 @@ def newline_of(text: str) -> str:
     return m.group() if m else "\n"
 
 
-_END = re.compile(r"(\r\n|\r|\n)\Z")
+END_BREAK = re.compile(r"(\r\n|\r|\n)\Z")  # the line break a text or a line ends with
 
 
 def carry_over(original: str, regenerated: str, changed: str) -> str:
@@ -57,7 +57,7 @@ def carry_over(original: str, regenerated: str, changed: str) -> str:
         if tag == "equal":
             for i, j in zip(range(i1, i2), range(j1, j2)):
                 kept = old[i]
-                out.append(kept if _END.search(kept) or not _END.search(new[j]) else kept + newline)
+                out.append(kept if END_BREAK.search(kept) or not END_BREAK.search(new[j]) else kept + newline)
         else:
-            out.extend(_END.sub(newline, line) for line in new[j1:j2])
+            out.extend(END_BREAK.sub(newline, line) for line in new[j1:j2])
     return "".join(out)
