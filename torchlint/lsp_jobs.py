@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torchlint.diagnostic import Diagnostic
+
+if TYPE_CHECKING:
+    from torchlint.project import Project
 
 
 @dataclass(frozen=True)
@@ -40,14 +44,20 @@ def config_error(doc: Document, exc: Exception) -> Diagnostic:
     return Diagnostic(doc.name, 1, 1, 1, 1, READ_ERROR, f"cannot read the configuration: {exc}; document not checked")
 
 
-def check(doc: Document) -> Checked:
+def _setup(doc: Document) -> tuple[list[str] | None, str | None, Project | None]:
+    """The document's enabled codes, docs-url and project (`batch.cached_project`); ConfigError as `_settings`."""
     from torchlint.batch import cached_project
+
+    codes, docs_url = _settings(doc.path)
+    return codes, docs_url, cached_project(doc.path) if doc.path else None
+
+
+def check(doc: Document) -> Checked:
     from torchlint.config import ConfigError
     from torchlint.engine import lint_source, select_rules
 
     try:
-        codes, docs_url = _settings(doc.path)
-        project = cached_project(doc.path) if doc.path else None
+        codes, docs_url, project = _setup(doc)
     except ConfigError as exc:
         return Checked((config_error(doc, exc),), None)
     found = lint_source(doc.text, doc.name, select_rules(codes), with_edits=True, project=project)
@@ -57,13 +67,11 @@ def check(doc: Document) -> Checked:
 def fix_all(doc: Document) -> str:
     """The text with every safe fix applied (the document's own text when none applies, or when its configuration
     cannot be read)."""
-    from torchlint.batch import cached_project
     from torchlint.config import ConfigError
     from torchlint.engine import fix_source, select_rules
 
     try:
-        codes, _ = _settings(doc.path)
-        project = cached_project(doc.path) if doc.path else None
+        codes, _, project = _setup(doc)
     except ConfigError:
         return doc.text
     return fix_source(doc.text, doc.name, select_rules(codes), unsafe=False, project=project).text
