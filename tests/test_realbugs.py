@@ -1,7 +1,8 @@
-"""Recall on real bugs: 87 training-loop bugs that public projects later fixed (../shared/realbugs/cases.json),
-each linted from its repository's root as a user would. Each case must be reported with its rule, in its file,
-within 2 lines of a line its fix changed. The code is fetched, never kept: TORCHLINT_REALBUGS names the folder
-that ../shared/realbugs/materialize.sh wrote; without it these tests skip."""
+"""Recall on real bugs: training-loop bugs that public projects later fixed, each linted from its repository's root
+as a user would. Each case must be reported with its rule, in its file, within 2 lines of a line its fix changed.
+Two sets: ../shared/realbugs (87 cases; TORCHLINT_REALBUGS names the folder its materialize.sh wrote) and the cases
+mined for issue 27, whose manifest is benchmarks/mined/cases.json (TORCHLINT_MINED names the folder
+benchmarks/mined/materialize.py wrote). The code is fetched, never kept: without a set's variable its tests skip."""
 
 from __future__ import annotations
 
@@ -16,18 +17,28 @@ import pytest
 
 from tests.conftest import fetched_dataset
 
-VARIABLE = "TORCHLINT_REALBUGS"
-HOW = ("fetch the repositories of ../shared/realbugs/cases.json, run "
-       "`MIRRORS=... ../shared/realbugs/materialize.sh OUT` and set TORCHLINT_REALBUGS=OUT (CI cannot fetch)")
+ROOT = Path(__file__).resolve().parent.parent
+MINED_MANIFEST = ROOT / "benchmarks" / "mined" / "cases.json"
 SLACK = 2  # lines: the fix may change a line beside the one the finding points at
 
-# The cases torchlint does not find yet (34 of 87: the recall work of issue 27). Each is a strict xfail: finding one
-# of them fails the test until it leaves this set, so the count stays honest in both directions.
+# The cases torchlint does not find yet (the recall work of issue 27). Each is a strict xfail: finding one of them
+# fails the test until it leaves its set, so the count stays honest in both directions.
 KNOWN_MISSES = frozenset({
     "rb14", "rb16", "rb25", "rb26", "rb29", "rb30", "rb36", "rb40", "rb41", "rb44", "rb45", "rb46", "rb49", "rb50",
     "rb56", "rb57", "rb59", "rb60", "rb61", "rb63", "rb69", "rb70", "rb71", "rb72", "rb73", "rb74", "rb75", "rb76",
     "rb77", "rb78", "rb79", "rb82", "rb83", "rb86",
 })
+KNOWN_MISSES_MINED: frozenset[str] = frozenset()
+
+# variable, what to run, known misses
+SETS = {
+    "realbugs": ("TORCHLINT_REALBUGS", "fetch the repositories of ../shared/realbugs/cases.json, run "
+                 "`MIRRORS=... ../shared/realbugs/materialize.sh OUT` and set TORCHLINT_REALBUGS=OUT (CI cannot fetch)",
+                 KNOWN_MISSES),
+    "mined": ("TORCHLINT_MINED", "fetch the repositories of benchmarks/mined/cases.json, run "
+              "`python benchmarks/mined/materialize.py OUT` and set TORCHLINT_MINED=OUT (CI cannot fetch)",
+              KNOWN_MISSES_MINED),
+}
 
 
 class Missed(AssertionError):
@@ -35,34 +46,36 @@ class Missed(AssertionError):
 
 
 def _case_params() -> list:
-    # Collection needs the ids before any fixture runs; without the data set one placeholder reports the skip.
-    value = os.environ.get(VARIABLE)
-    cases_file = Path(value).expanduser() / "cases.json" if value else None
-    if cases_file is None or not cases_file.is_file():
-        return [pytest.param(None, id="no-data-set")]
+    # Collection needs the ids before any fixture runs; without a data set one placeholder reports its skip.
     params = []
-    for case in json.loads(cases_file.read_text()):
-        marks = ()
-        if case["id"] in KNOWN_MISSES:
-            marks = pytest.mark.xfail(strict=True, raises=Missed,
-                                      reason=f"torchlint misses {case['code']} in {case['path']}")
-        params.append(pytest.param(case, id=case["id"], marks=marks))
+    for name, (variable, _, misses) in SETS.items():
+        value = os.environ.get(variable)
+        cases_file = Path(value).expanduser() / "cases.json" if value else None
+        if cases_file is None or not cases_file.is_file():
+            params.append(pytest.param(name, None, id=f"{name}-no-data-set"))
+            continue
+        for case in json.loads(cases_file.read_text()):
+            marks = ()
+            if case["id"] in misses:
+                marks = pytest.mark.xfail(strict=True, raises=Missed,
+                                          reason=f"torchlint misses {case['code']} in {case['path']}")
+            params.append(pytest.param(name, case, id=case["id"], marks=marks))
     return params
 
 
-@pytest.fixture(scope="module")
-def realbugs() -> Path:
-    return fetched_dataset(VARIABLE, "cases.json", HOW)
+def _dataset(name: str) -> Path:
+    variable, how, _ = SETS[name]
+    return fetched_dataset(variable, "cases.json", how)
 
 
 @pytest.fixture(scope="module")
-def findings(realbugs: Path):
+def findings():
     """Lints a case's folder on first use and keeps the result for the module: each repository is linted once,
     and under pytest-xdist a worker lints only the repositories of the cases it was given."""
 
     @functools.cache
-    def lint(case_id: str) -> tuple[dict, ...]:
-        folder = realbugs / case_id
+    def lint(dataset: str, case_id: str) -> tuple[dict, ...]:
+        folder = _dataset(dataset) / case_id
         assert folder.is_dir(), f"{folder} is missing: materialize the data set again"
         out = subprocess.run(
             [sys.executable, "-m", "torchlint", "--isolated", "--no-cache", "--format", "json", "--exit-zero", "."],
@@ -83,16 +96,33 @@ def _reports(case: dict, finding: dict) -> bool:
     return any(abs(finding["line"] - line) <= SLACK for line in case["lines"])
 
 
-@pytest.mark.parametrize("case", _case_params())
-def test_real_bug_is_found(realbugs, findings, case):
-    assert case is not None, f"{realbugs / 'cases.json'} could not be read at collection"
-    found = findings(case["id"])
+@pytest.mark.parametrize(("dataset", "case"), _case_params())
+def test_real_bug_is_found(findings, dataset, case):
+    folder = _dataset(dataset)
+    assert case is not None, f"{folder / 'cases.json'} could not be read at collection"
+    found = findings(dataset, case["id"])
     if not any(_reports(case, d) for d in found):
         where = ", ".join(f"{d['path']}:{d['line']} {d['code']}" for d in found) or "nothing"
         raise Missed(f"{case['id']} ({case['repo']}): no {case['code']} in {case['path']} within {SLACK} lines of "
                      f"{case.get('cell_lines', case['lines'])}; torchlint reported {where}")
 
 
-def test_known_misses_are_cases(realbugs):
-    ids = {case["id"] for case in json.loads((realbugs / "cases.json").read_text())}
-    assert KNOWN_MISSES <= ids, f"KNOWN_MISSES names ids that are not cases: {sorted(KNOWN_MISSES - ids)}"
+@pytest.mark.parametrize("dataset", sorted(SETS))
+def test_known_misses_are_cases(dataset):
+    ids = {case["id"] for case in json.loads((_dataset(dataset) / "cases.json").read_text())}
+    misses = SETS[dataset][2]
+    assert misses <= ids, f"known misses name ids that are not cases: {sorted(misses - ids)}"
+
+
+def test_mined_set_is_the_manifest():
+    """The materialized mined set is the project's manifest, so the figures are those of the cases kept here."""
+    assert json.loads((_dataset("mined") / "cases.json").read_text()) == json.loads(MINED_MANIFEST.read_text())
+
+
+def test_mined_manifest_holds_facts_only():
+    facts = {"id", "code", "repo", "commit", "path", "lines", "report", "cell", "cell_lines"}
+    cases = json.loads(MINED_MANIFEST.read_text())
+    assert len({case["id"] for case in cases}) == len(cases)
+    for case in cases:
+        assert set(case) <= facts and {"id", "code", "repo", "commit", "path", "lines", "report"} <= set(case), case
+        assert len(case["commit"]) == 40 and case["report"].startswith("https://"), case
