@@ -28,7 +28,10 @@ KNOWN_MISSES = frozenset({
     "rb56", "rb57", "rb59", "rb60", "rb61", "rb63", "rb69", "rb70", "rb71", "rb72", "rb73", "rb74", "rb75", "rb76",
     "rb77", "rb78", "rb79", "rb82", "rb83", "rb86",
 })
-KNOWN_MISSES_MINED: frozenset[str] = frozenset()
+KNOWN_MISSES_MINED = frozenset({
+    "mb00", "mb01", "mb02", "mb03", "mb04", "mb05", "mb06", "mb07", "mb09", "mb10", "mb11", "mb12", "mb14", "mb15",
+    "mb16", "mc00", "mc01", "mc02", "mc03", "mc04", "mc07", "mc08", "mc09", "mc10", "mc11", "mc12", "mc13",
+})
 
 # variable, what to run, known misses
 SETS = {
