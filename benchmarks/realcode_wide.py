@@ -6,7 +6,8 @@ FOLDER holds one sub-folder per repository (`owner+name`, as ../shared/realcode-
 TRUE.json and FALSE.json are read from FOLDER or, when absent there, from ../shared/realcode-wide/. Each repository is
 linted from its root with `--isolated --no-cache`, as its users would run it. Every finding is printed as real (in
 TRUE.json), false (in FALSE.json) or NEW (in neither: read it and judge it), then the counts per rule, the precision
-over the judged findings, and the TRUE.json findings not reported.
+over the judged findings, and the TRUE.json findings not reported. Notices (TL9xx: a file that does not parse or timed
+out) are counted apart, never judged.
 """
 
 from __future__ import annotations
@@ -59,7 +60,10 @@ def main() -> int:
     false_keys = {(t["path"], t["line"], t["code"]) for t in _judged(folder, "FALSE.json")}
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        found = [d for batch in pool.map(_lint, repos) for d in batch]
+        linted = [d for batch in pool.map(_lint, repos) for d in batch]
+    # TL9xx are notices about the file (it does not parse, it timed out), not findings about training code
+    notices = Counter(d["code"] for d in linted if d["code"].startswith("TL9"))
+    found = [d for d in linted if not d["code"].startswith("TL9")]
 
     per_rule: Counter[tuple[str, str]] = Counter()
     got = set()
@@ -69,7 +73,8 @@ def main() -> int:
         verdict = "real" if key in true_keys else "false" if key in false_keys else "NEW"
         per_rule[(d["code"], verdict)] += 1
         print(f"  {verdict:5} {key[0]}:{key[1]}:{d.get('column', 0)}: {d['code']} {d['message'][:100]}")
-    print(f"\n{len(repos)} repositories, {len(found)} findings")
+    print(f"\n{len(repos)} repositories, {len(found)} findings; notices (not judged): "
+          + (", ".join(f"{code} {n}" for code, n in sorted(notices.items())) or "none"))
     print(f"{'rule':6} {'real':>5} {'false':>5} {'new':>5}")
     for code in sorted({c for c, _ in per_rule}):
         print(f"{code:6} {per_rule[(code, 'real')]:5} {per_rule[(code, 'false')]:5} {per_rule[(code, 'NEW')]:5}")
@@ -78,8 +83,8 @@ def main() -> int:
     new = sum(n for (_, v), n in per_rule.items() if v == "NEW")
     if real + false:
         print(f"precision over judged findings {real / (real + false):.0%} ({real}/{real + false}); {new} new to judge")
-    linted = {p.name for p in repos}
-    missed = sorted(k for k in true_keys - got if k[0].split("/", 1)[0] in linted)
+    names = {p.name for p in repos}
+    missed = sorted(k for k in true_keys - got if k[0].split("/", 1)[0] in names)
     print(f"TRUE.json findings not reported: {len(missed)}")
     for key in missed:
         print(f"  missed {key[0]}:{key[1]}: {key[2]}")
