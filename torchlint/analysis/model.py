@@ -7,6 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.classify import classify
+from torchlint.analysis.cmdline import Options
 from torchlint.analysis.events import (
     INLINE_DEPTH, AssignForm, CallVia, Event, EventKind, Guard, ResetOf, ZeroGradOf, variant_named,
 )
@@ -36,6 +37,7 @@ class FileModel:
         self.text = text  # the source, for cheap textual questions (is `total.item()` used anywhere?)
         self.symbols = Symbols()
         self._kinds: KindInference | None = None
+        self._options: Options | None = None
         self._classified: dict[int, Event | None] = {}
         self._expanded: dict[tuple, list[Event]] = {}  # a helper's events, expanded once per depth and call chain
         walker = EventWalker(self.project_modules, Scope)
@@ -95,6 +97,30 @@ class FileModel:
             self.loops.extend(Loop(node, scope, evs) for node, evs in seen.items() if evs)
 
     # -- queries -------------------------------------------------------------------------------------------------
+    @property
+    def options(self) -> Options:
+        """The script's command-line options and their defaults (`args.steps` of `parser.parse_args()`)."""
+        if self._options is None:
+            self._options = Options(self.module, self.text)
+        return self._options
+
+    def trip_count(self, loop: Loop) -> int | None:
+        """How many times a `for ... in range(...)` loop runs when that is known: `Loop.trip_count`'s constants,
+        or a bound that is a command-line option left at its default (`range(args.gradient_steps)`)."""
+        trips = loop.trip_count()
+        node = loop.node
+        if trips is not None or type(node) is not cst.For or type(node.iter) is not cst.Call:
+            return trips
+        args = node.iter.args
+        if dotted(node.iter.func) != "range" or len(args) != 1 or args[0].keyword or args[0].star or not loop.events:
+            return None
+        holder = (dotted(args[0].value) or "").split(".", 1)[0]
+        defs, entry = loop.scope.reaching(holder, loop.events[0])
+        if defs or not entry or holder in loop.scope.params:
+            return None  # `args` bound or passed in the function: not (only) the module's parsed options
+        default = self.options.default(args[0].value)
+        return max(0, int(default.evaluated_value)) if type(default) is cst.Integer else None
+
     @property
     def kinds(self) -> KindInference:
         """The kinds of the file's values (`kinds.of(expr, scope, at)`), inferred on demand."""
