@@ -18,6 +18,9 @@ STRING_FUNCTIONS = frozenset(
     """str repr format chr input os.path.join os.path.basename os.path.dirname os.path.abspath os.path.realpath
     os.path.expanduser os.path.relpath os.getcwd os.getenv time.strftime datetime.now json.dumps""".split()
 )
+# A tensor's extent along a dimension: `x.size(1)`, `x.shape[1]`.
+EXTENT_METHOD = "size"
+EXTENT_ATTRIBUTE = "shape"
 # argparse: the call that defines a command-line option, and those that return the parsed options.
 ARGPARSE_ADD = "add_argument"
 ARGPARSE_PARSE = frozenset({"parse_args"})
