@@ -63,7 +63,7 @@ class FileModel:
         self._functions = {s.name: s for s in self.scopes if s.class_name is None and "." not in s.name}
         self._methods: dict[tuple[str | None, str], Scope] = {
             (s.class_name, s.name): s for s in self.scopes if s.class_name is not None}
-        self.receivers = Receivers(self.scopes, self.classes, self.imported)
+        self.receivers = Receivers(self.scopes, self.classes, self.imported, project)
         # A method call of an object becomes a call event where its class is known and defines or inherits it.
         for scope, index, event, method in reversed(walker.object_calls):  # type: ignore[assignment]  # Scopes, as above
             local = self._object_method(scope, event.callee or "")
@@ -193,6 +193,31 @@ class FileModel:
                     return None
                 found.extend(calls)
         return found or None
+
+    def bound_values(self, scope: Scope, name: str | None, depth: int = 2) -> list[cst.BaseExpression] | None:
+        """Every value `name` of `scope` may be bound to: its plain assignments in the function (for `self.x`, in
+        any method of the class; for a global, in the module body), or, for a parameter, what every call of the
+        function in this file passes for it (two levels). None when one is not known (no binding seen, an
+        argument that is not a name)."""
+        if name is None or name.count(".") > name.startswith("self."):
+            return None
+        owners = [s for s in self.scopes if s.class_name == scope.class_name] if name.startswith("self.") else [scope]
+        params = positional_params(scope.node)
+        if not any(s.assignments(name) for s in owners) and name not in params and "." not in name:
+            owners = [self.scopes[0]]  # a global of the module
+        binds = [a for s in owners for a in s.assignments(name) if a.scope is s.node]
+        if binds or name not in params or depth == 0:
+            known = binds and all(a.variant is AssignForm.PLAIN and a.value is not None for a in binds)
+            return [a.value for a in binds] if known else None  # type: ignore[misc]  # no None (known)
+        out: list[cst.BaseExpression] = []
+        for caller in self.scopes:
+            for e in caller.raw:
+                if e.kind is EventKind.LOCAL_CALL and self.resolve(caller, e.callee or "") is scope:
+                    values = self.bound_values(caller, _mapped(name, _positional(params, e), e), depth - 1)
+                    if values is None:
+                        return None
+                    out.extend(values)
+        return out or None
 
     def resolve(self, caller: Scope, callee: str) -> Scope | None:
         if callee.startswith("self.") and callee.count(".") == 1:

@@ -13,14 +13,17 @@ import libcst as cst
 
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import dotted
+from torchlint.analysis.foreign import ProjectLookup
 from torchlint.analysis.walker import RawScope
 
 
 class Receivers:
-    def __init__(self, scopes: Sequence[RawScope], classes: dict[str, cst.ClassDef], imported: set[str]) -> None:
+    def __init__(self, scopes: Sequence[RawScope], classes: dict[str, cst.ClassDef], imported: set[str],
+                 project: ProjectLookup | None = None) -> None:
         self.scopes = scopes
         self.classes = classes
         self.imported = imported
+        self.project = project
         self._binds: dict[int, dict[str, list[Event]]] = {}  # id(scope node) -> name -> rebinding assignments
         self._known: dict[tuple[int, str], str | None] = {}
 
@@ -67,3 +70,25 @@ class Receivers:
                 if e.kind is EventKind.ASSIGN and e.target and e.scope is scope.node and e.variant is not AssignForm.ITEM:
                     index.setdefault(e.target, []).append(e)
         return index.get(name, [])
+
+    def plain_class(self, name: str) -> bool:
+        """`name` is a class of the project (this file's, or through the lookup another file's) that derives from
+        nothing outside it: no base, `object`, or such classes of the same file."""
+        todo, seen = [name], set()
+        while todo:
+            cls = todo.pop()
+            if cls in seen:
+                continue
+            seen.add(cls)
+            node = self.classes.get(cls)
+            if node is None:
+                if cls != name or self.project is None or cls.split(".", 1)[0] not in self.imported:
+                    return False  # a base of a file class that the file does not define
+                return self.project.plain_class(cls)
+            for base in node.bases:
+                written = dotted(base.value) if base.keyword is None and not base.star else None
+                if written is None or "." in written:
+                    return False  # `lr_scheduler._LRScheduler`, `metaclass=...`
+                if written != "object":
+                    todo.append(written)
+        return True
