@@ -35,7 +35,7 @@ from torchlint.analysis.prescan import (
     CLASS_BASES, CLASS_LINE, EVENT_BYTES, EVENT_TEXT, OBJECT_CALL, SELF_CALL, Imported, acting,
     scan_imports,
 )
-from torchlint.analysis.semantics import MODULE_BASES
+from torchlint.analysis.semantics import LR_KEY, MODULE_BASES
 from torchlint.source.decode import SourceError, decode
 from torchlint.source.digest import content_hash
 from torchlint.source.safe_read import read_regular
@@ -265,6 +265,23 @@ class Project:
         return ClassesOnly(ProjectView(self, file, bound, self.reads.setdefault(file, {})))
 
 
+# `group["lr"] = ...`: a learning rate written into an optimizer's param group.
+LR_WRITE = re.compile(rf"\[\s*(['\"]){LR_KEY}\1\s*\]\s*=(?!=)")
+
+
+_AT_MARGIN = re.compile(r"(?m)^(?=[^\s#)])")  # a line that starts a top-level statement
+
+
+def _class_text(text: str, cls: str) -> str:
+    """The text of the top-level class `cls`: from its `class` line to the next line that starts a statement at
+    the margin."""
+    start = re.search(rf"(?m)^class[ \t]+{re.escape(cls)}\b", text)
+    if start is None:
+        return ""
+    end = _AT_MARGIN.search(text, start.end())
+    return text[start.start():end.start() if end is not None else len(text)]
+
+
 def _tried(folder: str, parts: list[str]) -> tuple[str, ...]:
     """The files `module_file` looks for in `folder` for the module's last part (`parts`), in its order."""
     if not parts:
@@ -447,11 +464,13 @@ class ProjectView:
                 todo.extend(b for b in self.project.bases(path, name) if b.isidentifier())
         return out
 
-    def plain_class(self, dotted: str) -> bool:
-        """Is `dotted` a class of another project file that derives from nothing outside that file: no base, or
-        `object`, or classes of the same file that do the same (read from its text)?"""
+    def rate_setter(self, dotted: str) -> bool:
+        """Is `dotted` a class of another project file that derives from nothing outside that file (no base,
+        `object`, or classes of the same file that do the same) and writes a learning rate into param groups
+        itself (`group["lr"] = lr`)? Read from its file's text."""
         target = self._target(dotted)
-        if target is None:
+        got = self.project.text(target[0]) if target is not None else None
+        if target is None or got is None:
             return False
         path, name = target
         todo, seen = [name], set()
@@ -464,7 +483,7 @@ class ProjectView:
             if bases is None or any(not b.isidentifier() for b in bases):
                 return False  # not a class of that file, or a base elsewhere (`lr_scheduler._LRScheduler`)
             todo.extend(b for b in bases if b != "object")
-        return True
+        return any(LR_WRITE.search(_class_text(got[0], cls)) for cls in seen)
 
     def module_base(self, base: str) -> bool:
         """Is `base` a class of another project file that derives from nn.Module (read from its file's text)?"""
@@ -494,5 +513,5 @@ class ClassesOnly:
     def module_base(self, base: str) -> bool:
         return False
 
-    def plain_class(self, dotted: str) -> bool:
-        return self._view.plain_class(dotted)
+    def rate_setter(self, dotted: str) -> bool:
+        return self._view.rate_setter(dotted)

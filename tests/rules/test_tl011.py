@@ -518,8 +518,7 @@ OWN_CLASS = """
 
         def step(self):
             self.n += 1
-            for g in self.opt.param_groups:
-                g["lr"] = 0.1 * (1 - self.n / self.steps)
+            {body}
 
     class {sub}
 
@@ -540,8 +539,12 @@ OWN_CLASS = """
 """
 
 
-def _own(cls="LinearDecay", sub="Stepped(LinearDecay): pass", built="LinearDecay"):
-    return OWN_CLASS.format(cls=cls, sub=sub, built=built)
+RATE_WRITE = """for g in self.opt.param_groups:
+                g["lr"] = 0.1 * (1 - self.n / self.steps)"""
+
+
+def _own(cls="LinearDecay", sub="Stepped(LinearDecay): pass", built="LinearDecay", body=RATE_WRITE):
+    return OWN_CLASS.format(cls=cls, sub=sub, built=built, body=body)
 
 
 @pytest.mark.parametrize("src", [
@@ -559,6 +562,7 @@ def test_a_scheduler_of_the_files_own_plain_class_is_not_flagged(src):
     _own(built="StepLR"),  # torch's own
     _own(built="make_scheduler"),  # a factory: what it returns is not known
     _own().replace("sched = None\n", "sched = None\n        sched = other\n"),  # one binding not known
+    _own(body="self.inner.step()\n            self.n += 1"),  # a plain wrapper that sets no rate itself (it may step a torch scheduler)
 ])
 def test_a_scheduler_not_known_to_be_of_a_plain_project_class_is_flagged(src):
     assert findings(src, "TL011") == [(18, 13)]

@@ -83,9 +83,10 @@ class ProjectLookup(Protocol):
         """Does this base (as written) derive from nn.Module through the project's classes?"""
         ...
 
-    def plain_class(self, dotted: str) -> bool:
+    def rate_setter(self, dotted: str) -> bool:
         """Is this name (as written) a class of another project file that derives from nothing outside that file
-        (no base, `object`, or such classes of the same file)?"""
+        (no base, `object`, or such classes of the same file) and writes a learning rate into param groups
+        itself (`group["lr"] = lr`)?"""
         ...
 
 

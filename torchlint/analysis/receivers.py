@@ -14,6 +14,8 @@ import libcst as cst
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import dotted
 from torchlint.analysis.foreign import ProjectLookup
+from torchlint.analysis.semantics import LR_KEY
+from torchlint.source.walk import walk
 from torchlint.analysis.walker import RawScope
 
 
@@ -71,10 +73,12 @@ class Receivers:
                     index.setdefault(e.target, []).append(e)
         return index.get(name, [])
 
-    def plain_class(self, name: str) -> bool:
+    def rate_setter(self, name: str) -> bool:
         """`name` is a class of the project (this file's, or through the lookup another file's) that derives from
-        nothing outside it: no base, `object`, or such classes of the same file."""
+        nothing outside it (no base, `object`, or such classes of the same file) and writes a learning rate into
+        an optimizer's param groups itself (`group["lr"] = lr`): a scheduler of its own, not torch's."""
         todo, seen = [name], set()
+        writes = False
         while todo:
             cls = todo.pop()
             if cls in seen:
@@ -84,11 +88,21 @@ class Receivers:
             if node is None:
                 if cls != name or self.project is None or cls.split(".", 1)[0] not in self.imported:
                     return False  # a base of a file class that the file does not define
-                return self.project.plain_class(cls)
+                return self.project.rate_setter(cls)
             for base in node.bases:
                 written = dotted(base.value) if base.keyword is None and not base.star else None
                 if written is None or "." in written:
                     return False  # `lr_scheduler._LRScheduler`, `metaclass=...`
                 if written != "object":
                     todo.append(written)
-        return True
+            writes = writes or any(type(n) is cst.AssignTarget and _rate_slot(n.target)
+                                   for n in walk(node, descend_scopes=True))
+        return writes
+
+
+def _rate_slot(target: cst.BaseExpression) -> bool:
+    """`group["lr"]`: the learning rate of a param group."""
+    if type(target) is not cst.Subscript or len(target.slice) != 1 or type(target.slice[0].slice) is not cst.Index:
+        return False
+    key = target.slice[0].slice.value
+    return type(key) is cst.SimpleString and key.evaluated_value == LR_KEY

@@ -80,11 +80,13 @@ of another file) that steps the optimizer; the message names that function's fil
 stepped after its own optimizer's batch loop and before another optimizer's (GAN); `if epoch > 0:
 scheduler.step()` at the top of the epoch.
 
-A scheduler of the project's own class that derives from nothing outside the project (`class CycleScheduler:`,
-or `(object)`, or a base of the same file that does the same), whose `step()` sets the rate for the step about to
-run: every binding that reaches the stepped name (followed into the callers of the file for a parameter; `None`
-aside) must build such a class, of this file or, with project analysis, of the file it is imported from. A
-subclass of a torch scheduler, a factory, or any binding not known is still reported.
+A scheduler of the project's own class that derives from nothing outside its file (`class CycleScheduler:`, or
+`(object)`, or a base of the same file that does the same) and writes the learning rate into the optimizer's param
+groups itself (`group["lr"] = lr`): its `step()` sets the rate for the step about to run. Every binding of the
+stepped name (followed into the callers of the file for a parameter; `None` aside) must build such a class, of
+this file or, with project analysis, of the file it is imported from. A subclass of a torch scheduler, a plain
+wrapper that sets no rate itself (it may step a torch scheduler it holds), a factory, or any binding not known is
+still reported.
 
 An LR range test: each iteration records the rate the optimizer applied (`rates.append(optimizer.param_groups[0]
 ["lr"])`, or `get_last_lr()`) and the loop leaves with `break` when the loss it back-propagates diverges (`if
@@ -154,15 +156,16 @@ for epoch in range(epochs):
 
 
 def _not_torchs(model: FileModel, sched: Event) -> bool:
-    """The scheduler is an object of the project's own class that derives from nothing outside the project
-    (`class CycleScheduler:` whose `step()` sets the rate for the coming step), in every binding that reaches it
-    (`None` aside): not a `torch.optim.lr_scheduler` scheduler, so PyTorch's order does not apply to it."""
+    """The scheduler is an object of the project's own class that derives from nothing outside its file and sets
+    the rate itself (`class CycleScheduler:` whose `step()` writes `group["lr"]` for the coming step), in every
+    binding of the stepped name (`None` aside): not a `torch.optim.lr_scheduler` scheduler, so PyTorch's order
+    does not apply to it."""
     values = model.bound_values(model.scope_of(sched), sched.target)
     if not values:
         return False
     built = [v for v in values if not (type(v) is cst.Name and v.value == "None")]
     return bool(built) and all(
-        type(v) is cst.Call and (name := dotted(v.func)) is not None and model.receivers.plain_class(name)
+        type(v) is cst.Call and (name := dotted(v.func)) is not None and model.receivers.rate_setter(name)
         for v in built
     )
 
