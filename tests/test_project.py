@@ -223,3 +223,17 @@ def test_only_definitions_that_may_act_are_exported():
         "class T:\n    def fit(self):\n        self.step_once()\n\n    def step_once(self):\n        self.opt.step()\n"
     )
     assert acting(text) == {"inner", "outer", "T.fit", "T.step_once"}  # a docstring is not code
+
+
+def test_a_scheduler_of_the_projects_own_plain_class_is_not_held_to_pytorchs_order(tmp_path, run_cli):
+    """cycle.py steps, before the optimizer, a scheduler of schedulers.py's own classes (no base outside that
+    file, through a base of the same file too): it sets the rate for the coming step, and PyTorch's order does not
+    apply. warmup.py's derives from torch's `_LRScheduler`, and delegate.py's plain wrapper sets no rate itself (it
+    steps a torch scheduler it holds): both reported. Alone, a class imported from elsewhere is not known to be
+    the project's own: all three are reported."""
+    project = _copy("own_scheduler", tmp_path)
+    found = _lines(run_cli("-q", "--no-cache", ".", cwd=project).stdout)
+    assert sorted(line.split(" ", 1)[0] for line in found) == ["delegate.py:10:9:", "warmup.py:10:9:"], found
+    alone = _lines(run_cli("-q", "--no-cache", "--no-project", ".", cwd=project).stdout)
+    assert sorted(line.split(" ", 1)[0] for line in alone) == [
+        "cycle.py:11:13:", "delegate.py:10:9:", "warmup.py:10:9:"], alone

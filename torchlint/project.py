@@ -35,7 +35,7 @@ from torchlint.analysis.prescan import (
     CLASS_BASES, CLASS_LINE, EVENT_BYTES, EVENT_TEXT, OBJECT_CALL, SELF_CALL, Imported, acting,
     scan_imports,
 )
-from torchlint.analysis.semantics import MODULE_BASES
+from torchlint.analysis.semantics import LR_KEY, MODULE_BASES
 from torchlint.source.decode import SourceError, decode
 from torchlint.source.digest import content_hash
 from torchlint.source.safe_read import read_regular
@@ -195,16 +195,21 @@ class Project:
 
     def bases(self, path: Path, cls_name: str) -> list[str]:
         """The bases a class of this file names (from its text), or []."""
+        return self.class_bases(path, cls_name) or []
+
+    def class_bases(self, path: Path, cls_name: str) -> list[str] | None:
+        """The bases a top-level class of this file names (from its text; [] for `class C:`), or None when the
+        file defines no such class."""
         got = self.text(path)
         if got is None:
-            return []
+            return None
         index = self._classes.get(got[1])
         if index is None:
             index = self._classes[got[1]] = {
-                m.group(1): [b.strip() for b in m.group(2).split(",") if b.strip()]
+                m.group(1): [b.strip() for b in (m.group(2) or "").split(",") if b.strip()]
                 for m in CLASS_LINE.finditer(got[0])
             }
-        return index.get(cls_name, [])
+        return index.get(cls_name)
 
     def _exports_path(self, digest: str) -> Path | None:
         if self.cache_dir is None:
@@ -249,6 +254,32 @@ class Project:
         if not bound:
             return None
         return view if view.relevant(text) else None
+
+    def classes_view(self, path: str | Path, text: str) -> "ClassesOnly | None":
+        """For a file whose `view` is None: the project answers only what the classes it imports are, so its
+        events stay exactly those it has alone."""
+        bound = scan_imports(text)
+        if not bound:
+            return None
+        file = Path(path).resolve()
+        return ClassesOnly(ProjectView(self, file, bound, self.reads.setdefault(file, {})))
+
+
+# `group["lr"] = ...`: a learning rate written into an optimizer's param group.
+LR_WRITE = re.compile(rf"\[\s*(['\"]){LR_KEY}\1\s*\]\s*=(?!=)")
+
+
+_AT_MARGIN = re.compile(r"(?m)^(?=[^\s#)])")  # a line that starts a top-level statement
+
+
+def _class_text(text: str, cls: str) -> str:
+    """The text of the top-level class `cls`: from its `class` line to the next line that starts a statement at
+    the margin."""
+    start = re.search(rf"(?m)^class[ \t]+{re.escape(cls)}\b", text)
+    if start is None:
+        return ""
+    end = _AT_MARGIN.search(text, start.end())
+    return text[start.start():end.start() if end is not None else len(text)]
 
 
 def _tried(folder: str, parts: list[str]) -> tuple[str, ...]:
@@ -433,6 +464,27 @@ class ProjectView:
                 todo.extend(b for b in self.project.bases(path, name) if b.isidentifier())
         return out
 
+    def rate_setter(self, dotted: str) -> bool:
+        """Is `dotted` a class of another project file that derives from nothing outside that file (no base,
+        `object`, or classes of the same file that do the same) and writes a learning rate into param groups
+        itself (`group["lr"] = lr`)? Read from its file's text."""
+        target = self._target(dotted)
+        got = self.project.text(target[0]) if target is not None else None
+        if target is None or got is None:
+            return False
+        path, name = target
+        todo, seen = [name], set()
+        while todo:
+            cls = todo.pop()
+            if cls in seen:
+                continue
+            seen.add(cls)
+            bases = self.project.class_bases(path, cls)
+            if bases is None or any(not b.isidentifier() for b in bases):
+                return False  # not a class of that file, or a base elsewhere (`lr_scheduler._LRScheduler`)
+            todo.extend(b for b in bases if b != "object")
+        return any(LR_WRITE.search(_class_text(got[0], cls)) for cls in seen)
+
     def module_base(self, base: str) -> bool:
         """Is `base` a class of another project file that derives from nn.Module (read from its file's text)?"""
         target = self._target(base)
@@ -440,3 +492,26 @@ class ProjectView:
             return False
         return any(b.rsplit(".", 1)[-1] in MODULE_BASES
                    for name in self._lineage(*target) for b in self.project.bases(target[0], name))
+
+
+class ClassesOnly:
+    """A `ProjectLookup` that reaches no other file's functions or methods (the file calls nothing of the project
+    that can hold events) and answers only whether an imported class is the project's own, plain class."""
+
+    def __init__(self, view: ProjectView) -> None:
+        self._view = view
+
+    def modules(self) -> set[str]:
+        return set()
+
+    def function(self, dotted: str) -> Resolved | None:
+        return None
+
+    def method(self, bases: list[str], name: str) -> Resolved | None:
+        return None
+
+    def module_base(self, base: str) -> bool:
+        return False
+
+    def rate_setter(self, dotted: str) -> bool:
+        return self._view.rate_setter(dotted)

@@ -462,3 +462,58 @@ def test_message():
         "the activation memory at its peak, more while anything holds the loss): drop it from the last "
         "backward",
     )]
+
+
+# An agent's `learn()` whose loop repeats `args.updates` times, an option left at its default of 1: there is no next
+# iteration for the kept graph to meet, and it dies when `learn()` returns.
+ONCE_PER_CALL = """
+    import argparse
+    cli = argparse.ArgumentParser()
+    cli.add_argument("--updates", default={updates}, type=int)
+    cli.add_argument("--lr", default=1e-3, type=float)
+    opts = cli.parse_args()
+    {extra}
+
+    class Agent:
+        def learn(self, batch):
+            obs, act = batch
+            for _ in range(opts.updates):
+                actor_loss = -self.critic(obs, self.actor(obs)).mean()
+                self.actor_opt.zero_grad()
+                actor_loss.backward(retain_graph=True)
+                self.actor_opt.step()
+            {tail}
+"""
+
+
+def _once(updates=1, extra="", tail="pass"):
+    return ONCE_PER_CALL.format(updates=updates, extra=extra, tail=tail)
+
+
+def test_loop_run_once_per_call_by_its_option_default_is_not_flagged():
+    assert findings(_once(), "TL002") == []
+
+
+@pytest.mark.parametrize("src", [
+    _once(updates=4),  # several updates per call: the next one's forward meets the kept graph
+    _once(extra="opts.updates = 8"),  # the script changes the option: its default says nothing
+    _once(tail="return actor_loss"),  # the caller keeps the loss, and with it the graph, into the next call
+    _once(tail="self.last = actor_loss"),  # kept on the object across calls
+    _once(extra="opts = cli.parse_args()"),  # bound twice: not known which options it holds
+])
+def test_loop_not_known_to_run_once_or_whose_graph_leaves_the_call_is_flagged(src):
+    assert findings(src, "TL002") == [(15, 13)]
+
+
+def test_single_pass_loop_of_the_module_body_is_still_flagged():
+    src = """
+        import argparse
+        cli = argparse.ArgumentParser()
+        cli.add_argument("--updates", default=1, type=int)
+        opts = cli.parse_args()
+        for _ in range(opts.updates):
+            loss = model(x).sum()
+            loss.backward(retain_graph=True)
+            opt.step()
+        """
+    assert findings(src, "TL002") == [(8, 5)]

@@ -979,3 +979,42 @@ def test_message():
         "back-propagated): every step's graph stays alive and memory grows; store `part.item()` or "
         "`.detach()`",
     )]
+
+
+# A critic trained step by step over the time steps of one sequence batch, its value at each step written into its
+# own slot of a buffer the function returns (a tensor assembled position by position, as `torch.stack` would).
+PER_POSITION = """
+    def fit_critic(self, seq, target):
+        values = torch.zeros_like(target){make}
+        for {var} in {loop}:
+            v = self.critic(seq, t)
+            values{slot} = v.squeeze(-1)
+            loss = (v.squeeze(-1) - target[:, t]).pow(2).mean()
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+        {tail}
+"""
+
+
+def _per_position(make="", var="t", loop="reversed(range(seq.size(1)))", slot="[:, t]", tail="return values"):
+    return PER_POSITION.format(make=make, var=var, loop=loop, slot=slot, tail=tail)
+
+
+@pytest.mark.parametrize("src", [
+    _per_position(),
+    _per_position(loop="range(seq.shape[1])", make="[:, :-1]"),
+])
+def test_buffer_filled_slot_by_slot_over_a_tensors_positions_and_returned_is_not_flagged(src):
+    assert findings(src, "TL007") == []
+
+
+@pytest.mark.parametrize("src", [
+    _per_position(loop="range(n_steps)"),  # a loop not bounded by the positions of a tensor
+    _per_position(var="i, (x, y)", loop="enumerate(loader)", slot="[i]"),  # an epoch over a loader
+    _per_position(slot="[:, 0]"),  # every pass writes the same slot: not one slot per position
+    _per_position(tail="self.values = values"),  # kept on the object, not handed back
+    _per_position(tail="print(values.mean())"),  # not the function's result: a log it shows
+])
+def test_buffer_not_filled_per_position_or_not_returned_is_still_flagged(src):
+    assert findings(src, "TL007") == [(6, 9)]

@@ -507,3 +507,105 @@ for epoch in range(1, epochs + 1):
         optimizer.step()
 """
     assert findings(src, "TL011") == [(5, 5)]
+
+
+# A scheduler class of the file that sets the rate for the step about to run (no torch base): stepped first on
+# purpose, so PyTorch's order does not bind it.
+OWN_CLASS = """
+    class {cls}:
+        def __init__(self, opt, steps):
+            self.opt, self.steps, self.n = opt, steps, 0
+
+        def step(self):
+            self.n += 1
+            {body}
+
+    class {sub}
+
+    def fit(net, batches, opt, sched):
+        for x, y in batches:
+            opt.zero_grad()
+            loss_fn(net(x), y).backward()
+            if sched is not None:
+                sched.step()
+            opt.step()
+
+    def main(net, batches, linear):
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        sched = None
+        if linear:
+            sched = {built}(opt, len(batches))
+        fit(net, batches, opt, sched)
+"""
+
+
+RATE_WRITE = """for g in self.opt.param_groups:
+                g["lr"] = 0.1 * (1 - self.n / self.steps)"""
+
+
+def _own(cls="LinearDecay", sub="Stepped(LinearDecay): pass", built="LinearDecay", body=RATE_WRITE):
+    return OWN_CLASS.format(cls=cls, sub=sub, built=built, body=body)
+
+
+@pytest.mark.parametrize("src", [
+    _own(),
+    _own(cls="LinearDecay(object)"),
+    _own(built="Stepped"),  # through a base of the file
+])
+def test_a_scheduler_of_the_files_own_plain_class_is_not_flagged(src):
+    assert findings(src, "TL011") == []
+
+
+@pytest.mark.parametrize("src", [
+    _own(cls="LinearDecay(torch.optim.lr_scheduler.LambdaLR)"),  # a torch scheduler after all
+    _own(sub="Stepped(_LRScheduler): pass", built="Stepped"),
+    _own(built="StepLR"),  # torch's own
+    _own(built="make_scheduler"),  # a factory: what it returns is not known
+    _own().replace("sched = None\n", "sched = None\n        sched = other\n"),  # one binding not known
+    _own(body="self.inner.step()\n            self.n += 1"),  # a plain wrapper that sets no rate itself (it may step a torch scheduler)
+])
+def test_a_scheduler_not_known_to_be_of_a_plain_project_class_is_flagged(src):
+    assert findings(src, "TL011") == [(18, 13)]
+
+
+# An LR range test: the rate rises each batch, the rate applied and the loss are recorded, the sweep stops when
+# the loss diverges.
+RANGE_TEST = """
+    rates, losses = [], []
+    sweep = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=1.1)
+    for x, y in loader:
+        sweep.step()
+        opt.zero_grad()
+        loss = crit(net(x), y)
+        {stop}
+        loss.backward()
+        opt.step()
+        {record}
+        losses.append(loss.item())
+"""
+
+
+def _range(stop="if torch.isnan(loss) or loss.item() > 4 * best:\n            break",
+           record='rates.append(opt.param_groups[0]["lr"])'):
+    return RANGE_TEST.format(stop=stop, record=record)
+
+
+@pytest.mark.parametrize("src", [
+    _range(),
+    _range(record="rates.append(sweep.get_last_lr()[0])"),
+    _range(record='lr = opt.param_groups[0]["lr"]\n        rates.append(lr)'),
+    _range(stop="if not torch.isfinite(loss):\n            print('diverged')\n            break"),
+])
+def test_lr_range_test_is_not_flagged(src):
+    assert findings(src, "TL011") == []
+
+
+@pytest.mark.parametrize("src", [
+    _range(stop="pass"),  # runs to the end of the loader: a schedule followed in training
+    _range(stop="if step > 100:\n            break"),  # stops on a count, not on the loss
+    _range(record="rates.append(0.1)"),  # not the applied rate
+    _range(record='print(opt.param_groups[0]["lr"])'),  # shown, not recorded with the loss
+    _range(stop="for _ in range(3):\n            if torch.isnan(loss):\n                break"),  # an inner loop's
+])
+def test_a_loop_that_is_no_range_test_is_flagged(src):
+    assert findings(src, "TL011") == [(5, 5)]

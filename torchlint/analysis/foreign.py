@@ -83,6 +83,12 @@ class ProjectLookup(Protocol):
         """Does this base (as written) derive from nn.Module through the project's classes?"""
         ...
 
+    def rate_setter(self, dotted: str) -> bool:
+        """Is this name (as written) a class of another project file that derives from nothing outside that file
+        (no base, `object`, or such classes of the same file) and writes a learning rate into param groups
+        itself (`group["lr"] = lr`)?"""
+        ...
+
 
 def event_text(exp: FunctionExport) -> str:
     """Text standing for a callee's events, for the prefilter: `.backward(`, `.step(` ..."""

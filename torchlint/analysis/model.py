@@ -7,6 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.classify import classify
+from torchlint.analysis.cmdline import Options
 from torchlint.analysis.events import (
     INLINE_DEPTH, AssignForm, CallVia, Event, EventKind, Guard, ResetOf, ZeroGradOf, variant_named,
 )
@@ -36,6 +37,7 @@ class FileModel:
         self.text = text  # the source, for cheap textual questions (is `total.item()` used anywhere?)
         self.symbols = Symbols()
         self._kinds: KindInference | None = None
+        self._options: Options | None = None
         self._classified: dict[int, Event | None] = {}
         self._expanded: dict[tuple, list[Event]] = {}  # a helper's events, expanded once per depth and call chain
         walker = EventWalker(self.project_modules, Scope)
@@ -61,7 +63,7 @@ class FileModel:
         self._functions = {s.name: s for s in self.scopes if s.class_name is None and "." not in s.name}
         self._methods: dict[tuple[str | None, str], Scope] = {
             (s.class_name, s.name): s for s in self.scopes if s.class_name is not None}
-        self.receivers = Receivers(self.scopes, self.classes, self.imported)
+        self.receivers = Receivers(self.scopes, self.classes, self.imported, project)
         # A method call of an object becomes a call event where its class is known and defines or inherits it.
         for scope, index, event, method in reversed(walker.object_calls):  # type: ignore[assignment]  # Scopes, as above
             local = self._object_method(scope, event.callee or "")
@@ -95,6 +97,30 @@ class FileModel:
             self.loops.extend(Loop(node, scope, evs) for node, evs in seen.items() if evs)
 
     # -- queries -------------------------------------------------------------------------------------------------
+    @property
+    def options(self) -> Options:
+        """The script's command-line options and their defaults (`args.steps` of `parser.parse_args()`)."""
+        if self._options is None:
+            self._options = Options(self.module, self.text)
+        return self._options
+
+    def trip_count(self, loop: Loop) -> int | None:
+        """How many times a `for ... in range(...)` loop runs when that is known: `Loop.trip_count`'s constants,
+        or a bound that is a command-line option left at its default (`range(args.gradient_steps)`)."""
+        trips = loop.trip_count()
+        node = loop.node
+        if trips is not None or type(node) is not cst.For or type(node.iter) is not cst.Call:
+            return trips
+        args = node.iter.args
+        if dotted(node.iter.func) != "range" or len(args) != 1 or args[0].keyword or args[0].star or not loop.events:
+            return None
+        holder = (dotted(args[0].value) or "").split(".", 1)[0]
+        defs, entry = loop.scope.reaching(holder, loop.events[0])
+        if defs or not entry or holder in loop.scope.params:
+            return None  # `args` bound or passed in the function: not (only) the module's parsed options
+        default = self.options.default(args[0].value)
+        return max(0, int(default.evaluated_value)) if type(default) is cst.Integer else None
+
     @property
     def kinds(self) -> KindInference:
         """The kinds of the file's values (`kinds.of(expr, scope, at)`), inferred on demand."""
@@ -167,6 +193,31 @@ class FileModel:
                     return None
                 found.extend(calls)
         return found or None
+
+    def bound_values(self, scope: Scope, name: str | None, depth: int = 2) -> list[cst.BaseExpression] | None:
+        """Every value `name` of `scope` may be bound to: its plain assignments in the function (for `self.x`, in
+        any method of the class; for a global, in the module body), or, for a parameter, what every call of the
+        function in this file passes for it (two levels). None when one is not known (no binding seen, an
+        argument that is not a name)."""
+        if name is None or name.count(".") > name.startswith("self."):
+            return None
+        owners = [s for s in self.scopes if s.class_name == scope.class_name] if name.startswith("self.") else [scope]
+        params = positional_params(scope.node)
+        if not any(s.assignments(name) for s in owners) and name not in params and "." not in name:
+            owners = [self.scopes[0]]  # a global of the module
+        binds = [a for s in owners for a in s.assignments(name) if a.scope is s.node]
+        if binds or name not in params or depth == 0:
+            known = binds and all(a.variant is AssignForm.PLAIN and a.value is not None for a in binds)
+            return [a.value for a in binds] if known else None  # type: ignore[misc]  # no None (known)
+        out: list[cst.BaseExpression] = []
+        for caller in self.scopes:
+            for e in caller.raw:
+                if e.kind is EventKind.LOCAL_CALL and self.resolve(caller, e.callee or "") is scope:
+                    values = self.bound_values(caller, _mapped(name, _positional(params, e), e), depth - 1)
+                    if values is None:
+                        return None
+                    out.extend(values)
+        return out or None
 
     def resolve(self, caller: Scope, callee: str) -> Scope | None:
         if callee.startswith("self.") and callee.count(".") == 1:

@@ -145,7 +145,7 @@ def _called_names(text: str) -> set[str]:
 
 _TRIPLE = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
 _COMMENT = re.compile(r"#[^\n]*")
-CLASS_LINE = re.compile(r"(?m)^class[ \t]+(\w+)[ \t]*\(([^)]*)\)")
+CLASS_LINE = re.compile(r"(?m)^class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\)|(?=:))")  # `class C:` too: no bases
 _DEF_LINE = re.compile(r"([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)")
 _BARE_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
 OBJECT_CALL = re.compile(r"(?<![\w.])((?:self\s*\.\s*)?[A-Za-z_]\w*)\s*\.\s*([A-Za-z_]\w*)\s*\(")  # obj.method(

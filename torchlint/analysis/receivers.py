@@ -13,14 +13,19 @@ import libcst as cst
 
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import dotted
+from torchlint.analysis.foreign import ProjectLookup
+from torchlint.analysis.semantics import LR_KEY
+from torchlint.source.walk import walk
 from torchlint.analysis.walker import RawScope
 
 
 class Receivers:
-    def __init__(self, scopes: Sequence[RawScope], classes: dict[str, cst.ClassDef], imported: set[str]) -> None:
+    def __init__(self, scopes: Sequence[RawScope], classes: dict[str, cst.ClassDef], imported: set[str],
+                 project: ProjectLookup | None = None) -> None:
         self.scopes = scopes
         self.classes = classes
         self.imported = imported
+        self.project = project
         self._binds: dict[int, dict[str, list[Event]]] = {}  # id(scope node) -> name -> rebinding assignments
         self._known: dict[tuple[int, str], str | None] = {}
 
@@ -67,3 +72,37 @@ class Receivers:
                 if e.kind is EventKind.ASSIGN and e.target and e.scope is scope.node and e.variant is not AssignForm.ITEM:
                     index.setdefault(e.target, []).append(e)
         return index.get(name, [])
+
+    def rate_setter(self, name: str) -> bool:
+        """`name` is a class of the project (this file's, or through the lookup another file's) that derives from
+        nothing outside it (no base, `object`, or such classes of the same file) and writes a learning rate into
+        an optimizer's param groups itself (`group["lr"] = lr`): a scheduler of its own, not torch's."""
+        todo, seen = [name], set()
+        writes = False
+        while todo:
+            cls = todo.pop()
+            if cls in seen:
+                continue
+            seen.add(cls)
+            node = self.classes.get(cls)
+            if node is None:
+                if cls != name or self.project is None or cls.split(".", 1)[0] not in self.imported:
+                    return False  # a base of a file class that the file does not define
+                return self.project.rate_setter(cls)
+            for base in node.bases:
+                written = dotted(base.value) if base.keyword is None and not base.star else None
+                if written is None or "." in written:
+                    return False  # `lr_scheduler._LRScheduler`, `metaclass=...`
+                if written != "object":
+                    todo.append(written)
+            writes = writes or any(type(n) is cst.AssignTarget and _rate_slot(n.target)
+                                   for n in walk(node, descend_scopes=True))
+        return writes
+
+
+def _rate_slot(target: cst.BaseExpression) -> bool:
+    """`group["lr"]`: the learning rate of a param group."""
+    if type(target) is not cst.Subscript or len(target.slice) != 1 or type(target.slice[0].slice) is not cst.Index:
+        return False
+    key = target.slice[0].slice.value
+    return type(key) is cst.SimpleString and key.evaluated_value == LR_KEY

@@ -18,6 +18,16 @@ STRING_FUNCTIONS = frozenset(
     """str repr format chr input os.path.join os.path.basename os.path.dirname os.path.abspath os.path.realpath
     os.path.expanduser os.path.relpath os.getcwd os.getenv time.strftime datetime.now json.dumps""".split()
 )
+# The learning rate an optimizer applies: `opt.param_groups[i]["lr"]`, or a scheduler's `get_last_lr()`.
+PARAM_GROUPS = "param_groups"
+LR_KEY = "lr"
+LAST_LR_METHOD = "get_last_lr"
+# A tensor's extent along a dimension: `x.size(1)`, `x.shape[1]`.
+EXTENT_METHOD = "size"
+EXTENT_ATTRIBUTE = "shape"
+# argparse: the call that defines a command-line option, and those that return the parsed options.
+ARGPARSE_ADD = "add_argument"
+ARGPARSE_PARSE = frozenset({"parse_args"})
 CONTAINER_FUNCTIONS = frozenset("list dict tuple set frozenset sorted zip enumerate range reversed vars".split())
 # Methods whose result is a Python number / string / container, whatever the receiver.
 NUMBER_METHODS = frozenset("item numel dim ndimension element_size nelement get_last_lr".split())

@@ -15,6 +15,7 @@ from torchlint.source import pyast
 from torchlint.source.cstfast import parse_read_only
 from torchlint.analysis import FileModel
 from torchlint.analysis.expected import expected_regions
+from torchlint.analysis.foreign import ProjectLookup
 from torchlint.project import Project, ProjectView
 from torchlint.codes import INTERNAL_ERROR, SYNTAX_ERROR
 from torchlint.diagnostic import Diagnostic
@@ -89,7 +90,8 @@ def analyze(
     if not firing:
         return Analysis(None, [], [])
     with _collector_paused():
-        return _analyze(text, path, firing, whole, view)
+        lookup = view if view is not None or project is None else project.classes_view(path, text)
+        return _analyze(text, path, firing, whole, view, lookup)
 
 
 @contextmanager
@@ -106,7 +108,8 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool, view: ProjectView | None) -> Analysis:
+def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool, view: ProjectView | None,
+             lookup: ProjectLookup | None = None) -> Analysis:
     # A call to another file's function counts as the text of that function's events (ProjectView.stand_ins).
     source, tree = (text, None) if whole else prune_with_tree(
         text, {c for rule in firing for c in rule.scope_conditions()}, view.stand_ins if view is not None else None
@@ -129,7 +132,7 @@ def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool, vi
     findings: list[tuple[type[Rule], Finding]] = []
     errors: list[Diagnostic] = []
     try:
-        model = FileModel(module, text, view)
+        model = FileModel(module, text, lookup)
     except RecursionError:
         return Analysis(None, [], [Diagnostic(path, 1, 1, 1, 1, INTERNAL_ERROR, "nesting too deep to analyse; file not checked")])
     except Exception as exc:  # a bug of ours must not stop the run

@@ -96,6 +96,14 @@ it is freed when the function returns. The same goes for a helper called once pe
 argument of the loss: a model or loss function built before the loop and called in it (`model = self.train()`,
 `loss_fn = self.loss_fn`), or a target reshaped from a parameter, does not count. The right code there is
 `retain_graph=<not the last layer>`, which the rule does not offer.
+
+A loop known to run once, in a function (`for _ in range(args.gradient_steps)` in an agent's `update()`, with
+`parser.add_argument('--gradient_steps', default=1)` and `args = parser.parse_args()` in the script), is not
+reported either: no next iteration's forward meets the kept graph, and it is freed when the function returns.
+That holds only while nothing it is computed from leaves the call: a loss returned, stored on `self`, or added
+into a container or total from outside the function keeps the graph into the next call, and is reported. An
+option the script changes (`args.gradient_steps = 4`), a default other than 1, or a bound the analysis cannot read
+counts as more than one iteration.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -118,6 +126,8 @@ def _check_last(model: FileModel, loop: Loop, last: Event) -> Iterator[Finding]:
         return  # the same graph is back-propagated repeatedly: retain_graph is required there
     if _graph_from_before_loop(model, loop, last):
         return  # each iteration back-propagates into a graph built once before the loop (per layer)
+    if _no_next_iteration(model, loop, last):
+        return  # the loop runs once per call and the graph dies with the call
     what = "retain_graph=True" if last.retain_arg is not None else "create_graph=True"
     yield Finding(
         last.node,
@@ -150,6 +160,30 @@ def _graph_from_before_loop(model: FileModel, loop: Loop, last: Event) -> bool:
         if model.kinds.of_def(d, scope) is VKind.GRAPH:
             return True
     return False
+
+
+def _no_next_iteration(model: FileModel, loop: Loop, last: Event) -> bool:
+    """The loop runs once (`for _ in range(args.gradient_steps)` with the option's default 1) in a function: no
+    next iteration's forward meets the kept graph, and it is freed when the function returns, unless something it
+    is computed from leaves the call (returned, stored on an object, a parameter or a global)."""
+    scope = loop.scope
+    if model.trip_count(loop) != 1 or type(scope.node) is not cst.FunctionDef or model.scope_of(last) is not scope:
+        return False
+    assert last.value is not None  # a backward always has its value
+    graph = scope.depends(last.value)
+    for e in scope.events:
+        if e.scope is not scope.node or e.value is None or not scope.depends(e.value) & graph:
+            continue
+        if e.kind is EventKind.RETURN:
+            return False
+        if e.kind not in (EventKind.ASSIGN, EventKind.APPEND) or not e.target or e.variant is AssignForm.FOR:
+            continue
+        if "." in e.target:
+            return False  # stored on an object
+        if e.kind is EventKind.APPEND or e.variant is AssignForm.ITEM or e.accumulates:
+            if scope.reaching(e.target, e)[1]:
+                return False  # into a container or a total that comes from outside the function
+    return True
 
 
 def _at_home(scope: Scope, last: Event) -> Event | None:

@@ -12,7 +12,9 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
-from torchlint.analysis.semantics import DISPLAY, DISPLAY_METHOD, NUMERIC_MODULES, READING_CALLS
+from torchlint.analysis.semantics import (
+    DISPLAY, DISPLAY_METHOD, EXTENT_ATTRIBUTE, EXTENT_METHOD, NUMERIC_MODULES, READING_CALLS,
+)
 from torchlint.analysis.exprs import code_of, dotted, names_in, positional_params
 from torchlint.source.walk import walk
 from torchlint.analysis.vkind import VKind
@@ -86,7 +88,12 @@ back-propagates, or to a call the analysis cannot follow (what it does with them
 `torch.no_grad()` / `inference_mode()`; `loss.item()` / `.detach()` already; a model's forward that collects
 features of one call in a list; loops without a backward (evaluation code); the micro-batch outputs of one step,
 kept in a list the batch loop binds afresh (it never holds more than one step's graphs); a dict entry with a
-literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest value only).
+literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest value only); a result assembled
+slot by slot in one call (`q_vals[:, t] = q_t` in `for t in range(rewards.size(1))`, into a buffer the function
+binds outside its loops and returns): every loop around the store walks the positions of a tensor's dimension
+and indexes the slot it writes, so the buffer holds one value per position of a tensor the function was handed,
+and goes to the caller as data. A loop over a loader or a plain count, a slot that is not the position's, or a
+buffer kept on the object or only shown, is still reported.
 
 ```python
 running_loss = 0.0
@@ -128,6 +135,8 @@ for x, y in loader:
                         continue  # a number, a string, a detached tensor, or a value the analysis cannot see
                 if not _carried(scope, loop, e) or _escapes(model, scope, e.target) or _within_one_step(scope, loop, e):
                     continue
+                if _slot_per_position(scope, e):
+                    continue  # a result assembled position by position in one call, not a log across training
                 runs = _runs_while_kept(model, scope, e)
                 if runs is not None and runs <= FEW_ITERATIONS:
                     continue  # a test's mini-run: a bounded handful of graphs, freed with the container
@@ -333,6 +342,46 @@ def _same_key(e: Event) -> bool:
             return all(type(el.slice) is cst.Index and isinstance(el.slice.value, (
                 cst.SimpleString, cst.Integer, cst.Float)) for el in target.slice)
     return False
+
+
+def _slot_per_position(scope: Scope, e: Event) -> bool:
+    """`q_vals[:, t] = q_t` in `for t in reversed(range(rewards.size(1)))`: every loop around the store walks the
+    positions of a tensor's dimension and indexes the slot it writes, in a container the function binds once
+    (outside its loops) and returns. The function assembles its result position by position (as `torch.stack`
+    would), one value per position of a tensor it holds, and hands it to its caller: a per-call buffer whose size
+    the input bounds, not a log that grows with training."""
+    if e.variant is not AssignForm.ITEM or e.accumulates or not e.loops or not e.target or "." in e.target:
+        return False
+    walked = {_position_variable(node) for node in e.loops}
+    if None in walked:
+        return False
+    smalls = e.node.body if type(e.node) is cst.SimpleStatementLine else [e.node]
+    slots = [t.target.slice for small in smalls if type(small) is cst.Assign and small.value is e.value
+             for t in small.targets if type(t.target) is cst.Subscript and dotted(t.target.value) == e.target]
+    if not slots or any(not walked <= {n for el in slot for n in names_in(el.slice)} for slot in slots):
+        return False
+    binds = [a for a in scope.assignments(e.target) if a.rebinds]
+    if not binds or any(a.loops for a in binds):
+        return False
+    return any(e.target in names_in(r.value) for r in scope.own_returns() if r.value is not None)
+
+
+def _position_variable(loop: cst.CSTNode) -> str | None:
+    """The variable of `for t in range(x.size(d))` (or `reversed(...)` of it, or `x.shape[d]`), else None."""
+    if type(loop) is not cst.For or type(loop.target) is not cst.Name or type(loop.iter) is not cst.Call:
+        return None
+    it = loop.iter
+    if dotted(it.func) == "reversed" and len(it.args) == 1 and type(it.args[0].value) is cst.Call:
+        it = it.args[0].value
+    if dotted(it.func) != "range" or len(it.args) != 1 or it.args[0].keyword or it.args[0].star:
+        return None
+    bound = it.args[0].value
+    if type(bound) is cst.Call and type(bound.func) is cst.Attribute and bound.func.attr.value == EXTENT_METHOD:
+        extent = len(bound.args) == 1
+    else:
+        extent = (type(bound) is cst.Subscript and type(bound.value) is cst.Attribute
+                  and bound.value.attr.value == EXTENT_ATTRIBUTE)
+    return loop.target.value if extent else None
 
 
 def _within_one_step(scope: Scope, loop: Loop, e: Event) -> bool:

@@ -12,7 +12,9 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
-from torchlint.analysis.exprs import code_of
+from torchlint.analysis.exprs import code_of, dotted, names_in
+from torchlint.analysis.semantics import LAST_LR_METHOD, LR_KEY, PARAM_GROUPS
+from torchlint.source.walk import walk
 from torchlint.analysis.names import role_suffix
 from torchlint.diagnostic import Fix
 from torchlint.fixes import movable, move_after
@@ -78,6 +80,19 @@ of another file) that steps the optimizer; the message names that function's fil
 stepped after its own optimizer's batch loop and before another optimizer's (GAN); `if epoch > 0:
 scheduler.step()` at the top of the epoch.
 
+A scheduler of the project's own class that derives from nothing outside its file (`class CycleScheduler:`, or
+`(object)`, or a base of the same file that does the same) and writes the learning rate into the optimizer's param
+groups itself (`group["lr"] = lr`): its `step()` sets the rate for the step about to run. Every binding of the
+stepped name (followed into the callers of the file for a parameter; `None` aside) must build such a class, of
+this file or, with project analysis, of the file it is imported from. A subclass of a torch scheduler, a plain
+wrapper that sets no rate itself (it may step a torch scheduler it holds), a factory, or any binding not known is
+still reported.
+
+An LR range test: each iteration records the rate the optimizer applied (`rates.append(optimizer.param_groups[0]
+["lr"])`, or `get_last_lr()`) and the loop leaves with `break` when the loss it back-propagates diverges (`if
+torch.isnan(loss): break`). What it measures is each (rate, loss) pair as recorded, so stepping the sweep first
+only starts it one factor higher. A loop that only shows the rate, or stops on a count, is still reported.
+
 ```python
 for epoch in range(epochs):
     for x, y in loader:
@@ -114,6 +129,8 @@ for epoch in range(epochs):
                 later = [s for s in later if _guards(s, level) == own]
                 if not later:
                     continue
+                if _range_test(loop) or _not_torchs(model, sched):
+                    continue  # a sweep that measures the rates, or a scheduler PyTorch's order does not bind
                 opt = later[0]
                 before = f"`{code_of(opt.node)}`{where(opt)}"
                 if opt.kind is EventKind.RUN:
@@ -136,6 +153,82 @@ for epoch in range(epochs):
                     f"after the optimizer",
                     _fix(loop, sched, opt) if set(sched.guards) == set(opt.guards) else None,
                 )
+
+
+def _not_torchs(model: FileModel, sched: Event) -> bool:
+    """The scheduler is an object of the project's own class that derives from nothing outside its file and sets
+    the rate itself (`class CycleScheduler:` whose `step()` writes `group["lr"]` for the coming step), in every
+    binding of the stepped name (`None` aside): not a `torch.optim.lr_scheduler` scheduler, so PyTorch's order
+    does not apply to it."""
+    values = model.bound_values(model.scope_of(sched), sched.target)
+    if not values:
+        return False
+    built = [v for v in values if not (type(v) is cst.Name and v.value == "None")]
+    return bool(built) and all(
+        type(v) is cst.Call and (name := dotted(v.func)) is not None and model.receivers.rate_setter(name)
+        for v in built
+    )
+
+
+def _range_test(loop: Loop) -> bool:
+    """An LR range test: each iteration keeps the learning rate the optimizer applied (`lrs.append(
+    optimizer.param_groups[0]["lr"])`), and the loop stops when the loss it back-propagates diverges (`if
+    torch.isnan(loss): break`). The sweep's result is the (rate, loss) pairs as recorded, so a scheduler stepped
+    first only starts the sweep one factor later: no rate of a schedule is skipped in training."""
+    losses = {n for b in loop.of(EventKind.BACKWARD) if b.value is not None for n in names_in(b.value)}
+    if not losses:
+        return False
+    scope = loop.scope
+    recorded = False
+    for e in loop.of(EventKind.APPEND):
+        if e.scope is not scope.node or e.value is None:
+            continue
+        values = [e.value]
+        if type(e.value) is cst.Name:
+            values += [d.value for d in scope.reaching(e.value.value, e)[0] if d.value is not None]
+        if any(_applied_rate(v) for v in values):
+            recorded = True
+            break
+    return recorded and any(names_in(test) & losses for test in _break_tests(loop.node))
+
+
+def _applied_rate(expr: cst.CSTNode) -> bool:
+    """`optimizer.param_groups[0]["lr"]` or `scheduler.get_last_lr()` is read in `expr`."""
+    for node in walk(expr):
+        if type(node) is cst.Subscript and len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index:
+            key = node.slice[0].slice.value
+            if (type(key) is cst.SimpleString and key.evaluated_value == LR_KEY
+                    and any(type(n) is cst.Attribute and n.attr.value == PARAM_GROUPS for n in walk(node.value))):
+                return True
+        if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == LAST_LR_METHOD:
+            return True
+    return False
+
+
+def _break_tests(loop: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The tests of the `if`s whose body leaves this loop with `break` (not an inner loop's, nor a nested
+    function's)."""
+    out: list[cst.BaseExpression] = []
+
+    def visit(node: cst.CSTNode, tests: tuple[cst.BaseExpression, ...]) -> None:
+        kind = type(node)
+        if kind in (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            return
+        if kind is cst.Break:
+            out.extend(tests)
+        elif isinstance(node, cst.If):
+            inner = (*tests, node.test)  # an `else:` / `elif` that breaks is decided by the same test
+            visit(node.body, inner)
+            if node.orelse is not None:
+                visit(node.orelse, inner)
+        else:
+            for child in node.children:
+                visit(child, tests)
+
+    body = getattr(loop, "body", None)
+    if body is not None:
+        visit(body, ())
+    return out
 
 
 def _guards(e: Event, level: int) -> frozenset:
@@ -172,7 +265,7 @@ def _wrappers(model: FileModel) -> Iterator[Finding]:
             later = [s for s in _scheduled(model, sched, steps)
                      if set(s.guards) == set(sched.guards) and scope.may_follow(sched, s)
                      and not scope.may_follow(s, sched)]
-            if not later:
+            if not later or _not_torchs(model, sched):
                 continue
             opt = later[0]
             yield Finding(
