@@ -272,6 +272,20 @@ POSITIVE = {
         """,
         [(4, 39)],
     ),
+    # -- the result of a criterion's call, detached (its kind unknown: known by the function it calls) ------
+    "criterion_call_detached": (
+        """
+        for imgs, labels in loader:
+            s_feat, logits = student(imgs)
+            t_feat, _ = teacher(imgs)
+            distill = feature_crit(s_feat, t_feat).detach() * cfg.weight
+            total = head_criterion(logits, labels) + distill
+            total.backward()
+            opt.step()
+            opt.zero_grad()
+        """,
+        [(5, 15)],
+    ),
 }
 
 NEGATIVE = {
@@ -422,6 +436,27 @@ NEGATIVE = {
             aux_loss = crit(model.aux(x), y)
             loss = crit(model(x), y) + aux_loss.cpu().float()
             loss.backward()
+        """,
+    "criterion_call_detached_as_a_weight": """
+        for imgs, labels in loader:
+            s_feat, logits = student(imgs)
+            ratio = feature_crit(s_feat, s_feat.roll(1, 0)).detach()
+            total = head_criterion(logits, labels) * ratio
+            total.backward()
+        """,
+    "criterion_call_detached_only_logged": """
+        for imgs, labels in loader:
+            logits = student(imgs)
+            total = head_criterion(logits, labels)
+            shown = head_criterion(logits, labels).detach()
+            total.backward()
+            log(shown)
+        """,
+    "non_loss_call_detached_in_a_sum": """
+        for imgs, labels in loader:
+            logits = student(imgs)
+            total = head_criterion(logits, labels) + centre(logits).detach().mean()
+            total.backward()
         """,
 }
 

@@ -106,7 +106,8 @@ kind (`log_prob * (log_prob - baseline).detach()`, the score-function estimator)
 
 ## Limits
 Only terms are checked, through arithmetic, sums and stacks; the detached value must be known to carry a graph
-(its kind), or be named like a loss when its kind is unknown. Losses returned by a helper in a tuple are not
+(its kind), or, when its kind is unknown, be named like a loss or be the result of a call of a criterion or loss
+function (`feature_crit(s, t).detach()`). Losses returned by a helper in a tuple are not
 followed into the helper.
 """
 
