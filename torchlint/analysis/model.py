@@ -242,6 +242,9 @@ class FileModel:
                         out.extend(self._place_external(scope, e, found))
                         continue
                 if callee is None:
+                    if e.variant is CallVia.MODULE and self.project is not None and self.project.inert(e.callee or ""):
+                        self.resolved_calls.add(id(e.node))  # known to leave gradients as they are
+                        continue
                     if e.variant in (CallVia.CLOSURE, CallVia.MODULE, CallVia.OBJECT):
                         # `scaler.step(opt)`: the argument was not a closure after all; `utils.f(...)` that is not
                         # a function of the project: a method call like any other (Loop.handed_to_unknown)

@@ -81,6 +81,13 @@ def is_callable_name(name: str) -> bool:
     return _CALLABLE_NAME.search(name.rsplit(".", 1)[-1].lower()) is not None
 
 
+def is_criterion_name(name: str) -> bool:
+    """A name that holds a criterion or loss function (`loss_fn`, `criterion`, `self.loss_func`): calling it computes
+    a loss from its arguments."""
+    last = name.rsplit(".", 1)[-1].lower()
+    return is_callable_name(last) and any(w in last for w in ("loss", "criterion", "crit"))
+
+
 def is_module_name(name: str) -> bool:
     last = name.rsplit(".", 1)[-1].lower()
     return _MODULE_NAME.match(last) is not None and _VERB_PREFIX.match(last) is None
