@@ -201,9 +201,41 @@ POSITIVE = {
         """,
         [(10, 13)],
     ),
+    "closure_from_a_factory_bound_to_a_name": (
+        """
+        class Fitter:
+            def closure_for(self, x, y):
+                def evaluate():
+                    err = F.mse_loss(self.net(x), y)
+                    err.backward()
+                    return err
+                return evaluate
+
+            def fit(self, loader):
+                for x, y in loader:
+                    evaluate = self.closure_for(x, y)
+                    self.optimizer.step(evaluate)
+        """,
+        [(13, 13)],
+    ),
 }
 
 NEGATIVE = {
+    "closure_from_a_factory_bound_to_a_name_clears": """
+        class Fitter:
+            def closure_for(self, x, y):
+                def evaluate():
+                    self.optimizer.zero_grad()
+                    err = F.mse_loss(self.net(x), y)
+                    err.backward()
+                    return err
+                return evaluate
+
+            def fit(self, loader):
+                for x, y in loader:
+                    evaluate = self.closure_for(x, y)
+                    self.optimizer.step(evaluate)
+        """,
     "closure_from_a_factory_that_clears": """
         def make_closure(model, optimizer, x, y):
             def closure():

@@ -34,7 +34,8 @@ A loop that calls an optimizer's `step()` (or `scaler.step(optimizer)`) after a 
 loop clears that optimizer's gradients: no `optimizer.zero_grad()`, no `model.zero_grad()` of a model it
 optimizes, no `p.grad = None` / `p.grad.zero_()`, also looking into closures (`optimizer.step(closure)`, \
 or the one closure a function or method of the file
-builds and returns: `optimizer.step(self.make_closure(x, y))`) and
+builds and returns: `optimizer.step(self.make_closure(x, y))`, or `closure = self.make_closure(x, y)` then
+`optimizer.step(closure)`) and
 helper functions called from the loop: of the same file, and, with project analysis (the command, pre-commit;
 flake8 and the editor once the command has cached them), functions imported from other files of the project and
 methods inherited from base classes there, and methods of objects whose class is known (`trainer =
