@@ -286,9 +286,64 @@ POSITIVE = {
         """,
         [(5, 15)],
     ),
+    # -- losses copied into a new tensor: `torch.tensor(list_of_losses)` ---------------------------------------
+    "losses_copied_into_a_tensor_returned_by_forward": (
+        """
+        class Recommender(nn.Module):
+            def forward(self, feats):
+                extra_costs = []
+                for head in self.heads:
+                    feats, head_loss = head(feats)
+                    extra_costs.append(head_loss)
+                return self.out(feats), torch.mean(torch.tensor(extra_costs))
+        """,
+        [(8, 44)],
+    ),
+    "losses_copied_into_a_tensor_in_the_backpropagated_sum": (
+        """
+        for x, y in loader:
+            pred, rec_loss, kl_loss = vae(x)
+            total = crit(pred, y) + torch.Tensor([rec_loss, kl_loss]).to(dev).sum()
+            total.backward()
+        """,
+        [(4, 29)],
+    ),
 }
 
 NEGATIVE = {
+    "losses_copied_into_a_tensor_only_for_logging": """
+        history = []
+        for x, y in loader:
+            batch_loss = crit(model(x), y)
+            batch_loss.backward()
+            history.append(batch_loss)
+        print(torch.tensor(history).mean())
+        """,
+    "numbers_copied_into_a_tensor_in_the_sum": """
+        for x, y in loader:
+            seen = []
+            for part in parts:
+                seen.append(part_loss(model(x), part).item())
+            weights = torch.tensor(seen)
+            total = crit(model(x), y) + torch.tensor(seen).mean()
+            total.backward()
+        """,
+    "forward_returning_counts_in_a_tensor": """
+        class Tagger(nn.Module):
+            def forward(self, tokens):
+                lengths = []
+                for seq in tokens:
+                    lengths.append(len(seq))
+                return self.rnn(tokens), torch.tensor(lengths)
+        """,
+    "forward_of_a_plain_class_is_not_a_module": """
+        class Meter:
+            def forward(self, costs):
+                kept = []
+                for c in costs:
+                    kept.append(c.loss)
+                return torch.tensor(kept)
+        """,
     "helper_tuple_item_only_logged": """
         def compute_losses(out, y):
             ce = F.cross_entropy(out, y)

@@ -170,5 +170,7 @@ GRAD_RESCALING_TEXT = re.compile(r"multiply_grads|scale_grads|\.grad(?:\.data)?\
 FUNCTIONAL_MODULES = ("F", "nn.functional", "torch.nn.functional")
 # Calls that wrap a value in a new leaf tensor: with `requires_grad=True` the result has no graph behind it.
 TENSOR_REWRAPPERS = ("torch.tensor", "torch.as_tensor", "Variable", "torch.autograd.Variable")
+# Constructors that copy the values of a list into a new tensor (`torch.tensor(losses)`): no graph reaches it.
+LIST_TO_TENSOR = ("torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor", "torch.cuda.FloatTensor")
 # Reductions that keep a value's graph (`loss.mean()`).
 GRAPH_REDUCTIONS = ("mean", "sum")
