@@ -25,10 +25,12 @@ from torchlint.verify.signs import Sign
 DETACHING = re.compile(r"\.\s*(?:data\b|(?:item|detach|tolist)\s*\()|f(?<!\wf)loat\s*\(")  # (see rules.base on \b)
 # A cut: a detaching wrapper, or a list's values copied into a new tensor (`torch.tensor(losses)`).
 CUT = re.compile(DETACHING.pattern + r"|torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
-# Where a cut term can be trained on: a backward, or a module's forward, whose outputs the caller's loss is built from.
-TRAINED = re.compile(BACKWARD_CALL.pattern + r"|def(?<!\wdef)\s+forward\s*\(")
 DEF_FORWARD = re.compile(r"def(?<!\wdef)\s+forward\s*\(")
 LIST_TO_TENSOR_CALL = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
+# Where a cut term can be trained on: a backward, or a module's forward (whose outputs the caller's loss is built
+# from) that copies values into a new tensor. Both patterns hold in either case.
+BACKWARD_OR_FORWARD = re.compile(BACKWARD_CALL.pattern + "|" + DEF_FORWARD.pattern)
+BACKWARD_OR_COPY = re.compile(BACKWARD_CALL.pattern + "|" + LIST_TO_TENSOR_CALL.pattern)
 
 
 class DetachedLossTerm(Rule):
@@ -37,7 +39,7 @@ class DetachedLossTerm(Rule):
     summary = "a detached loss (.data, .item(), .detach(), float()) is added into the back-propagated loss"
     fix_safety = "unsafe"
     # A backward whose loss has a detached term (no loop needed: one backward is enough).
-    requires = (TRAINED, CUT)
+    requires = (BACKWARD_OR_FORWARD, BACKWARD_OR_COPY, CUT)
     scope_requires = (BACKWARD_CALL, CUT)
     # a module's forward that returns losses copied into a new tensor (`torch.tensor(aux_losses)`)
     scope_alternatives = ((DEF_FORWARD, LIST_TO_TENSOR_CALL),)
