@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from torchlint.analysis.prescan import Imported, acting, scan_imports
+from torchlint.analysis.prescan import Imported, acting, inert, scan_imports
 from torchlint.project import Project
 
 PROJECTS = ROOT / "tests" / "projects"
@@ -231,3 +231,20 @@ def test_only_definitions_that_may_act_are_exported():
         "class T:\n    def fit(self):\n        self.step_once()\n\n    def step_once(self):\n        self.opt.step()\n"
     )
     assert acting(text) == {"inner", "outer", "T.fit", "T.step_once"}  # a docstring is not code
+
+
+def test_inert_functions_touch_no_gradient_and_call_nothing_unknown():
+    text = (
+        "import math\nfrom lib import shrink\n\n"
+        "def clamp(opt, b):\n    for p in opt.param_groups[0]['params']:\n        p.grad.data.clamp_(-b, b)\n\n"
+        "def norm(opt):\n    return math.sqrt(sum(float(p.grad.norm()) for p in params_of(opt)))\n\n"
+        "def params_of(opt):\n    return [p for g in opt.param_groups for p in g['params']]\n\n"
+        "def wipe(opt):\n    for p in params_of(opt):\n        p.grad.data.zero_()\n\n"
+        "def refill(opt):\n    _fill(opt)\n\n"
+        "def _fill(opt):\n    for p in params_of(opt):\n        p.grad = torch.zeros_like(p)\n\n"
+        "def handed(opt):\n    shrink(opt)\n\n"
+        "class Clip:\n    def run(self, opt):\n        return opt\n"
+    )
+    # `math.sqrt` is a method-style call (allowed); `wipe` writes a .grad; `refill` through a helper; `handed`
+    # calls a library; a class's methods are not judged
+    assert inert(text) == {"clamp", "norm", "params_of"}
