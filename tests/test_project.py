@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from torchlint.analysis.prescan import Imported, acting, scan_imports
+from torchlint.analysis.prescan import Imported, acting, inert, scan_imports
 from torchlint.project import Project
 
 PROJECTS = ROOT / "tests" / "projects"
@@ -77,9 +77,17 @@ def _lines(stdout: str) -> list[str]:
 def _matches(found: list[str], expected: list[str]) -> bool:
     return len(found) == len(expected) and all(f.startswith(e) for f, e in zip(found, expected))
 
+INERT_HELPERS = [
+    # `gradtools.clamp_grads(sgd, 1.0)` and `gradtools.grad_norm(sgd)`: functions of the project that touch no
+    # gradient's value beyond clamping it, so the optimizer handed to them is not cleared (cleared.py: a helper
+    # that zeroes `p.grad.data`, one that fills through a helper of its file, one that hands it to a library)
+    "main.py:12:9: TL004 [unsafe fix] `sgd.step()` runs in a loop that never clears `sgd`'s gradients",
+]
+
 
 @pytest.mark.parametrize("name, expected", [("engine_split", ENGINE_SPLIT), ("trainer_base", TRAINER_BASE),
-                                            ("nested_run", NESTED_RUN), ("object_calls", OBJECT_CALLS)])
+                                            ("nested_run", NESTED_RUN), ("object_calls", OBJECT_CALLS),
+                                            ("inert_helpers", INERT_HELPERS)])
 def test_cli_follows_calls_into_other_files(tmp_path, run_cli, name, expected):
     project = _copy(name, tmp_path)
     r = run_cli("-q", "--no-cache", ".", cwd=project)
@@ -88,7 +96,7 @@ def test_cli_follows_calls_into_other_files(tmp_path, run_cli, name, expected):
     assert r.returncode == 1
 
 
-@pytest.mark.parametrize("name", ["engine_split", "trainer_base", "nested_run", "object_calls"])
+@pytest.mark.parametrize("name", ["engine_split", "trainer_base", "nested_run", "object_calls", "inert_helpers"])
 def test_each_file_alone_finds_none_of_them(tmp_path, run_cli, name):
     """The negative half: without the other files, every call above is unknown and torchlint stays silent
     (the negatives in the projects: a helper that zeroes, a zero_grad before the call, a scheduler after the
@@ -237,3 +245,20 @@ def test_a_scheduler_of_the_projects_own_plain_class_is_not_held_to_pytorchs_ord
     alone = _lines(run_cli("-q", "--no-cache", "--no-project", ".", cwd=project).stdout)
     assert sorted(line.split(" ", 1)[0] for line in alone) == [
         "cycle.py:11:13:", "delegate.py:10:9:", "warmup.py:10:9:"], alone
+
+
+def test_inert_functions_touch_no_gradient_and_call_nothing_unknown():
+    text = (
+        "import math\nfrom lib import shrink\n\n"
+        "def clamp(opt, b):\n    for p in opt.param_groups[0]['params']:\n        p.grad.data.clamp_(-b, b)\n\n"
+        "def norm(opt):\n    return math.sqrt(sum(float(p.grad.norm()) for p in params_of(opt)))\n\n"
+        "def params_of(opt):\n    return [p for g in opt.param_groups for p in g['params']]\n\n"
+        "def wipe(opt):\n    for p in params_of(opt):\n        p.grad.data.zero_()\n\n"
+        "def refill(opt):\n    _fill(opt)\n\n"
+        "def _fill(opt):\n    for p in params_of(opt):\n        p.grad = torch.zeros_like(p)\n\n"
+        "def handed(opt):\n    shrink(opt)\n\n"
+        "class Clip:\n    def run(self, opt):\n        return opt\n"
+    )
+    # `math.sqrt` is a method-style call (allowed); `wipe` writes a .grad; `refill` through a helper; `handed`
+    # calls a library; a class's methods are not judged
+    assert inert(text) == {"clamp", "norm", "params_of"}

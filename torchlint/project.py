@@ -32,7 +32,7 @@ from typing import Literal
 from torchlint.analysis.exports import compute_exports
 from torchlint.analysis.foreign import Exports, Resolved, event_text
 from torchlint.analysis.prescan import (
-    CLASS_BASES, CLASS_LINE, EVENT_BYTES, EVENT_TEXT, OBJECT_CALL, SELF_CALL, Imported, acting,
+    CLASS_BASES, CLASS_LINE, EVENT_BYTES, EVENT_TEXT, OBJECT_CALL, SELF_CALL, Imported, acting, inert,
     scan_imports,
 )
 from torchlint.analysis.semantics import LR_KEY, MODULE_BASES
@@ -56,6 +56,7 @@ class Project:
         self._texts: dict[Path, tuple[str, str] | None] = {}
         self._exports: dict[str, Exports | None] = {}  # by content hash
         self._acting: dict[str, frozenset[str]] = {}  # by content hash: `acting`
+        self._inert: dict[str, frozenset[str]] = {}  # by content hash: `inert`
         self._eventful: dict[Path, bool] = {}  # has_events
         self._any: dict[Path, bool] = {}  # may_act_any
         self._modules: dict[tuple[str, str, int], Path | None] = {}  # module_file
@@ -186,6 +187,17 @@ class Project:
             found = self._any[path] = self.has_events(path) and bool(self._acting_of(path))
         return found
 
+    def inert(self, path: Path, name: str) -> bool:
+        """Is `name` a function of this file that can neither act nor clear gradients (`prescan.inert`)?"""
+        got = self.text(path)
+        if got is None:
+            return False
+        text, digest = got
+        found = self._inert.get(digest)
+        if found is None:
+            found = self._inert[digest] = inert(text)
+        return name in found
+
     def _acting_of(self, path: Path) -> frozenset[str]:
         text, digest = self._texts[path]  # type: ignore[misc]  # every caller found the text first: not None
         found = self._acting.get(digest)
@@ -282,6 +294,9 @@ def _class_text(text: str, cls: str) -> str:
     return text[start.start():end.start() if end is not None else len(text)]
 
 
+_STEP_TEXT = re.compile(r"\.\s*step\s*\(")
+
+
 def _tried(folder: str, parts: list[str]) -> tuple[str, ...]:
     """The files `module_file` looks for in `folder` for the module's last part (`parts`), in its order."""
     if not parts:
@@ -305,6 +320,23 @@ class ProjectView:
         self._dir = os.path.dirname(str(file))
 
     def relevant(self, text: str) -> bool:
+        """Does the file call (or inherit) something of a project file that holds events, or, where it steps
+        an optimizer, a function of a project module that cannot touch gradients (`utils.clip(optimizer, 5)`:
+        known not to clear them)?"""
+        return self._acting_calls(text) or self._inert_calls(text)
+
+    def _inert_calls(self, text: str) -> bool:
+        if _STEP_TEXT.search(text) is None:
+            return False
+        modules = sorted(self.modules(), key=len, reverse=True)
+        if not modules:
+            return False
+        alternatives = "|".join(re.escape(m) for m in modules)
+        pattern = re.compile(rf"(?<![\w.])(?:{alternatives})(?:\s*\.\s*[A-Za-z_]\w*)+(?=\s*\()")
+        return any(self.inert(name) for name in sorted({re.sub(r"\s+", "", m.group(0))
+                                                        for m in pattern.finditer(text)}))
+
+    def _acting_calls(self, text: str) -> bool:
         """Does the file call (or inherit) something of a project file that holds events? Also gathers the
         callees' event text for the prefilter. Only names bound to files whose text can hold events are looked
         for in the file's text: the rest of the imports cost a dictionary lookup."""
@@ -435,6 +467,20 @@ class ProjectView:
         if exports is None or name not in exports.functions:
             return None
         return Resolved(exports.functions[name], self.project.display(path), name)
+
+    def inert(self, dotted: str) -> bool:
+        """Does `dotted(...)` call a function of another project file that can neither act nor clear gradients
+        (`utils.clip_gradient(optimizer, 5)`)?"""
+        head, _, rest = dotted.partition(".")
+        imp = self.bound.get(head)
+        if imp is None:
+            return False
+
+        def compute() -> bool:
+            target = self._target(dotted)
+            return target is not None and not self.project.may_act(*target) and self.project.inert(*target)
+
+        return bool(self._memo(("inert", self._dir, imp, rest), compute))
 
     def method(self, bases: list[str], name: str) -> Resolved | None:
         """`self.name(...)` in a class with these bases (dotted, as written in this file): the method of a base

@@ -162,6 +162,25 @@ POSITIVE = {
         """,
         [(7, 9)],
     ),
+    # -- a closure a factory method builds, bound to a name and handed to `step` ------------------------------
+    "closure_from_a_factory_bound_to_a_name": (
+        """
+        class Inverter:
+            def build(self, opt, guess):
+                def evaluate():
+                    opt.zero_grad()
+                    gap = self.metric(self.victim(guess), self.target)
+                    gap.backward(retain_graph=True)
+                    return gap
+                return evaluate
+
+            def run(self, opt, guess, rounds):
+                for _ in range(rounds):
+                    evaluate = self.build(opt, guess)
+                    opt.step(evaluate)
+        """,
+        [(7, 13)],
+    ),
 }
 
 NEGATIVE = {
@@ -282,6 +301,35 @@ NEGATIVE = {
                 optimizer.zero_grad()
                 loss.backward(retain_graph=True)
                 optimizer.step()
+        """,
+    "closure_from_a_factory_without_retain": """
+        class Inverter:
+            def build(self, opt, guess):
+                def evaluate():
+                    opt.zero_grad()
+                    gap = self.metric(self.victim(guess), self.target)
+                    gap.backward()
+                    return gap
+                return evaluate
+
+            def run(self, opt, guess, rounds):
+                for _ in range(rounds):
+                    evaluate = self.build(opt, guess)
+                    opt.step(evaluate)
+        """,
+    "closure_name_bound_to_two_factories": """
+        class Inverter:
+            def build(self, opt, guess):
+                def evaluate():
+                    gap = self.metric(self.victim(guess), self.target)
+                    gap.backward(retain_graph=True)
+                    return gap
+                return evaluate
+
+            def run(self, opt, guess, rounds, other):
+                for _ in range(rounds):
+                    evaluate = self.build(opt, guess) if other is None else other.build(opt)
+                    opt.step(evaluate)
         """,
 }
 

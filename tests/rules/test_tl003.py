@@ -272,9 +272,78 @@ POSITIVE = {
         """,
         [(4, 39)],
     ),
+    # -- the result of a criterion's call, detached (its kind unknown: known by the function it calls) ------
+    "criterion_call_detached": (
+        """
+        for imgs, labels in loader:
+            s_feat, logits = student(imgs)
+            t_feat, _ = teacher(imgs)
+            distill = feature_crit(s_feat, t_feat).detach() * cfg.weight
+            total = head_criterion(logits, labels) + distill
+            total.backward()
+            opt.step()
+            opt.zero_grad()
+        """,
+        [(5, 15)],
+    ),
+    # -- losses copied into a new tensor: `torch.tensor(list_of_losses)` ---------------------------------------
+    "losses_copied_into_a_tensor_returned_by_forward": (
+        """
+        class Recommender(nn.Module):
+            def forward(self, feats):
+                extra_costs = []
+                for head in self.heads:
+                    feats, head_loss = head(feats)
+                    extra_costs.append(head_loss)
+                return self.out(feats), torch.mean(torch.tensor(extra_costs))
+        """,
+        [(8, 44)],
+    ),
+    "losses_copied_into_a_tensor_in_the_backpropagated_sum": (
+        """
+        for x, y in loader:
+            pred, rec_loss, kl_loss = vae(x)
+            total = crit(pred, y) + torch.Tensor([rec_loss, kl_loss]).to(dev).sum()
+            total.backward()
+        """,
+        [(4, 29)],
+    ),
 }
 
 NEGATIVE = {
+    "losses_copied_into_a_tensor_only_for_logging": """
+        history = []
+        for x, y in loader:
+            batch_loss = crit(model(x), y)
+            batch_loss.backward()
+            history.append(batch_loss)
+        print(torch.tensor(history).mean())
+        """,
+    "numbers_copied_into_a_tensor_in_the_sum": """
+        for x, y in loader:
+            seen = []
+            for part in parts:
+                seen.append(part_loss(model(x), part).item())
+            weights = torch.tensor(seen)
+            total = crit(model(x), y) + torch.tensor(seen).mean()
+            total.backward()
+        """,
+    "forward_returning_counts_in_a_tensor": """
+        class Tagger(nn.Module):
+            def forward(self, tokens):
+                lengths = []
+                for seq in tokens:
+                    lengths.append(len(seq))
+                return self.rnn(tokens), torch.tensor(lengths)
+        """,
+    "forward_of_a_plain_class_is_not_a_module": """
+        class Meter:
+            def forward(self, costs):
+                kept = []
+                for c in costs:
+                    kept.append(c.loss)
+                return torch.tensor(kept)
+        """,
     "helper_tuple_item_only_logged": """
         def compute_losses(out, y):
             ce = F.cross_entropy(out, y)
@@ -422,6 +491,27 @@ NEGATIVE = {
             aux_loss = crit(model.aux(x), y)
             loss = crit(model(x), y) + aux_loss.cpu().float()
             loss.backward()
+        """,
+    "criterion_call_detached_as_a_weight": """
+        for imgs, labels in loader:
+            s_feat, logits = student(imgs)
+            ratio = feature_crit(s_feat, s_feat.roll(1, 0)).detach()
+            total = head_criterion(logits, labels) * ratio
+            total.backward()
+        """,
+    "criterion_call_detached_only_logged": """
+        for imgs, labels in loader:
+            logits = student(imgs)
+            total = head_criterion(logits, labels)
+            shown = head_criterion(logits, labels).detach()
+            total.backward()
+            log(shown)
+        """,
+    "non_loss_call_detached_in_a_sum": """
+        for imgs, labels in loader:
+            logits = student(imgs)
+            total = head_criterion(logits, labels) + centre(logits).detach().mean()
+            total.backward()
         """,
 }
 

@@ -170,9 +170,72 @@ POSITIVE = {
         """,
         [(8, 9)],
     ),
+    # -- a clearing on the other arm of a condition fixed for the whole loop ---------------------------------
+    "zero_grad_only_on_the_mixed_precision_arm": (
+        """
+        for images, labels in loader:
+            loss = crit(net(images), labels)
+            if cfg.use_amp:
+                opt.zero_grad()
+                grad_scaler.scale(loss).backward()
+                grad_scaler.step(opt)
+                grad_scaler.update()
+            else:
+                loss.backward()
+                opt.step()
+        """,
+        [(11, 9)],
+    ),
+    # -- unresolved methods of a base class that cannot clear: a context's factory, a criterion attribute ------
+    "unresolved_context_and_criterion_of_a_base": (
+        """
+        class Finetune(ExternalRecipe):
+            def fit(self, loader):
+                self.opt.zero_grad()
+                for batch in loader:
+                    with self.precision_context():
+                        pred = self.net(batch["x"])
+                        loss = self.loss_fn(pred, batch["y"])
+                    loss.backward()
+                    self.opt.step()
+        """,
+        [(10, 13)],
+    ),
+    "closure_from_a_factory_bound_to_a_name": (
+        """
+        class Fitter:
+            def closure_for(self, x, y):
+                def evaluate():
+                    err = F.mse_loss(self.net(x), y)
+                    err.backward()
+                    return err
+                return evaluate
+
+            def fit(self, loader):
+                for x, y in loader:
+                    evaluate = self.closure_for(x, y)
+                    self.optimizer.step(evaluate)
+        """,
+        [(13, 13)],
+    ),
 }
 
 NEGATIVE = {
+    "closure_from_a_factory_bound_to_a_name_clears": """
+        class Fitter:
+            def closure_for(self, x, y):
+                def evaluate():
+                    self.optimizer.zero_grad()
+                    err = F.mse_loss(self.net(x), y)
+                    err.backward()
+                    return err
+                return evaluate
+
+            def fit(self, loader):
+                for x, y in loader:
+                    evaluate = self.closure_for(x, y)
+                    self.optimizer.step(evaluate)
+        """,
     "closure_from_a_factory_that_clears": """
         def make_closure(model, optimizer, x, y):
             def closure():
@@ -324,6 +387,69 @@ NEGATIVE = {
         for x in loader:
             trainer.train_step(x)
             trainer.clear()
+        """,
+    "zero_grad_on_both_arms": """
+        for images, labels in loader:
+            loss = crit(net(images), labels)
+            if cfg.use_amp:
+                opt.zero_grad()
+                grad_scaler.scale(loss).backward()
+                grad_scaler.step(opt)
+                grad_scaler.update()
+            else:
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        """,
+    "zero_grad_on_an_arm_the_loop_alternates": """
+        for it, (images, labels) in enumerate(loader):
+            if it % 2 == 0:
+                opt.zero_grad()
+            else:
+                loss = crit(net(images), labels)
+                loss.backward()
+                opt.step()
+        """,
+    "zero_grad_on_an_arm_a_flag_of_the_loop_chooses": """
+        fresh = True
+        for images, labels in loader:
+            if fresh:
+                opt.zero_grad()
+                fresh = False
+            else:
+                crit(net(images), labels).backward()
+                opt.step()
+                fresh = True
+        """,
+    "zero_grad_before_the_branch": """
+        for images, labels in loader:
+            opt.zero_grad()
+            loss = crit(net(images), labels)
+            if cfg.use_amp:
+                grad_scaler.scale(loss).backward()
+                grad_scaler.step(opt)
+                grad_scaler.update()
+            else:
+                loss.backward()
+                opt.step()
+        """,
+    "unresolved_plain_method_of_a_base_may_clear": """
+        class Finetune(ExternalRecipe):
+            def fit(self, loader):
+                for batch in loader:
+                    self.before_batch()
+                    with self.precision_context():
+                        loss = self.loss_fn(self.net(batch["x"]), batch["y"])
+                    loss.backward()
+                    self.opt.step()
+        """,
+    "unresolved_method_result_used_may_clear": """
+        class Finetune(ExternalRecipe):
+            def fit(self, loader):
+                for batch in loader:
+                    loss = self.compute(batch)
+                    loss.backward()
+                    self.opt.step()
         """,
 }
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.events import Event, EventKind, ZeroGradOf
-from torchlint.analysis.exprs import code_of, modulo_divisor
+from torchlint.analysis.exprs import code_of, modulo_divisor, names_in
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
+from torchlint.source.walk import walk
 
 
 def clears(model: FileModel, opt: str, z: Event) -> bool:
@@ -22,6 +23,31 @@ def clears(model: FileModel, opt: str, z: Event) -> bool:
     # model.zero_grad(): clears the optimizer unless we know it optimizes other models.
     owned = model.symbols.optimizer_models.get(opt) or model.symbols.optimizer_models.get(opt.rsplit(".", 1)[-1])
     return not owned or target == "self" or any(_related(target, m) for m in owned)
+
+
+def reaches_step(loop: Loop, z: Event, step: Event) -> bool:
+    """Does the clearing `z` run in the iterations that run `step`? Not when they sit on exclusive arms that a
+    condition fixed for the whole loop chooses (`if args.amp: optimizer.zero_grad(); scaler.step(optimizer)` /
+    `else: optimizer.step()`): the other arm then never clears. A condition the loop may change (`if i == 0:`,
+    a call, an `except`) may take the clearing arm in other iterations: it reaches."""
+    if loop.node is None or not loop.scope.exclusive(z, step):
+        return True
+    mine = {(id(g.test), g.negated): g for g in z.guards_within(loop.node)}
+    theirs = {(id(g.test), g.negated): g for g in step.guards_within(loop.node)}
+    split = [g for k, g in mine.items() if k not in theirs] + [g for k, g in theirs.items() if k not in mine]
+    if not split:
+        return True
+    changed = {e.target for e in loop.events if e.kind is EventKind.ASSIGN and e.target}
+    if type(loop.node) is cst.For:
+        changed |= names_in(loop.node.target)
+    for g in split:
+        test = g.test
+        if not isinstance(test, cst.BaseExpression) or any(type(n) is cst.Call for n in walk(test)):
+            return True
+        names = names_in(test)
+        if not names or names & changed:
+            return True
+    return False
 
 
 def _related(a: str, b: str) -> bool:

@@ -75,6 +75,11 @@ class ProjectLookup(Protocol):
         """The function of another project file that a call of `dotted` reaches, if any."""
         ...
 
+    def inert(self, dotted: str) -> bool:
+        """Does a call of `dotted` reach a function of another project file that can neither act nor clear
+        gradients?"""
+        ...
+
     def method(self, bases: list[str], name: str) -> Resolved | None:
         """The method `name` that a class with these bases inherits from another project file, if any."""
         ...

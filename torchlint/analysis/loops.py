@@ -10,6 +10,7 @@ import libcst as cst
 from torchlint.analysis.events import AssignForm, CallVia, Event, EventKind
 from torchlint.analysis.exprs import dotted
 from torchlint.analysis.scopes import Scope
+from torchlint.analysis.semantics import is_criterion_name, is_module_name
 from torchlint.analysis.walker import tracked_call
 from torchlint.source.walk import calls_in_evaluation_order
 
@@ -87,7 +88,7 @@ class Loop:
         of `self` runs): what that call does with it is not known."""
         last = name.rsplit(".", 1)[-1]
         opaque = self.of(EventKind.OPAQUE)
-        if name.startswith("self.") and any((e.callee or "").startswith("self.") for e in opaque):
+        if name.startswith("self.") and any((e.callee or "").startswith("self.") and _may_clear(e) for e in opaque):
             return True
         if any(e.variant is CallVia.EXTERNAL and e.target is not None
                and (e.target == name or e.target.rsplit(".", 1)[-1] == last) for e in opaque):
@@ -123,3 +124,13 @@ class Loop:
     def outermost(self) -> bool:
         """Not nested in another loop of the same function."""
         return self.events[0].loops[0] is self.node if self.events else True
+
+
+def _may_clear(e: Event) -> bool:
+    """Can the unresolved call of `e` clear gradients? Not a context manager's factory (`with
+    self.train_context(ctx):` enters and leaves a context), nor a criterion or a model an attribute holds (`loss =
+    self.loss_fn(pred, y)`, `self.net(x)`: it computes a loss, runs a forward)."""
+    if type(e.stmt) is cst.With and any(item.item is e.node for item in e.stmt.items):
+        return False
+    callee = e.callee or ""
+    return not (callee.count(".") == 1 and (is_criterion_name(callee) or is_module_name(callee)))

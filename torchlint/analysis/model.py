@@ -241,6 +241,17 @@ class FileModel:
             return None
         return self._by_node.get(nested.pop())
 
+    def _named_closure(self, caller: Scope, name: str) -> Scope | None:
+        """`closure = self.make_closure(x, y)` then `optimizer.step(closure)`: the closure a factory of the file
+        returns, when every assignment of the name in the caller is a call of that one factory."""
+        made = {dotted(a.value.func) for a in caller.raw
+                if a.kind is EventKind.ASSIGN and a.target == name and type(a.value) is cst.Call}
+        if len(made) != 1 or any(a.kind is EventKind.ASSIGN and a.target == name and type(a.value) is not cst.Call
+                                 for a in caller.raw):
+            return None
+        factory = made.pop()
+        return self._made_closure(caller, factory) if factory is not None else None
+
     def _detached_through_loop_variable(self, scope: Scope, reset: Event) -> list[Event]:
         """`for s in state: s.detach_()` detaches the tensors of `state` in place: a RESET of `state` too."""
         out = []
@@ -287,12 +298,17 @@ class FileModel:
                         continue  # `scaler.step(self.get_optimizer())`: not a closure the file builds
                 else:
                     callee = self.resolve(scope, e.callee or "")
+                    if callee is None and e.variant is CallVia.CLOSURE:
+                        callee = self._named_closure(scope, e.callee or "")
                 if callee is None and self.project is not None and e.variant is not CallVia.CLOSURE:
                     found = self.external(scope, e.callee or "")
                     if found is not None:
                         out.extend(self._place_external(scope, e, found))
                         continue
                 if callee is None:
+                    if e.variant is CallVia.MODULE and self.project is not None and self.project.inert(e.callee or ""):
+                        self.resolved_calls.add(id(e.node))  # known to leave gradients as they are
+                        continue
                     if e.variant in (CallVia.CLOSURE, CallVia.MODULE, CallVia.OBJECT):
                         # `scaler.step(opt)`: the argument was not a closure after all; `utils.f(...)` that is not
                         # a function of the project: a method call like any other (Loop.handed_to_unknown)

@@ -96,6 +96,25 @@ def acting(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+def inert(text: str) -> frozenset[str]:
+    """The top-level functions of a file that can neither act nor clear gradients: no event text and no write to
+    a `.grad` (`p.grad.data.zero_()`) in their code or in the code of the file's functions they call, and no call
+    of a name the file does not define but the builtins that touch no gradient. A call of one (`utils.clip(opt,
+    5)`) is handed the optimizer and leaves its gradients as they are. Read from the text, like `acting`."""
+    index = _definitions(text)
+    out = set()
+    for name, piece in index.items():
+        if "." in name or not piece.lstrip().startswith(("def", "async")):
+            continue  # a class (or a method): only plain functions are judged
+        called = _called_names(piece) - {name}
+        if not called <= index.keys() | _HARMLESS_BUILTINS:
+            continue
+        pieces = [piece] + [index[c] for c in called if c in index]
+        if not any(EVENT_TEXT.search(p) or _GRAD_WRITE.search(p) for p in pieces):
+            out.add(name)
+    return frozenset(out)
+
+
 def _definitions(text: str) -> dict[str, str]:
     """The text of each top-level function and class (`name`) and of each method (`Class.method`), split at lines
     by indentation: a cheap superset, only used to decide whether a file is worth parsing."""
@@ -143,6 +162,13 @@ def _called_names(text: str) -> set[str]:
     return {m.group(1) for m in _BARE_CALL.finditer(text)}
 
 
+# A write to a gradient besides the events' own text: `p.grad.data.zero_()`, `p.grad = torch.zeros_like(p)`.
+_GRAD_WRITE = re.compile(r"\.grad\b(?:\s*\.\s*data\b)?\s*(?:=(?!=)|\.\s*(?:zero_|fill_|detach_|mul_|copy_|set_)\s*\()"
+                         r"|zero_grad|set_to_none")
+_HARMLESS_BUILTINS = frozenset({
+    "print", "len", "range", "enumerate", "zip", "isinstance", "min", "max", "abs", "sum", "float", "int", "str",
+    "list", "dict", "tuple", "set", "sorted", "round", "getattr", "hasattr", "format", "any", "all", "map", "filter",
+})
 _TRIPLE = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
 _COMMENT = re.compile(r"#[^\n]*")
 CLASS_LINE = re.compile(r"(?m)^class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\)|(?=:))")  # `class C:` too: no bases

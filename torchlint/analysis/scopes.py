@@ -335,19 +335,17 @@ class Scope(RawScope):
         return False
 
     def is_loss(self, expr: cst.BaseExpression) -> bool:
-        """A value that is a training loss: named like one, or computed by a criterion / loss function."""
+        """A value that is a training loss: named like one, or computed by a criterion / loss function (also the
+        call itself: `criterion_at(s_feat, t_feat).detach()` detaches a loss)."""
+        if type(expr) is cst.Call:
+            return _calls_loss_function(expr)
         name = dotted(expr)
         if name is None:
             return False
         last = name.rsplit(".", 1)[-1].lower()
         if "loss" in last or "cost" in last or last in ("l", "nll", "objective"):
             return True
-        for e in self.assignments(name):
-            if type(e.value) is cst.Call:
-                func = (dotted(e.value.func) or "").lower()
-                if any(w in func for w in LOSS_FUNCTION_WORDS):
-                    return True
-        return False
+        return any(type(e.value) is cst.Call and _calls_loss_function(e.value) for e in self.assignments(name))
 
 
 def kills(e: Event) -> bool:
@@ -365,3 +363,9 @@ def innermost_common(a: tuple[cst.CSTNode, ...], b: tuple[cst.CSTNode, ...]) -> 
             break
         common = x
     return common
+
+
+def _calls_loss_function(call: cst.Call) -> bool:
+    """A call of a criterion or loss function, by its name (`criterion(out, y)`, `F.cross_entropy(...)`)."""
+    func = (dotted(call.func) or "").lower()
+    return any(w in func for w in LOSS_FUNCTION_WORDS)

@@ -91,6 +91,13 @@ def is_callable_name(name: str) -> bool:
     return _CALLABLE_NAME.search(name.rsplit(".", 1)[-1].lower()) is not None
 
 
+def is_criterion_name(name: str) -> bool:
+    """A name that holds a criterion or loss function (`loss_fn`, `criterion`, `self.loss_func`): calling it computes
+    a loss from its arguments."""
+    last = name.rsplit(".", 1)[-1].lower()
+    return is_callable_name(last) and any(w in last for w in ("loss", "criterion", "crit"))
+
+
 def is_module_name(name: str) -> bool:
     last = name.rsplit(".", 1)[-1].lower()
     return _MODULE_NAME.match(last) is not None and _VERB_PREFIX.match(last) is None
@@ -173,5 +180,7 @@ GRAD_RESCALING_TEXT = re.compile(r"multiply_grads|scale_grads|\.grad(?:\.data)?\
 FUNCTIONAL_MODULES = ("F", "nn.functional", "torch.nn.functional")
 # Calls that wrap a value in a new leaf tensor: with `requires_grad=True` the result has no graph behind it.
 TENSOR_REWRAPPERS = ("torch.tensor", "torch.as_tensor", "Variable", "torch.autograd.Variable")
+# Constructors that copy the values of a list into a new tensor (`torch.tensor(losses)`): no graph reaches it.
+LIST_TO_TENSOR = ("torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor", "torch.cuda.FloatTensor")
 # Reductions that keep a value's graph (`loss.mean()`).
 GRAPH_REDUCTIONS = ("mean", "sum")

@@ -36,7 +36,10 @@ class RetainGraphNeverReleased(Rule):
     doc = """
 ## What it flags
 In a training loop, the last `backward(...)` / `torch.autograd.grad(...)` of an iteration passes
-`retain_graph=True` (or `create_graph=True`) and no later backward in the iteration frees the graph.
+`retain_graph=True` (or `create_graph=True`) and no later backward in the iteration frees the graph. A closure
+handed to `optimizer.step(closure)` runs in the iteration of that step: a local function, or the one closure a
+function or method of the file builds and returns (`closure = self.make_closure(x, y)`, then
+`optimizer.step(closure)`, when every binding of the name calls that factory).
 
 ## Why it is wrong
 `retain_graph=True` tells autograd to keep every saved activation after the backward. It is needed only when

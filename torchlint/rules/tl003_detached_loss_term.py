@@ -16,13 +16,21 @@ from torchlint.analysis.exprs import (
     COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, keyword, names_in,
     positional_params, summand_names,
 )
-from torchlint.analysis.semantics import GRAPH_REDUCTIONS, TENSOR_REWRAPPERS, is_module_name
+from torchlint.analysis.semantics import GRAPH_REDUCTIONS, LIST_TO_TENSOR, TENSOR_REWRAPPERS, is_module_name
 from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
 
 DETACHING = re.compile(r"\.\s*(?:data\b|(?:item|detach|tolist)\s*\()|f(?<!\wf)loat\s*\(")  # (see rules.base on \b)
+# A cut: a detaching wrapper, or a list's values copied into a new tensor (`torch.tensor(losses)`).
+CUT = re.compile(DETACHING.pattern + r"|torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
+DEF_FORWARD = re.compile(r"def(?<!\wdef)\s+forward\s*\(")
+LIST_TO_TENSOR_CALL = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
+# Where a cut term can be trained on: a backward, or a module's forward (whose outputs the caller's loss is built
+# from) that copies values into a new tensor. Both patterns hold in either case.
+BACKWARD_OR_FORWARD = re.compile(BACKWARD_CALL.pattern + "|" + DEF_FORWARD.pattern)
+BACKWARD_OR_COPY = re.compile(BACKWARD_CALL.pattern + "|" + LIST_TO_TENSOR_CALL.pattern)
 
 
 class DetachedLossTerm(Rule):
@@ -31,7 +39,10 @@ class DetachedLossTerm(Rule):
     summary = "a detached loss (.data, .item(), .detach(), float()) is added into the back-propagated loss"
     fix_safety = "unsafe"
     # A backward whose loss has a detached term (no loop needed: one backward is enough).
-    requires = (BACKWARD_CALL, DETACHING)
+    requires = (BACKWARD_OR_FORWARD, BACKWARD_OR_COPY, CUT)
+    scope_requires = (BACKWARD_CALL, CUT)
+    # a module's forward that returns losses copied into a new tensor (`torch.tensor(aux_losses)`)
+    scope_alternatives = ((DEF_FORWARD, LIST_TO_TENSOR_CALL),)
     runtime_signs = (Sign.CUT_TERM_WITHOUT_GRADIENT,)
     runtime_same_line = True
     fix_promise = "the term now receives gradient: the backward reaches what this line computes"
@@ -58,6 +69,11 @@ grad": the backward stops at that leaf and no parameter gets a gradient. And a h
 returns several losses as a tuple with one of them detached (`return ce, reg.item()`), when the caller adds that
 item into the back-propagated loss (`ce, reg = compute_losses(out, y)`; `loss = ce + 0.1 * reg`): reported in
 the helper, without a fix (other callers may rely on getting a number).
+Losses copied into a new tensor, `torch.tensor(losses)` / `torch.Tensor([rec_loss, kl_loss])` (through
+`torch.mean(...)`, `.sum()`, `.to(device)`), where the list holds values that carry a graph (a list literal of
+them, or a list they are appended to): as a term of the back-propagated loss, or returned by a module's `forward`
+(a method `forward` of a class with a base), whose outputs its caller trains on. The new tensor holds the values,
+not the graphs: use `torch.stack(losses)`. Reported without a fix.
 
 ## Why it is wrong
 Those wrappers return a value outside the autograd graph. Added into the total, the term contributes nothing to
@@ -95,6 +111,9 @@ for x, y in loader:
 print(running_loss)
 ```
 
+`torch.tensor(history).mean()` of kept losses only printed; `torch.tensor(seen)` of values read with `.item()`;
+a forward that returns `torch.tensor(lengths)` (numbers); a `forward` of a class without a base.
+
 `loss.backward(); loss = loss.item()`: the rebinding comes after the backward (only the definitions that reach
 the backward are read); a detached recurrent state fed into the model (an input, not a term of the loss).
 
@@ -106,12 +125,14 @@ kind (`log_prob * (log_prob - baseline).detach()`, the score-function estimator)
 
 ## Limits
 Only terms are checked, through arithmetic, sums and stacks; the detached value must be known to carry a graph
-(its kind), or be named like a loss when its kind is unknown. Losses returned by a helper in a tuple are not
+(its kind), or, when its kind is unknown, be named like a loss or be the result of a call of a criterion or loss
+function (`feature_crit(s, t).detach()`). Losses returned by a helper in a tuple are not
 followed into the helper.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         for scope in model.scopes:
+            yield from _forward_list_findings(model, scope)
             backwards = scope.own_backwards()
             if not backwards:
                 continue
@@ -138,6 +159,7 @@ followed into the helper.
                         candidates.append((expr, at))
             for expr, at in candidates:
                 yield from _rewrap_findings(model, scope, expr, at)
+                yield from _list_findings(model, scope, expr, at, "is added into a loss that is back-propagated")
                 for det in _summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)):
                     if not _carries_graph(model, scope, det.operand, at):
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
@@ -223,6 +245,68 @@ def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Even
             f"and no parameter gets a gradient (this silences 'element 0 of tensors does not require grad' "
             f"instead of fixing it); back-propagate the loss itself",
         )
+
+
+def _forward_list_findings(model: FileModel, scope) -> Iterator[Finding]:
+    """A module's `forward` that returns losses copied into a new tensor (`return out, torch.tensor(aux).mean()`):
+    the caller trains on what forward returns, and that output has no graph. A `forward` of a class with a base
+    (an nn.Module of this file, of the project or of a library) counts as a module's."""
+    node = scope.node
+    if type(node) is not cst.FunctionDef or node.name.value != "forward" or not scope.class_name:
+        return
+    cls = model.classes.get(scope.class_name)
+    if cls is None or not (cls.bases or model.is_module_class(scope.class_name)):
+        return
+    for r in scope.own_returns():
+        value = r.value
+        items = [el.value for el in value.elements] if type(value) is cst.Tuple else [value]
+        for item in items:
+            yield from _list_findings(model, scope, item, r, "is returned by the module's forward")
+
+
+def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event, where: str) -> Iterator[Finding]:
+    """`torch.tensor(losses)` among the terms of `expr`, where `losses` holds values that carry a graph (a list
+    literal of them, or a list they are appended to): the new tensor holds their values, not their graphs."""
+    for call in _lists_to_tensor(expr):
+        arg = call.args[0].value
+        if type(arg) in (cst.List, cst.Tuple):
+            held = [el.value for el in arg.elements if type(el) is cst.Element]  # type: ignore[attr-defined]
+            losses = [e for e in held if _carries_graph(model, scope, e, at)]
+        elif type(arg) is cst.Name:
+            losses = [s.value for s in scope.stores(arg.value)
+                      if s.value is not None and s.kind is EventKind.APPEND and _carries_graph(model, scope, s.value, s)]
+        else:
+            continue
+        if not losses:
+            continue  # numbers (`torch.tensor(lengths)`), or values already read with `.item()`
+        yield Finding(
+            call,
+            f"`{code_of(call)}` copies the values of `{code_of(losses[0])}` and the rest into a new tensor, which "
+            f"{where}: it has no graph, so these losses train nothing; combine them with "
+            f"`torch.stack(...)` instead",
+        )
+
+
+def _lists_to_tensor(expr: cst.BaseExpression) -> list[cst.Call]:
+    """`torch.tensor(xs)` (`torch.Tensor([...])` ...) among the terms of `expr`, through arithmetic, reductions
+    (`torch.mean(...)`, `.mean()`) and moves (`.to(device)`)."""
+    out = []
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        if type(node) is cst.BinaryOperation:
+            todo += [node.left, node.right]
+        elif type(node) is cst.UnaryOperation:
+            todo.append(node.expression)
+        elif type(node) is cst.Call:
+            func = dotted(node.func) or ""
+            if func in LIST_TO_TENSOR and node.args and node.args[0].keyword is None and not node.args[0].star:
+                out.append(node)
+            elif func in COMBINING_CALLS and node.args:
+                todo.append(node.args[0].value)
+            elif type(node.func) is cst.Attribute and node.func.attr.value in (*GRAPH_REDUCTIONS, "to", "cuda"):
+                todo.append(node.func.value)
+    return out
 
 
 def _summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> list[Detachment]:

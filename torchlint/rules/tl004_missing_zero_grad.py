@@ -11,7 +11,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, StepVia
-from torchlint.analysis.clearing import clears
+from torchlint.analysis.clearing import clears, reaches_step
 from torchlint.analysis.exprs import code_of
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after
@@ -34,7 +34,8 @@ A loop that calls an optimizer's `step()` (or `scaler.step(optimizer)`) after a 
 loop clears that optimizer's gradients: no `optimizer.zero_grad()`, no `model.zero_grad()` of a model it
 optimizes, no `p.grad = None` / `p.grad.zero_()`, also looking into closures (`optimizer.step(closure)`, \
 or the one closure a function or method of the file
-builds and returns: `optimizer.step(self.make_closure(x, y))`) and
+builds and returns: `optimizer.step(self.make_closure(x, y))`, or `closure = self.make_closure(x, y)` then
+`optimizer.step(closure)`) and
 helper functions called from the loop: of the same file, and, with project analysis (the command, pre-commit;
 flake8 and the editor once the command has cached them), functions imported from other files of the project and
 methods inherited from base classes there, and methods of objects whose class is known (`trainer =
@@ -42,6 +43,9 @@ Trainer(...)` then `trainer.train_step(x)`; `self.engine = Engine(...)` in `__in
 `self.engine.step(batch)`; a class of the file or of the project). An object bound to a factory's result or to
 two classes is not followed, and stays an unknown call. One finding per optimizer and loop, on its `step()` (on
 the call, when the step is in a helper of another file, whose file and line the message names).
+Also flagged: a clearing that sits only on the other arm of a condition nothing in the loop changes (`if
+args.amp: optimizer.zero_grad(); scaler.step(optimizer)` / `else: optimizer.step()`): the plain arm never clears.
+A condition the loop changes (`if i % 2 == 0:`, a flag it assigns, a call) is taken as clearing.
 
 ## Why it is wrong
 `backward()` accumulates into `.grad`; it never overwrites. Without clearing, step *n* uses the sum of the
@@ -78,9 +82,13 @@ own gradients. `torch.autograd.grad(...)`: it returns gradients and adds nothing
 
 ## Limits
 A helper the analysis cannot see (a library's, or one of another file when each file is checked alone) that is
-handed the optimizer may clear it: such a loop is not reported. So is a loop that calls a method of `self` the
-analysis cannot resolve while stepping `self.opt`. A helper of another file is followed one level deep: what it
-hands on to calls of its own file's imports is unknown.
+handed the optimizer may clear it: such a loop is not reported. A function of another project file whose code
+(and that of the functions of its file it calls) holds no event and writes no `.grad` (`utils.clip_gradient(opt,
+5)`), and that calls nothing but its file's functions and plain builtins, is known to leave the gradients as they
+are. A loop that calls a method of `self` the analysis cannot resolve while stepping `self.opt` is not reported,
+unless that call is a context's factory (`with self.train_context():`) or an attribute named as a criterion or a
+model (`self.loss_fn(pred, y)`, `self.net(x)`), which compute a value and clear nothing. A helper of another
+file is followed one level deep: what it hands on to calls of its own file's imports is unknown.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -93,7 +101,7 @@ hands on to calls of its own file's imports is unknown.
             reported: set[str] = set()
             for step in steps:
                 opt = step.target
-                if opt is None or opt in reported or _cleared(model, opt, zero_grads):
+                if opt is None or opt in reported or _cleared(model, loop, opt, step, zero_grads):
                     continue
                 if loop.handed_to_unknown(opt):
                     continue  # a helper the analysis cannot see gets the optimizer: it may clear it
@@ -102,16 +110,19 @@ hands on to calls of its own file's imports is unknown.
                 reported.add(opt)
                 what = (f"`{code_of(step.node)}` steps `{opt}`{where(step)} in a loop" if step.origin is not None
                         else f"`{code_of(step.node)}` runs in a loop")
+                never = ("only clears `{0}`'s gradients on an arm that a condition fixed for the whole loop keeps "
+                         "apart from this step" if any(clears(model, opt, z) for z in zero_grads)
+                         else "never clears `{0}`'s gradients").format(opt)
                 yield Finding(
                     step.node,
-                    f"{what} that never clears `{opt}`'s gradients: backward() adds "
+                    f"{what} that {never}: backward() adds "
                     f"into .grad, so each step applies the sum of all earlier gradients; call `{opt}.zero_grad()`",
                     _fix(loop, step, opt),
                 )
 
 
-def _cleared(model: FileModel, opt: str, zero_grads: list[Event]) -> bool:
-    return any(clears(model, opt, z) for z in zero_grads)
+def _cleared(model: FileModel, loop: Loop, opt: str, step: Event, zero_grads: list[Event]) -> bool:
+    return any(clears(model, opt, z) and reaches_step(loop, z, step) for z in zero_grads)
 
 
 def _fix(loop: Loop, step: Event, opt: str) -> Fix | None:
