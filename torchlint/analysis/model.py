@@ -14,7 +14,7 @@ from torchlint.analysis.exprs import dotted, last_part, positional_params
 from torchlint.analysis.foreign import ProjectLookup, Resolved
 from torchlint.analysis.kinds import KindInference
 from torchlint.analysis.loops import Loop
-from torchlint.analysis.names import Role, Symbols
+from torchlint.analysis.names import Role, Symbols, role_of_value
 from torchlint.analysis.receivers import Receivers
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import MODULE_BASES
@@ -147,13 +147,18 @@ class FileModel:
     def optimizer_calls(self, scope: Scope | None, name: str | None, depth: int = 2) -> list[cst.Call] | None:
         """The constructor calls that built the optimizer `name` of `scope` may hold: one built in the file under
         that name, or, for a parameter of the function, what every call of the function in this file passes for it
-        (`train_epoch(model, data, s2s_optimizer)`). None when one of them is unknown (no call in this file, an
-        argument built elsewhere)."""
+        (`train_epoch(model, data, s2s_optimizer)`), or what a function of the file returns when the name is bound to
+        its call (`optimizer = make_optimizer(model)`, `self.opt = self.build_optimizer()`, Lightning's
+        `opt = self.optimizers()` from `configure_optimizers`). None when one of them
+        is unknown (no call in this file, an argument built elsewhere)."""
         if name is None:
             return None
         built = self.symbols.optimizer_class.get(name) or self.symbols.optimizer_class.get(name.rsplit(".", 1)[-1])
-        if built is not None:
+        if built is not None and dotted(built.func) != "self.optimizers":
             return [built]
+        returned = self._returned_optimizers(name, depth)
+        if returned is not None:
+            return returned
         params = positional_params(scope.node) if scope is not None else []
         if depth == 0 or name.partition(".")[0] not in params:
             return None
@@ -166,6 +171,30 @@ class FileModel:
                 if calls is None:
                     return None
                 found.extend(calls)
+        return found or None
+
+    def _returned_optimizers(self, name: str, depth: int) -> list[cst.Call] | None:
+        """The optimizers a function of this file returns, when every binding of `name` in the file is a call of
+        one (`optimizer = build_optimizer(cfg)`) and each of its returns is an optimizer known by its constructor."""
+        found: list[cst.Call] = []
+        for scope in self.scopes:
+            for a in scope.assignments(name):
+                callee = dotted(a.value.func) if type(a.value) is cst.Call else None
+                if callee == "self.optimizers":  # Lightning's: what the module's configure_optimizers returns
+                    callee = "self.configure_optimizers"
+                helper = self.resolve(scope, callee) if callee is not None and depth > 0 else None
+                if helper is None:
+                    return None
+                for r in helper.raw:
+                    if r.kind is not EventKind.RETURN or r.scope is not helper.node:
+                        continue
+                    if type(r.value) is cst.Call and role_of_value(r.value) is Role.OPTIMIZER:
+                        found.append(r.value)
+                        continue
+                    calls = self.optimizer_calls(helper, dotted(r.value) if r.value is not None else None, depth - 1)
+                    if calls is None:
+                        return None
+                    found.extend(calls)
         return found or None
 
     def resolve(self, caller: Scope, callee: str) -> Scope | None:
