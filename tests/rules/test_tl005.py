@@ -82,6 +82,39 @@ POSITIVE = {
         """,
         [(8, 5)],
     ),
+    # the definitions reaching the step: the configuration may choose the SGD (the Adam bound last does not hide it)
+    "sgd_on_one_branch_of_the_configuration": (
+        """
+        if cfg.plain:
+            optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        else:
+            optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+        for n, batch in enumerate(batches):
+            net(batch).backward()
+            if n % k == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(7, 5)],
+    ),
+    "sgd_attribute_from_a_method_in_init": (
+        """
+        class Runner:
+            def __init__(self, net):
+                self.optimizer = self.make(net)
+
+            def make(self, net):
+                return torch.optim.SGD(net.parameters(), lr=0.1)
+
+            def fit(self, batches, k):
+                for n, batch in enumerate(batches):
+                    self.net(batch).backward()
+                    if n % k == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """,
+        [(11, 13)],
+    ),
     "sgd_wrapped_by_a_framework_optimizer": (
         """
         optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
@@ -617,6 +650,41 @@ NEGATIVE = {
             if n % accum_steps == 0:
                 optimizer.step()
                 optimizer.zero_grad()
+        """,
+    "adam_handed_back_by_a_mixed_precision_call": """
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+        net, optimizer = amp.initialize(net, optimizer, opt_level="O1")
+        for n, batch in enumerate(batches):
+            net(batch).backward()
+            if n % k == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "adamw_bound_after_none": """
+        def main(cfg):
+            optimizer = None
+            if cfg.train:
+                optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
+            for n, batch in enumerate(batches):
+                net(batch).backward()
+                if n % k == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+    "adam_attribute_from_a_method_in_init": """
+        class Runner:
+            def __init__(self, net):
+                self.optimizer = self.make(net)
+
+            def make(self, net):
+                return torch.optim.Adam(net.parameters(), lr=1e-3)
+
+            def fit(self, batches, k):
+                for n, batch in enumerate(batches):
+                    self.net(batch).backward()
+                    if n % k == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
         """,
     "adam_returned_by_a_helper_of_the_file": """
         def make_opt(net):

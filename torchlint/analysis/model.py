@@ -14,7 +14,7 @@ from torchlint.analysis.exprs import dotted, last_part, positional_params
 from torchlint.analysis.foreign import ProjectLookup, Resolved
 from torchlint.analysis.kinds import KindInference
 from torchlint.analysis.loops import Loop
-from torchlint.analysis.names import Role, Symbols, role_of_value
+from torchlint.analysis.names import Role, Symbols, family_named, role_of_value
 from torchlint.analysis.receivers import Receivers
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import MODULE_BASES
@@ -144,21 +144,25 @@ class FileModel:
         return self._by_node.get(node)
 
     # -- construction --------------------------------------------------------------------------------------------
-    def optimizer_calls(self, scope: Scope | None, name: str | None, depth: int = 2) -> list[cst.Call] | None:
-        """The constructor calls that built the optimizer `name` of `scope` may hold: one built in the file under
-        that name, or, for a parameter of the function, what every call of the function in this file passes for it
-        (`train_epoch(model, data, s2s_optimizer)`), or what a function of the file returns when the name is bound to
-        its call (`optimizer = make_optimizer(model)`, `self.opt = self.build_optimizer()`, Lightning's
-        `opt = self.optimizers()` from `configure_optimizers`). None when one of them
-        is unknown (no call in this file, an argument built elsewhere)."""
-        if name is None:
+    def optimizer_calls(self, scope: Scope | None, name: str | None, depth: int = 2,
+                        at: Event | None = None) -> list[cst.Call] | None:
+        """The constructor calls that built the optimizer `name` of `scope` may hold: those the definitions reaching
+        `at` bind (`_bound_optimizers`), else one built in the file under that name, or, for a parameter of the
+        function, what every call of the function in this file passes for it (`train_epoch(model, data, s2s_opt)`),
+        or what a function of the file returns when the name is bound to its call (`optimizer = make_optimizer(m)`,
+        Lightning's `opt = self.optimizers()` from `configure_optimizers`). None when one of them is unknown."""
+        if name is None or depth < 0:
             return None
+        if scope is not None and at is not None and at.scope is scope.node:
+            defs, entry = scope.reaching(name, at)
+            if defs and not entry:
+                return self._bound_optimizers(scope, defs, depth)
         built = self.symbols.optimizer_class.get(name) or self.symbols.optimizer_class.get(name.rsplit(".", 1)[-1])
         if built is not None and dotted(built.func) != "self.optimizers":
             return [built]
-        returned = self._returned_optimizers(name, depth)
-        if returned is not None:
-            return returned
+        returned = [self._returned(s, a.value, depth) for s in self.scopes for a in s.assignments(name)]
+        if returned and None not in returned:
+            return [c for calls in returned for c in calls or ()]
         params = positional_params(scope.node) if scope is not None else []
         if depth == 0 or name.partition(".")[0] not in params:
             return None
@@ -173,28 +177,47 @@ class FileModel:
                 found.extend(calls)
         return found or None
 
-    def _returned_optimizers(self, name: str, depth: int) -> list[cst.Call] | None:
-        """The optimizers a function of this file returns, when every binding of `name` in the file is a call of
-        one (`optimizer = build_optimizer(cfg)`) and each of its returns is an optimizer known by its constructor."""
+    def _bound_optimizers(self, scope: Scope, defs: tuple[Event, ...], depth: int) -> list[cst.Call] | None:
+        """What the definitions of an optimizer's name reaching its step bind: a constructor (of torch, or of a
+        class named by its family), what a function of the file returns, or the optimizer a call takes and hands
+        back under the same name (`optimizer = Wrapper(optimizer, model)`, `model, opt = amp.initialize(model,
+        opt)`); `None` binds nothing. None when one of them is unknown."""
         found: list[cst.Call] = []
-        for scope in self.scopes:
-            for a in scope.assignments(name):
-                callee = dotted(a.value.func) if type(a.value) is cst.Call else None
-                if callee == "self.optimizers":  # Lightning's: what the module's configure_optimizers returns
-                    callee = "self.configure_optimizers"
-                helper = self.resolve(scope, callee) if callee is not None and depth > 0 else None
-                if helper is None:
-                    return None
-                for r in helper.raw:
-                    if r.kind is not EventKind.RETURN or r.scope is not helper.node:
-                        continue
-                    if type(r.value) is cst.Call and role_of_value(r.value) is Role.OPTIMIZER:
-                        found.append(r.value)
-                        continue
-                    calls = self.optimizer_calls(helper, dotted(r.value) if r.value is not None else None, depth - 1)
-                    if calls is None:
-                        return None
-                    found.extend(calls)
+        for d in defs:
+            v = d.value
+            if type(v) is cst.Name and v.value == "None":
+                continue
+            if d.kind is not EventKind.ASSIGN or type(v) is not cst.Call:
+                return None
+            if role_of_value(v) is Role.OPTIMIZER and dotted(v.func) != "self.optimizers" or family_named(v):
+                found.append(v)
+                continue
+            taken = any(dotted(a.value) == d.target for a in v.args)
+            calls = self.optimizer_calls(scope, d.target, depth - 1, d) if taken else self._returned(scope, v, depth)
+            if calls is None:
+                return None
+            found.extend(calls)
+        return found or None
+
+    def _returned(self, scope: Scope, value: cst.BaseExpression | None, depth: int) -> list[cst.Call] | None:
+        """The optimizers a function of the file returns, `value` being its call, when each return is one known."""
+        callee = dotted(value.func) if type(value) is cst.Call else None
+        if callee == "self.optimizers":  # Lightning's: what the module's configure_optimizers returns
+            callee = "self.configure_optimizers"
+        helper = self.resolve(scope, callee) if callee is not None and depth > 0 else None
+        if helper is None:
+            return None
+        found: list[cst.Call] = []
+        for r in helper.raw:
+            if r.kind is not EventKind.RETURN or r.scope is not helper.node:
+                continue
+            if type(r.value) is cst.Call and role_of_value(r.value) is Role.OPTIMIZER:
+                found.append(r.value)
+                continue
+            calls = self.optimizer_calls(helper, dotted(r.value) if r.value is not None else None, depth - 1, r)
+            if calls is None:
+                return None
+            found.extend(calls)
         return found or None
 
     def resolve(self, caller: Scope, callee: str) -> Scope | None:

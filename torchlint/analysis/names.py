@@ -63,7 +63,7 @@ def role_of_value(value: cst.BaseExpression) -> Role | None:
     return None
 
 
-def _family_named(call: cst.Call) -> bool:
+def family_named(call: cst.Call) -> bool:
     """A constructor whose class name says the optimizer family (`HybridAdam`, `CPUAdam`, `FusedSGD`)."""
     return scale_invariant(last_part(dotted(call.func) or "")) is not None
 
@@ -107,7 +107,7 @@ class Symbols:
         if role is None:
             # `optimizer = HybridAdam(...)`, a class of another library whose name says its family, bound to a name
             # that says optimizer; `optimizer = GeminiOptimizer(optimizer, model)`: it updates as the wrapped one
-            built = value if type(value) is cst.Call and _family_named(value) else self._wrapped_optimizer(value)
+            built = value if type(value) is cst.Call and family_named(value) else self._wrapped_optimizer(value)
             if built is not None and self.role(target) is Role.OPTIMIZER:
                 self.optimizer_class[target] = self.optimizer_class[last_part(target)] = built
             return

@@ -87,13 +87,15 @@ the loop (whatever the optimizer), or a coupled L2 `weight_decay` (Adam's, not A
 not). Gradients rescaled by hand before the step (`optimizer.multiply_grads(...)`, `p.grad.div_(k)`,
 `p.grad /= k`) count as divided.
 
-The optimizer is known when the analysis sees its constructor: built in the file (in `__init__` as
-`self.optimizer = ...` too); handed to the training function by every call of it in the file
+The optimizer is known when the analysis sees its constructor: bound by the definitions that reach the step
+(each branch of a configuration that builds one: an SGD on one of them is an SGD the loop may step); built in the
+file (in `__init__` as `self.optimizer = ...` too); handed to the training function by every call of it in the file
 (`train_epoch(model, loader, s2s_optimizer)` with `s2s_optimizer = AdamW(...)`); returned by a function of the file
-(`optimizer = make_optimizer(model)`, Lightning's `self.optimizers()` from `configure_optimizers`); a class of
-another library whose name says its family (`HybridAdam`, `CPUAdam`, `FusedSGD`) bound to an optimizer's name;
-or the optimizer a wrapper is built around (`optimizer = Wrapper(optimizer, model)`, a mixed-precision or
-sharding optimizer with its own `optimizer.backward(loss)`): it updates as the wrapped one.
+(`optimizer = make_optimizer(model)`, `self.optimizer = self.make(net)`, Lightning's `self.optimizers()` from
+`configure_optimizers`); a class of another library whose name says its family (`HybridAdam`, `CPUAdam`,
+`FusedSGD`) bound to an optimizer's name; or the optimizer a call takes and hands back under the same name
+(`optimizer = Wrapper(optimizer, model)`, a mixed-precision or sharding optimizer with its own
+`optimizer.backward(loss)`; `model, optimizer = amp.initialize(model, optimizer)`): it updates as the one it took.
 
 An optimizer **not known** (a parameter no call of the file passes, one built in another file, a class of no known
 family) is not taken as SGD. It is reported only where the code declares the window a gradient-accumulation setting:
@@ -155,7 +157,8 @@ as scaling. A loss multiplied by hand on its way to the backward (`loss *= world
 not reported: its scale is managed by the author, and a sum over samples is meant to add up across micro-batches.
 A loss that is a mean over a window built elsewhere is not recognised. An optimizer returned by a function of
 another file, or passed by callers in another file, is not followed: it is not known (see above). An optimizer
-bound under one name on several branches is judged by the file's last binding of that name.
+bound in another function than the loop's under one name on several branches is judged by the file's last binding
+of that name.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -243,7 +246,7 @@ def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Even
     unknown = False
     for step in steps:
         scope = model.scope_at(step.scope)
-        calls = model.optimizer_calls(scope, step.target)
+        calls = model.optimizer_calls(scope, step.target, at=step)
         if calls is None:
             unknown = True
             continue
