@@ -153,6 +153,29 @@ POSITIVE = {
     # an optimizer not known (handed in by callers of another file) is reported when the code declares the
     # window a gradient-accumulation setting: whatever optimizer its callers hand it, SGD included, that setting
     # must not change the training
+    "optimizer_built_elsewhere_window_of_micro_batches": (
+        """
+        def fit(net, optimizer, loader, n_micro):
+            for n, batch in enumerate(loader):
+                net(batch).backward()
+                if (n + 1) % n_micro == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        [(4, 9)],
+    ),
+    "optimizer_built_elsewhere_window_a_larger_batch": (
+        """
+        def fit(net, optimizer, loader, global_batch, batch_size):
+            per_update = global_batch // batch_size
+            for n, batch in enumerate(loader):
+                net(batch).backward()
+                if (n + 1) % per_update == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        [(5, 9)],
+    ),
     "optimizer_built_elsewhere": (
         """
         def train(model, loader, optimizer, accum):
@@ -617,6 +640,15 @@ NEGATIVE = {
                 loss = net.loss(net(g), label)
                 loss.backward()
                 if not (n % batch_size):
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+    "unknown_optimizer_window_a_fraction_of_the_batch": """
+        def fit(net, optimizer, loader, batch_size):
+            every = batch_size // 4
+            for n, batch in enumerate(loader):
+                net(batch).backward()
+                if (n + 1) % every == 0:
                     optimizer.step()
                     optimizer.zero_grad()
         """,

@@ -99,11 +99,13 @@ file (in `__init__` as `self.optimizer = ...` too); handed to the training funct
 
 An optimizer **not known** (a parameter no call of the file passes, one built in another file, a class of no known
 family) is not taken as SGD. It is reported only where the code declares the window a gradient-accumulation setting:
-`k` named as accumulation steps (`accum_steps`, `args.gradient_accumulation_steps`, `update_freq`), or an inner
-loop that splits one batch into micro-batches. Such a setting promises that its value does not change the training,
-and a function that takes its optimizer from its callers must keep that promise for every optimizer they may hand it,
-SGD included. A window named otherwise (the batch assembled one sample per iteration, `if not (i % batch_size):`)
-with an optimizer not known is not reported: nothing in the code says the sum changes training.
+`k` named as accumulation steps or micro-batches (`accum_steps`, `args.gradient_accumulation_steps`,
+`update_freq`, `n_micro`), `k` a larger batch counted in the loader's (`global_batch // batch_size`, directly or
+through its one binding in the function), or an inner loop that splits one batch into micro-batches. Such a
+setting promises that its value does not change the training, and a function that takes its optimizer from its
+callers must keep that promise for every optimizer they may hand it, SGD included. A window named otherwise
+(the batch assembled one sample per iteration, `if not (i % batch_size):`) with an optimizer not known is not
+reported: nothing in the code says the sum changes training.
 
 A learning rate divided by the window or by the batch (`lr=cfg.learning_rate / cfg.batch`, directly or through a
 name bound once) is the convention of a loss summed over the batch (Darknet's, Caffe's): the micro-batch gradients
@@ -170,7 +172,7 @@ of that name.
             if k is None or any(wipes_window(model, loop, s) for s in loop.of(EventKind.STEP)):
                 continue  # (a window cleared before its step is TL006's: dividing would shrink the step further)
             if _scale_does_not_matter(model, loop.node, loop.of(EventKind.STEP), loop.of(EventKind.CLIP), k,
-                                      bool(ACCUMULATION_NAME.search(code_of(k)))):
+                                      _declared(loop.scope, k)):
                 continue
             for b in loop.of(EventKind.BACKWARD):
                 if _self_scaling(model, b) or "accumulate" in b.contexts or "no_grad" in b.contexts:
@@ -262,6 +264,20 @@ def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Even
             elif _coupled_decay(call, name):
                 return False
     return not (unknown and declared)
+
+
+def _declared(scope, k: cst.BaseExpression) -> bool:
+    """Does the code declare the window `k` a gradient-accumulation setting? Named as accumulation steps or
+    micro-batches (`args.gradient_accumulation_steps`, `num_micro_batches`), or a larger batch counted in the
+    loader's (`total_batch_size // batch_size`, directly or through the name's one binding in the function)."""
+    text = code_of(k)
+    if ACCUMULATION_NAME.search(text) or "micro" in text.lower():
+        return True
+    name = dotted(k)
+    bound = [a.value for a in scope.assignments(name)] if name is not None else []
+    value = bound[0] if len(bound) == 1 and bound[0] is not None else k
+    return (type(value) is cst.BinaryOperation and type(value.operator) in (cst.Divide, cst.FloorDivide)
+            and all(any(BATCH_NAME.search(n) for n in names_in(side)) for side in (value.left, value.right)))
 
 
 def _coupled_decay(call: cst.Call, name: str) -> bool:
