@@ -172,12 +172,13 @@ def test_pyproject_config(tmp_path, run_cli):
           '[tool.torchlint.per-file-ignores]\n"legacy/*.py" = ["TL005"]\n')
     write(tmp_path, "train.py", BUGGY)
     write(tmp_path, "vendored/train.py", BUGGY)
-    accum = ("for i, (x, y) in enumerate(d):\n    l = crit(m(x), y)\n    l.backward()\n"
+    accum = ("optimizer = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+             "for i, (x, y) in enumerate(d):\n    l = crit(m(x), y)\n    l.backward()\n"
              "    if i % k == 0:\n        optimizer.step()\n        optimizer.zero_grad()\n")
     write(tmp_path, "legacy/old.py", accum)
     write(tmp_path, "new/old.py", accum)
     r = run_cli("-q", cwd=tmp_path)
-    assert r.stdout == "new/old.py:3:5: TL005 [unsafe fix] " + r.stdout.split("TL005 [unsafe fix] ", 1)[1]
+    assert r.stdout == "new/old.py:4:5: TL005 [unsafe fix] " + r.stdout.split("TL005 [unsafe fix] ", 1)[1]
     assert r.returncode == 1
 
 

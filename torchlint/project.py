@@ -553,6 +553,9 @@ class ClassesOnly:
     def function(self, dotted: str) -> Resolved | None:
         return None
 
+    def inert(self, dotted: str) -> bool:
+        return False
+
     def method(self, bases: list[str], name: str) -> Resolved | None:
         return None
 

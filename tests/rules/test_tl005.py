@@ -66,6 +66,116 @@ POSITIVE = {
         """,
         [(9, 9)],
     ),
+    # -- optimizers known beyond a constructor of the loop's function ----------------------------------------------
+    "sgd_returned_by_a_helper_of_the_file": (
+        """
+        def make_opt(net):
+            opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+            return opt
+
+        optimizer = make_opt(net)
+        for n, (x, y) in enumerate(batches):
+            criterion(net(x), y).backward()
+            if n % k == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(8, 5)],
+    ),
+    # the definitions reaching the step: the configuration may choose the SGD (the Adam bound last does not hide it)
+    "sgd_on_one_branch_of_the_configuration": (
+        """
+        if cfg.plain:
+            optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        else:
+            optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+        for n, batch in enumerate(batches):
+            net(batch).backward()
+            if n % k == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(7, 5)],
+    ),
+    "sgd_attribute_from_a_method_in_init": (
+        """
+        class Runner:
+            def __init__(self, net):
+                self.optimizer = self.make(net)
+
+            def make(self, net):
+                return torch.optim.SGD(net.parameters(), lr=0.1)
+
+            def fit(self, batches, k):
+                for n, batch in enumerate(batches):
+                    self.net(batch).backward()
+                    if n % k == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """,
+        [(11, 13)],
+    ),
+    "sgd_wrapped_by_a_framework_optimizer": (
+        """
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        optimizer = MixedPrecisionWrapper(optimizer, net, initial_scale=2**10)
+        for n, batch in enumerate(batches):
+            optimizer.backward(net(batch))
+            if n % k == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(5, 5)],
+    ),
+    "sgd_family_named_class": (
+        """
+        optim = CudaFusedSGD(net.parameters(), lr=0.1)
+        for n, batch in enumerate(batches):
+            net(batch).backward()
+            if n % k == 0:
+                optim.step()
+                optim.zero_grad()
+        """,
+        [(4, 5)],
+    ),
+    # a learning rate multiplied by the batch (the linear scaling rule) is not a summed-loss convention
+    "sgd_lr_scaled_up_by_the_batch": (
+        """
+        optimizer = torch.optim.SGD(net.parameters(), lr=base_lr * batch_size / 256)
+        for n, batch in enumerate(batches):
+            net(batch).backward()
+            if n % k == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(4, 5)],
+    ),
+    # an optimizer not known (handed in by callers of another file) is reported when the code declares the
+    # window a gradient-accumulation setting: whatever optimizer its callers hand it, SGD included, that setting
+    # must not change the training
+    "optimizer_built_elsewhere_window_of_micro_batches": (
+        """
+        def fit(net, optimizer, loader, n_micro):
+            for n, batch in enumerate(loader):
+                net(batch).backward()
+                if (n + 1) % n_micro == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        [(4, 9)],
+    ),
+    "optimizer_built_elsewhere_window_a_larger_batch": (
+        """
+        def fit(net, optimizer, loader, global_batch, batch_size):
+            per_update = global_batch // batch_size
+            for n, batch in enumerate(loader):
+                net(batch).backward()
+                if (n + 1) % per_update == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        [(5, 9)],
+    ),
     "optimizer_built_elsewhere": (
         """
         def train(model, loader, optimizer, accum):
@@ -205,6 +315,9 @@ POSITIVE = {
                 if step % k == 0:
                     opt.step()
                     opt.zero_grad()
+
+        sgd = torch.optim.SGD(net.parameters(), lr=0.1)
+        fit(net, data, sgd, 4)
         """,
         [(6, 10)],
     ),
@@ -335,6 +448,7 @@ POSITIVE = {
     ),
     "amp_scaler": (
         """
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         for i, (x, y) in enumerate(loader):
             with torch.autocast("cuda"):
                 loss = criterion(model(x), y)
@@ -344,10 +458,11 @@ POSITIVE = {
                 scaler.update()
                 optimizer.zero_grad()
         """,
-        [(5, 5)],
+        [(6, 5)],
     ),
     "nested_epochs_literal": (
         """
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
         for epoch in range(epochs):
             for it, (x, y) in enumerate(zip(xs, ys)):
                 l = F.nll_loss(net(x), y)
@@ -356,7 +471,7 @@ POSITIVE = {
                     opt.step()
                     opt.zero_grad()
         """,
-        [(5, 9)],
+        [(6, 9)],
     ),
     "while_counter": (
         """
@@ -373,6 +488,7 @@ POSITIVE = {
     ),
     "divided_by_other_thing": (
         """
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         for i, (x, y) in enumerate(loader):
             loss = criterion(model(x), y) / x.size(0)
             loss.backward()
@@ -380,7 +496,7 @@ POSITIVE = {
                 optimizer.step()
                 optimizer.zero_grad()
         """,
-        [(4, 5)],
+        [(5, 5)],
     ),
     "lightning_manual": (
         """
@@ -393,6 +509,9 @@ POSITIVE = {
                     if (i + 1) % N == 0:
                         opt.step()
                         opt.zero_grad()
+
+            def configure_optimizers(self):
+                return torch.optim.SGD(self.parameters(), lr=0.1)
         """,
         [(7, 13)],
     ),
@@ -511,6 +630,128 @@ NEGATIVE = {
                 scheduler.step()
         """,
     # Adam divides by the running gradient magnitude: k summed mean gradients give the same update as their mean
+    # -- optimizers not known, or whose learning rate expects a sum -------------------------------------------------
+    # the optimizer is handed in by a caller of another file (an Adam there, as likely as an SGD), and the window
+    # is the batch assembled one sample per iteration, not an accumulation setting: nothing says the sum matters
+    "unknown_optimizer_window_is_the_batch": """
+        def train_one_by_one(net, optimizer, samples, batch_size):
+            optimizer.zero_grad()
+            for n, (g, label) in enumerate(samples):
+                loss = net.loss(net(g), label)
+                loss.backward()
+                if not (n % batch_size):
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+    "unknown_optimizer_window_a_fraction_of_the_batch": """
+        def fit(net, optimizer, loader, batch_size):
+            every = batch_size // 4
+            for n, batch in enumerate(loader):
+                net(batch).backward()
+                if (n + 1) % every == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+    "unknown_class_window_not_declared": """
+        opt = Shampoo(net.parameters(), lr=0.01)
+        for n, batch in enumerate(batches):
+            net(batch).backward()
+            if n % k == 0:
+                opt.step()
+                opt.zero_grad()
+        """,
+    # the learning rate divided by the batch: a loss summed over the batch by design (Darknet's convention), each
+    # optimizer of the configuration built so
+    "lr_divided_by_the_batch": """
+        if cfg.optimizer == "adam":
+            optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr / cfg.batch, weight_decay=cfg.decay)
+        else:
+            optimizer = torch.optim.SGD(net.parameters(), lr=cfg.lr / cfg.batch, momentum=0.9)
+        for n, (x, y) in enumerate(batches):
+            loss = summed_loss(net(x), y)
+            loss.backward()
+            if n % cfg.subdivisions == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "lr_divided_by_the_window_through_a_name": """
+        lr = base_lr / accum_steps
+        optimizer = torch.optim.SGD(net.parameters(), lr)
+        for n, batch in enumerate(batches):
+            net(batch).backward()
+            if n % accum_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "adam_handed_back_by_a_mixed_precision_call": """
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+        net, optimizer = amp.initialize(net, optimizer, opt_level="O1")
+        for n, batch in enumerate(batches):
+            net(batch).backward()
+            if n % k == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "adamw_bound_after_none": """
+        def main(cfg):
+            optimizer = None
+            if cfg.train:
+                optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
+            for n, batch in enumerate(batches):
+                net(batch).backward()
+                if n % k == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+    "adam_attribute_from_a_method_in_init": """
+        class Runner:
+            def __init__(self, net):
+                self.optimizer = self.make(net)
+
+            def make(self, net):
+                return torch.optim.Adam(net.parameters(), lr=1e-3)
+
+            def fit(self, batches, k):
+                for n, batch in enumerate(batches):
+                    self.net(batch).backward()
+                    if n % k == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """,
+    "adam_returned_by_a_helper_of_the_file": """
+        def make_opt(net):
+            return torch.optim.Adam(net.parameters(), lr=3e-4)
+
+        optimizer = make_opt(net)
+        for n, (x, y) in enumerate(batches):
+            criterion(net(x), y).backward()
+            if n % grad_accum == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    # a framework optimizer's own backward, on an Adam-family optimizer (named by its family) that it wraps
+    "adam_wrapped_by_a_framework_optimizer": """
+        optimizer = OffloadAdam(grouped_parameters, lr=args.learning_rate)
+        optimizer = MixedPrecisionWrapper(optimizer, net, initial_scale=2**10)
+        for step, batch in enumerate(loader):
+            optimizer.backward(net(**batch)["loss"])
+            if step % args.gradient_accumulation_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "lightning_optimizers_from_configure_optimizers_adam": """
+        class M(LightningModule):
+            def training_step(self, batch, batch_idx):
+                opt = self.optimizers()
+                for i, micro in enumerate(batch):
+                    self.manual_backward(self.compute(micro))
+                    if (i + 1) % accum == 0:
+                        opt.step()
+                        opt.zero_grad()
+
+            def configure_optimizers(self):
+                return torch.optim.AdamW(self.parameters(), lr=1e-4)
+        """,
     "adamw_without_clipping": """
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=2e-4)
         for step, batch in enumerate(loader):
@@ -860,6 +1101,7 @@ def test_fix_divides_inside_scaler():
 
 def test_fix_parenthesises_attribute_divisor_and_keeps_sum():
     src = """
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     for step, batch in enumerate(loader):
         (a + b).backward()
         if step % args.k == 0:

@@ -170,54 +170,12 @@ class FileModel:
         return self._by_node.get(node)
 
     # -- construction --------------------------------------------------------------------------------------------
-    def optimizer_calls(self, scope: Scope | None, name: str | None, depth: int = 2) -> list[cst.Call] | None:
-        """The constructor calls that built the optimizer `name` of `scope` may hold: one built in the file under
-        that name, or, for a parameter of the function, what every call of the function in this file passes for it
-        (`train_epoch(model, data, s2s_optimizer)`). None when one of them is unknown (no call in this file, an
-        argument built elsewhere)."""
-        if name is None:
-            return None
-        built = self.symbols.optimizer_class.get(name) or self.symbols.optimizer_class.get(name.rsplit(".", 1)[-1])
-        if built is not None:
-            return [built]
-        params = positional_params(scope.node) if scope is not None else []
-        if depth == 0 or name.partition(".")[0] not in params:
-            return None
-        found: list[cst.Call] = []
-        for caller in self.scopes:
-            for e in caller.raw:
-                if e.kind is not EventKind.LOCAL_CALL or self.resolve(caller, e.callee or "") is not scope:
-                    continue
-                calls = self.optimizer_calls(caller, _mapped(name, _positional(params, e), e), depth - 1)
-                if calls is None:
-                    return None
-                found.extend(calls)
-        return found or None
-
-    def bound_values(self, scope: Scope, name: str | None, depth: int = 2) -> list[cst.BaseExpression] | None:
-        """Every value `name` of `scope` may be bound to: its plain assignments in the function (for `self.x`, in
-        any method of the class; for a global, in the module body), or, for a parameter, what every call of the
-        function in this file passes for it (two levels). None when one is not known (no binding seen, an
-        argument that is not a name)."""
-        if name is None or name.count(".") > name.startswith("self."):
-            return None
-        owners = [s for s in self.scopes if s.class_name == scope.class_name] if name.startswith("self.") else [scope]
+    def callers_naming(self, scope: Scope, name: str) -> list[tuple[Scope, str | None]]:
+        """For each call of `scope`'s function in this file: the calling scope and its name for `name` (a parameter
+        becomes the argument passed for it; None when the caller has no name for it)."""
         params = positional_params(scope.node)
-        if not any(s.assignments(name) for s in owners) and name not in params and "." not in name:
-            owners = [self.scopes[0]]  # a global of the module
-        binds = [a for s in owners for a in s.assignments(name) if a.scope is s.node]
-        if binds or name not in params or depth == 0:
-            known = binds and all(a.variant is AssignForm.PLAIN and a.value is not None for a in binds)
-            return [a.value for a in binds] if known else None  # type: ignore[misc]  # no None (known)
-        out: list[cst.BaseExpression] = []
-        for caller in self.scopes:
-            for e in caller.raw:
-                if e.kind is EventKind.LOCAL_CALL and self.resolve(caller, e.callee or "") is scope:
-                    values = self.bound_values(caller, _mapped(name, _positional(params, e), e), depth - 1)
-                    if values is None:
-                        return None
-                    out.extend(values)
-        return out or None
+        return [(caller, _mapped(name, _positional(params, e), e)) for caller in self.scopes for e in caller.raw
+                if e.kind is EventKind.LOCAL_CALL and self.resolve(caller, e.callee or "") is scope]
 
     def resolve(self, caller: Scope, callee: str) -> Scope | None:
         if callee.startswith("self.") and callee.count(".") == 1:

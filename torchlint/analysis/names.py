@@ -12,6 +12,7 @@ from enum import Enum
 import libcst as cst
 
 from torchlint.analysis.exprs import dotted, last_part
+from torchlint.analysis.semantics import scale_invariant
 
 
 class Role(str, Enum):
@@ -62,6 +63,11 @@ def role_of_value(value: cst.BaseExpression) -> Role | None:
     return None
 
 
+def family_named(call: cst.Call) -> bool:
+    """A constructor whose class name says the optimizer family (`HybridAdam`, `CPUAdam`, `FusedSGD`)."""
+    return scale_invariant(last_part(dotted(call.func) or "")) is not None
+
+
 def role_of_name(name: str) -> Role:
     """What a conventional name stands for, from its last component."""
     last = last_part(name).lower()
@@ -99,6 +105,11 @@ class Symbols:
             return
         role = role_of_value(value)
         if role is None:
+            # `optimizer = HybridAdam(...)`, a class of another library whose name says its family, bound to a name
+            # that says optimizer; `optimizer = GeminiOptimizer(optimizer, model)`: it updates as the wrapped one
+            built = value if type(value) is cst.Call and family_named(value) else self._wrapped_optimizer(value)
+            if built is not None and self.role(target) is Role.OPTIMIZER:
+                self.optimizer_class[target] = self.optimizer_class[last_part(target)] = built
             return
         self._set(target, role)
         if role is Role.OPTIMIZER and type(value) is cst.Call:
@@ -110,6 +121,14 @@ class Symbols:
             opt = dotted(value.args[0].value)
             if opt is not None:
                 self.scheduler_optimizer[target] = opt
+
+    def _wrapped_optimizer(self, value: cst.BaseExpression) -> cst.Call | None:
+        """The constructor of the optimizer that a wrapper call takes as its first argument (a mixed-precision or
+        sharding wrapper, `Lookahead(base)`), when the file built it."""
+        if type(value) is not cst.Call or not value.args or value.args[0].keyword is not None:
+            return None
+        inner = dotted(value.args[0].value)
+        return self.optimizer_class.get(inner) if inner is not None else None
 
     def _set(self, name: str, role: Role) -> None:
         self._roles[name] = role

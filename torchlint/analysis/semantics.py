@@ -148,8 +148,30 @@ STATE_RESETS = ("detach", "repackage", "init_hidden", "init_state", "zeros", "ze
 SCALE_INVARIANT_OPTIMIZERS = frozenset({
     "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad", "Adadelta", "SparseAdam", "Adafactor",
     "FusedAdam", "FusedLAMB", "FusedAdagrad", "LAMB", "Lamb", "Lion", "AdamW8bit", "Adam8bit", "PagedAdamW",
-    "PagedAdamW8bit", "DeepSpeedCPUAdam",
+    "PagedAdamW8bit", "DeepSpeedCPUAdam", "Rprop", "AdaBelief", "AdamP", "Yogi", "Ranger", "Novograd", "Muon",
 })
+# Optimizers whose update is proportional to the gradient (SGD, with or without momentum): a summed window is an
+# update k times too large.
+SCALE_SENSITIVE_OPTIMIZERS = frozenset({"SGD", "ASGD", "SGDW", "SGDP", "FusedSGD"})
+# The family a class of another library belongs to, read from its name's ending (`HybridAdam`, `CPUAdam`,
+# `FusedAdam` are Adam; `FusedSGD` is SGD). A class that neither lists nor this names is an optimizer not known.
+_INVARIANT_FAMILY = re.compile(r"(Adam|AdamW|Lamb|LAMB|Adagrad|Lion)$")
+_SENSITIVE_FAMILY = re.compile(r"SGD$")
+
+
+def scale_invariant(optimizer_class: str) -> bool | None:
+    """Does the optimizer `optimizer_class` (its class name) make the same update from k times the gradient?
+    True for the Adam family, False for SGD's, None for a class not known."""
+    if optimizer_class in SCALE_INVARIANT_OPTIMIZERS or _INVARIANT_FAMILY.search(optimizer_class):
+        return True
+    if optimizer_class in SCALE_SENSITIVE_OPTIMIZERS or _SENSITIVE_FAMILY.search(optimizer_class):
+        return False
+    return None
+
+
+# A learning rate divided by the batch (`lr=cfg.learning_rate / cfg.batch`): the convention of a loss summed over
+# the samples of the batch (Darknet, Caffe), whose gradients are meant to add up across its micro-batches.
+BATCH_NAME = re.compile(r"(^|[._])(batch(_?size)?|bs|total_batch\w*|\w*_batch(_size)?)$", re.IGNORECASE)
 # Those of them whose weight decay is decoupled from the gradient (AdamW): a `weight_decay=` does not see its scale.
 DECOUPLED_DECAY_OPTIMIZERS = frozenset({"AdamW", "AdamW8bit", "PagedAdamW", "PagedAdamW8bit", "LAMB", "Lamb",
                                         "FusedLAMB", "Lion", "Adafactor"})

@@ -7,16 +7,17 @@ k times too large, as if the learning rate were multiplied by k.
 from __future__ import annotations
 
 import re
-from typing import Iterator, Sequence
+from typing import Iterator
 
 import libcst as cst
 
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop
 from torchlint.analysis.events import SELF_SCALING_BACKWARDS
+from torchlint.analysis.bindings import optimizer_calls
 from torchlint.analysis.clearing import wipes_window
 from torchlint.analysis.semantics import (
-    ACCUMULATION_NAME, DECOUPLED_DECAY_OPTIMIZERS, GRAD_RESCALING_METHODS, GRAD_RESCALING_TEXT, SCALE_INVARIANT_OPTIMIZERS,
-    SETTINGS_HOLDERS,
+    ACCUMULATION_NAME, BATCH_NAME, DECOUPLED_DECAY_OPTIMIZERS, GRAD_RESCALING_METHODS, GRAD_RESCALING_TEXT,
+    SETTINGS_HOLDERS, scale_invariant,
 )
 from torchlint.analysis.exprs import dotted, code_of, keyword, modulo_divisor, names_in
 from torchlint.source.walk import walk
@@ -78,14 +79,40 @@ A counter window may close early (`if n >= k or is_last_batch:`), and its counte
 `scheduler = LRScheduler(optimizer)` of a class (of the file or the project) whose `step()` steps the optimizer it
 holds is an optimizer step, whatever its name; an object whose class is not known is judged by its name.
 
-An optimizer built in the file as a scale-invariant one (Adam, AdamW, RMSprop, Adagrad, LAMB, Lion, ... : it
-divides by a running gradient magnitude or takes its sign) makes the same update from the summed gradient as from
-the mean, so it is reported only when something sees the gradient's size: clipping in the loop, or a coupled L2
-`weight_decay` (Adam's, not AdamW's). Gradients rescaled by hand before the step (`optimizer.multiply_grads(...)`,
-`p.grad.div_(k)`, `p.grad /= k`) count as divided. An optimizer handed to the training function is judged by what
-every call of it in the file passes (`train_epoch(model, loader, s2s_optimizer)` with `s2s_optimizer = AdamW(...)`);
-one built elsewhere is taken as SGD-like. DeepSpeed's engine (`model_engine.backward`, and `self.deepspeed` of Hugging
-Face's Trainer) divides by the accumulation steps itself.
+### Which optimizers a summed window misleads
+Only an optimizer whose update sees the gradient's size. SGD, with or without momentum, moves by the gradient
+itself: the sum of k micro-batch gradients is an update k times too large. A scale-invariant one (Adam, AdamW,
+RMSprop, Adagrad, LAMB, Lion, ... : it divides by a running gradient magnitude, or takes its sign) makes the same
+update from the sum as from the mean, so it is reported only when something sees the gradient's size: clipping in
+the loop (whatever the optimizer), or a coupled L2 `weight_decay` (Adam's, not AdamW's; one written as zero does
+not). Gradients rescaled by hand before the step (`optimizer.multiply_grads(...)`, `p.grad.div_(k)`,
+`p.grad /= k`) count as divided.
+
+The optimizer is known when the analysis sees its constructor: bound by the definitions that reach the step
+(each branch of a configuration that builds one: an SGD on one of them is an SGD the loop may step); built in the
+file (in `__init__` as `self.optimizer = ...` too); handed to the training function by every call of it in the file
+(`train_epoch(model, loader, s2s_optimizer)` with `s2s_optimizer = AdamW(...)`); returned by a function of the file
+(`optimizer = make_optimizer(model)`, `self.optimizer = self.make(net)`, Lightning's `self.optimizers()` from
+`configure_optimizers`); a class of another library whose name says its family (`HybridAdam`, `CPUAdam`,
+`FusedSGD`) bound to an optimizer's name; or the optimizer a call takes and hands back under the same name
+(`optimizer = Wrapper(optimizer, model)`, a mixed-precision or sharding optimizer with its own
+`optimizer.backward(loss)`; `model, optimizer = amp.initialize(model, optimizer)`): it updates as the one it took.
+
+An optimizer **not known** (a parameter no call of the file passes, one built in another file, a class of no known
+family) is not taken as SGD. It is reported only where the code declares the window a gradient-accumulation setting:
+`k` named as accumulation steps or micro-batches (`accum_steps`, `args.gradient_accumulation_steps`,
+`update_freq`, `n_micro`), `k` a larger batch counted in the loader's (`global_batch // batch_size`, directly or
+through its one binding in the function), or an inner loop that splits one batch into micro-batches. Such a
+setting promises that its value does not change the training, and a function that takes its optimizer from its
+callers must keep that promise for every optimizer they may hand it, SGD included. A window named otherwise
+(the batch assembled one sample per iteration, `if not (i % batch_size):`) with an optimizer not known is not
+reported: nothing in the code says the sum changes training.
+
+A learning rate divided by the window or by the batch (`lr=cfg.learning_rate / cfg.batch`, directly or through a
+name bound once) is the convention of a loss summed over the batch (Darknet's, Caffe's): the micro-batch gradients
+are meant to add up, and the window is not reported. A rate multiplied by the batch (the linear scaling rule,
+`base_lr * batch_size / 256`) is not that convention. DeepSpeed's engine (`model_engine.backward`, and
+`self.deepspeed` of Hugging Face's Trainer) divides by the accumulation steps itself.
 
 Frameworks count as plain backwards unless they divide: `fabric.backward` never does, Lightning's
 `self.manual_backward` in a `training_step` whose `opt.step()` waits for `(batch_idx + 1) % k == 0` does not
@@ -131,7 +158,10 @@ for i, (x, y) in enumerate(loader):
 A division by anything named like the accumulation steps, or mentioning a name of the guard's divisor, counts
 as scaling. A loss multiplied by hand on its way to the backward (`loss *= world_size`, `loss = loss * bs`) is
 not reported: its scale is managed by the author, and a sum over samples is meant to add up across micro-batches.
-A loss that is a mean over a window built elsewhere is not recognised.
+A loss that is a mean over a window built elsewhere is not recognised. An optimizer returned by a function of
+another file, or passed by callers in another file, is not followed: it is not known (see above). An optimizer
+bound in another function than the loop's under one name on several branches is judged by the file's last binding
+of that name.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -142,7 +172,8 @@ A loss that is a mean over a window built elsewhere is not recognised.
             k = _accumulation_divisor(loop)
             if k is None or any(wipes_window(model, loop, s) for s in loop.of(EventKind.STEP)):
                 continue  # (a window cleared before its step is TL006's: dividing would shrink the step further)
-            if _scale_does_not_matter(model, loop.node, loop.of(EventKind.STEP), loop.of(EventKind.CLIP)):
+            if _scale_does_not_matter(model, loop.node, loop.of(EventKind.STEP), loop.of(EventKind.CLIP), k,
+                                      _declared(loop.scope, k)):
                 continue
             for b in loop.of(EventKind.BACKWARD):
                 if _self_scaling(model, b) or "accumulate" in b.contexts or "no_grad" in b.contexts:
@@ -201,28 +232,78 @@ def _lightning_hooks(model: FileModel) -> Iterator[Finding]:
             )
 
 
-def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Event], clips: list[Event]) -> bool:
-    """The window's summed gradient changes nothing the optimizer does, or is rescaled by hand: every optimizer the
-    loop (`node`) steps is built in the file as a scale-invariant one (Adam-like; an optimizer handed to the function by
-    its callers in the file, as they build it) with nothing that sees the gradient's size
-    (clipping, a coupled L2 `weight_decay`); or the loop multiplies or divides the gradients themselves before the
-    step (`optimizer.multiply_grads(...)`, `p.grad.div_(n)`, `p.grad /= n`)."""
+def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Event], clips: list[Event],
+                           k: cst.BaseExpression, declared: bool) -> bool:
+    """The window's summed gradient changes nothing the optimizer does, or is meant to be a sum, or is rescaled by
+    hand: the loop (`node`) multiplies or divides the gradients themselves before the step
+    (`optimizer.multiply_grads(...)`, `p.grad.div_(n)`, `p.grad /= n`); or nothing clips and every optimizer it
+    steps is known (built in the file, handed in by the file's callers, returned by a function of the file) and
+    either is scale-invariant (Adam-like, no coupled L2 `weight_decay`) or has its learning rate divided by the
+    window or the batch (a loss summed by design). An optimizer not known counts only where the code `declared`
+    the window a gradient-accumulation setting (k named as accumulation steps, a batch split into micro-batches):
+    such a setting must not change the training for any optimizer the function may be handed, SGD included."""
     if GRAD_RESCALING_TEXT.search(model.text) and _grads_rescaled(node):
         return True
     if not steps or clips:
         return False
+    unknown = False
     for step in steps:
-        calls: Sequence[cst.Call | None] = model.optimizer_calls(model.scope_at(step.scope), step.target) or [None]
+        scope = model.scope_at(step.scope)
+        calls = optimizer_calls(model, scope, step.target, at=step)
+        if calls is None:
+            unknown = True
+            continue
         for call in calls:
-            name = (dotted(call.func) or "").rsplit(".", 1)[-1] if call is not None else ""
-            if call is None or name not in SCALE_INVARIANT_OPTIMIZERS:  # (no call: its name "" is not one)
+            if _lr_divided(model, call, k):
+                continue
+            name = (dotted(call.func) or "").rsplit(".", 1)[-1]
+            invariant = scale_invariant(name)
+            if invariant is None:
+                unknown = True
+            elif not invariant:
                 return False
-            decay = keyword(call, "weight_decay")
-            if (decay is not None and name not in DECOUPLED_DECAY_OPTIMIZERS
-                    and not ((type(decay.value) is cst.Integer or type(decay.value) is cst.Float)
-                             and float(decay.value.value) == 0)):
+            elif _coupled_decay(call, name):
                 return False
-    return True
+    return not (unknown and declared)
+
+
+def _declared(scope, k: cst.BaseExpression) -> bool:
+    """Does the code declare the window `k` a gradient-accumulation setting? Named as accumulation steps or
+    micro-batches (`args.gradient_accumulation_steps`, `num_micro_batches`), or a larger batch counted in the
+    loader's (`total_batch_size // batch_size`, directly or through the name's one binding in the function)."""
+    text = code_of(k)
+    if ACCUMULATION_NAME.search(text) or "micro" in text.lower():
+        return True
+    name = dotted(k)
+    bound = [a.value for a in scope.assignments(name)] if name is not None else []
+    value = bound[0] if len(bound) == 1 and bound[0] is not None else k
+    return (type(value) is cst.BinaryOperation and type(value.operator) in (cst.Divide, cst.FloorDivide)
+            and all(any(BATCH_NAME.search(n) for n in names_in(side)) for side in (value.left, value.right)))
+
+
+def _coupled_decay(call: cst.Call, name: str) -> bool:
+    """An L2 `weight_decay` added to the gradient (Adam's, not AdamW's) that is not written as zero: it sees the
+    gradient's size."""
+    decay = keyword(call, "weight_decay")
+    return (decay is not None and name not in DECOUPLED_DECAY_OPTIMIZERS
+            and not ((type(decay.value) is cst.Integer or type(decay.value) is cst.Float)
+                     and float(decay.value.value) == 0))
+
+
+def _lr_divided(model: FileModel, call: cst.Call, k: cst.BaseExpression) -> bool:
+    """The optimizer's learning rate is divided by the window `k` or by the batch (`lr=cfg.learning_rate /
+    cfg.batch`): the convention of a loss summed over the batch, whose micro-batch gradients are meant to add up."""
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    lr = keyword(call, "lr")
+    value = lr.value if lr is not None else positional[1] if len(positional) > 1 else None
+    if type(value) is cst.Name:  # `lr = base_lr / batch_size` bound once in the file
+        bound = [a.value for scope in model.scopes for a in scope.assignments(value.value) if a.value is not None]
+        value = bound[0] if len(bound) == 1 else None
+    if type(value) is not cst.BinaryOperation or type(value.operator) is not cst.Divide:
+        return False
+    divisor = value.right
+    window = names_in(k) - SETTINGS_HOLDERS
+    return bool(names_in(divisor) & window) or any(BATCH_NAME.search(n) for n in names_in(divisor))
 
 
 def _grads_rescaled(node: cst.CSTNode) -> bool:
@@ -283,7 +364,7 @@ def _micro_batch_loop(model: FileModel, inner: Loop) -> Iterator[Finding]:
     steps = [s for s in own_steps if s.loops == outer
              and any(scope.may_follow(b, s, outer[-1] if outer else None) for b in backwards)]
     if not steps or _scale_does_not_matter(model, outer[-1] if outer else node, own_steps,
-                                           [c for c in scope.events if c.kind is EventKind.CLIP]):
+                                           [c for c in scope.events if c.kind is EventKind.CLIP], count, True):
         return
     for b in backwards:
         assert b.value is not None  # a backward always has its value

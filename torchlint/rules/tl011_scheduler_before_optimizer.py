@@ -13,6 +13,7 @@ import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.exprs import code_of, dotted, names_in
+from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.semantics import LAST_LR_METHOD, LR_KEY, PARAM_GROUPS
 from torchlint.source.walk import walk
 from torchlint.analysis.names import role_suffix
@@ -160,7 +161,7 @@ def _not_torchs(model: FileModel, sched: Event) -> bool:
     the rate itself (`class CycleScheduler:` whose `step()` writes `group["lr"]` for the coming step), in every
     binding of the stepped name (`None` aside): not a `torch.optim.lr_scheduler` scheduler, so PyTorch's order
     does not apply to it."""
-    values = model.bound_values(model.scope_of(sched), sched.target)
+    values = bound_values(model, model.scope_of(sched), sched.target)
     if not values:
         return False
     built = [v for v in values if not (type(v) is cst.Name and v.value == "None")]

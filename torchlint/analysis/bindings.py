@@ -1,0 +1,113 @@
+"""What a name may hold, read from the definitions the file model knows: the optimizer a step steps (its
+constructor calls) and the values a name is bound to. Queries over `FileModel`, for the rules."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.events import AssignForm, Event, EventKind
+from torchlint.analysis.exprs import dotted, positional_params
+from torchlint.analysis.model import FileModel
+from torchlint.analysis.names import Role, family_named, role_of_value
+from torchlint.analysis.scopes import Scope
+
+
+def optimizer_calls(model: FileModel, scope: Scope | None, name: str | None, depth: int = 2,
+                    at: Event | None = None) -> list[cst.Call] | None:
+    """The constructor calls that built the optimizer `name` of `scope` may hold: those the definitions reaching
+    `at` bind (`_bound_optimizers`), else one built in the file under that name, or, for a parameter of the
+    function, what every call of the function in this file passes for it (`train_epoch(model, data, s2s_opt)`),
+    or what a function of the file returns when the name is bound to its call (`optimizer = make_optimizer(m)`,
+    Lightning's `opt = self.optimizers()` from `configure_optimizers`). None when one of them is unknown."""
+    if name is None or depth < 0:
+        return None
+    if scope is not None and at is not None and at.scope is scope.node:
+        defs, entry = scope.reaching(name, at)
+        if defs and not entry:
+            return _bound_optimizers(model, scope, defs, depth)
+    built = model.symbols.optimizer_class.get(name) or model.symbols.optimizer_class.get(name.rsplit(".", 1)[-1])
+    if built is not None and dotted(built.func) != "self.optimizers":
+        return [built]
+    returned = [_returned(model, s, a.value, depth) for s in model.scopes for a in s.assignments(name)]
+    if returned and None not in returned:
+        return [c for calls in returned for c in calls or ()]
+    params = positional_params(scope.node) if scope is not None else []
+    if scope is None or depth == 0 or name.partition(".")[0] not in params:
+        return None
+    found: list[cst.Call] = []
+    for caller, named in model.callers_naming(scope, name):
+        calls = optimizer_calls(model, caller, named, depth - 1)
+        if calls is None:
+            return None
+        found.extend(calls)
+    return found or None
+
+
+def bound_values(model: FileModel, scope: Scope, name: str | None, depth: int = 2) -> list[cst.BaseExpression] | None:
+    """Every value `name` of `scope` may be bound to: its plain assignments in the function (for `self.x`, in
+    any method of the class; for a global, in the module body), or, for a parameter, what every call of the
+    function in this file passes for it (two levels). None when one is not known (no binding seen, an
+    argument that is not a name)."""
+    if name is None or name.count(".") > name.startswith("self."):
+        return None
+    owners = [s for s in model.scopes if s.class_name == scope.class_name] if name.startswith("self.") else [scope]
+    params = positional_params(scope.node)
+    if not any(s.assignments(name) for s in owners) and name not in params and "." not in name:
+        owners = [model.scopes[0]]  # a global of the module
+    binds = [a for s in owners for a in s.assignments(name) if a.scope is s.node]
+    if binds or name not in params or depth == 0:
+        known = binds and all(a.variant is AssignForm.PLAIN and a.value is not None for a in binds)
+        return [a.value for a in binds] if known else None  # type: ignore[misc]  # no None (known)
+    out: list[cst.BaseExpression] = []
+    for caller, named in model.callers_naming(scope, name):
+        values = bound_values(model, caller, named, depth - 1)
+        if values is None:
+            return None
+        out.extend(values)
+    return out or None
+
+
+def _bound_optimizers(model: FileModel, scope: Scope, defs: tuple[Event, ...], depth: int) -> list[cst.Call] | None:
+    """What the definitions of an optimizer's name reaching its step bind: a constructor (of torch, or of a
+    class named by its family), what a function of the file returns, or the optimizer a call takes and hands
+    back under the same name (`optimizer = Wrapper(optimizer, model)`, `model, opt = amp.initialize(model,
+    opt)`); `None` binds nothing. None when one of them is unknown."""
+    found: list[cst.Call] = []
+    for d in defs:
+        v = d.value
+        if type(v) is cst.Name and v.value == "None":
+            continue
+        if d.kind is not EventKind.ASSIGN or type(v) is not cst.Call:
+            return None
+        if role_of_value(v) is Role.OPTIMIZER and dotted(v.func) != "self.optimizers" or family_named(v):
+            found.append(v)
+            continue
+        taken = any(dotted(a.value) == d.target for a in v.args)
+        calls = (optimizer_calls(model, scope, d.target, depth - 1, d) if taken
+                 else _returned(model, scope, v, depth))
+        if calls is None:
+            return None
+        found.extend(calls)
+    return found or None
+
+
+def _returned(model: FileModel, scope: Scope, value: cst.BaseExpression | None, depth: int) -> list[cst.Call] | None:
+    """The optimizers a function of the file returns, `value` being its call, when each return is one known."""
+    callee = dotted(value.func) if type(value) is cst.Call else None
+    if callee == "self.optimizers":  # Lightning's: what the module's configure_optimizers returns
+        callee = "self.configure_optimizers"
+    helper = model.resolve(scope, callee) if callee is not None and depth > 0 else None
+    if helper is None:
+        return None
+    found: list[cst.Call] = []
+    for r in helper.raw:
+        if r.kind is not EventKind.RETURN or r.scope is not helper.node:
+            continue
+        if type(r.value) is cst.Call and role_of_value(r.value) is Role.OPTIMIZER:
+            found.append(r.value)
+            continue
+        calls = optimizer_calls(model, helper, dotted(r.value) if r.value is not None else None, depth - 1, r)
+        if calls is None:
+            return None
+        found.extend(calls)
+    return found or None
