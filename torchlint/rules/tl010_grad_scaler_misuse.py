@@ -16,7 +16,7 @@ from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel
 from torchlint.analysis.exprs import code_of
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, insert_after, insert_before, movable
-from torchlint.rules.base import BACKWARD_CALL, LOOP, Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
 
 SCALE_CALL = re.compile(r"\.\s*scale\s*\(")  # scaler.scale(loss).backward()
@@ -27,7 +27,7 @@ class GradScalerMisuse(Rule):
     name = "grad-scaler-misuse"
     summary = "GradScaler misuse: optimizer.step() instead of scaler.step(), clipping scaled grads, no update()"
     fix_safety = "unsafe"
-    requires = (BACKWARD_CALL, LOOP, SCALE_CALL)
+    requires = (BACKWARD_CALL, SCALE_CALL)  # no loop: a per-step function runs in its caller's loop
     runtime_signs = (Sign.CLIPPED_WHILE_SCALED, Sign.SCALER_REFUSED)
     fix_promise = "GradScaler now unscales before clipping, checks for inf and updates at every step"
     fixture_errors = {"direct_step": "No inf checks were recorded prior to update",
@@ -38,6 +38,10 @@ In a loop that back-propagates through a GradScaler (`scaler.scale(loss).backwar
 1. `optimizer.step()` called directly instead of `scaler.step(optimizer)`;
 2. `clip_grad_norm_` / `clip_grad_value_` with no `scaler.unscale_(optimizer)` between the backward and the clip;
 3. `scaler.step(...)` with no `scaler.update()` in the iteration.
+
+A function that back-propagates outside any loop of its own and steps an optimizer (an optimizer wrapper's
+`step(loss)`, an agent's `learn(batch)`) runs once per step of whatever loop calls it, in this file or another:
+1 and 2 are checked in its body as in one iteration. 3 is not (its caller may update the scale once it returns).
 
 ## Why it is wrong
 1. The gradients are still multiplied by the loss scale (65536 at first): the update is tens of thousands of
@@ -82,27 +86,38 @@ for x, y in loader:
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
-        for loop in model.loops:
+        seen: set[int] = set()  # a per-step function called in a loop of the file is judged there and alone
+        for loop in [*model.loops, *model.step_bodies()]:
             scaled = [b for b in loop.of(EventKind.BACKWARD) if b.variant is BackwardVia.SCALER]
             if not scaled:
                 continue
             scaler = scaled[0].via or "scaler"
-            yield from _direct_steps(loop, scaled, scaler)
-            yield from _clip_before_unscale(loop, scaled, scaler)
-            yield from _no_update(loop, scaler)
+            found = [*_direct_steps(loop, scaled, scaler), *_clip_before_unscale(loop, scaled, scaler)]
+            if loop.node is not None:
+                # A per-step function may leave `update()` to its caller, once its step returns.
+                found += _no_update(loop, scaler)
+            for finding in found:
+                if id(finding.node) not in seen:
+                    seen.add(id(finding.node))
+                    yield finding
 
 
 def _serves(loop: Loop, backward: Event, later: Event) -> bool:
     """`later` can run after `backward` in the same iteration, inside the loop `backward` runs in (a backward in
     one training function never serves the step of another function called after it)."""
-    return later.loops[-1] in backward.loops and loop.may_follow(backward, later)
+    return (_level(later) is None or _level(later) in backward.loops) and loop.may_follow(backward, later)
+
+
+def _level(e: Event) -> cst.CSTNode | None:
+    """The innermost loop `e` runs in, in its function; None outside any (a per-step function's body)."""
+    return e.loops[-1] if e.loops else None
 
 
 def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Finding]:
     for step in loop.of(EventKind.STEP):
         if step.via is not None or step.target is None or not any(_serves(loop, b, step) for b in scaled):
             continue
-        if step.loops[-1] is not loop.node:
+        if _level(step) is not loop.node:
             continue  # judged in its own loop
         call = step.node
         fix = None
@@ -119,24 +134,26 @@ def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Find
 
 def _clip_before_unscale(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Finding]:
     for clip in loop.of(EventKind.CLIP):
-        if clip.variant is ClipVia.ACCELERATOR or clip.loops[-1] is not loop.node:
+        if clip.variant is ClipVia.ACCELERATOR or _level(clip) is not loop.node:
             continue
         before = [b for b in scaled if _serves(loop, b, clip)]
         if not before:
             continue
+        by = before[-1].via or scaler  # the scaler of the backward just before (one per network)
         unscales = [e for e in loop.of(EventKind.SCALER_UNSCALE) if loop.may_follow(e, clip)]
         if any(loop.may_follow(b, u) for b in before for u in unscales):
             continue
         steps = [s for s in loop.of(EventKind.STEP) if s.target and loop.may_follow(clip, s)]
         opt = steps[0].target if steps else None
         fix = None
-        if opt and movable(clip.stmt) and clip.inlined_from is None:
-            fix = Fix("unsafe", f"insert `{scaler}.unscale_({opt})` before clipping",
-                      (insert_before(clip.stmt, f"{scaler}.unscale_({opt})\n"),))
+        # Not when the optimizer is a name bound by a loop after the clip (`for opt in optimizers: scaler.step(opt)`).
+        if opt and steps[0].loops == clip.loops and movable(clip.stmt) and clip.inlined_from is None:
+            fix = Fix("unsafe", f"insert `{by}.unscale_({opt})` before clipping",
+                      (insert_before(clip.stmt, f"{by}.unscale_({opt})\n"),))
         yield Finding(
             clip.node,
             f"`{code_of(clip.node.func) if type(clip.node) is cst.Call else 'clipping'}` clips gradients still "
-            f"multiplied by the loss scale: call `{scaler}.unscale_({opt or 'optimizer'})` before it",
+            f"multiplied by the loss scale: call `{by}.unscale_({opt or 'optimizer'})` before it",
             fix,
         )
 
