@@ -300,9 +300,83 @@ POSITIVE = {
         """,
         [(5, 13)],
     ),
+    # -- guards: a configuration flag, or the same condition tested again around the optimizer's step ------------
+    "configuration_guard_before_the_step": (
+        """
+        for batch in loader:
+            net(batch).mean().backward()
+            if cfg.noam_schedule and cfg.mode == "step":
+                sched.step()
+            opt.step()
+            opt.zero_grad()
+        """,
+        [(5, 9)],
+    ),
+    "phase_guard_tested_again_in_the_batch_loop": (
+        """
+        for epoch in range(epochs):
+            for phase in ["train", "val"]:
+                if phase == "train":
+                    sched.step()
+                for x, y in loaders[phase]:
+                    out = net(x)
+                    if phase == "train":
+                        crit(out, y).backward()
+                        opt.step()
+                        opt.zero_grad()
+        """,
+        [(5, 13)],
+    ),
 }
 
 NEGATIVE = {
+    "guard_of_the_iteration_counter": """
+        for i, batch in enumerate(loader):
+            net(batch).mean().backward()
+            if i > 0:
+                sched.step()
+            opt.step()
+            opt.zero_grad()
+        """,
+    "guard_that_calls": """
+        for batch in loader:
+            net(batch).mean().backward()
+            if warmup.active():
+                sched.step()
+            opt.step()
+            opt.zero_grad()
+        """,
+    "guard_of_a_flag_the_loop_sets": """
+        started = False
+        for batch in loader:
+            net(batch).mean().backward()
+            if started:
+                sched.step()
+            opt.step()
+            opt.zero_grad()
+            started = True
+        """,
+    "same_condition_after_its_name_is_rebound": """
+        for epoch in range(epochs):
+            for phase in ["train", "val"]:
+                if phase == "train":
+                    sched.step()
+                phase = next_phase(phase)
+                for x, y in loaders[phase]:
+                    if phase == "train":
+                        crit(net(x), y).backward()
+                        opt.step()
+        """,
+    "attribute_flag_with_an_unknown_method_of_self_in_the_loop": """
+        class Loop:
+            def fit(self):
+                for batch in self.batches:
+                    self.net(batch).mean().backward()
+                    if self.scheduling:
+                        self.sched.step()
+                    self.toggle()
+                    self.opt.step()
+        """,
     "epoch_function_steps_the_scheduler_from_the_second_epoch": """
         def run_epoch(net, batches, opt, sched, epoch):
             if epoch > 0:

@@ -43,8 +43,12 @@ In one iteration of a loop, `scheduler.step()` (no argument) before the `optimiz
 directly, or inside a small wrapper method of the same file that steps both. The optimizer may step in a loop
 inside that one: an epoch loop that steps the scheduler at its top, before its batch loop, skips the schedule's
 first rate in its first epoch, and every epoch then trains at the next one. A guard that tests the scheduler
-itself (`if scheduler is not None:`, `if self.lr_scheduler:`) does not change that; a guard of its own
-(`if epoch > 0:`), or one around the batch loop only, keeps the rule silent.
+itself (`if scheduler is not None:`, `if self.lr_scheduler:`) does not change that, nor does a configuration flag
+of the loop (`if cfg.noam_schedule:`: it calls nothing and reads nothing the loop assigns, so when it holds it
+holds from the first iteration), nor a condition the optimizer's step is tested under again (`if phase ==
+"train":` around the scheduler, and again around the step in the batch loop). A guard of its own that may change
+between iterations (`if epoch > 0:`, a flag the loop sets, a call, an attribute of `self`), or one around the
+batch loop only, keeps the rule silent.
 
 ## Why it is wrong
 Since PyTorch 1.1 the scheduler must step after the optimizer. Stepping it first skips the first learning rate of
@@ -113,8 +117,7 @@ for epoch in range(epochs):
                 # Guards must agree down to the scheduler's level, except one that tests the scheduler itself
                 # (`if scheduler is not None:`): whenever it steps, it exists. A guard inside the batch loop
                 # (an accumulation window) only delays the first optimizer step further.
-                own = _guards(sched, level)
-                later = [s for s in later if _guards(s, level) == own]
+                later = [s for s in later if _agree(loop, sched, s, level)]
                 if not later:
                     continue
                 opt = later[0]
@@ -139,6 +142,27 @@ for epoch in range(epochs):
                     f"after the optimizer",
                     _fix(loop, sched, opt) if set(sched.guards) == set(opt.guards) else None,
                 )
+
+
+def _agree(loop: Loop, sched: Event, opt: Event, level: int) -> bool:
+    """The optimizer steps whenever the scheduler does, as far as guards down to the scheduler's level tell: the
+    optimizer has no guard of its own there, and each of the scheduler's is the optimizer's too, or tests the same
+    condition again deeper (`if phase == "train":` around the step in the batch loop), or is a configuration flag
+    of the whole loop (`if cfg.warmup:`), true from the first iteration whenever it is true. A guard that may
+    change from one iteration to the next (`if epoch > 0:`) may be what delays the scheduler: the rule is silent."""
+    own, theirs = _guards(sched, level), _guards(opt, level)
+    if not theirs <= own:
+        return False
+    for g in own - theirs:
+        test = g.test
+        if not isinstance(test, cst.BaseExpression):
+            return False
+        if loop.invariant(test):
+            continue
+        if not (any(h.condition() == g.condition() for h in opt.guards)
+                and loop.unchanged_between(test, sched, opt)):
+            return False
+    return True
 
 
 def _guards(e: Event, level: int) -> frozenset:
