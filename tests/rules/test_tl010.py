@@ -147,9 +147,71 @@ POSITIVE = {
         """,
         [(4, 5)],
     ),
+    # the update skipped by a flag set after the unscale: the next unscale_ raises
+    "update_skipped_by_a_flag_set_after_unscale": (
+        """
+        for i, batch in enumerate(loader):
+            scaler.scale(net(batch).mean()).backward()
+            scaler.unscale_(opt)
+            skip = False
+            norm = clip_grad_norm_(net.parameters(), 1.0)
+            if norm > 10.0:
+                skip = True
+            if not skip:
+                scaler.step(opt)
+                scaler.update()
+            opt.zero_grad()
+        """,
+        [(11, 9)],
+    ),
+    "update_under_a_test_of_the_norm_clipped_after_unscale": (
+        """
+        for batch in loader:
+            scaler.scale(net(batch).mean()).backward()
+            scaler.unscale_(opt)
+            total = clip_grad_norm_(net.parameters(), 1.0)
+            if torch.isfinite(total):
+                scaler.step(opt)
+                scaler.update()
+        """,
+        [(8, 9)],
+    ),
 }
 
 NEGATIVE = {
+    "update_after_a_skipped_step": """
+        for batch in loader:
+            scaler.scale(net(batch).mean()).backward()
+            scaler.unscale_(opt)
+            total = clip_grad_norm_(net.parameters(), 1.0)
+            if torch.isfinite(total):
+                scaler.step(opt)
+            scaler.update()
+        """,
+    # the same window test before the unscale and again before the update: nothing new is decided
+    "window_tested_twice": """
+        for i, batch in enumerate(loader):
+            scaler.scale(net(batch).mean() / k).backward()
+            if (i + 1) % k == 0:
+                scaler.unscale_(opt)
+                clip_grad_norm_(net.parameters(), 1.0)
+            if (i + 1) % k == 0:
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+        """,
+    # a flag decided before the unscale: the unscale runs under it too
+    "flag_decided_before_the_unscale": """
+        for i, batch in enumerate(loader):
+            scaler.scale(net(batch).mean()).backward()
+            do_step = (i + 1) % k == 0
+            if do_step:
+                scaler.unscale_(opt)
+                clip_grad_norm_(net.parameters(), 1.0)
+            if do_step:
+                scaler.step(opt)
+                scaler.update()
+        """,
     "per_step_method_recipe": """
         class Stepper:
             def step(self, loss):

@@ -13,7 +13,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel, Loop
-from torchlint.analysis.exprs import code_of
+from torchlint.analysis.exprs import code_of, names_in
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, insert_after, insert_before, movable
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
@@ -37,7 +37,9 @@ class GradScalerMisuse(Rule):
 In a loop that back-propagates through a GradScaler (`scaler.scale(loss).backward()`):
 1. `optimizer.step()` called directly instead of `scaler.step(optimizer)`;
 2. `clip_grad_norm_` / `clip_grad_value_` with no `scaler.unscale_(optimizer)` between the backward and the clip;
-3. `scaler.step(...)` with no `scaler.update()` in the iteration.
+3. `scaler.step(...)` with no `scaler.update()` in the iteration;
+4. `scaler.update()` under a condition decided after `scaler.unscale_(optimizer)` (`if not skip:` with `skip`
+   set when the clipped norm is too large, `if torch.isfinite(norm):`).
 
 A function that back-propagates outside any loop of its own and steps an optimizer (an optimizer wrapper's
 `step(loss)`, an agent's `learn(batch)`) runs once per step of whatever loop calls it, in this file or another:
@@ -48,6 +50,8 @@ A function that back-propagates outside any loop of its own and steps an optimiz
    times too large, and the step is not skipped when the gradients contain inf/nan.
 2. The clipping threshold is compared with scaled gradients, so it clips far too hard (effectively always).
 3. The scale never shrinks after an overflow nor grows back: steps keep being skipped, or precision is lost.
+4. Only `update()` resets the optimizer's unscaled state: on an iteration that skips it, the next `unscale_`
+   raises "unscale_() has already been called on this optimizer since the last update()".
 
 ## Example
 ```python
@@ -61,7 +65,8 @@ for x, y in loader:
 
 ## Fix
 1. `optimizer.step()` → `scaler.step(optimizer)`; 2. insert `scaler.unscale_(optimizer)` before the clip;
-3. insert `scaler.update()` after the last `scaler.step(...)`. **Unsafe**: the updates change, to the correct ones.
+3. insert `scaler.update()` after the last `scaler.step(...)`; 4. (no fix) call `scaler.update()` on every path
+after the unscale: it is valid after a skipped step. **Unsafe**: the updates change, to the correct ones.
 
 ## Correct look-alikes (not flagged)
 The documented AMP recipe (`scale → backward → unscale_ → clip → scaler.step → scaler.update`);
@@ -69,7 +74,8 @@ The documented AMP recipe (`scale → backward → unscale_ → clip → scaler.
 `scaler.step` is still used the same way; the plain arm of `if use_amp: ... else: loss.backward();
 optimizer.step()` (exclusive branches are never sequenced), also when the scaled backward sits in a helper
 under `if scaler is not None:` and the step in the caller's `else:`; two training functions called one after
-the other (an AMP run, then a plain run).
+the other (an AMP run, then a plain run); `scaler.update()` after a step skipped under `if torch.isfinite(norm):`;
+the update under the same window test as the unscale, tested again, or under a flag set before the unscale.
 
 ```python
 scaler = torch.cuda.amp.GradScaler()
@@ -96,6 +102,7 @@ for x, y in loader:
             if loop.node is not None:
                 # A per-step function may leave `update()` to its caller, once its step returns.
                 found += _no_update(loop, scaler)
+                found += _update_skipped_after_unscale(loop)
             for finding in found:
                 if id(finding.node) not in seen:
                     seen.add(id(finding.node))
@@ -174,3 +181,41 @@ def _no_update(loop: Loop, scaler: str) -> Iterator[Finding]:
         f"overflowing steps keep being skipped; call `{last.via}.update()` after the step",
         fix,
     )
+
+
+def _update_skipped_after_unscale(loop: Loop) -> Iterator[Finding]:
+    """`scaler.unscale_(opt)`, then `scaler.update()` under a condition decided after it (`if not skip:` with
+    `skip = True` when the clipped norm is too large): on the iterations it skips, the optimizer stays unscaled and
+    the next `unscale_` raises. A condition the unscale was already under, tested again, decides nothing new."""
+    for unscale in loop.of(EventKind.SCALER_UNSCALE):
+        if _level(unscale) is not loop.node:
+            continue
+        updates = [u for u in loop.of(EventKind.SCALER_UPDATE)
+                   if u.target == unscale.via and loop.may_follow(unscale, u)]
+        if not updates or not loop.ends_iteration_after(unscale, updates):
+            continue
+        if not all(_decided_after(loop, unscale, u) for u in updates):
+            continue
+        last = updates[-1]
+        yield Finding(
+            last.node,
+            f"`{code_of(last.node)}` is skipped by a condition decided after `{code_of(unscale.node)}`: on those "
+            f"iterations the optimizer stays unscaled and the next `unscale_` raises 'unscale_() has already been "
+            f"called on this optimizer since the last update()'; call `{unscale.via}.update()` on every path after "
+            f"the unscale (it is safe after a skipped step)",
+        )
+
+
+def _decided_after(loop: Loop, unscale: Event, update: Event) -> bool:
+    """`update` sits under a guard the unscale does not share whose test reads a name bound between the two."""
+    bound = {e.target for e in loop.of(EventKind.ASSIGN)
+             if e.target and loop.may_follow(unscale, e) and loop.may_follow(e, update)}
+    for g in update.guards:
+        if g in unscale.guards or not isinstance(g.test, cst.BaseExpression):
+            continue
+        if any(h.condition() == g.condition() for h in unscale.guards) and loop.unchanged_between(
+                g.test, unscale, update):
+            continue
+        if names_in(g.test) & bound:
+            return True
+    return False
