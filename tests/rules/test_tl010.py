@@ -94,9 +94,169 @@ POSITIVE = {
         """,
         [(4, 5)],
     ),
+    # A per-step method (no loop of its own) runs once per step of whatever loop calls it, in any file.
+    "per_step_method_clips_before_unscale": (
+        """
+        class Stepper:
+            def step(self, loss, global_step):
+                self.grad_scaler.scale(loss).backward()
+                if self.max_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(self.params, self.max_norm)
+                for opt in self.opts:
+                    self.grad_scaler.step(opt)
+                self.grad_scaler.update()
+        """,
+        [(6, 13)],
+    ),
+    "per_step_function_direct_step": (
+        """
+        def update(net, batch, opt, amp_scaler):
+            loss = net(batch).mean()
+            amp_scaler.scale(loss).backward()
+            opt.step()
+            amp_scaler.update()
+        """,
+        [(5, 5)],
+    ),
+    "per_step_method_two_networks_each_clipped_scaled": (
+        """
+        class Agent:
+            def learn(self, batch):
+                self.pi_scaler.scale(self.pi_loss(batch)).backward()
+                clip_grad_norm_(self.pi.parameters(), 10.0)
+                self.pi_scaler.step(self.pi_opt)
+                self.pi_scaler.update()
+                self.v_scaler.scale(self.v_loss(batch)).backward()
+                clip_grad_norm_(self.v.parameters(), 10.0)
+                self.v_scaler.step(self.v_opt)
+                self.v_scaler.update()
+        """,
+        [(5, 9), (9, 9)],
+    ),
+    # called in a loop of the same file: judged there and as a body, reported once
+    "per_step_helper_called_in_a_loop_reported_once": (
+        """
+        def train_step(x, y):
+            scaler.scale(criterion(model(x), y)).backward()
+            clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+
+        for x, y in loader:
+            train_step(x, y)
+        """,
+        [(4, 5)],
+    ),
+    # the update skipped by a flag set after the unscale: the next unscale_ raises
+    "update_skipped_by_a_flag_set_after_unscale": (
+        """
+        for i, batch in enumerate(loader):
+            scaler.scale(net(batch).mean()).backward()
+            scaler.unscale_(opt)
+            skip = False
+            norm = clip_grad_norm_(net.parameters(), 1.0)
+            if norm > 10.0:
+                skip = True
+            if not skip:
+                scaler.step(opt)
+                scaler.update()
+            opt.zero_grad()
+        """,
+        [(11, 9)],
+    ),
+    "update_under_a_test_of_the_norm_clipped_after_unscale": (
+        """
+        for batch in loader:
+            scaler.scale(net(batch).mean()).backward()
+            scaler.unscale_(opt)
+            total = clip_grad_norm_(net.parameters(), 1.0)
+            if torch.isfinite(total):
+                scaler.step(opt)
+                scaler.update()
+        """,
+        [(8, 9)],
+    ),
 }
 
 NEGATIVE = {
+    "update_after_a_skipped_step": """
+        for batch in loader:
+            scaler.scale(net(batch).mean()).backward()
+            scaler.unscale_(opt)
+            total = clip_grad_norm_(net.parameters(), 1.0)
+            if torch.isfinite(total):
+                scaler.step(opt)
+            scaler.update()
+        """,
+    # the same window test before the unscale and again before the update: nothing new is decided
+    "window_tested_twice": """
+        for i, batch in enumerate(loader):
+            scaler.scale(net(batch).mean() / k).backward()
+            if (i + 1) % k == 0:
+                scaler.unscale_(opt)
+                clip_grad_norm_(net.parameters(), 1.0)
+            if (i + 1) % k == 0:
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+        """,
+    # a flag decided before the unscale: the unscale runs under it too
+    "flag_decided_before_the_unscale": """
+        for i, batch in enumerate(loader):
+            scaler.scale(net(batch).mean()).backward()
+            do_step = (i + 1) % k == 0
+            if do_step:
+                scaler.unscale_(opt)
+                clip_grad_norm_(net.parameters(), 1.0)
+            if do_step:
+                scaler.step(opt)
+                scaler.update()
+        """,
+    "per_step_method_recipe": """
+        class Stepper:
+            def step(self, loss):
+                self.grad_scaler.scale(loss).backward()
+                self.grad_scaler.unscale_(self.opt)
+                torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+                self.grad_scaler.step(self.opt)
+                self.grad_scaler.update()
+        """,
+    # the caller updates the scale once the per-step function has returned
+    "per_step_function_leaves_update_to_caller": """
+        def optimize(loss, opt, scaler):
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+
+        def fit(loader, opt, scaler):
+            for batch in loader:
+                optimize(model(batch).mean(), opt, scaler)
+                scaler.update()
+        """,
+    # a backward helper steps nothing: the caller unscales before clipping
+    "scaled_backward_helper_without_step": """
+        class Engine:
+            def backward(self, loss):
+                self.scaler.scale(loss).backward()
+
+            def fit(self):
+                for batch in self.loader:
+                    self.backward(self.model(batch).mean())
+                    self.scaler.unscale_(self.opt)
+                    clip_grad_norm_(self.model.parameters(), 1.0)
+                    self.scaler.step(self.opt)
+                    self.scaler.update()
+        """,
+    "per_step_function_plain_arm_exclusive": """
+        def update(net, loss, opt, scaler, amp):
+            if amp:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                clip_grad_norm_(net.parameters(), 1.0)
+                opt.step()
+        """,
     # the direct step runs only when the scaled backward (nested ifs in a helper) did not: `a and b` vs a, b
     "scaled_backward_and_plain_step_on_exclusive_compound_guards": """
         def train_iteration(model, batch, scaler, args):
@@ -293,3 +453,16 @@ def test_message_no_update():
         "`scaler.step(opt)` without `scaler.update()` in the iteration: the loss scale never adapts, so "
         "overflowing steps keep being skipped; call `scaler.update()` after the step",
     )]
+
+
+def test_message_names_the_scaler_of_the_backward_before_the_clip():
+    """Two networks, each with its own GradScaler: each clip names the scaler that scaled its gradients."""
+    got = messages(POSITIVE["per_step_method_two_networks_each_clipped_scaled"][0], "TL010")
+    assert ["self.pi_scaler.unscale_(self.pi_opt)" in m for _, _, m in got] == [True, False]
+    assert "self.v_scaler.unscale_(self.v_opt)" in got[1][2]
+
+
+def test_no_fix_naming_an_optimizer_bound_by_a_later_loop():
+    import textwrap
+    src = POSITIVE["per_step_method_clips_before_unscale"][0]
+    assert fixed(src, "TL010") == textwrap.dedent(src)

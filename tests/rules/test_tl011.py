@@ -273,9 +273,151 @@ POSITIVE = {
         """,
         [(10, 17)],
     ),
+    # -- once per call, before the function's own loop: a train_epoch() called once per epoch ---------------------
+    "epoch_function_before_its_batch_loop": (
+        """
+        def run_epoch(net, batches, opt, sched, crit):
+            net.train()
+            sched.step()
+            for inputs, targets in batches:
+                opt.zero_grad()
+                crit(net(inputs), targets).backward()
+                opt.step()
+        """,
+        [(4, 5)],
+    ),
+    "epoch_method_presence_guard_before_accumulating_loop": (
+        """
+        class Runner:
+            def one_epoch(self):
+                if self.lr_sched is not None:
+                    self.lr_sched.step()
+                for i, batch in enumerate(self.batches):
+                    self.net(batch).mean().backward()
+                    if (i + 1) % self.accum == 0:
+                        self.opt.step()
+                        self.opt.zero_grad()
+        """,
+        [(5, 13)],
+    ),
+    # -- guards: a configuration flag, or the same condition tested again around the optimizer's step ------------
+    "configuration_guard_before_the_step": (
+        """
+        for batch in loader:
+            net(batch).mean().backward()
+            if cfg.noam_schedule and cfg.mode == "step":
+                sched.step()
+            opt.step()
+            opt.zero_grad()
+        """,
+        [(5, 9)],
+    ),
+    "phase_guard_tested_again_in_the_batch_loop": (
+        """
+        for epoch in range(epochs):
+            for phase in ["train", "val"]:
+                if phase == "train":
+                    sched.step()
+                for x, y in loaders[phase]:
+                    out = net(x)
+                    if phase == "train":
+                        crit(out, y).backward()
+                        opt.step()
+                        opt.zero_grad()
+        """,
+        [(5, 13)],
+    ),
 }
 
 NEGATIVE = {
+    "guard_of_the_iteration_counter": """
+        for i, batch in enumerate(loader):
+            net(batch).mean().backward()
+            if i > 0:
+                sched.step()
+            opt.step()
+            opt.zero_grad()
+        """,
+    "guard_that_calls": """
+        for batch in loader:
+            net(batch).mean().backward()
+            if warmup.active():
+                sched.step()
+            opt.step()
+            opt.zero_grad()
+        """,
+    "guard_of_a_flag_the_loop_sets": """
+        started = False
+        for batch in loader:
+            net(batch).mean().backward()
+            if started:
+                sched.step()
+            opt.step()
+            opt.zero_grad()
+            started = True
+        """,
+    "same_condition_after_its_name_is_rebound": """
+        for epoch in range(epochs):
+            for phase in ["train", "val"]:
+                if phase == "train":
+                    sched.step()
+                phase = next_phase(phase)
+                for x, y in loaders[phase]:
+                    if phase == "train":
+                        crit(net(x), y).backward()
+                        opt.step()
+        """,
+    "attribute_flag_with_an_unknown_method_of_self_in_the_loop": """
+        class Loop:
+            def fit(self):
+                for batch in self.batches:
+                    self.net(batch).mean().backward()
+                    if self.scheduling:
+                        self.sched.step()
+                    self.toggle()
+                    self.opt.step()
+        """,
+    "epoch_function_steps_the_scheduler_from_the_second_epoch": """
+        def run_epoch(net, batches, opt, sched, epoch):
+            if epoch > 0:
+                sched.step()
+            for inputs, targets in batches:
+                opt.zero_grad()
+                net(inputs, targets).backward()
+                opt.step()
+        """,
+    "epoch_function_steps_the_scheduler_after_its_loop": """
+        def run_epoch(net, batches, opt, sched):
+            for inputs, targets in batches:
+                opt.zero_grad()
+                net(inputs, targets).backward()
+                opt.step()
+            sched.step()
+        """,
+    "epoch_function_resumes_the_schedule_with_an_epoch": """
+        def run_epoch(net, batches, opt, sched, epoch):
+            sched.step(epoch)
+            for inputs, targets in batches:
+                opt.zero_grad()
+                net(inputs, targets).backward()
+                opt.step()
+        """,
+    "epoch_function_trains_only_under_a_guard_of_its_own": """
+        def run_epoch(net, batches, opt, sched, epoch, warm):
+            sched.step()
+            if epoch >= warm:
+                for inputs, targets in batches:
+                    opt.zero_grad()
+                    net(inputs, targets).backward()
+                    opt.step()
+        """,
+    "epoch_function_loop_only_validates": """
+        def evaluate(net, batches, sched):
+            sched.step()
+            with torch.no_grad():
+                for inputs, targets in batches:
+                    print(net(inputs, targets))
+        """,
     "epoch_loop_steps_the_scheduler_from_the_second_epoch": """
         for epoch in range(10):
             if epoch > 0:
@@ -609,3 +751,22 @@ def test_lr_range_test_is_not_flagged(src):
 ])
 def test_a_loop_that_is_no_range_test_is_flagged(src):
     assert findings(src, "TL011") == [(5, 5)]
+
+
+def test_fix_moves_the_scheduler_after_the_epoch_functions_loop():
+    out = fixed(POSITIVE["epoch_function_before_its_batch_loop"][0], "TL011")
+    assert out.endswith("        opt.step()\n    sched.step()\n")
+    assert findings(out, "TL011") == []
+    src = POSITIVE["epoch_method_presence_guard_before_accumulating_loop"][0]
+    assert fixed(src, "TL011") == textwrap.dedent(src)  # not out of its guard
+
+
+def test_message_epoch_function():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["epoch_function_before_its_batch_loop"][0], "TL011") == [(
+        4, 5,
+        "`sched.step()` runs before the loop of `run_epoch()` whose `opt.step()` it schedules: in the first call "
+        "the scheduler steps before the optimizer has stepped once, so the schedule's first learning rate is "
+        "skipped and every call trains with the next one ('Detected call of lr_scheduler.step() before "
+        "optimizer.step()'); step the scheduler after the loop",
+    )]

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, CallVia, Event, EventKind
-from torchlint.analysis.exprs import dotted
+from torchlint.analysis.exprs import dotted, names_in
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import is_criterion_name, is_module_name
 from torchlint.analysis.walker import tracked_call
-from torchlint.source.walk import calls_in_evaluation_order
+from torchlint.source.walk import calls_in_evaluation_order, walk
 
 
 @dataclass(eq=False)
@@ -59,6 +59,31 @@ class Loop:
         head = flow.loop_head[id(self.node)]
         avoid = frozenset(n for u in unless if (n := scope.flow_node(u)) is not None and n != start)
         return flow.reaches_avoiding(start, head, avoid, normal_only=True)  # not "if the next backward raises"
+
+    def invariant(self, expr: cst.BaseExpression) -> bool:
+        """`expr` has the same value in every iteration (a configuration flag, `cfg.noam` or `args.sched == "x"`):
+        it calls nothing and reads no name this loop binds (its targets, its assignments, those of helpers placed
+        in it), nor an attribute of `self` (any method of the object, followed or not, may set it)."""
+        if any(type(n) is cst.Call for n in walk(expr)):
+            return False
+        read = names_in(expr)
+        if "self" in read:
+            return False
+        bound = {e.target for e in self.events if e.kind is EventKind.ASSIGN and e.target}
+        if type(self.node) is cst.For:
+            bound |= names_in(self.node.target)
+        return not read & bound
+
+    def unchanged_between(self, expr: cst.BaseExpression, a: Event, b: Event) -> bool:
+        """No name `expr` reads is bound on a way from `a` to `b` within one iteration, and it calls nothing: a
+        test of it gives at `b` what it gave at `a`. Not an attribute of `self` (a method may set it)."""
+        if any(type(n) is cst.Call for n in walk(expr)):
+            return False
+        read = names_in(expr)
+        if "self" in read:
+            return False
+        return not any(e.kind is EventKind.ASSIGN and e.target in read and self.may_follow(a, e)
+                       and self.may_follow(e, b) for e in self.events)
 
     def trip_count(self) -> int | None:
         """How many times the loop runs when that is a constant (`for _ in range(5)`, `range(n)` with `n = 2`)."""

@@ -158,6 +158,21 @@ class FileModel:
         return [Loop(None, scope, scope.events) for scope in self.scopes  # type: ignore[arg-type]  # no head of its own
                 if scope.name == "training_step" and self.is_lightning_class(scope.class_name)]
 
+    def step_bodies(self) -> list[Loop]:
+        """A function that back-propagates outside any loop of its own and steps an optimizer (an optimizer
+        wrapper's `step(loss)`, an agent's `_train(batch)`) runs once per training step of whatever loop calls it,
+        in this file or another: each, as one iteration of that loop (a Loop with no head, `node` None), for rules
+        whose question is about one iteration's order. Its events in loops of its own are in those loops."""
+        bodies = []
+        for scope in self.scopes:
+            if type(scope.node) is not cst.FunctionDef:
+                continue
+            events = scope.events
+            if (any(e.kind is EventKind.BACKWARD and not e.loops for e in events)
+                    and any(e.kind is EventKind.STEP for e in events)):
+                bodies.append(Loop(None, scope, events))  # type: ignore[arg-type]  # no head of its own
+        return bodies
+
     def role(self, name: str | None) -> Role:
         """What the name holds among optimizer, scheduler, GradScaler, accelerator, engine (`names.Role`)."""
         return self.symbols.role(name)

@@ -13,10 +13,10 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel, Loop
-from torchlint.analysis.exprs import code_of
+from torchlint.analysis.exprs import code_of, names_in
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, insert_after, insert_before, movable
-from torchlint.rules.base import BACKWARD_CALL, LOOP, Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
 
 SCALE_CALL = re.compile(r"\.\s*scale\s*\(")  # scaler.scale(loss).backward()
@@ -27,7 +27,7 @@ class GradScalerMisuse(Rule):
     name = "grad-scaler-misuse"
     summary = "GradScaler misuse: optimizer.step() instead of scaler.step(), clipping scaled grads, no update()"
     fix_safety = "unsafe"
-    requires = (BACKWARD_CALL, LOOP, SCALE_CALL)
+    requires = (BACKWARD_CALL, SCALE_CALL)  # no loop: a per-step function runs in its caller's loop
     runtime_signs = (Sign.CLIPPED_WHILE_SCALED, Sign.SCALER_REFUSED)
     fix_promise = "GradScaler now unscales before clipping, checks for inf and updates at every step"
     fixture_errors = {"direct_step": "No inf checks were recorded prior to update",
@@ -37,13 +37,21 @@ class GradScalerMisuse(Rule):
 In a loop that back-propagates through a GradScaler (`scaler.scale(loss).backward()`):
 1. `optimizer.step()` called directly instead of `scaler.step(optimizer)`;
 2. `clip_grad_norm_` / `clip_grad_value_` with no `scaler.unscale_(optimizer)` between the backward and the clip;
-3. `scaler.step(...)` with no `scaler.update()` in the iteration.
+3. `scaler.step(...)` with no `scaler.update()` in the iteration;
+4. `scaler.update()` under a condition decided after `scaler.unscale_(optimizer)` (`if not skip:` with `skip`
+   set when the clipped norm is too large, `if torch.isfinite(norm):`).
+
+A function that back-propagates outside any loop of its own and steps an optimizer (an optimizer wrapper's
+`step(loss)`, an agent's `learn(batch)`) runs once per step of whatever loop calls it, in this file or another:
+1 and 2 are checked in its body as in one iteration. 3 is not (its caller may update the scale once it returns).
 
 ## Why it is wrong
 1. The gradients are still multiplied by the loss scale (65536 at first): the update is tens of thousands of
    times too large, and the step is not skipped when the gradients contain inf/nan.
 2. The clipping threshold is compared with scaled gradients, so it clips far too hard (effectively always).
 3. The scale never shrinks after an overflow nor grows back: steps keep being skipped, or precision is lost.
+4. Only `update()` resets the optimizer's unscaled state: on an iteration that skips it, the next `unscale_`
+   raises "unscale_() has already been called on this optimizer since the last update()".
 
 ## Example
 ```python
@@ -57,7 +65,8 @@ for x, y in loader:
 
 ## Fix
 1. `optimizer.step()` → `scaler.step(optimizer)`; 2. insert `scaler.unscale_(optimizer)` before the clip;
-3. insert `scaler.update()` after the last `scaler.step(...)`. **Unsafe**: the updates change, to the correct ones.
+3. insert `scaler.update()` after the last `scaler.step(...)`; 4. (no fix) call `scaler.update()` on every path
+after the unscale: it is valid after a skipped step. **Unsafe**: the updates change, to the correct ones.
 
 ## Correct look-alikes (not flagged)
 The documented AMP recipe (`scale → backward → unscale_ → clip → scaler.step → scaler.update`);
@@ -65,7 +74,8 @@ The documented AMP recipe (`scale → backward → unscale_ → clip → scaler.
 `scaler.step` is still used the same way; the plain arm of `if use_amp: ... else: loss.backward();
 optimizer.step()` (exclusive branches are never sequenced), also when the scaled backward sits in a helper
 under `if scaler is not None:` and the step in the caller's `else:`; two training functions called one after
-the other (an AMP run, then a plain run).
+the other (an AMP run, then a plain run); `scaler.update()` after a step skipped under `if torch.isfinite(norm):`;
+the update under the same window test as the unscale, tested again, or under a flag set before the unscale.
 
 ```python
 scaler = torch.cuda.amp.GradScaler()
@@ -82,27 +92,39 @@ for x, y in loader:
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
-        for loop in model.loops:
+        seen: set[int] = set()  # a per-step function called in a loop of the file is judged there and alone
+        for loop in [*model.loops, *model.step_bodies()]:
             scaled = [b for b in loop.of(EventKind.BACKWARD) if b.variant is BackwardVia.SCALER]
             if not scaled:
                 continue
             scaler = scaled[0].via or "scaler"
-            yield from _direct_steps(loop, scaled, scaler)
-            yield from _clip_before_unscale(loop, scaled, scaler)
-            yield from _no_update(loop, scaler)
+            found = [*_direct_steps(loop, scaled, scaler), *_clip_before_unscale(loop, scaled, scaler)]
+            if loop.node is not None:
+                # A per-step function may leave `update()` to its caller, once its step returns.
+                found += _no_update(loop, scaler)
+                found += _update_skipped_after_unscale(loop)
+            for finding in found:
+                if id(finding.node) not in seen:
+                    seen.add(id(finding.node))
+                    yield finding
 
 
 def _serves(loop: Loop, backward: Event, later: Event) -> bool:
     """`later` can run after `backward` in the same iteration, inside the loop `backward` runs in (a backward in
     one training function never serves the step of another function called after it)."""
-    return later.loops[-1] in backward.loops and loop.may_follow(backward, later)
+    return (_level(later) is None or _level(later) in backward.loops) and loop.may_follow(backward, later)
+
+
+def _level(e: Event) -> cst.CSTNode | None:
+    """The innermost loop `e` runs in, in its function; None outside any (a per-step function's body)."""
+    return e.loops[-1] if e.loops else None
 
 
 def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Finding]:
     for step in loop.of(EventKind.STEP):
         if step.via is not None or step.target is None or not any(_serves(loop, b, step) for b in scaled):
             continue
-        if step.loops[-1] is not loop.node:
+        if _level(step) is not loop.node:
             continue  # judged in its own loop
         call = step.node
         fix = None
@@ -119,24 +141,26 @@ def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Find
 
 def _clip_before_unscale(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Finding]:
     for clip in loop.of(EventKind.CLIP):
-        if clip.variant is ClipVia.ACCELERATOR or clip.loops[-1] is not loop.node:
+        if clip.variant is ClipVia.ACCELERATOR or _level(clip) is not loop.node:
             continue
         before = [b for b in scaled if _serves(loop, b, clip)]
         if not before:
             continue
+        by = before[-1].via or scaler  # the scaler of the backward just before (one per network)
         unscales = [e for e in loop.of(EventKind.SCALER_UNSCALE) if loop.may_follow(e, clip)]
         if any(loop.may_follow(b, u) for b in before for u in unscales):
             continue
         steps = [s for s in loop.of(EventKind.STEP) if s.target and loop.may_follow(clip, s)]
         opt = steps[0].target if steps else None
         fix = None
-        if opt and movable(clip.stmt) and clip.inlined_from is None:
-            fix = Fix("unsafe", f"insert `{scaler}.unscale_({opt})` before clipping",
-                      (insert_before(clip.stmt, f"{scaler}.unscale_({opt})\n"),))
+        # Not when the optimizer is a name bound by a loop after the clip (`for opt in optimizers: scaler.step(opt)`).
+        if opt and steps[0].loops == clip.loops and movable(clip.stmt) and clip.inlined_from is None:
+            fix = Fix("unsafe", f"insert `{by}.unscale_({opt})` before clipping",
+                      (insert_before(clip.stmt, f"{by}.unscale_({opt})\n"),))
         yield Finding(
             clip.node,
             f"`{code_of(clip.node.func) if type(clip.node) is cst.Call else 'clipping'}` clips gradients still "
-            f"multiplied by the loss scale: call `{scaler}.unscale_({opt or 'optimizer'})` before it",
+            f"multiplied by the loss scale: call `{by}.unscale_({opt or 'optimizer'})` before it",
             fix,
         )
 
@@ -157,3 +181,41 @@ def _no_update(loop: Loop, scaler: str) -> Iterator[Finding]:
         f"overflowing steps keep being skipped; call `{last.via}.update()` after the step",
         fix,
     )
+
+
+def _update_skipped_after_unscale(loop: Loop) -> Iterator[Finding]:
+    """`scaler.unscale_(opt)`, then `scaler.update()` under a condition decided after it (`if not skip:` with
+    `skip = True` when the clipped norm is too large): on the iterations it skips, the optimizer stays unscaled and
+    the next `unscale_` raises. A condition the unscale was already under, tested again, decides nothing new."""
+    for unscale in loop.of(EventKind.SCALER_UNSCALE):
+        if _level(unscale) is not loop.node:
+            continue
+        updates = [u for u in loop.of(EventKind.SCALER_UPDATE)
+                   if u.target == unscale.via and loop.may_follow(unscale, u)]
+        if not updates or not loop.ends_iteration_after(unscale, updates):
+            continue
+        if not all(_decided_after(loop, unscale, u) for u in updates):
+            continue
+        last = updates[-1]
+        yield Finding(
+            last.node,
+            f"`{code_of(last.node)}` is skipped by a condition decided after `{code_of(unscale.node)}`: on those "
+            f"iterations the optimizer stays unscaled and the next `unscale_` raises 'unscale_() has already been "
+            f"called on this optimizer since the last update()'; call `{unscale.via}.update()` on every path after "
+            f"the unscale (it is safe after a skipped step)",
+        )
+
+
+def _decided_after(loop: Loop, unscale: Event, update: Event) -> bool:
+    """`update` sits under a guard the unscale does not share whose test reads a name bound between the two."""
+    bound = {e.target for e in loop.of(EventKind.ASSIGN)
+             if e.target and loop.may_follow(unscale, e) and loop.may_follow(e, update)}
+    for g in update.guards:
+        if g in unscale.guards or not isinstance(g.test, cst.BaseExpression):
+            continue
+        if any(h.condition() == g.condition() for h in unscale.guards) and loop.unchanged_between(
+                g.test, unscale, update):
+            continue
+        if names_in(g.test) & bound:
+            return True
+    return False

@@ -46,8 +46,12 @@ In one iteration of a loop, `scheduler.step()` (no argument) before the `optimiz
 directly, or inside a small wrapper method of the same file that steps both. The optimizer may step in a loop
 inside that one: an epoch loop that steps the scheduler at its top, before its batch loop, skips the schedule's
 first rate in its first epoch, and every epoch then trains at the next one. A guard that tests the scheduler
-itself (`if scheduler is not None:`, `if self.lr_scheduler:`) does not change that; a guard of its own
-(`if epoch > 0:`), or one around the batch loop only, keeps the rule silent.
+itself (`if scheduler is not None:`, `if self.lr_scheduler:`) does not change that, nor does a configuration flag
+of the loop (`if cfg.noam_schedule:`: it calls nothing and reads nothing the loop assigns, so when it holds it
+holds from the first iteration), nor a condition the optimizer's step is tested under again (`if phase ==
+"train":` around the scheduler, and again around the step in the batch loop). A guard of its own that may change
+between iterations (`if epoch > 0:`, a flag the loop sets, a call, an attribute of `self`), or one around the
+batch loop only, keeps the rule silent.
 
 ## Why it is wrong
 Since PyTorch 1.1 the scheduler must step after the optimizer. Stepping it first skips the first learning rate of
@@ -71,7 +75,9 @@ to the intended ones. No fix is offered when the scheduler's step sits under a g
 share (moving it would take it out of its `if`), or when the two are not statements of the same block.
 
 A function outside any loop of its own (an optimizer wrapper's `step()`, a per-batch helper) that steps the
-scheduler and then, on every path, the optimizer is reported too: it runs once per training step. So is an epoch
+scheduler and then, on every path, the optimizer is reported too: it runs once per training step. So is a function
+that steps the scheduler outside its loops and then the optimizer in a loop of its own (a `train_epoch()` called
+once per epoch): in its first call the scheduler steps before the optimizer has stepped once. So is an epoch
 loop that steps the scheduler before calling a training function (of the same file or, with project analysis,
 of another file) that steps the optimizer; the message names that function's file and line.
 
@@ -79,7 +85,8 @@ of another file) that steps the optimizer; the message names that function's fil
 `scheduler.step(start_epoch)` when resuming; per-epoch scheduling after the inner batch loop;
 `ReduceLROnPlateau.step(val_loss)` after validation; any `scheduler.step(...)` with an argument; a scheduler
 stepped after its own optimizer's batch loop and before another optimizer's (GAN); `if epoch > 0:
-scheduler.step()` at the top of the epoch.
+scheduler.step()` at the top of the epoch (or of a `train_epoch()`); a `train_epoch()` whose batch loop runs under
+a guard the scheduler's step does not share.
 
 A scheduler of the project's own class that derives from nothing outside its file (`class CycleScheduler:`, or
 `(object)`, or a base of the same file that does the same) and writes the learning rate into the optimizer's param
@@ -126,8 +133,7 @@ for epoch in range(epochs):
                 # Guards must agree down to the scheduler's level, except one that tests the scheduler itself
                 # (`if scheduler is not None:`): whenever it steps, it exists. A guard inside the batch loop
                 # (an accumulation window) only delays the first optimizer step further.
-                own = _guards(sched, level)
-                later = [s for s in later if _guards(s, level) == own]
+                later = [s for s in later if _agree(loop, sched, s, level)]
                 if not later:
                     continue
                 if _range_test(loop) or _not_torchs(model, sched):
@@ -232,6 +238,27 @@ def _break_tests(loop: cst.CSTNode) -> list[cst.BaseExpression]:
     return out
 
 
+def _agree(loop: Loop, sched: Event, opt: Event, level: int) -> bool:
+    """The optimizer steps whenever the scheduler does, as far as guards down to the scheduler's level tell: the
+    optimizer has no guard of its own there, and each of the scheduler's is the optimizer's too, or tests the same
+    condition again deeper (`if phase == "train":` around the step in the batch loop), or is a configuration flag
+    of the whole loop (`if cfg.warmup:`), true from the first iteration whenever it is true. A guard that may
+    change from one iteration to the next (`if epoch > 0:`) may be what delays the scheduler: the rule is silent."""
+    own, theirs = _guards(sched, level), _guards(opt, level)
+    if not theirs <= own:
+        return False
+    for g in own - theirs:
+        test = g.test
+        if not isinstance(test, cst.BaseExpression):
+            return False
+        if loop.invariant(test):
+            continue
+        if not (any(h.condition() == g.condition() for h in opt.guards)
+                and loop.unchanged_between(test, sched, opt)):
+            return False
+    return True
+
+
 def _guards(e: Event, level: int) -> frozenset:
     """The guards of `e` entered at most `level` loops deep, less those that test a scheduler's presence."""
     return frozenset(g for g in e.guards if g.depth <= level and not _presence(g, e))
@@ -242,9 +269,10 @@ def _presence(guard, e: Event) -> bool:
     return e.kind is EventKind.SCHED_STEP and not guard.negated and guard.condition() == (e.target, True)
 
 
-def _after_inner_loop(sched: Event, inner: cst.CSTNode) -> Fix | None:
-    """Move the scheduler step to just after the inner loop, when both are statements of the same block."""
-    outer = sched.loops[-1]
+def _after_inner_loop(sched: Event, inner: cst.CSTNode, outer: cst.CSTNode | None = None) -> Fix | None:
+    """Move the scheduler step to just after the inner loop, when both are statements of the same block (of the
+    scheduler's loop, or of `outer`)."""
+    outer = outer if outer is not None else sched.loops[-1]
     body = getattr(getattr(outer, "body", None), "body", ())
     if not movable(sched.stmt) or not any(s is sched.stmt for s in body) or not any(s is inner for s in body):
         return None
@@ -252,23 +280,40 @@ def _after_inner_loop(sched: Event, inner: cst.CSTNode) -> Fix | None:
 
 
 def _wrappers(model: FileModel) -> Iterator[Finding]:
-    """A function or method outside any loop of its own (an optimizer wrapper's `step()`, a `train_step` helper)
-    that steps the scheduler and then, on every path, the optimizer it schedules: each call (one per training
-    step) uses the next learning rate, the first one is skipped."""
+    """A function or method that steps the scheduler outside any loop of its own and then, on every path, the
+    optimizer it schedules: at once (an optimizer wrapper's `step()`, a `train_step` helper: each call, one per
+    training step, uses the next learning rate) or in a loop of its own (a `train_epoch()` called once per epoch:
+    in the first epoch the scheduler steps before the optimizer has stepped once). Either way the schedule's first
+    learning rate is skipped."""
     for scope in model.scopes:
         if type(scope.node) is not cst.FunctionDef:
             continue
-        own = [e for e in scope.events if e.scope is scope.node and not e.loops and e.inlined_from is None]
+        own = [e for e in scope.events if e.scope is scope.node and e.inlined_from is None]
         steps = [e for e in own if e.kind is EventKind.STEP]
         for sched in own:
-            if sched.kind is not EventKind.SCHED_STEP or (type(sched.node) is cst.Call and sched.node.args):
+            if (sched.kind is not EventKind.SCHED_STEP or sched.loops
+                    or (type(sched.node) is cst.Call and sched.node.args)):
                 continue
+            # Guards outside the function's loops must agree (a scheduler's presence aside); one inside the
+            # optimizer's loop (an accumulation window) only delays its first step further.
             later = [s for s in _scheduled(model, sched, steps)
-                     if set(s.guards) == set(sched.guards) and scope.may_follow(sched, s)
+                     if _guards(s, 0) == _guards(sched, 0) and scope.may_follow(sched, s)
                      and not scope.may_follow(s, sched)]
             if not later or _not_torchs(model, sched):
                 continue
             opt = later[0]
+            if opt.loops:
+                yield Finding(
+                    sched.node,
+                    f"`{code_of(sched.node)}` runs before the loop of `{scope.name}()` whose `{code_of(opt.node)}` "
+                    f"it schedules: in the first call the scheduler steps before the optimizer has stepped once, so "
+                    f"the schedule's first learning rate is skipped and every call trains with the next one "
+                    f"('Detected call of lr_scheduler.step() before optimizer.step()'); step the scheduler after "
+                    f"the loop",
+                    _after_inner_loop(sched, opt.loops[0], scope.node)
+                    if sched.guards == opt.guards[:len(sched.guards)] else None,
+                )
+                continue
             yield Finding(
                 sched.node,
                 f"`{code_of(sched.node)}` runs before `{code_of(opt.node)}` in `{scope.name}()`, which runs once per "
