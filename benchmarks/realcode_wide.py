@@ -22,13 +22,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "realcode-wide"
+JUDGED = Path(__file__).resolve().parent / "realcode_wide_judged.json"
 
 
 def _judged(folder: Path, name: str) -> list[dict]:
+    """The findings judged real (TRUE.json) or false (FALSE.json): the folder's own file, else the shared set's, and
+    for the shared set also the verdicts this project gave since on findings in neither (realcode_wide_judged.json,
+    `verdict` "real" or "false")."""
+    found: list[dict] = []
     for place in (folder / name, SHARED / name):
         if place.exists():
-            return json.loads(place.read_text())
-    return []
+            found = json.loads(place.read_text())
+            break
+    if folder.name == SHARED.name or not (folder / name).exists():
+        verdict = "real" if name == "TRUE.json" else "false"
+        found += [j for j in json.loads(JUDGED.read_text()) if j["verdict"] == verdict]
+    return found
 
 
 def _lint(repo: Path) -> list[dict]:
