@@ -433,6 +433,106 @@ POSITIVE = {
         """,
         [(11, 5)],
     ),
+    # -- known by its use: a value back-propagated in the iteration carries a graph, whoever built it -------------
+    "unresolved_method_loss_back_propagated_then_summed": (
+        """
+        def fit(trainer, loader, opt):
+            total = 0.0
+            for batch in loader:
+                loss = trainer.compute(batch)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += loss
+            return total.item() / len(loader)
+        """,
+        [(9, 9)],
+    ),
+    "divided_term_of_the_back_propagated_value": (
+        """
+        for epoch in range(200):
+            mean_err = 0.0
+            for xb, yb in loader:
+                err = objective(net(xb), yb)
+                opt.zero_grad()
+                err.backward()
+                opt.step()
+                mean_err += err / len(loader)
+            print(float(mean_err))
+        """,
+        [(9, 9)],
+    ),
+    "tuple_of_parts_whose_sum_is_back_propagated": (
+        """
+        history = []
+        for batch in loader:
+            parts = net.losses(batch)
+            loss = sum(parts) if isinstance(parts, tuple) else parts
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            history.append(parts)
+        print(len(history))
+        """,
+        [(9, 5)],
+    ),
+    "element_of_an_unpacked_result_back_propagated": (
+        """
+        def run(self, loader, opt):
+            epoch_nll = 0
+            for batch in loader:
+                nll, pred, target = self.step_task(batch)
+                opt.zero_grad()
+                nll.backward()
+                opt.step()
+                epoch_nll += nll
+            return epoch_nll / len(loader)
+        """,
+        [(9, 9)],
+    ),
+    "accelerator_backward_then_kept_under_the_step_number": (
+        """
+        by_step = {}
+        n = 0
+        for batch in loader:
+            out = wrapped(**batch)
+            accelerator.backward(out.loss)
+            optimizer.step()
+            optimizer.zero_grad()
+            by_step[n] = out.loss
+            n += 1
+        """,
+        [(9, 5)],
+    ),
+    "string_format_of_the_total_is_only_display": (
+        """
+        total = 0.0
+        for xb, yb in loader:
+            err = objective(net(xb), yb)
+            opt.zero_grad()
+            err.backward()
+            opt.step()
+            total += err
+        print("total: {:.4f}".format(float(total)))
+        """,
+        [(8, 5)],
+    ),
+    "total_rebound_to_numpy_before_it_is_handed_on": (
+        """
+        for epoch in range(n_epochs):
+            running = 0.0
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                running += loss
+            running = (running / len(loader)).detach().cpu().numpy()
+            board.add(epoch, running)
+        board.save(running)
+        """,
+        [(9, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -712,6 +812,78 @@ NEGATIVE = {
             total = 0.0
             for batch in loader:
                 total += step(model, batch, opt)
+        """,
+    # -- known by its use: the look-alikes ----------------------------------------------------------------------
+    "meter_given_item_of_a_back_propagated_loss": """
+        for batch in loader:
+            loss = trainer.compute(batch)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            meter.update(loss.item(), len(batch))
+        """,
+    "detached_values_of_a_back_propagated_loss": """
+        total = 0.0
+        kept = []
+        for batch in loader:
+            loss = trainer.compute(batch)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.detach()
+            kept.append(loss.detach().cpu().numpy())
+        print(total, kept)
+        """,
+    "sibling_of_the_loss_in_an_unpacked_result": """
+        images = []
+        for batch in loader:
+            loss, sample = trainer.compute(batch)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            images.append(sample)
+        """,
+    "micro_batch_total_local_to_one_call": """
+        class Runner:
+            def train_step(self, chunks):
+                total = 0.0
+                for chunk in chunks:
+                    loss = self.net.loss(chunk) / len(chunks)
+                    loss.backward()
+                    total += loss
+                self.opt.step()
+                self.opt.zero_grad()
+                return float(total)
+        """,
+    "evaluation_loop_of_an_unresolved_score": """
+        def evaluate(trainer, loader):
+            total = 0.0
+            for batch in loader:
+                total += trainer.compute(batch)
+            return total / len(loader)
+        """,
+    "back_propagated_in_an_inner_loop_total_kept_by_the_outer": """
+        history = []
+        for epoch in range(n_epochs):
+            running = 0.0
+            for batch in loader:
+                loss = trainer.compute(batch)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                running += loss.item()
+            history.append(running)
+        """,
+    "loss_under_no_grad_kept_while_another_is_back_propagated": """
+        scores = []
+        for x, y in loader:
+            loss = trainer.compute(x, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            with torch.no_grad():
+                score = trainer.compute(x, y)
+            scores.append(score)
         """,
 }
 

@@ -105,6 +105,29 @@ class Loop:
                         return True
         return False
 
+    def backpropagated_term(self, e: Event, terms=None) -> Event | None:
+        """A backward of this iteration that shows the value `e` keeps to carry a graph, whoever built it: the
+        kept value and the back-propagated one share the definition of a term (`loss` itself, `loss / n`,
+        `out["loss"]`, the tuple of parts whose `sum(parts)` is back-propagated). A value is back-propagated only
+        if it has a graph there, so this holds for a method's result the analysis cannot resolve. `terms` narrows
+        the terms of an expression as in `Scope.summand_defs`. Only a backward of the same innermost loop counts:
+        an epoch loop that keeps what the batch loop summed is judged where the sum grows."""
+        assert e.value is not None and e.loops  # the events asked about keep a value, in a loop
+        scope = self.scope
+        kept = {id(d) for d in scope.summand_defs(e.value, e, terms)}
+        same = dotted(e.value)
+        for b in self.of(EventKind.BACKWARD):
+            if b.scope is not scope.node or b.value is None or not b.loops or b.loops[-1] is not e.loops[-1]:
+                continue  # an inner loop's backward: what the outer one keeps is a total, judged where it grows
+            if any(id(d) in kept for d in scope.summand_defs(b.value, b, terms)):
+                return b
+            if same is not None and "." in same and not same.startswith("self.") and dotted(b.value) == same:
+                root = same.split(".", 1)[0]  # `out.loss`, back-propagated and kept: the same `out`
+                defs = scope.reaching(root, b)
+                if defs[0] and not defs[1] and defs == scope.reaching(root, e):
+                    return b
+        return None
+
     def backwards_into_grad(self) -> list[Event]:
         """The backwards of the iteration that add into `.grad` (not `autograd.grad`, not dist_autograd)."""
         return [b for b in self.of(EventKind.BACKWARD) if b.into_grad()]

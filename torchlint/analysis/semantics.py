@@ -23,6 +23,9 @@ CONTAINER_FUNCTIONS = frozenset("list dict tuple set frozenset sorted zip enumer
 NUMBER_METHODS = frozenset("item numel dim ndimension element_size nelement get_last_lr".split())
 STRING_METHODS = frozenset("format join replace strip lower upper lstrip rstrip split_ext".split())
 CONTAINER_METHODS = frozenset("tolist keys values items split chunk size".split())
+# Methods whose result holds values without a graph, whatever the receiver: `Tensor.numpy()` returns an ndarray
+# (and raises on a tensor that requires grad).
+DATA_METHODS = frozenset({"numpy"})
 
 # Tensor methods that return a tensor attached to the same graph as the receiver.
 GRAPH_PRESERVING_METHODS = frozenset(
