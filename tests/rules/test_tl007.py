@@ -533,6 +533,20 @@ POSITIVE = {
         """,
         [(9, 9)],
     ),
+    "tensor_buffer_filled_over_the_batches_of_a_loader": (
+        """
+        def train(model, loader, opt, crit):
+            history = torch.zeros(len(loader))
+            for i, (x, y) in enumerate(loader):
+                loss = crit(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                history[i] = loss
+            return history
+        """,
+        [(9, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -812,6 +826,24 @@ NEGATIVE = {
             total = 0.0
             for batch in loader:
                 total += step(model, batch, opt)
+        """,
+    # pymarl-like: a tensor the function allocates, filled slot by slot over the time steps of one call's batch
+    "tensor_buffer_of_one_call_filled_over_counted_steps": """
+        class Learner:
+            def __init__(self):
+                self.critic = nn.Linear(4, 1)
+                self.opt = torch.optim.Adam(self.critic.parameters())
+
+            def fit_critic(self, batch, horizon):
+                values = torch.zeros_like(batch.rewards)[:, :-1]
+                for t in reversed(range(horizon)):
+                    v_t = self.critic(batch.obs[:, t])
+                    values[:, t] = v_t.view(-1)
+                    loss = ((v_t - batch.targets[:, t]) ** 2).mean()
+                    self.opt.zero_grad()
+                    loss.backward()
+                    self.opt.step()
+                return values
         """,
     # -- known by its use: the look-alikes ----------------------------------------------------------------------
     "meter_given_item_of_a_back_propagated_loss": """

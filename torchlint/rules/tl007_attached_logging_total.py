@@ -12,7 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
-from torchlint.analysis.semantics import DISPLAY, DISPLAY_METHOD, NUMERIC_MODULES, READING_CALLS
+from torchlint.analysis.semantics import DISPLAY, DISPLAY_METHOD, NUMERIC_MODULES, READING_CALLS, TENSOR_CONSTRUCTORS
 from torchlint.analysis.exprs import code_of, dotted, names_in, positional_params, summand_names
 from torchlint.source.walk import walk
 from torchlint.analysis.vkind import VKind
@@ -98,7 +98,9 @@ features of one call in a list; loops without a backward (evaluation code); the 
 kept in a list the batch loop binds afresh (it never holds more than one step's graphs), or in a local of a
 function summed over its one loop of micro-batches with the optimizer stepped once after it (dropped when the call
 returns); a dict entry with a literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest value
-only).
+only); the slots of a tensor the function allocates before its loops (`q = torch.zeros_like(r)`), filled over a
+counted loop (`for t in range(T): q[:, t] = q_t`): bounded by its shape and dropped when the call returns (filled
+over the batches of a loader, it is reported).
 
 ```python
 running_loss = 0.0
@@ -140,6 +142,8 @@ for x, y in loader:
                     if part is None:
                         continue  # a number, a string, a detached tensor, or a value the analysis cannot see
                 if not _carried(scope, loop, e) or _escapes(model, scope, e.target) or _within_one_step(scope, loop, e):
+                    continue
+                if _slots_of_a_local_buffer(model, scope, loop, e):
                     continue
                 runs = _runs_while_kept(model, scope, e)
                 if runs is not None and runs <= FEW_ITERATIONS:
@@ -360,6 +364,32 @@ def _within_one_step(scope: Scope, loop: Loop, e: Event) -> bool:
     last = max(x.seq for x in loop.events)
     return all(not a.loops for a in defs if a.rebinds) and any(
         s.kind is EventKind.STEP and not s.loops and s.seq > last for s in scope.events)
+
+
+def _slots_of_a_local_buffer(model: FileModel, scope: Scope, loop: Loop, e: Event) -> bool:
+    """`q[:, t] = q_t` over `for t in range(T)`, into a tensor the function allocates before its loops
+    (`q = torch.zeros_like(...)`): a buffer of fixed shape, filled slot by slot over a counted loop and dropped when
+    the call returns. What it holds is bounded by its shape, not by the number of training steps."""
+    if e.variant is not AssignForm.ITEM or e.accumulates or type(scope.node) is not cst.FunctionDef:
+        return False
+    node = loop.node
+    it = node.iter if type(node) is cst.For else None
+    while type(it) is cst.Call and dotted(it.func) == "reversed" and it.args:
+        it = it.args[0].value
+    if type(it) is not cst.Call or dotted(it.func) != "range" or e.loops[0] is not node:
+        return False
+    defs = [a for a in scope.assignments(e.target or "") if a.rebinds]
+    return bool(defs) and "." not in (e.target or ".") and all(not a.loops and _allocated(a.value) for a in defs)
+
+
+def _allocated(value: cst.BaseExpression | None) -> bool:
+    """`torch.zeros(...)`, `th.zeros_like(x)[:, :-1]`: a new tensor without a graph (no `requires_grad`)."""
+    while type(value) is cst.Subscript:
+        value = value.value
+    if type(value) is not cst.Call or (func := dotted(value.func)) is None or "." not in func:
+        return False
+    return func.rsplit(".", 1)[1] in TENSOR_CONSTRUCTORS and not any(
+        a.keyword is not None and a.keyword.value == "requires_grad" for a in value.args)
 
 
 def _escapes(model: FileModel, scope: Scope, total: str) -> bool:
