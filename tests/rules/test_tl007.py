@@ -504,6 +504,22 @@ POSITIVE = {
         """,
         [(9, 5)],
     ),
+    "scaled_backward_of_an_unresolved_loss_then_kept": (
+        """
+        def fit(engine, loader, opt, scaler):
+            seen = []
+            for batch in loader:
+                with torch.autocast("cuda"):
+                    loss = engine.objective(batch)
+                opt.zero_grad()
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+                seen.append(loss)
+            return [v.item() for v in seen]
+        """,
+        [(11, 9)],
+    ),
     "string_format_of_the_total_is_only_display": (
         """
         total = 0.0
