@@ -563,6 +563,30 @@ POSITIVE = {
         """,
         [(9, 9)],
     ),
+    # -- what the file's own classes do with what they are given ----------------------------------------------
+    "meter_of_the_file_adds_the_attached_loss_into_itself": (
+        """
+        class RunningMean:
+            def __init__(self):
+                self.total = 0
+                self.n = 0
+
+            def update(self, val, n=1):
+                self.total += val * n
+                self.n += n
+
+        def train(model, loader, opt, crit):
+            avg = RunningMean()
+            for x, y in loader:
+                loss = crit(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                avg.update(loss, len(x))
+            return avg.total / avg.n
+        """,
+        [(18, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -860,6 +884,46 @@ NEGATIVE = {
                     loss.backward()
                     self.opt.step()
                 return values
+        """,
+    "meters_given_numbers_or_living_one_iteration": """
+        class RunningMean:
+            def __init__(self):
+                self.total = 0
+                self.n = 0
+                self.latest = None
+                self.seen = []
+
+            def update(self, val, n=1):
+                self.total += val * n
+                self.n += n
+
+            def show(self, val):
+                self.latest = val
+
+            def add(self, val):
+                self.seen.append(float(val))
+
+        def train(model, loader, opt, crit):
+            avg = RunningMean()
+            for x, y in loader:
+                loss = crit(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                avg.update(loss.item(), len(x))
+                avg.show(loss)
+                avg.add(loss)
+                with torch.no_grad():
+                    check = crit(model(x), y)
+                avg.update(check)
+                per_step = RunningMean()
+                per_step.update(loss)
+
+        def evaluate(model, loader, crit):
+            avg = RunningMean()
+            for x, y in loader:
+                avg.update(crit(model(x), y))
+            return avg.total
         """,
     # -- known by its use: the look-alikes ----------------------------------------------------------------------
     "meter_given_item_of_a_back_propagated_loss": """

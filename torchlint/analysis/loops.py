@@ -10,6 +10,7 @@ import libcst as cst
 from torchlint.analysis.events import AssignForm, CallVia, Event, EventKind
 from torchlint.analysis.exprs import dotted
 from torchlint.analysis.scopes import Scope
+from torchlint.analysis.semantics import TENSOR_CONSTRUCTORS
 from torchlint.analysis.walker import tracked_call
 from torchlint.source.walk import calls_in_evaluation_order
 
@@ -128,6 +129,21 @@ class Loop:
                     return b
         return None
 
+    def fills_local_buffer(self, e: Event) -> bool:
+        """`q[:, t] = q_t` over `for t in range(T)`, into a tensor the function allocates before its loops
+        (`q = torch.zeros_like(...)`): a buffer of fixed shape, filled slot by slot over a counted loop and dropped
+        when the call returns. What it holds is bounded by its shape, not by the number of training steps."""
+        scope, node = self.scope, self.node
+        if e.variant is not AssignForm.ITEM or e.accumulates or type(scope.node) is not cst.FunctionDef:
+            return False
+        it = node.iter if type(node) is cst.For else None
+        while type(it) is cst.Call and dotted(it.func) == "reversed" and it.args:
+            it = it.args[0].value
+        if type(it) is not cst.Call or dotted(it.func) != "range" or not e.loops or e.loops[0] is not node:
+            return False
+        defs = [a for a in scope.assignments(e.target or "") if a.rebinds]
+        return bool(defs) and "." not in (e.target or ".") and all(not a.loops and _allocated(a.value) for a in defs)
+
     def backwards_into_grad(self) -> list[Event]:
         """The backwards of the iteration that add into `.grad` (not `autograd.grad`, not dist_autograd)."""
         return [b for b in self.of(EventKind.BACKWARD) if b.into_grad()]
@@ -146,3 +162,13 @@ class Loop:
     def outermost(self) -> bool:
         """Not nested in another loop of the same function."""
         return self.events[0].loops[0] is self.node if self.events else True
+
+
+def _allocated(value: cst.BaseExpression | None) -> bool:
+    """`torch.zeros(...)`, `th.zeros_like(x)[:, :-1]`: a new tensor without a graph (no `requires_grad`)."""
+    while type(value) is cst.Subscript:
+        value = value.value
+    if type(value) is not cst.Call or (func := dotted(value.func)) is None or "." not in func:
+        return False
+    return func.rsplit(".", 1)[1] in TENSOR_CONSTRUCTORS and not any(
+        a.keyword is not None and a.keyword.value == "requires_grad" for a in value.args)

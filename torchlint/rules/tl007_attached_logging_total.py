@@ -12,9 +12,9 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
-from torchlint.analysis.semantics import DISPLAY, DISPLAY_METHOD, NUMERIC_MODULES, READING_CALLS, TENSOR_CONSTRUCTORS
+from torchlint.analysis.semantics import DISPLAY, DISPLAY_METHOD, NUMERIC_MODULES, READING_CALLS
 from torchlint.analysis.exprs import code_of, dotted, names_in, positional_params, summand_names
-from torchlint.source.walk import walk
+from torchlint.source.walk import calls_in_evaluation_order, walk
 from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import parenthesized
@@ -51,6 +51,10 @@ A value is also known by its use: one back-propagated in the same iteration (`lo
 built it (a method the analysis cannot resolve, an element of a tuple a function returned). So is a term of it,
 followed through arithmetic and sums: `total += loss / len(loader)`, `history.append(parts)` after
 `sum(parts).backward()`, `log[step] = out.loss` after `accelerator.backward(out.loss)`.
+
+An object of one of the file's classes that outlives the iteration keeps what its method adds into an attribute
+of `self`: `meter.update(loss, n)` with `def update(self, val, n): self.sum += val * n` (or
+`self.values.append(val)`).
 
 ## Why it is wrong
 The total is a tensor whose graph reaches back through every iteration's forward pass, so none of those
@@ -98,9 +102,11 @@ features of one call in a list; loops without a backward (evaluation code); the 
 kept in a list the batch loop binds afresh (it never holds more than one step's graphs), or in a local of a
 function summed over its one loop of micro-batches with the optimizer stepped once after it (dropped when the call
 returns); a dict entry with a literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest value
-only); the slots of a tensor the function allocates before its loops (`q = torch.zeros_like(r)`), filled over a
-counted loop (`for t in range(T): q[:, t] = q_t`): bounded by its shape and dropped when the call returns (filled
-over the batches of a loader, it is reported).
+only); a meter given `loss.item()`, a method that converts what it is given (`self.values.append(float(val))`)
+or only replaces an attribute (`self.last = val`), a meter bound afresh in each iteration; the slots of a tensor
+the function allocates before its loops (`q = torch.zeros_like(r)`), filled over a counted loop
+(`for t in range(T): q[:, t] = q_t`): bounded by its shape and dropped when the call returns (filled over the
+batches of a loader, it is reported).
 
 ```python
 running_loss = 0.0
@@ -116,6 +122,13 @@ for x, y in loader:
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
+        yield from self._events(model)
+        kept: set[int] = set()
+        for loop in model.loops:
+            if loop.of(EventKind.BACKWARD):
+                yield from _kept_by_objects(model, loop, kept)
+
+    def _events(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
         displayed: dict[str, bool] = {}
         handed: dict[tuple[int, str], bool] = {}  # one look at the uses of each container of a scope
@@ -143,7 +156,7 @@ for x, y in loader:
                         continue  # a number, a string, a detached tensor, or a value the analysis cannot see
                 if not _carried(scope, loop, e) or _escapes(model, scope, e.target) or _within_one_step(scope, loop, e):
                     continue
-                if _slots_of_a_local_buffer(model, scope, loop, e):
+                if loop.fills_local_buffer(e):
                     continue
                 runs = _runs_while_kept(model, scope, e)
                 if runs is not None and runs <= FEW_ITERATIONS:
@@ -186,6 +199,49 @@ for x, y in loader:
                     f"`{code_of(e.value)}.item()` or `.detach()`",
                     _fix(model, scope, e, displayed),
                 )
+
+
+def _kept_by_objects(model: FileModel, loop: Loop, seen: set[int]) -> Iterator[Finding]:
+    """`meter.update(loss, n)` where the method of the file's class adds its parameter into an attribute of
+    `self` (`self.sum += val * n`) and the object outlives the iteration: it keeps every step's graph."""
+    scope = loop.scope
+    for call in calls_in_evaluation_order(loop.node):
+        func = dotted(call.func) if type(call.func) is cst.Attribute else None
+        if func is None or id(call) in seen or func.count(".") != (2 if func.startswith("self.") else 1):
+            continue
+        obj = func.rsplit(".", 1)[0]
+        callee = model.resolve(scope, func)
+        if callee is None or callee.class_name is None or not _outlives(scope, loop, obj):
+            continue
+        keeps = model.summary(callee).keeps
+        params = positional_params(callee.node)[1:]
+        positional = [a for a in call.args if a.keyword is None]
+        for a in call.args:
+            if a.star:
+                break
+            param = a.keyword.value if a.keyword is not None else (
+                params[positional.index(a)] if positional.index(a) < len(params) else None)
+            if param not in keeps or model.kinds.of(a.value, scope, None) is not VKind.GRAPH:
+                continue
+            seen.add(id(call))
+            yield Finding(
+                call,
+                f"`{code_of(a.value)}` is still attached to its graph and `{func}` adds it into an attribute of "
+                f"`{obj}`, which outlives the iteration: every step's graph stays alive and memory grows; pass "
+                f"`{code_of(a.value)}.item()` or `.detach()`",
+                None,
+            )
+            break
+
+
+def _outlives(scope: Scope, loop: Loop, obj: str) -> bool:
+    """The object is bound before the loop and not rebound in it (or is an attribute of `self`, a parameter)."""
+    if obj.startswith("self."):
+        return True
+    defs = [a for a in scope.assignments(obj) if a.rebinds]
+    if not defs:
+        return obj in scope.params
+    return not any(loop.node in a.loops for a in defs)
 
 
 def _runs_while_kept(model: FileModel, scope: Scope, e: Event) -> int | None:
@@ -364,32 +420,6 @@ def _within_one_step(scope: Scope, loop: Loop, e: Event) -> bool:
     last = max(x.seq for x in loop.events)
     return all(not a.loops for a in defs if a.rebinds) and any(
         s.kind is EventKind.STEP and not s.loops and s.seq > last for s in scope.events)
-
-
-def _slots_of_a_local_buffer(model: FileModel, scope: Scope, loop: Loop, e: Event) -> bool:
-    """`q[:, t] = q_t` over `for t in range(T)`, into a tensor the function allocates before its loops
-    (`q = torch.zeros_like(...)`): a buffer of fixed shape, filled slot by slot over a counted loop and dropped when
-    the call returns. What it holds is bounded by its shape, not by the number of training steps."""
-    if e.variant is not AssignForm.ITEM or e.accumulates or type(scope.node) is not cst.FunctionDef:
-        return False
-    node = loop.node
-    it = node.iter if type(node) is cst.For else None
-    while type(it) is cst.Call and dotted(it.func) == "reversed" and it.args:
-        it = it.args[0].value
-    if type(it) is not cst.Call or dotted(it.func) != "range" or e.loops[0] is not node:
-        return False
-    defs = [a for a in scope.assignments(e.target or "") if a.rebinds]
-    return bool(defs) and "." not in (e.target or ".") and all(not a.loops and _allocated(a.value) for a in defs)
-
-
-def _allocated(value: cst.BaseExpression | None) -> bool:
-    """`torch.zeros(...)`, `th.zeros_like(x)[:, :-1]`: a new tensor without a graph (no `requires_grad`)."""
-    while type(value) is cst.Subscript:
-        value = value.value
-    if type(value) is not cst.Call or (func := dotted(value.func)) is None or "." not in func:
-        return False
-    return func.rsplit(".", 1)[1] in TENSOR_CONSTRUCTORS and not any(
-        a.keyword is not None and a.keyword.value == "requires_grad" for a in value.args)
 
 
 def _escapes(model: FileModel, scope: Scope, total: str) -> bool:
