@@ -77,6 +77,7 @@ def _lines(stdout: str) -> list[str]:
 def _matches(found: list[str], expected: list[str]) -> bool:
     return len(found) == len(expected) and all(f.startswith(e) for f, e in zip(found, expected))
 
+
 INERT_HELPERS = [
     # `gradtools.clamp_grads(sgd, 1.0)` and `gradtools.grad_norm(sgd)`: functions of the project that touch no
     # gradient's value beyond clamping it, so the optimizer handed to them is not cleared (cleared.py: a helper

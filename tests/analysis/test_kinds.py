@@ -28,6 +28,8 @@ def kind_of(src: str, name: str, scope_name: str | None = None) -> VKind:
     ("t0 = time.perf_counter()\nd = time.perf_counter() - t0", "d", VKind.NUMBER),
     ("v = loss.item()", "v", VKind.NUMBER),
     ("v = loss.detach()", "v", VKind.TENSOR),
+    ("v = (total / n).detach().cpu().numpy()", "v", VKind.DATA),
+    ("v = model(x).numpy()", "v", VKind.DATA),  # numpy() raises on a tensor that requires grad: never a graph
     ("v = torch.zeros(3)", "v", VKind.TENSOR),
     ("m = nn.Linear(2, 3)\ny = m(x)", "y", VKind.GRAPH),
     ("y = model(x)\nz = y.mean() * 2", "z", VKind.GRAPH),

@@ -433,6 +433,160 @@ POSITIVE = {
         """,
         [(11, 5)],
     ),
+    # -- known by its use: a value back-propagated in the iteration carries a graph, whoever built it -------------
+    "unresolved_method_loss_back_propagated_then_summed": (
+        """
+        def fit(trainer, loader, opt):
+            total = 0.0
+            for batch in loader:
+                loss = trainer.compute(batch)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += loss
+            return total.item() / len(loader)
+        """,
+        [(9, 9)],
+    ),
+    "divided_term_of_the_back_propagated_value": (
+        """
+        for epoch in range(200):
+            mean_err = 0.0
+            for xb, yb in loader:
+                err = objective(net(xb), yb)
+                opt.zero_grad()
+                err.backward()
+                opt.step()
+                mean_err += err / len(loader)
+            print(float(mean_err))
+        """,
+        [(9, 9)],
+    ),
+    "tuple_of_parts_whose_sum_is_back_propagated": (
+        """
+        history = []
+        for batch in loader:
+            parts = net.losses(batch)
+            loss = sum(parts) if isinstance(parts, tuple) else parts
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            history.append(parts)
+        print(len(history))
+        """,
+        [(9, 5)],
+    ),
+    "element_of_an_unpacked_result_back_propagated": (
+        """
+        def run(self, loader, opt):
+            epoch_nll = 0
+            for batch in loader:
+                nll, pred, target = self.step_task(batch)
+                opt.zero_grad()
+                nll.backward()
+                opt.step()
+                epoch_nll += nll
+            return epoch_nll / len(loader)
+        """,
+        [(9, 9)],
+    ),
+    "accelerator_backward_then_kept_under_the_step_number": (
+        """
+        by_step = {}
+        n = 0
+        for batch in loader:
+            out = wrapped(**batch)
+            accelerator.backward(out.loss)
+            optimizer.step()
+            optimizer.zero_grad()
+            by_step[n] = out.loss
+            n += 1
+        """,
+        [(9, 5)],
+    ),
+    "scaled_backward_of_an_unresolved_loss_then_kept": (
+        """
+        def fit(engine, loader, opt, scaler):
+            seen = []
+            for batch in loader:
+                with torch.autocast("cuda"):
+                    loss = engine.objective(batch)
+                opt.zero_grad()
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+                seen.append(loss)
+            return [v.item() for v in seen]
+        """,
+        [(11, 9)],
+    ),
+    "string_format_of_the_total_is_only_display": (
+        """
+        total = 0.0
+        for xb, yb in loader:
+            err = objective(net(xb), yb)
+            opt.zero_grad()
+            err.backward()
+            opt.step()
+            total += err
+        print("total: {:.4f}".format(float(total)))
+        """,
+        [(8, 5)],
+    ),
+    "total_rebound_to_numpy_before_it_is_handed_on": (
+        """
+        for epoch in range(n_epochs):
+            running = 0.0
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                running += loss
+            running = (running / len(loader)).detach().cpu().numpy()
+            board.add(epoch, running)
+        board.save(running)
+        """,
+        [(9, 9)],
+    ),
+    "tensor_buffer_filled_over_the_batches_of_a_loader": (
+        """
+        def train(model, loader, opt, crit):
+            history = torch.zeros(len(loader))
+            for i, (x, y) in enumerate(loader):
+                loss = crit(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                history[i] = loss
+            return history
+        """,
+        [(9, 9)],
+    ),
+    # -- what the file's own classes do with what they are given ----------------------------------------------
+    "meter_of_the_file_adds_the_attached_loss_into_itself": (
+        """
+        class RunningMean:
+            def __init__(self):
+                self.total = 0
+                self.n = 0
+
+            def update(self, val, n=1):
+                self.total += val * n
+                self.n += n
+
+        def train(model, loader, opt, crit):
+            avg = RunningMean()
+            for x, y in loader:
+                loss = crit(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                avg.update(loss, len(x))
+            return avg.total / avg.n
+        """,
+        [(18, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -712,6 +866,136 @@ NEGATIVE = {
             total = 0.0
             for batch in loader:
                 total += step(model, batch, opt)
+        """,
+    # pymarl-like: a tensor the function allocates, filled slot by slot over the time steps of one call's batch
+    "tensor_buffer_of_one_call_filled_over_counted_steps": """
+        class Learner:
+            def __init__(self):
+                self.critic = nn.Linear(4, 1)
+                self.opt = torch.optim.Adam(self.critic.parameters())
+
+            def fit_critic(self, batch, horizon):
+                values = torch.zeros_like(batch.rewards)[:, :-1]
+                for t in reversed(range(horizon)):
+                    v_t = self.critic(batch.obs[:, t])
+                    values[:, t] = v_t.view(-1)
+                    loss = ((v_t - batch.targets[:, t]) ** 2).mean()
+                    self.opt.zero_grad()
+                    loss.backward()
+                    self.opt.step()
+                return values
+        """,
+    "meters_given_numbers_or_living_one_iteration": """
+        class RunningMean:
+            def __init__(self):
+                self.total = 0
+                self.n = 0
+                self.latest = None
+                self.seen = []
+
+            def update(self, val, n=1):
+                self.total += val * n
+                self.n += n
+
+            def show(self, val):
+                self.latest = val
+
+            def add(self, val):
+                self.seen.append(float(val))
+
+        def train(model, loader, opt, crit):
+            avg = RunningMean()
+            for x, y in loader:
+                loss = crit(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                avg.update(loss.item(), len(x))
+                avg.show(loss)
+                avg.add(loss)
+                with torch.no_grad():
+                    check = crit(model(x), y)
+                avg.update(check)
+                per_step = RunningMean()
+                per_step.update(loss)
+
+        def evaluate(model, loader, crit):
+            avg = RunningMean()
+            for x, y in loader:
+                avg.update(crit(model(x), y))
+            return avg.total
+        """,
+    # -- known by its use: the look-alikes ----------------------------------------------------------------------
+    "meter_given_item_of_a_back_propagated_loss": """
+        for batch in loader:
+            loss = trainer.compute(batch)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            meter.update(loss.item(), len(batch))
+        """,
+    "detached_values_of_a_back_propagated_loss": """
+        total = 0.0
+        kept = []
+        for batch in loader:
+            loss = trainer.compute(batch)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.detach()
+            kept.append(loss.detach().cpu().numpy())
+        print(total, kept)
+        """,
+    "sibling_of_the_loss_in_an_unpacked_result": """
+        images = []
+        for batch in loader:
+            loss, sample = trainer.compute(batch)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            images.append(sample)
+        """,
+    "micro_batch_total_local_to_one_call": """
+        class Runner:
+            def train_step(self, chunks):
+                total = 0.0
+                for chunk in chunks:
+                    loss = self.net.loss(chunk) / len(chunks)
+                    loss.backward()
+                    total += loss
+                self.opt.step()
+                self.opt.zero_grad()
+                return float(total)
+        """,
+    "evaluation_loop_of_an_unresolved_score": """
+        def evaluate(trainer, loader):
+            total = 0.0
+            for batch in loader:
+                total += trainer.compute(batch)
+            return total / len(loader)
+        """,
+    "back_propagated_in_an_inner_loop_total_kept_by_the_outer": """
+        history = []
+        for epoch in range(n_epochs):
+            running = 0.0
+            for batch in loader:
+                loss = trainer.compute(batch)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                running += loss.item()
+            history.append(running)
+        """,
+    "loss_under_no_grad_kept_while_another_is_back_propagated": """
+        scores = []
+        for x, y in loader:
+            loss = trainer.compute(x, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            with torch.no_grad():
+                score = trainer.compute(x, y)
+            scores.append(score)
         """,
 }
 
@@ -1001,20 +1285,20 @@ def _per_position(make="", var="t", loop="reversed(range(seq.size(1)))", slot="[
     return PER_POSITION.format(make=make, var=var, loop=loop, slot=slot, tail=tail)
 
 
+# A buffer the function allocates, filled over a counted loop, holds one call's graphs whatever slot each pass
+# writes and wherever it goes after (returned, shown, or replacing the object's previous one): bounded by the call.
 @pytest.mark.parametrize("src", [
     _per_position(),
     _per_position(loop="range(seq.shape[1])", make="[:, :-1]"),
+    _per_position(loop="range(n_steps)"),
+    _per_position(slot="[:, 0]"),
+    _per_position(tail="self.values = values"),
+    _per_position(tail="print(values.mean())"),
 ])
-def test_buffer_filled_slot_by_slot_over_a_tensors_positions_and_returned_is_not_flagged(src):
+def test_buffer_filled_slot_by_slot_over_a_counted_loop_is_not_flagged(src):
     assert findings(src, "TL007") == []
 
 
-@pytest.mark.parametrize("src", [
-    _per_position(loop="range(n_steps)"),  # a loop not bounded by the positions of a tensor
-    _per_position(var="i, (x, y)", loop="enumerate(loader)", slot="[i]"),  # an epoch over a loader
-    _per_position(slot="[:, 0]"),  # every pass writes the same slot: not one slot per position
-    _per_position(tail="self.values = values"),  # kept on the object, not handed back
-    _per_position(tail="print(values.mean())"),  # not the function's result: a log it shows
-])
-def test_buffer_not_filled_per_position_or_not_returned_is_still_flagged(src):
+def test_buffer_filled_over_the_batches_of_a_loader_is_still_flagged():
+    src = _per_position(var="i, (x, y)", loop="enumerate(loader)", slot="[i]")  # an epoch over a loader
     assert findings(src, "TL007") == [(6, 9)]

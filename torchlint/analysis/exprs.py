@@ -259,4 +259,6 @@ def summand_names(expr: cst.BaseExpression, graph: Callable[[cst.BaseExpression]
                 todo.append(node.args[0].value)  # `amp.scale_loss(loss, opt)`, `scaler.scale(loss)`: the loss, scaled
         elif type(node) in (cst.List, cst.Tuple):
             todo += combined_items(node)
+        elif type(node) is cst.IfExp:
+            todo += [node.body, node.orelse]  # `sum(parts) if isinstance(parts, tuple) else parts`: either arm
     return out

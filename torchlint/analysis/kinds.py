@@ -336,6 +336,8 @@ class KindInference(Answers):
                 return VKind.NUMBER
             if method in sem.CONTAINER_METHODS:
                 return VKind.CONTAINER
+            if method in sem.DATA_METHODS and not call.args:
+                return VKind.DATA
             if method == "detach":
                 return VKind.TENSOR
             if name is not None and (name in sem.NUMBER_FUNCTIONS):

@@ -10,7 +10,7 @@ import libcst as cst
 from torchlint.analysis.events import AssignForm, CallVia, Event, EventKind
 from torchlint.analysis.exprs import dotted, names_in
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import is_criterion_name, is_module_name
+from torchlint.analysis.semantics import TENSOR_CONSTRUCTORS, is_criterion_name, is_module_name
 from torchlint.analysis.walker import tracked_call
 from torchlint.source.walk import calls_in_evaluation_order, walk
 
@@ -131,6 +131,44 @@ class Loop:
                         return True
         return False
 
+    def backpropagated_term(self, e: Event, terms=None) -> Event | None:
+        """A backward of this iteration that shows the value `e` keeps to carry a graph, whoever built it: the
+        kept value and the back-propagated one share the definition of a term (`loss` itself, `loss / n`,
+        `out["loss"]`, the tuple of parts whose `sum(parts)` is back-propagated). A value is back-propagated only
+        if it has a graph there, so this holds for a method's result the analysis cannot resolve. `terms` narrows
+        the terms of an expression as in `Scope.summand_defs`. Only a backward of the same innermost loop counts:
+        an epoch loop that keeps what the batch loop summed is judged where the sum grows."""
+        assert e.value is not None and e.loops  # the events asked about keep a value, in a loop
+        scope = self.scope
+        kept = {id(d) for d in scope.summand_defs(e.value, e, terms)}
+        same = dotted(e.value)
+        for b in self.of(EventKind.BACKWARD):
+            if b.scope is not scope.node or b.value is None or not b.loops or b.loops[-1] is not e.loops[-1]:
+                continue  # an inner loop's backward: what the outer one keeps is a total, judged where it grows
+            if any(id(d) in kept for d in scope.summand_defs(b.value, b, terms)):
+                return b
+            if same is not None and "." in same and not same.startswith("self.") and dotted(b.value) == same:
+                root = same.split(".", 1)[0]  # `out.loss`, back-propagated and kept: the same `out`
+                defs = scope.reaching(root, b)
+                if defs[0] and not defs[1] and defs == scope.reaching(root, e):
+                    return b
+        return None
+
+    def fills_local_buffer(self, e: Event) -> bool:
+        """`q[:, t] = q_t` over `for t in range(T)`, into a tensor the function allocates before its loops
+        (`q = torch.zeros_like(...)`): a buffer of fixed shape, filled slot by slot over a counted loop and dropped
+        when the call returns. What it holds is bounded by its shape, not by the number of training steps."""
+        scope, node = self.scope, self.node
+        if e.variant is not AssignForm.ITEM or e.accumulates or type(scope.node) is not cst.FunctionDef:
+            return False
+        it = node.iter if type(node) is cst.For else None
+        while type(it) is cst.Call and dotted(it.func) == "reversed" and it.args:
+            it = it.args[0].value
+        if type(it) is not cst.Call or dotted(it.func) != "range" or not e.loops or e.loops[0] is not node:
+            return False
+        defs = [a for a in scope.assignments(e.target or "") if a.rebinds]
+        return bool(defs) and "." not in (e.target or ".") and all(not a.loops and _allocated(a.value) for a in defs)
+
     def backwards_into_grad(self) -> list[Event]:
         """The backwards of the iteration that add into `.grad` (not `autograd.grad`, not dist_autograd)."""
         return [b for b in self.of(EventKind.BACKWARD) if b.into_grad()]
@@ -159,3 +197,13 @@ def _may_clear(e: Event) -> bool:
         return False
     callee = e.callee or ""
     return not (callee.count(".") == 1 and (is_criterion_name(callee) or is_module_name(callee)))
+
+
+def _allocated(value: cst.BaseExpression | None) -> bool:
+    """`torch.zeros(...)`, `th.zeros_like(x)[:, :-1]`: a new tensor without a graph (no `requires_grad`)."""
+    while type(value) is cst.Subscript:
+        value = value.value
+    if type(value) is not cst.Call or (func := dotted(value.func)) is None or "." not in func:
+        return False
+    return func.rsplit(".", 1)[1] in TENSOR_CONSTRUCTORS and not any(
+        a.keyword is not None and a.keyword.value == "requires_grad" for a in value.args)

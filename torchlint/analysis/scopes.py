@@ -98,9 +98,7 @@ class Scope(RawScope):
     def reaching(self, name: str, at: Event) -> tuple[tuple[Event, ...], bool]:
         """The definitions of `name` (assignments, `del`, in-place resets) that reach `at`, and whether a path
         from the scope's entry (a parameter, a global, an attribute set elsewhere) reaches it too."""
-        if self._defined is None:
-            self._defined = {e.target for e in self.events if e.scope is self.node and e.target and kills(e)}
-        if name not in self._defined:
+        if name not in self._defined_names():
             return (), True  # never defined in this scope: it comes from outside (parameter, global)
         node = self.flow_node(at)
         if node is None:
@@ -108,6 +106,21 @@ class Scope(RawScope):
         same = [e for e in self._defs_in(name, node) if e.seq < at.seq]
         if same:
             return (same[-1],), False
+        return self._reaching_node(name, node)
+
+    def _defined_names(self) -> set[str]:
+        if self._defined is None:
+            self._defined = {e.target for e in self.events if e.scope is self.node and e.target and kills(e)}
+        return self._defined
+
+    def reaching_statement(self, name: str, stmt: cst.CSTNode) -> tuple[tuple[Event, ...], bool] | None:
+        """`reaching` for the start of a statement of this scope that holds no event (`animator.add(x)`); None
+        when the statement is not one of the scope's flow graph."""
+        node = self.flow.node_of.get(id(stmt))
+        if node is None:
+            return None
+        if name not in self._defined_names():
+            return (), True
         return self._reaching_node(name, node)
 
     def test_of(self, guard: Guard, at: Event) -> cst.CSTNode:

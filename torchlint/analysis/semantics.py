@@ -22,9 +22,6 @@ STRING_FUNCTIONS = frozenset(
 PARAM_GROUPS = "param_groups"
 LR_KEY = "lr"
 LAST_LR_METHOD = "get_last_lr"
-# A tensor's extent along a dimension: `x.size(1)`, `x.shape[1]`.
-EXTENT_METHOD = "size"
-EXTENT_ATTRIBUTE = "shape"
 # argparse: the call that defines a command-line option, and those that return the parsed options.
 ARGPARSE_ADD = "add_argument"
 ARGPARSE_PARSE = frozenset({"parse_args"})
@@ -33,6 +30,9 @@ CONTAINER_FUNCTIONS = frozenset("list dict tuple set frozenset sorted zip enumer
 NUMBER_METHODS = frozenset("item numel dim ndimension element_size nelement get_last_lr".split())
 STRING_METHODS = frozenset("format join replace strip lower upper lstrip rstrip split_ext".split())
 CONTAINER_METHODS = frozenset("tolist keys values items split chunk size".split())
+# Methods whose result holds values without a graph, whatever the receiver: `Tensor.numpy()` returns an ndarray
+# (and raises on a tensor that requires grad).
+DATA_METHODS = frozenset({"numpy"})
 
 # Tensor methods that return a tensor attached to the same graph as the receiver.
 GRAPH_PRESERVING_METHODS = frozenset(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from torchlint.analysis.events import AssignForm, EventKind
+from torchlint.analysis.exprs import positional_params, summand_names
 from torchlint.analysis.lookup import FileLookup
 from torchlint.analysis.names import Role
 from torchlint.analysis.scopes import Scope
@@ -24,6 +25,9 @@ class Summary:
     builds: frozenset[str]  # optimizers, schedulers, scalers it constructs
     backprops: bool  # it back-propagates (itself, not through helpers)
     trains: bool  # it holds a loop that back-propagates and steps: a training run of its own
+    # its parameters whose value it adds into or appends to an attribute of `self` (a meter's `update(val)`:
+    # `self.sum += val * n`), so that the object keeps whatever it is given
+    keeps: frozenset[str] = frozenset()
 
     @property
     def per_batch(self) -> bool:
@@ -53,4 +57,17 @@ def summarize(model: FileLookup, scope: Scope) -> Summary:
             if e.variant is AssignForm.PLAIN and e.value is not None and model.symbols.built_here(e.value):
                 builds.add(e.target)
     return Summary(frozenset(steps), frozenset(zeroes), frozenset(builds), backprops,
-                   looped_backward and looped_step)
+                   looped_backward and looped_step, _kept_parameters(scope))
+
+
+def _kept_parameters(scope: Scope) -> frozenset[str]:
+    """The parameters that are a term of a value added into, or appended to, an attribute of `self`
+    (`self.sum += val * n`, `self.values.append(val)`); not one turned into a number first (`val.item() * n`)."""
+    params = set(positional_params(scope.node)[1:]) if scope.class_name else set()
+    kept: set[str] = set()
+    for e in scope.raw:
+        if e.scope is not scope.node or e.value is None or not (e.target or "").startswith("self."):
+            continue
+        if e.kind is EventKind.APPEND or e.kind is EventKind.ASSIGN and e.accumulates:
+            kept |= summand_names(e.value) & params
+    return frozenset(kept)

@@ -12,11 +12,9 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
-from torchlint.analysis.semantics import (
-    DISPLAY, DISPLAY_METHOD, EXTENT_ATTRIBUTE, EXTENT_METHOD, NUMERIC_MODULES, READING_CALLS,
-)
-from torchlint.analysis.exprs import code_of, dotted, names_in, positional_params
-from torchlint.source.walk import walk
+from torchlint.analysis.semantics import DISPLAY, DISPLAY_METHOD, NUMERIC_MODULES, READING_CALLS
+from torchlint.analysis.exprs import code_of, dotted, names_in, positional_params, summand_names
+from torchlint.source.walk import calls_in_evaluation_order, walk
 from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import parenthesized
@@ -48,6 +46,16 @@ helper of the file that returns its attached loss), `running += model.compute_lo
 class of the file whose loss comes from `self(x)` or a submodule assigned in `__init__`), `logs[name] += part`
 over `parts.items()` or `.values()` of a dict the loop builds (a literal, or entries stored one by one).
 
+A value is also known by its use: one back-propagated in the same iteration (`loss.backward()`,
+`scaler.scale(loss).backward()`, `accelerator.backward(loss)`, `manual_backward`) carries a graph there, whoever
+built it (a method the analysis cannot resolve, an element of a tuple a function returned). So is a term of it,
+followed through arithmetic and sums: `total += loss / len(loader)`, `history.append(parts)` after
+`sum(parts).backward()`, `log[step] = out.loss` after `accelerator.backward(out.loss)`.
+
+An object of one of the file's classes that outlives the iteration keeps what its method adds into an attribute
+of `self`: `meter.update(loss, n)` with `def update(self, val, n): self.sum += val * n` (or
+`self.values.append(val)`).
+
 ## Why it is wrong
 The total is a tensor whose graph reaches back through every iteration's forward pass, so none of those
 activations can be freed: memory grows a little every step, then training stops with `CUDA out of memory` — the
@@ -76,9 +84,13 @@ mini training run over `range(steps)` with `steps=20` as the parameter's default
 or over `range(STEPS)` with a module constant; the loops the container outlives multiply), is not reported: it
 keeps a bounded handful of graphs, freed with it, not a growing number. A default is trusted as the file sees it:
 a caller in another file may pass more. It reports only values the analysis knows to
-carry a graph: the output of a model or criterion, arithmetic on one, a loss handed in as a parameter. A value
-from a call it cannot resolve is left alone, and so is a total returned by a function that back-propagates
-nothing itself (its caller may back-propagate it).
+carry a graph: the output of a model or criterion, arithmetic on one, a loss handed in as a parameter, a value
+back-propagated in the iteration or a term of one. A value from a call it cannot resolve is otherwise left alone;
+a sibling of the loss in an unpacked result (`loss, sample = trainer.compute(batch)`) is not known by the loss's
+backward, and a backward of an inner loop does not make what the outer loop keeps known (the total is judged where
+it grows). A total returned by a function that back-propagates nothing itself is left alone (its caller may
+back-propagate it). A total rebound to a value without a graph (`total = total.detach().cpu().numpy()`) before it
+is handed to a call is not handed on attached.
 
 ## Correct look-alikes (not flagged)
 A total that is later back-propagated (correct chunked accumulation, or TL001); values kept to be
@@ -87,13 +99,14 @@ backward): the container, its items or a value computed from them handed to a he
 back-propagates, or to a call the analysis cannot follow (what it does with them is not known); anything under
 `torch.no_grad()` / `inference_mode()`; `loss.item()` / `.detach()` already; a model's forward that collects
 features of one call in a list; loops without a backward (evaluation code); the micro-batch outputs of one step,
-kept in a list the batch loop binds afresh (it never holds more than one step's graphs); a dict entry with a
-literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest value only); a result assembled
-slot by slot in one call (`q_vals[:, t] = q_t` in `for t in range(rewards.size(1))`, into a buffer the function
-binds outside its loops and returns): every loop around the store walks the positions of a tensor's dimension
-and indexes the slot it writes, so the buffer holds one value per position of a tensor the function was handed,
-and goes to the caller as data. A loop over a loader or a plain count, a slot that is not the position's, or a
-buffer kept on the object or only shown, is still reported.
+kept in a list the batch loop binds afresh (it never holds more than one step's graphs), or in a local of a
+function summed over its one loop of micro-batches with the optimizer stepped once after it (dropped when the call
+returns); a dict entry with a literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest value
+only); a meter given `loss.item()`, a method that converts what it is given (`self.values.append(float(val))`)
+or only replaces an attribute (`self.last = val`), a meter bound afresh in each iteration; the slots of a tensor
+the function allocates before its loops (`q = torch.zeros_like(r)`), filled over a counted loop
+(`for t in range(T): q[:, t] = q_t`): bounded by its shape and dropped when the call returns (filled over the
+batches of a loader, it is reported).
 
 ```python
 running_loss = 0.0
@@ -109,6 +122,13 @@ for x, y in loader:
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
+        yield from self._events(model)
+        kept: set[int] = set()
+        for loop in model.loops:
+            if loop.of(EventKind.BACKWARD):
+                yield from _kept_by_objects(model, loop, kept)
+
+    def _events(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
         displayed: dict[str, bool] = {}
         handed: dict[tuple[int, str], bool] = {}  # one look at the uses of each container of a scope
@@ -129,14 +149,15 @@ for x, y in loader:
                     continue
                 attached = _attached_items(model, scope, e)
                 part = None
-                if kinds.of(e.value, scope, e) is not VKind.GRAPH and not attached:
-                    part = _backpropagated_part(loop, scope, e)
+                kind = kinds.of(e.value, scope, e)
+                if kind is not VKind.GRAPH and not attached:
+                    part = _backpropagated_part(model, loop, scope, e) if not kind.graph_free else None
                     if part is None:
                         continue  # a number, a string, a detached tensor, or a value the analysis cannot see
                 if not _carried(scope, loop, e) or _escapes(model, scope, e.target) or _within_one_step(scope, loop, e):
                     continue
-                if _slot_per_position(scope, e):
-                    continue  # a result assembled position by position in one call, not a log across training
+                if loop.fills_local_buffer(e):
+                    continue  # one call's buffer of fixed shape, not a log across training
                 runs = _runs_while_kept(model, scope, e)
                 if runs is not None and runs <= FEW_ITERATIONS:
                     continue  # a test's mini-run: a bounded handful of graphs, freed with the container
@@ -149,11 +170,13 @@ for x, y in loader:
                 where = _small_statement(e)
                 if part is not None:
                     # Back-propagated already, so no later backward needs it (one would fail): only kept.
+                    kept, used = code_of(e.value), code_of(part)
+                    held = f"`{kept}` is" if kept == used else f"`{kept}` holds `{used}`, which is"
                     yield Finding(
                         e.node if e.kind is EventKind.APPEND else where,
-                        f"`{code_of(e.value)}` holds `{code_of(part)}`, back-propagated in the same iteration, with "
-                        f"its graph, and is kept in `{e.target}` across iterations: every step's graph stays "
-                        f"referenced and memory grows; keep `.item()` or `.detach()`ed values instead",
+                        f"{held} back-propagated in the same iteration, so it carries its graph, and is kept in "
+                        f"`{e.target}` across iterations: every step's graph stays referenced and memory grows; "
+                        f"keep `.item()` or `.detach()`ed values instead",
                         None,
                     )
                     continue
@@ -176,6 +199,49 @@ for x, y in loader:
                     f"`{code_of(e.value)}.item()` or `.detach()`",
                     _fix(model, scope, e, displayed),
                 )
+
+
+def _kept_by_objects(model: FileModel, loop: Loop, seen: set[int]) -> Iterator[Finding]:
+    """`meter.update(loss, n)` where the method of the file's class adds its parameter into an attribute of
+    `self` (`self.sum += val * n`) and the object outlives the iteration: it keeps every step's graph."""
+    scope = loop.scope
+    for call in calls_in_evaluation_order(loop.node):
+        func = dotted(call.func) if type(call.func) is cst.Attribute else None
+        if func is None or id(call) in seen or func.count(".") != (2 if func.startswith("self.") else 1):
+            continue
+        obj = func.rsplit(".", 1)[0]
+        callee = model.resolve(scope, func)
+        if callee is None or callee.class_name is None or not _outlives(scope, loop, obj):
+            continue
+        keeps = model.summary(callee).keeps
+        params = positional_params(callee.node)[1:]
+        positional = [a for a in call.args if a.keyword is None]
+        for a in call.args:
+            if a.star:
+                break
+            param = a.keyword.value if a.keyword is not None else (
+                params[positional.index(a)] if positional.index(a) < len(params) else None)
+            if param not in keeps or model.kinds.of(a.value, scope, None) is not VKind.GRAPH:
+                continue
+            seen.add(id(call))
+            yield Finding(
+                call,
+                f"`{code_of(a.value)}` is still attached to its graph and `{func}` adds it into an attribute of "
+                f"`{obj}`, which outlives the iteration: every step's graph stays alive and memory grows; pass "
+                f"`{code_of(a.value)}.item()` or `.detach()`",
+                None,
+            )
+            break
+
+
+def _outlives(scope: Scope, loop: Loop, obj: str) -> bool:
+    """The object is bound before the loop and not rebound in it (or is an attribute of `self`, a parameter)."""
+    if obj.startswith("self."):
+        return True
+    defs = [a for a in scope.assignments(obj) if a.rebinds]
+    if not defs:
+        return obj in scope.params
+    return not any(loop.node in a.loops for a in defs)
 
 
 def _runs_while_kept(model: FileModel, scope: Scope, e: Event) -> int | None:
@@ -272,25 +338,18 @@ def _passed_for(model: FileModel, callee: Scope, param: str) -> list[cst.BaseExp
     return out
 
 
-def _backpropagated_part(loop: Loop, scope: Scope, e: Event) -> cst.BaseExpression | None:
-    """`output["loss"].backward()`, then `outputs.append(output)` in the same iteration: whatever the analysis
-    knows of `output` (a method's result of unknown kind), it holds a tensor that carried a graph. The backward's
-    item of the kept value, when the same definition of its name reaches both."""
-    if type(e.value) is not cst.Name:
-        return None
-    name = e.value.value
-    kept = scope.reaching(name, e)
-    for b in loop.of(EventKind.BACKWARD):
-        if b.scope is not scope.node or b.value is None or b.seq > e.seq:
-            continue
-        base = b.value
-        while type(base) is cst.Subscript or type(base) is cst.Attribute:
-            base = base.value
-        if base is b.value or type(base) is not cst.Name or base.value != name:
-            continue
-        if scope.reaching(name, b) == kept and kept[0] and not kept[1]:
-            return b.value
-    return None
+def _backpropagated_part(model: FileModel, loop: Loop, scope: Scope, e: Event) -> cst.BaseExpression | None:
+    """What a backward of the same iteration back-propagates that shares a term with the kept value
+    (`output["loss"].backward()` then `outputs.append(output)`; `loss.backward()` then `total += loss / n`;
+    `sum(parts).backward()` then `history.append(parts)`): whatever the analysis knows of it, the kept value
+    holds a tensor that carried a graph. A factor beside a graph tensor is a weight, not a term."""
+    def terms(x: cst.BaseExpression, at: Event) -> set[str]:
+        if at.variant in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK) and at is not e:
+            return set()  # `loss, image = out`: the image is not a term of the loss, though both come from `out`
+        return summand_names(x, lambda y: model.kinds.of(y, scope, at) is VKind.GRAPH)
+
+    b = loop.backpropagated_term(e, terms)
+    return b.value if b is not None else None
 
 
 def _attached_items(model: FileModel, scope: Scope, e: Event) -> list[cst.BaseExpression]:
@@ -344,53 +403,23 @@ def _same_key(e: Event) -> bool:
     return False
 
 
-def _slot_per_position(scope: Scope, e: Event) -> bool:
-    """`q_vals[:, t] = q_t` in `for t in reversed(range(rewards.size(1)))`: every loop around the store walks the
-    positions of a tensor's dimension and indexes the slot it writes, in a container the function binds once
-    (outside its loops) and returns. The function assembles its result position by position (as `torch.stack`
-    would), one value per position of a tensor it holds, and hands it to its caller: a per-call buffer whose size
-    the input bounds, not a log that grows with training."""
-    if e.variant is not AssignForm.ITEM or e.accumulates or not e.loops or not e.target or "." in e.target:
-        return False
-    walked = {_position_variable(node) for node in e.loops}
-    if None in walked:
-        return False
-    smalls = e.node.body if type(e.node) is cst.SimpleStatementLine else [e.node]
-    slots = [t.target.slice for small in smalls if type(small) is cst.Assign and small.value is e.value
-             for t in small.targets if type(t.target) is cst.Subscript and dotted(t.target.value) == e.target]
-    if not slots or any(not walked <= {n for el in slot for n in names_in(el.slice)} for slot in slots):
-        return False
-    binds = [a for a in scope.assignments(e.target) if a.rebinds]
-    if not binds or any(a.loops for a in binds):
-        return False
-    return any(e.target in names_in(r.value) for r in scope.own_returns() if r.value is not None)
-
-
-def _position_variable(loop: cst.CSTNode) -> str | None:
-    """The variable of `for t in range(x.size(d))` (or `reversed(...)` of it, or `x.shape[d]`), else None."""
-    if type(loop) is not cst.For or type(loop.target) is not cst.Name or type(loop.iter) is not cst.Call:
-        return None
-    it = loop.iter
-    if dotted(it.func) == "reversed" and len(it.args) == 1 and type(it.args[0].value) is cst.Call:
-        it = it.args[0].value
-    if dotted(it.func) != "range" or len(it.args) != 1 or it.args[0].keyword or it.args[0].star:
-        return None
-    bound = it.args[0].value
-    if type(bound) is cst.Call and type(bound.func) is cst.Attribute and bound.func.attr.value == EXTENT_METHOD:
-        extent = len(bound.args) == 1
-    else:
-        extent = (type(bound) is cst.Subscript and type(bound.value) is cst.Attribute
-                  and bound.value.attr.value == EXTENT_ATTRIBUTE)
-    return loop.target.value if extent else None
-
-
 def _within_one_step(scope: Scope, loop: Loop, e: Event) -> bool:
     """The container is carried across a loop that never steps (the micro-batches of one step), and an enclosing
     loop binds it afresh: it holds one step's graphs at most, already back-propagated, and nothing grows."""
     if loop.of(EventKind.STEP, EventKind.RUN):
         return False
-    return any(a.target == e.target and a.rebinds and a.loops and loop.node not in a.loops
-               and any(outer in e.loops for outer in a.loops) for a in scope.assignments(e.target or ""))
+    defs = scope.assignments(e.target or "")
+    if any(a.target == e.target and a.rebinds and a.loops and loop.node not in a.loops
+           and any(outer in e.loops for outer in a.loops) for a in defs):
+        return True
+    # A local of a function, bound outside any loop, summed over its one loop of micro-batches, with the
+    # optimizer stepped once after that loop (`for i in range(accumulate): ... backward(); total += loss`, then
+    # `opt.step()`): one step's graphs, dropped when the call returns.
+    if type(scope.node) is not cst.FunctionDef or "." in (e.target or ".") or e.loops != (loop.node,):
+        return False
+    last = max(x.seq for x in loop.events)
+    return all(not a.loops for a in defs if a.rebinds) and any(
+        s.kind is EventKind.STEP and not s.loops and s.seq > last for s in scope.events)
 
 
 def _escapes(model: FileModel, scope: Scope, total: str) -> bool:
@@ -424,10 +453,11 @@ def _may_backpropagate(model: FileModel, scope: Scope, names: set[str], depth: i
     derived = _computed_from(scope, names)
     if derived & scope.backpropagated():
         return True
-    for call in walk(scope.node):
+    for stmt, call in _calls_by_statement(scope):
         if type(call) is not cst.Call:
             continue
-        handed = [a for a in call.args if names_in(a.value) & derived]
+        handed = [a for a in call.args if names_in(a.value) & derived
+                  and not (depth == 0 and _detached_before(model, scope, stmt, names_in(a.value) & derived))]
         if not handed or _reads(call, derived):
             continue
         func = dotted(call.func)
@@ -440,6 +470,35 @@ def _may_backpropagate(model: FileModel, scope: Scope, names: set[str], depth: i
         if params is None or _may_backpropagate(model, callee, params, depth + 1):
             return True
     return False
+
+
+def _calls_by_statement(scope: Scope) -> Iterator[tuple[cst.CSTNode | None, cst.CSTNode]]:
+    """Every node of the function, with the simple statement line holding it (None outside one)."""
+    todo: list[tuple[cst.CSTNode | None, cst.CSTNode]] = [(None, scope.node)]
+    while todo:
+        stmt, node = todo.pop()
+        yield stmt, node
+        line = node if type(node) is cst.SimpleStatementLine else stmt
+        todo.extend((line, child) for child in reversed(node.children))
+
+
+def _detached_before(model: FileModel, scope: Scope, stmt: cst.CSTNode | None, names: set[str]) -> bool:
+    """Each of `names` is a running total rebound to a value without a graph before `stmt` (`total =
+    total.detach().cpu()` after the batch loop, then `animator.add(total)`): the call gets no kept graph. Only
+    rebindings that the accumulations never see count: the total's initialisation reaches them too."""
+    # A name the scope assigns is unbound on a path from its entry (a local, or a global of the module body),
+    # unless it is a parameter or an attribute.
+    if stmt is None:
+        return False
+    for name in names:
+        sums = [a for a in scope.assignments(name) if a.accumulates and a.kind is EventKind.ASSIGN]
+        found = scope.reaching_statement(name, stmt)
+        if not sums or found is None or not found[0] or found[1] and (name in scope.params or "." in name):
+            return False
+        before = {id(d) for a in sums for d in scope.reaching(name, a)[0]}
+        if any(id(d) in before or not model.kinds.of_def(d, scope).graph_free for d in found[0]):
+            return False
+    return True
 
 
 def _computed_from(scope: Scope, names: set[str]) -> set[str]:
@@ -468,6 +527,9 @@ def _reads(call: cst.Call, derived: set[str]) -> bool:
         return False
     if type(call.func) is cst.Attribute and dotted(call.func.value) in derived:
         return True
+    strings = (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)
+    if type(call.func) is cst.Attribute and isinstance(call.func.value, strings):
+        return True  # `"{:.3f}".format(total)`, `" ".join(...)`: a string's method makes a string
     parts = func.split(".")
     return (parts[-1] in READING_CALLS or (len(parts) > 1 and parts[0] in NUMERIC_MODULES)
             or DISPLAY_METHOD.fullmatch(parts[-1]) is not None)
