@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
+from torchlint.analysis.semantics import OTHER_FRAMEWORKS, TORCH_PACKAGES
 from torchlint.source.lines import split_lines
 
 # Text that any exported event needs (a backward, a step, a zero_grad or gradient reset, a GradScaler call).
@@ -151,3 +152,11 @@ _BARE_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
 OBJECT_CALL = re.compile(r"(?<![\w.])((?:self\s*\.\s*)?[A-Za-z_]\w*)\s*\.\s*([A-Za-z_]\w*)\s*\(")  # obj.method(
 SELF_CALL = re.compile(r"\bself\s*\.\s*([A-Za-z_]\w*)\s*\(")
 CLASS_BASES = re.compile(r"(?m)^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)")
+
+
+def other_framework(text: str) -> bool:
+    """The file imports another deep-learning framework (Paddle, TensorFlow, MindSpore ...) and nothing of
+    PyTorch's: its `loss.backward()` and `optimizer.step()` are that framework's, not PyTorch's. A file that also
+    imports PyTorch, or that imports neither, is checked as usual."""
+    tops = {imp.module.split(".", 1)[0] for imp in scan_imports(text).values() if imp.level == 0}
+    return bool(tops & OTHER_FRAMEWORKS) and not tops & TORCH_PACKAGES

@@ -165,3 +165,11 @@ FUNCTIONAL_MODULES = ("F", "nn.functional", "torch.nn.functional")
 TENSOR_REWRAPPERS = ("torch.tensor", "torch.as_tensor", "Variable", "torch.autograd.Variable")
 # Reductions that keep a value's graph (`loss.mean()`).
 GRAPH_REDUCTIONS = ("mean", "sum")
+
+# Other deep-learning frameworks, whose optimizers and tensors look like PyTorch's (`optimizer.step()`,
+# `loss.backward()`) but follow their own rules (Paddle clears with `clear_grad()`): a file that imports one of them
+# and nothing of PyTorch's is not PyTorch code (`prescan.other_framework`).
+OTHER_FRAMEWORKS = frozenset(
+    "paddle paddlenlp paddlex tensorflow keras tf_keras mindspore oneflow jittor mxnet megengine mlx".split())
+# Packages whose import means PyTorch code (PyTorch itself and the trainers built on it).
+TORCH_PACKAGES = frozenset("torch torchvision torchaudio torchtext lightning pytorch_lightning accelerate".split())
