@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchlint.analysis.classify import classify
 from torchlint.analysis.events import (
-    INLINE_DEPTH, AssignForm, CallVia, Event, EventKind, Guard, ResetOf, ZeroGradOf, variant_named,
+    CLEARING_DEPTH, INLINE_DEPTH, AssignForm, CallVia, Event, EventKind, Guard, ResetOf, ZeroGradOf, variant_named,
 )
 from torchlint.analysis.exprs import dotted, last_part, positional_params
 from torchlint.analysis.foreign import ProjectLookup, Resolved
@@ -252,12 +252,15 @@ class FileModel:
                     elif not (e.callee or "").startswith("self.") or self._inherited(scope, e.callee or ""):
                         out.append(e.but(kind=EventKind.OPAQUE))
                     continue
-                if depth >= INLINE_DEPTH or callee.node in active:
+                if depth >= INLINE_DEPTH + CLEARING_DEPTH or callee.node in active:
                     continue
-                if e.variant is CallVia.OBJECT:
+                clearing_only = depth >= INLINE_DEPTH  # past the inline depth: only what the helper clears
+                if e.variant is CallVia.OBJECT and not clearing_only:
                     self.resolved_calls.add(id(e.node))
                 summary = self.summary(callee)
                 trains = summary.trains
+                if trains and clearing_only:
+                    continue
                 if trains:
                     # A run of its own: the caller sees it as one event at the call, per optimizer it steps.
                     out.extend(_runs(e, sorted(summary.steps), positional_params(callee.node), same_file=True))
@@ -268,6 +271,8 @@ class FileModel:
                 for inner in inner_events:
                     if trains and inner.loops:
                         continue  # a training run of its own: its loop is checked in its scope, not spliced here
+                    if clearing_only and inner.kind is not EventKind.ZERO_GRAD:
+                        continue
                     if inner.kind in (EventKind.ASSIGN, EventKind.APPEND, EventKind.RESET, EventKind.FAKE_RESET,
                                       EventKind.RETURN):
                         continue  # the callee's own names mean nothing in the caller
