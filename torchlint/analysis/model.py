@@ -61,7 +61,8 @@ class FileModel:
         self._functions = {s.name: s for s in self.scopes if s.class_name is None and "." not in s.name}
         self._methods: dict[tuple[str | None, str], Scope] = {
             (s.class_name, s.name): s for s in self.scopes if s.class_name is not None}
-        self.receivers = Receivers(self.scopes, self.classes, self.imported)
+        self.receivers = Receivers(self.scopes, self.classes, self.imported,
+                                   project.star_names() if project is not None else frozenset())
         # A method call of an object becomes a call event where its class is known and defines or inherits it.
         for scope, index, event, method in reversed(walker.object_calls):  # type: ignore[assignment]  # Scopes, as above
             local = self._object_method(scope, event.callee or "")
@@ -229,6 +230,8 @@ class FileModel:
     def _expand(self, scope: Scope, depth: int, active: frozenset) -> list[Event]:
         out: list[Event] = []
         for e in scope.raw:
+            if e.kind is EventKind.LOCAL_CALL and e.variant is None:
+                e = self._forward_call(scope, e)
             if e.kind is EventKind.LOCAL_CALL:
                 if e.variant is CallVia.FACTORY:
                     callee = self._made_closure(scope, e.callee or "")
@@ -246,6 +249,8 @@ class FileModel:
                         # `scaler.step(opt)`: the argument was not a closure after all; `utils.f(...)` that is not
                         # a function of the project: a method call like any other (Loop.handed_to_unknown)
                         continue
+                    if e.callee == "self.zero_grad" and self.is_module_class(scope.class_name or ""):
+                        continue  # nn.Module's own zero_grad: its METHOD event clears the module's gradients
                     if "zero_grad" in (e.callee or "").rsplit(".", 1)[-1]:
                         # `zero_grad(params)`, `self.zero_grad()` of a base class: clears the gradients it names
                         out.append(e.but(kind=EventKind.ZERO_GRAD, variant=ZeroGradOf.PARAM))
@@ -282,6 +287,9 @@ class FileModel:
                         # a run the helper starts steps what the caller passed for the helper's parameter
                         callee_params = _positional(positional_params(callee.node), e)
                         mapped["target"] = _mapped(inner.target, callee_params, e, same_file=True)
+                    if inner.kind is EventKind.ZERO_GRAD and _runs_forward(e):
+                        # `self.zero_grad()` in the forward of `model(x)`: the caller's `model.zero_grad()`
+                        mapped["target"] = _mapped(inner.target, [], e, same_file=True)
                     out.append(inner.but(
                         loops=e.loops + inner.loops,
                         guards=e.guards + tuple(Guard(g.test, g.negated, g.depth + shift) for g in inner.guards),
@@ -299,6 +307,21 @@ class FileModel:
             else:
                 out.append(e)
         return out
+
+    def _forward_call(self, scope: Scope, e: Event) -> Event:
+        """`model(x)`, `self.net(x)` where the object's class is known (receivers) and is not a function of the
+        file: calling a module runs its `forward`, so the call is the method call `model.forward(x)`."""
+        name = e.callee or ""
+        if not name or self.resolve(scope, name) is not None or (
+                name.count(".") != (1 if name.startswith("self.") else 0)):
+            return e
+        cls = self.receivers.class_of(scope, name)
+        if cls is None:
+            return e
+        forward = e.but(callee=f"{name}.forward", variant=CallVia.OBJECT)
+        if self._object_method(scope, forward.callee or "") is not None:
+            return forward if self.is_module_class(cls) else e
+        return forward if self.project is not None and self._object_external(scope, forward.callee or "") else e
 
     def external(self, scope: Scope, callee: str) -> Resolved | None:
         """A function or inherited method of another project file that the call `callee(...)` reaches."""
@@ -407,6 +430,11 @@ def _positional(params: list[str], call_event: Event) -> list[str]:
     return params[1:] if (call_event.callee or "").startswith("self.") or call_event.variant is CallVia.OBJECT else params
 
 
+def _runs_forward(call_event: Event) -> bool:
+    """The call runs a module's forward (`model(x)`, placed as `model.forward(x)`)."""
+    return call_event.variant is CallVia.OBJECT and (call_event.callee or "").endswith(".forward")
+
+
 def _on_receiver(name: str, call_event: Event) -> str:
     """A method's `self.x`, as the caller of `obj.method(...)` names it: `obj.x`."""
     receiver = (call_event.callee or "").rpartition(".")[0]
@@ -427,6 +455,8 @@ def _mapped(name: str | None, params: list[str], call_event: Event, same_file: b
     own globals and locals) is not a name of the caller: None (in the same file, a global keeps its name)."""
     if name is None:
         return None
+    if name == "self" and _runs_forward(call_event):
+        return (call_event.callee or "").rpartition(".")[0]  # the module whose forward it is
     if name.startswith("self."):
         return _on_receiver(name, call_event) if call_event.variant is CallVia.OBJECT else name
     head, dot, rest = name.partition(".")

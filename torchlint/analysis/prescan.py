@@ -58,6 +58,18 @@ def scan_imports(text: str) -> dict[str, Imported]:
     return bound
 
 
+def star_imports(text: str) -> list[Imported]:
+    """The modules a file imports everything from (`from utils import *`), in order."""
+    return [Imported(m.group(2), len(m.group(1))) for m in _import_lines(text)
+            if m.group(2) is not None and m.group(3).strip("()").strip() == "*"]
+
+
+def top_level_names(text: str) -> list[str]:
+    """The functions and classes a file defines at its top level (read from the text): what `import *` of it binds
+    of what may act."""
+    return [m.group(1) for m in _TOP_DEF.finditer(text) if not m.group(1).startswith("_")]
+
+
 def _import_lines(text: str) -> Iterator[re.Match[str]]:
     """`_IMPORTS` matched at the start of each line holding `import` (found by a plain substring search, much
     faster than letting the pattern try every line)."""
@@ -144,6 +156,7 @@ def _called_names(text: str) -> set[str]:
     return {m.group(1) for m in _BARE_CALL.finditer(text)}
 
 
+_TOP_DEF = re.compile(r"(?m)^(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)")
 _TRIPLE = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
 _COMMENT = re.compile(r"#[^\n]*")
 CLASS_LINE = re.compile(r"(?m)^class[ \t]+(\w+)[ \t]*\(([^)]*)\)")
