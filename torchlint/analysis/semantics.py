@@ -173,3 +173,6 @@ OTHER_FRAMEWORKS = frozenset(
     "paddle paddlenlp paddlex tensorflow keras tf_keras mindspore oneflow jittor mxnet megengine mlx".split())
 # Packages whose import means PyTorch code (PyTorch itself and the trainers built on it).
 TORCH_PACKAGES = frozenset("torch torchvision torchaudio torchtext lightning pytorch_lightning accelerate".split())
+
+# Division as a call: `loss.div(k)`, `loss.div_(k)`, `torch.div(loss, k)`, `torch.true_divide(loss, k)`.
+DIVIDING_METHODS = frozenset({"div", "div_", "divide", "divide_", "true_divide", "true_divide_"})
