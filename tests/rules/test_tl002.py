@@ -5,6 +5,23 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "iterator_made_before_and_in_the_loop": (
+        """
+        def fit(net, loader, opt):
+            batches = iter(loader)
+            for step in range(100):
+                try:
+                    x = next(batches)
+                except StopIteration:
+                    batches = iter(loader)
+                    x = next(batches)
+                loss = net(x).mean()
+                loss.backward(retain_graph=True)
+                opt.step()
+                opt.zero_grad()
+        """,
+        [(11, 9)],
+    ),
     "same_forward_before_the_loop_under_no_grad": (
         """
         def probe(net, weights, xs):

@@ -6,6 +6,8 @@ memory doubles, and grows without bound when the loss is kept (a total, a list) 
 
 from __future__ import annotations
 
+import builtins
+
 import re
 from typing import Iterator
 
@@ -13,9 +15,7 @@ import libcst as cst
 
 from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.vkind import VKind
-from torchlint.analysis.semantics import (
-    FUNCTIONAL_MODULES, GRAPH_PRESERVING_METHODS, NOT_A_FORWARD, TENSOR_FUNCTION_MODULES,
-)
+from torchlint.analysis.semantics import FUNCTIONAL_MODULES, GRAPH_PRESERVING_METHODS, NOT_A_FORWARD
 from torchlint.analysis.exprs import code_of, dotted, positional_params
 from torchlint.source.walk import children, walk
 from torchlint.diagnostic import Fix
@@ -166,8 +166,10 @@ def _forward_of(d: Event) -> str | None:
     if next((c for c in reversed(d.contexts) if c in ("no_grad", "enable_grad")), None) == "no_grad":
         return None  # `with torch.no_grad(): ref = net(x)` builds no graph
     name = dotted(value.func)
-    if name is None or name in NOT_A_FORWARD or name.rpartition(".")[0] in TENSOR_FUNCTION_MODULES:
-        return None
+    if name is None or name in NOT_A_FORWARD or hasattr(builtins, name):
+        return None  # `iter(loader)`, `len(x)`: Python's, no forward
+    if name.count(".") > (1 if name.startswith("self.") else 0):
+        return None  # `x.to(device)`, `torch.randn(...)`: a method of a value or a library's function
     return name
 
 
