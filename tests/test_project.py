@@ -263,3 +263,22 @@ def test_inert_functions_touch_no_gradient_and_call_nothing_unknown():
     # `math.sqrt` is a method-style call (allowed); `wipe` writes a .grad; `refill` through a helper; `handed`
     # calls a library; a class's methods are not judged
     assert inert(text) == {"clamp", "norm", "params_of"}
+
+
+MODULE_FORWARD = [
+    # `net = lone_coder()` from `from layers import *`: its forward clears nothing
+    "fit.py:22:9: TL004 [unsafe fix] `opt.step()` runs in a loop that never clears `opt`'s gradients",
+    # twin_coder's forward clears its own parameters only, not the head's
+    "fit.py:34:9: TL004 [unsafe fix] `head_opt.step()` runs in a loop that never clears `head_opt`'s gradients",
+]
+
+
+def test_calling_a_module_of_another_file_runs_its_forward(tmp_path, run_cli):
+    """`model(x)` runs the forward of the model's class, found through `import *` of a project file: a forward
+    that starts with `self.zero_grad()` clears what every optimizer over the model's parameters steps (fit_twin:
+    silent), not what an optimizer over another module steps."""
+    project = _copy("module_forward", tmp_path)
+    found = _lines(run_cli("-q", "--no-cache", ".", cwd=project).stdout)
+    assert _matches(found, MODULE_FORWARD), "\n".join(found)
+    alone = _lines(run_cli("-q", "--no-cache", "--no-project", ".", cwd=project).stdout)
+    assert "fit.py:12:9: TL004" in "\n".join(alone)  # without layers.py, the forward is unknown

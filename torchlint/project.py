@@ -33,7 +33,7 @@ from torchlint.analysis.exports import compute_exports
 from torchlint.analysis.foreign import Exports, Resolved, event_text
 from torchlint.analysis.prescan import (
     CLASS_BASES, CLASS_LINE, EVENT_BYTES, EVENT_TEXT, OBJECT_CALL, SELF_CALL, Imported, acting, inert,
-    scan_imports,
+    scan_imports, star_imports, top_level_names,
 )
 from torchlint.analysis.semantics import LR_KEY, MODULE_BASES
 from torchlint.source.decode import SourceError, decode
@@ -263,6 +263,8 @@ class Project:
         file = Path(path).resolve()
         bound = scan_imports(text)
         view = ProjectView(self, file, bound, self.reads.setdefault(file, {}))
+        for star in star_imports(text):
+            view.import_all(star)
         if not bound:
             return None
         return view if view.relevant(text) else None
@@ -315,9 +317,29 @@ class ProjectView:
         # every project file it looked at, or looked for and did not find: as displayed -> path
         self.reads: dict[str, Path | str] = {} if reads is None else reads
         self.text = ""  # the events' text of the callees the file may reach (for the prefilter)
+        self.star_bound: set[str] = set()  # the names `import *` of a project file binds (import_all)
         self.stand_ins: dict[str, str] = {}  # a called name (`train_step`, `engine.run`, `self.fit`) -> its events' text
         self._recorders: list[dict[str, Path | str]] = [self.reads]
         self._dir = os.path.dirname(str(file))
+
+    def import_all(self, star: Imported) -> None:
+        """`from utils import *`: the functions and classes a project file defines at its top level, bound as if
+        imported by name (where no import of the file binds them already; a name the importing file defines itself
+        is its own, whatever is bound)."""
+        path = self._path(star.module, star.level)
+        if path is None or path == self.file or not self.project.has_events(path):
+            return
+        got = self.project.text(path)
+        if got is None:
+            return
+        for name in top_level_names(got[0]):
+            if name not in self.bound:
+                self.bound[name] = Imported(star.module, star.level, name)
+                self.star_bound.add(name)
+
+    def star_names(self) -> frozenset[str]:
+        """The names `import *` of project files binds in the file (`import_all`)."""
+        return frozenset(self.star_bound)
 
     def relevant(self, text: str) -> bool:
         """Does the file call (or inherit) something of a project file that holds events, or, where it steps
@@ -345,7 +367,7 @@ class ProjectView:
         # A class brings events to a subclass (`self.fit()` inherited) and to the objects the file builds of it
         # (`trainer = Trainer(...)`, then `trainer.fit()`); a function or module to its calls.
         # constructed somewhere in the text (`Trainer(`; a superset, found by substring searches, which are cheap)
-        built = {local for local in self.bound if local[:1].isupper() and local not in base_heads
+        built = {local for local in self.bound if local not in base_heads
                  and (f"{local}(" in text or f"{local} (" in text)}
         wanted = [local for local, imp in self.bound.items()
                   if (local in base_heads or local in built or not local[:1].isupper()) and self._eventful(imp)]
@@ -365,6 +387,11 @@ class ProjectView:
                 if found is not None:
                     self.stand_ins[f"self.{name}"] = event_text(found.export)
         classes = [c for c in wanted if c in built]
+        for cls in classes:
+            # `model = Seq2Seq(...)`, then `model(x)`: calling a module runs its forward
+            found = self.method([cls], "forward")
+            if found is not None:
+                self.stand_ins[cls] = event_text(found.export)
         if classes:
             calls: dict[str, set[str]] = {}
             for m in OBJECT_CALL.finditer(text):
@@ -555,6 +582,9 @@ class ClassesOnly:
 
     def inert(self, dotted: str) -> bool:
         return False
+
+    def star_names(self) -> frozenset[str]:
+        return frozenset()
 
     def method(self, bases: list[str], name: str) -> Resolved | None:
         return None

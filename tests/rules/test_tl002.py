@@ -5,6 +5,48 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "iterator_made_before_and_in_the_loop": (
+        """
+        def fit(net, loader, opt):
+            batches = iter(loader)
+            for step in range(100):
+                try:
+                    x = next(batches)
+                except StopIteration:
+                    batches = iter(loader)
+                    x = next(batches)
+                loss = net(x).mean()
+                loss.backward(retain_graph=True)
+                opt.step()
+                opt.zero_grad()
+        """,
+        [(11, 9)],
+    ),
+    "same_forward_before_the_loop_under_no_grad": (
+        """
+        def probe(net, weights, xs):
+            with torch.no_grad():
+                anchor = net(xs, weights)
+            for _ in range(50):
+                noisy = net(xs, weights, noise=0.1)
+                for k in range(len(xs)):
+                    gap = F.mse_loss(noisy[k], anchor[k])
+                    torch.autograd.grad(gap, weights, retain_graph=True)
+        """,
+        [(9, 13)],
+    ),
+    "another_function_before_the_loop": (
+        """
+        def probe(net, encode, weights, xs):
+            anchor = encode(xs)
+            for _ in range(50):
+                noisy = net(xs, weights, noise=0.1)
+                for k in range(len(xs)):
+                    gap = F.mse_loss(noisy[k], anchor[k])
+                    torch.autograd.grad(gap, weights, retain_graph=True)
+        """,
+        [(8, 13)],
+    ),
     "plain_script": (
         """
         for x, y in loader:
@@ -184,6 +226,15 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "same_forward_once_before_the_loop": """
+        def probe(net, weights, xs):
+            anchor = net(xs, weights)
+            for _ in range(50):
+                noisy = net(xs, weights, noise=0.1)
+                for k in range(len(xs)):
+                    gap = F.mse_loss(noisy[k], anchor[k])
+                    torch.autograd.grad(gap, weights, retain_graph=True)
+        """,
     # pyg-team/pytorch_geometric's EquilibriumAggregation: gradient steps on `y` unrolled inside a forward; the graph
     # of every round is kept on purpose, for the backward of the model's loss after it
     "unrolled_solver_in_forward": """

@@ -5,6 +5,86 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "torch_code_that_also_imports_paddle": (
+        """
+        import paddle
+        import torch
+
+        opt = torch.optim.Adam(model.parameters())
+        for x, y in loader:
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+        """,
+        [(8, 5)],
+    ),
+    "module_forward_without_clearing": (
+        """
+        class Scorer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(8, 1)
+
+            def forward(self, x):
+                return self.body(x).mean()
+
+        def fit(batches):
+            scorer = Scorer()
+            opt = torch.optim.SGD(scorer.parameters(), lr=0.1)
+            for x in batches:
+                loss = scorer(x)
+                loss.backward()
+                opt.step()
+        """,
+        [(16, 9)],
+    ),
+    "module_forward_clears_only_its_own_parameters": (
+        """
+        class Scorer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(8, 1)
+
+            def forward(self, x):
+                self.zero_grad()
+                return self.body(x).mean()
+
+        def fit(batches):
+            scorer = Scorer()
+            extra = nn.Linear(8, 1)
+            opt = torch.optim.SGD(scorer.parameters(), lr=0.1)
+            extra_opt = torch.optim.SGD(extra.parameters(), lr=0.1)
+            for x in batches:
+                loss = scorer(x) + extra(x).mean()
+                loss.backward()
+                opt.step()
+                extra_opt.step()
+        """,
+        [(20, 9)],
+    ),
+    "self_method_chain_that_never_clears": (
+        """
+        class Duo:
+            def __init__(self, net, opt):
+                self.net, self.opt = net, opt
+
+            def run(self, loader, epochs):
+                for _ in range(epochs):
+                    self._epoch(loader)
+
+            def _epoch(self, loader):
+                for x in loader:
+                    self._step(x)
+
+            def _step(self, x):
+                self.net(x).sum().backward()
+                self.opt.step()
+                self._after()
+
+            def _after(self):
+                self.log_count += 1
+        """,
+        [(16, 9)],
+    ),
     "closure_from_a_factory_method": (
         """
         class Runner:
@@ -235,6 +315,55 @@ NEGATIVE = {
                 for x, y in loader:
                     evaluate = self.closure_for(x, y)
                     self.optimizer.step(evaluate)
+        """,
+    "module_forward_clears_its_gradients": """
+        class Scorer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(8, 1)
+
+            def forward(self, x):
+                self.zero_grad()
+                return self.body(x).mean()
+
+        def fit(batches):
+            scorer = Scorer()
+            opt = torch.optim.SGD(scorer.body.parameters(), lr=0.1)
+            for x in batches:
+                loss = scorer(x)
+                loss.backward()
+                opt.step()
+        """,
+    "self_method_chain_clears_two_calls_down": """
+        class Duo:
+            def __init__(self, net, opt):
+                self.net, self.opt = net, opt
+
+            def run(self, loader, epochs):
+                for _ in range(epochs):
+                    self._epoch(loader)
+
+            def _epoch(self, loader):
+                for x in loader:
+                    self._step(x)
+
+            def _step(self, x):
+                self.net(x).sum().backward()
+                self.opt.step()
+                self._reset()
+
+            def _reset(self):
+                self.opt.zero_grad()
+        """,
+    "paddle_code_is_not_pytorch": """
+        import paddle
+
+        opt = paddle.optimizer.Adam(parameters=model.parameters())
+        for x, y in loader:
+            loss = paddle.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.clear_grad()
         """,
     "closure_from_a_factory_that_clears": """
         def make_closure(model, optimizer, x, y):

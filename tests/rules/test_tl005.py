@@ -5,6 +5,17 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "div_by_something_else_than_the_window": (
+        """
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i, (x, y) in enumerate(loader):
+            criterion(model(x), y).div(temperature).backward()
+            if (i + 1) % grad_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(4, 5)],
+    ),
     # -- scale-invariant optimizers: reported only when something sees the summed gradient's size ---------------
     "adam_with_clipping": (
         """
@@ -574,6 +585,21 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "divided_with_the_div_method": """
+        for i, (x, y) in enumerate(loader):
+            criterion(model(x), y).div(grad_steps).backward()
+            if (i + 1) % grad_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "divided_with_torch_div": """
+        for i, (x, y) in enumerate(loader):
+            loss = torch.div(criterion(model(x), y), grad_steps)
+            loss.backward()
+            if (i + 1) % grad_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
     "window_flag_divided": """
         for i, (x, y) in enumerate(loader):
             loss = criterion(model(x), y) / accum_steps

@@ -1,5 +1,6 @@
 """What a name may hold, read from the definitions the file model knows: the optimizer a step steps (its
-constructor calls) and the values a name is bound to. Queries over `FileModel`, for the rules."""
+constructor calls), the values a name is bound to, and how many times a loop runs. Queries over `FileModel`, for
+the rules."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import libcst as cst
 
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import dotted, positional_params
+from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.names import Role, family_named, role_of_value
 from torchlint.analysis.scopes import Scope
@@ -111,3 +113,21 @@ def _returned(model: FileModel, scope: Scope, value: cst.BaseExpression | None, 
             return None
         found.extend(calls)
     return found or None
+
+
+def trip_count(model: FileModel, loop: Loop) -> int | None:
+    """How many times a `for ... in range(...)` loop runs when that is known: `Loop.trip_count`'s constants, or a
+    bound that is a command-line option left at its default (`range(args.gradient_steps)`)."""
+    trips = loop.trip_count()
+    node = loop.node
+    if trips is not None or type(node) is not cst.For or type(node.iter) is not cst.Call:
+        return trips
+    args = node.iter.args
+    if dotted(node.iter.func) != "range" or len(args) != 1 or args[0].keyword or args[0].star or not loop.events:
+        return None
+    holder = (dotted(args[0].value) or "").split(".", 1)[0]
+    defs, entry = loop.scope.reaching(holder, loop.events[0])
+    if defs or not entry or holder in loop.scope.params:
+        return None  # `args` bound or passed in the function: not (only) the module's parsed options
+    default = model.options.default(args[0].value)
+    return max(0, int(default.evaluated_value)) if type(default) is cst.Integer else None

@@ -12,6 +12,10 @@ from torchlint.source.cstfast import code_of
 # How deep a helper's events are placed at its call (a helper of a helper, no further): the file model inlines
 # this deep, and pruning keeps the helpers a loop reaches this deep.
 INLINE_DEPTH = 2
+# Below that depth, only the clearings of a helper's helpers are placed, this many calls further
+# (`self._train_step()` calling `self._reset_grad()`, which calls `optimizer.zero_grad()`): a gradient cleared
+# there is cleared for the loop, however deep the call.
+CLEARING_DEPTH = 2
 
 
 class EventKind(str, Enum):

@@ -71,6 +71,10 @@ class ProjectLookup(Protocol):
         """Local names that may be bound to modules of the project (`import engine`)."""
         ...
 
+    def star_names(self) -> frozenset[str]:
+        """The names `from module import *` of a project file binds (its top-level functions and classes)."""
+        ...
+
     def function(self, dotted: str) -> Resolved | None:
         """The function of another project file that a call of `dotted` reaches, if any."""
         ...

@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.analysis.classify import classify
 from torchlint.analysis.cmdline import Options
 from torchlint.analysis.events import (
-    INLINE_DEPTH, AssignForm, CallVia, Event, EventKind, Guard, ResetOf, ZeroGradOf, variant_named,
+    CLEARING_DEPTH, INLINE_DEPTH, AssignForm, CallVia, Event, EventKind, Guard, ResetOf, ZeroGradOf, variant_named,
 )
 from torchlint.analysis.exprs import dotted, last_part, positional_params
 from torchlint.analysis.foreign import ProjectLookup, Resolved
@@ -63,7 +63,8 @@ class FileModel:
         self._functions = {s.name: s for s in self.scopes if s.class_name is None and "." not in s.name}
         self._methods: dict[tuple[str | None, str], Scope] = {
             (s.class_name, s.name): s for s in self.scopes if s.class_name is not None}
-        self.receivers = Receivers(self.scopes, self.classes, self.imported, project)
+        self.receivers = Receivers(self.scopes, self.classes, self.imported, project,
+                                   project.star_names() if project is not None else frozenset())
         # A method call of an object becomes a call event where its class is known and defines or inherits it.
         for scope, index, event, method in reversed(walker.object_calls):  # type: ignore[assignment]  # Scopes, as above
             local = self._object_method(scope, event.callee or "")
@@ -103,23 +104,6 @@ class FileModel:
         if self._options is None:
             self._options = Options(self.module, self.text)
         return self._options
-
-    def trip_count(self, loop: Loop) -> int | None:
-        """How many times a `for ... in range(...)` loop runs when that is known: `Loop.trip_count`'s constants,
-        or a bound that is a command-line option left at its default (`range(args.gradient_steps)`)."""
-        trips = loop.trip_count()
-        node = loop.node
-        if trips is not None or type(node) is not cst.For or type(node.iter) is not cst.Call:
-            return trips
-        args = node.iter.args
-        if dotted(node.iter.func) != "range" or len(args) != 1 or args[0].keyword or args[0].star or not loop.events:
-            return None
-        holder = (dotted(args[0].value) or "").split(".", 1)[0]
-        defs, entry = loop.scope.reaching(holder, loop.events[0])
-        if defs or not entry or holder in loop.scope.params:
-            return None  # `args` bound or passed in the function: not (only) the module's parsed options
-        default = self.options.default(args[0].value)
-        return max(0, int(default.evaluated_value)) if type(default) is cst.Integer else None
 
     @property
     def kinds(self) -> KindInference:
@@ -184,7 +168,6 @@ class FileModel:
         """The scope a node defines, if it is one of this file's (an event placed from another file has none)."""
         return self._by_node.get(node)
 
-    # -- construction --------------------------------------------------------------------------------------------
     def callers_naming(self, scope: Scope, name: str) -> list[tuple[Scope, str | None]]:
         """For each call of `scope`'s function in this file: the calling scope and its name for `name` (a parameter
         becomes the argument passed for it; None when the caller has no name for it)."""
@@ -264,6 +247,8 @@ class FileModel:
     def _expand(self, scope: Scope, depth: int, active: frozenset) -> list[Event]:
         out: list[Event] = []
         for e in scope.raw:
+            if e.kind is EventKind.LOCAL_CALL and e.variant is None:
+                e = self._forward_call(scope, e)
             if e.kind is EventKind.LOCAL_CALL:
                 if e.variant is CallVia.FACTORY:
                     callee = self._made_closure(scope, e.callee or "")
@@ -286,18 +271,23 @@ class FileModel:
                         # `scaler.step(opt)`: the argument was not a closure after all; `utils.f(...)` that is not
                         # a function of the project: a method call like any other (Loop.handed_to_unknown)
                         continue
+                    if e.callee == "self.zero_grad" and self.is_module_class(scope.class_name or ""):
+                        continue  # nn.Module's own zero_grad: its METHOD event clears the module's gradients
                     if "zero_grad" in (e.callee or "").rsplit(".", 1)[-1]:
                         # `zero_grad(params)`, `self.zero_grad()` of a base class: clears the gradients it names
                         out.append(e.but(kind=EventKind.ZERO_GRAD, variant=ZeroGradOf.PARAM))
                     elif not (e.callee or "").startswith("self.") or self._inherited(scope, e.callee or ""):
                         out.append(e.but(kind=EventKind.OPAQUE))
                     continue
-                if depth >= INLINE_DEPTH or callee.node in active:
+                if depth >= INLINE_DEPTH + CLEARING_DEPTH or callee.node in active:
                     continue
-                if e.variant is CallVia.OBJECT:
+                clearing_only = depth >= INLINE_DEPTH  # past the inline depth: only what the helper clears
+                if e.variant is CallVia.OBJECT and not clearing_only:
                     self.resolved_calls.add(id(e.node))
                 summary = self.summary(callee)
                 trains = summary.trains
+                if trains and clearing_only:
+                    continue
                 if trains:
                     # A run of its own: the caller sees it as one event at the call, per optimizer it steps.
                     out.extend(_runs(e, sorted(summary.steps), positional_params(callee.node), same_file=True))
@@ -308,6 +298,8 @@ class FileModel:
                 for inner in inner_events:
                     if trains and inner.loops:
                         continue  # a training run of its own: its loop is checked in its scope, not spliced here
+                    if clearing_only and inner.kind is not EventKind.ZERO_GRAD:
+                        continue
                     if inner.kind in (EventKind.ASSIGN, EventKind.APPEND, EventKind.RESET, EventKind.FAKE_RESET,
                                       EventKind.RETURN):
                         continue  # the callee's own names mean nothing in the caller
@@ -317,6 +309,9 @@ class FileModel:
                         # a run the helper starts steps what the caller passed for the helper's parameter
                         callee_params = _positional(positional_params(callee.node), e)
                         mapped["target"] = _mapped(inner.target, callee_params, e, same_file=True)
+                    if inner.kind is EventKind.ZERO_GRAD and _runs_forward(e):
+                        # `self.zero_grad()` in the forward of `model(x)`: the caller's `model.zero_grad()`
+                        mapped["target"] = _mapped(inner.target, [], e, same_file=True)
                     out.append(inner.but(
                         loops=e.loops + inner.loops,
                         guards=e.guards + tuple(Guard(g.test, g.negated, g.depth + shift) for g in inner.guards),
@@ -334,6 +329,21 @@ class FileModel:
             else:
                 out.append(e)
         return out
+
+    def _forward_call(self, scope: Scope, e: Event) -> Event:
+        """`model(x)`, `self.net(x)` where the object's class is known (receivers) and is not a function of the
+        file: calling a module runs its `forward`, so the call is the method call `model.forward(x)`."""
+        name = e.callee or ""
+        if not name or self.resolve(scope, name) is not None or (
+                name.count(".") != (1 if name.startswith("self.") else 0)):
+            return e
+        cls = self.receivers.class_of(scope, name)
+        if cls is None:
+            return e
+        forward = e.but(callee=f"{name}.forward", variant=CallVia.OBJECT)
+        if self._object_method(scope, forward.callee or "") is not None:
+            return forward if self.is_module_class(cls) else e
+        return forward if self.project is not None and self._object_external(scope, forward.callee or "") else e
 
     def external(self, scope: Scope, callee: str) -> Resolved | None:
         """A function or inherited method of another project file that the call `callee(...)` reaches."""
@@ -442,6 +452,11 @@ def _positional(params: list[str], call_event: Event) -> list[str]:
     return params[1:] if (call_event.callee or "").startswith("self.") or call_event.variant is CallVia.OBJECT else params
 
 
+def _runs_forward(call_event: Event) -> bool:
+    """The call runs a module's forward (`model(x)`, placed as `model.forward(x)`)."""
+    return call_event.variant is CallVia.OBJECT and (call_event.callee or "").endswith(".forward")
+
+
 def _on_receiver(name: str, call_event: Event) -> str:
     """A method's `self.x`, as the caller of `obj.method(...)` names it: `obj.x`."""
     receiver = (call_event.callee or "").rpartition(".")[0]
@@ -462,6 +477,8 @@ def _mapped(name: str | None, params: list[str], call_event: Event, same_file: b
     own globals and locals) is not a name of the caller: None (in the same file, a global keeps its name)."""
     if name is None:
         return None
+    if name == "self" and _runs_forward(call_event):
+        return (call_event.callee or "").rpartition(".")[0]  # the module whose forward it is
     if name.startswith("self."):
         return _on_receiver(name, call_event) if call_event.variant is CallVia.OBJECT else name
     head, dot, rest = name.partition(".")

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
+from torchlint.analysis.semantics import OTHER_FRAMEWORKS, TORCH_PACKAGES
 from torchlint.source.lines import split_lines
 
 # Text that any exported event needs (a backward, a step, a zero_grad or gradient reset, a GradScaler call).
@@ -55,6 +56,18 @@ def scan_imports(text: str) -> dict[str, Imported]:
                 subs = known.subs if known is not None and known.name is None and known.module == head else ()
                 bound[head] = Imported(head, 0, None, subs + ((sub,) if sub else ()))
     return bound
+
+
+def star_imports(text: str) -> list[Imported]:
+    """The modules a file imports everything from (`from utils import *`), in order."""
+    return [Imported(m.group(2), len(m.group(1))) for m in _import_lines(text)
+            if m.group(2) is not None and m.group(3).strip("()").strip() == "*"]
+
+
+def top_level_names(text: str) -> list[str]:
+    """The functions and classes a file defines at its top level (read from the text): what `import *` of it binds
+    of what may act."""
+    return [m.group(1) for m in _TOP_DEF.finditer(text) if not m.group(1).startswith("_")]
 
 
 def _import_lines(text: str) -> Iterator[re.Match[str]]:
@@ -169,6 +182,7 @@ _HARMLESS_BUILTINS = frozenset({
     "print", "len", "range", "enumerate", "zip", "isinstance", "min", "max", "abs", "sum", "float", "int", "str",
     "list", "dict", "tuple", "set", "sorted", "round", "getattr", "hasattr", "format", "any", "all", "map", "filter",
 })
+_TOP_DEF = re.compile(r"(?m)^(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)")
 _TRIPLE = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
 _COMMENT = re.compile(r"#[^\n]*")
 CLASS_LINE = re.compile(r"(?m)^class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\)|(?=:))")  # `class C:` too: no bases
@@ -177,3 +191,11 @@ _BARE_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
 OBJECT_CALL = re.compile(r"(?<![\w.])((?:self\s*\.\s*)?[A-Za-z_]\w*)\s*\.\s*([A-Za-z_]\w*)\s*\(")  # obj.method(
 SELF_CALL = re.compile(r"\bself\s*\.\s*([A-Za-z_]\w*)\s*\(")
 CLASS_BASES = re.compile(r"(?m)^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)")
+
+
+def other_framework(text: str) -> bool:
+    """The file imports another deep-learning framework (Paddle, TensorFlow, MindSpore ...) and nothing of
+    PyTorch's: its `loss.backward()` and `optimizer.step()` are that framework's, not PyTorch's. A file that also
+    imports PyTorch, or that imports neither, is checked as usual."""
+    tops = {imp.module.split(".", 1)[0] for imp in scan_imports(text).values() if imp.level == 0}
+    return bool(tops & OTHER_FRAMEWORKS) and not tops & TORCH_PACKAGES

@@ -21,10 +21,12 @@ from torchlint.analysis.walker import RawScope
 
 class Receivers:
     def __init__(self, scopes: Sequence[RawScope], classes: dict[str, cst.ClassDef], imported: set[str],
-                 project: ProjectLookup | None = None) -> None:
+                 project: ProjectLookup | None = None, star_bound: frozenset[str] = frozenset()) -> None:
         self.scopes = scopes
         self.classes = classes
-        self.imported = imported
+        # names bound by imports; `star_bound`: those `import *` of a project file binds (a class of any spelling)
+        self.imported = imported | star_bound
+        self.star_bound = star_bound
         self.project = project
         self._binds: dict[int, dict[str, list[Event]]] = {}  # id(scope node) -> name -> rebinding assignments
         self._known: dict[tuple[int, str], str | None] = {}
@@ -58,9 +60,10 @@ class Receivers:
         return self._known_class(names.pop())
 
     def _known_class(self, name: str | None) -> str | None:
-        if name is None or not name[:1].isupper() and "." not in name:
+        if name is None:
             return None
-        if name in self.classes or name.split(".", 1)[0] in self.imported:
+        if name in self.classes or name.split(".", 1)[0] in self.imported and (
+                name[:1].isupper() or "." in name or name in self.star_bound):
             return name
         return None
 

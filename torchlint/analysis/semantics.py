@@ -206,3 +206,14 @@ TENSOR_REWRAPPERS = ("torch.tensor", "torch.as_tensor", "Variable", "torch.autog
 LIST_TO_TENSOR = ("torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor", "torch.cuda.FloatTensor")
 # Reductions that keep a value's graph (`loss.mean()`).
 GRAPH_REDUCTIONS = ("mean", "sum")
+
+# Other deep-learning frameworks, whose optimizers and tensors look like PyTorch's (`optimizer.step()`,
+# `loss.backward()`) but follow their own rules (Paddle clears with `clear_grad()`): a file that imports one of them
+# and nothing of PyTorch's is not PyTorch code (`prescan.other_framework`).
+OTHER_FRAMEWORKS = frozenset(
+    "paddle paddlenlp paddlex tensorflow keras tf_keras mindspore oneflow jittor mxnet megengine mlx".split())
+# Packages whose import means PyTorch code (PyTorch itself and the trainers built on it).
+TORCH_PACKAGES = frozenset("torch torchvision torchaudio torchtext lightning pytorch_lightning accelerate".split())
+
+# Division as a call: `loss.div(k)`, `loss.div_(k)`, `torch.div(loss, k)`, `torch.true_divide(loss, k)`.
+DIVIDING_METHODS = frozenset({"div", "div_", "divide", "divide_", "true_divide", "true_divide_"})

@@ -20,6 +20,7 @@ from torchlint.project import Project, ProjectView
 from torchlint.codes import INTERNAL_ERROR, SYNTAX_ERROR
 from torchlint.diagnostic import Diagnostic
 from torchlint.pipeline.prefilter import rules_that_may_fire
+from torchlint.analysis.prescan import other_framework
 from torchlint.analysis.prune import prune_with_tree
 from torchlint.rules import Finding, Rule
 
@@ -87,8 +88,8 @@ def analyze(
     the prefilter reads the file's text together with the events of the callees it reaches."""
     view = project.view(path, text) if project is not None else None
     firing = rules_that_may_fire(text if view is None else f"{text}\n{view.text}", rules)
-    if not firing:
-        return Analysis(None, [], [])
+    if not firing or other_framework(text):
+        return Analysis(None, [], [])  # nothing to check, or not PyTorch code (Paddle, TensorFlow ...)
     with _collector_paused():
         lookup = view if view is not None or project is None else project.classes_view(path, text)
         return _analyze(text, path, firing, whole, view, lookup)

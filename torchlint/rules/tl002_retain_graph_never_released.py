@@ -6,12 +6,15 @@ memory doubles, and grows without bound when the loss is kept (a total, a list) 
 
 from __future__ import annotations
 
+import builtins
+
 import re
 from typing import Iterator
 
 import libcst as cst
 
 from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop, Scope
+from torchlint.analysis.bindings import trip_count
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.semantics import FUNCTIONAL_MODULES, GRAPH_PRESERVING_METHODS, NOT_A_FORWARD
 from torchlint.analysis.exprs import code_of, dotted, positional_params
@@ -95,9 +98,11 @@ create_graph=True)` in an unrolled solver inside a forward) keeps its graph for 
 reported. A loop whose every iteration back-propagates into a graph built once before it (`s_feats = student(x)`, then
 one loss per layer with `retain_graph=True`) is not reported: all iterations but the last need the graph, and
 it is freed when the function returns. The same goes for a helper called once per batch whose own loop does that
-(`outs = model(x)`, then one backward per layer). That value must be known to carry a graph and be a term or an
-argument of the loss: a model or loss function built before the loop and called in it (`model = self.train()`,
-`loss_fn = self.loss_fn`), or a target reshaped from a parameter, does not count. The right code there is
+(`outs = model(x)`, then one backward per layer). That value must be known to carry a graph, or be computed by the
+same module or function as a forward of the iteration (`anchor = net(x)` before the loop, `noisy = net(x)` in it;
+not under `no_grad`), and be a term or an argument of the loss: a model or loss function built before the loop
+and called in it (`model = self.train()`, `loss_fn = self.loss_fn`), or a target reshaped from a parameter, does
+not count. The right code there is
 `retain_graph=<not the last layer>`, which the rule does not offer.
 
 A loop known to run once, in a function (`for _ in range(args.gradient_steps)` in an agent's `update()`, with
@@ -156,11 +161,13 @@ def _graph_from_before_loop(model: FileModel, loop: Loop, last: Event) -> bool:
             return False
         at, own = home, home.loops[0]
     assert at.value is not None  # a backward always has its value
-    for d in scope.operand_defs(at.value, at):
-        node = scope.flow_node(d)
-        if node is None or scope.flow.in_loop(node, own):
-            continue
-        if model.kinds.of_def(d, scope) is VKind.GRAPH:
+    defs = scope.operand_defs(at.value, at)
+    outside = [d for d in defs if (node := scope.flow_node(d)) is not None and not scope.flow.in_loop(node, own)]
+    # the forwards the iteration runs (`out = net(x)`): the same call before the loop builds a graph as well
+    forwards = {_forward_of(d) for d in defs if d not in outside} - {None}
+    for d in outside:
+        kind = model.kinds.of_def(d, scope)
+        if kind is VKind.GRAPH or _forward_of(d) in forwards and not kind.graph_free:
             return True
     return False
 
@@ -170,7 +177,7 @@ def _no_next_iteration(model: FileModel, loop: Loop, last: Event) -> bool:
     next iteration's forward meets the kept graph, and it is freed when the function returns, unless something it
     is computed from leaves the call (returned, stored on an object, a parameter or a global)."""
     scope = loop.scope
-    if model.trip_count(loop) != 1 or type(scope.node) is not cst.FunctionDef or model.scope_of(last) is not scope:
+    if trip_count(model, loop) != 1 or type(scope.node) is not cst.FunctionDef or model.scope_of(last) is not scope:
         return False
     assert last.value is not None  # a backward always has its value
     graph = scope.depends(last.value)
@@ -187,6 +194,21 @@ def _no_next_iteration(model: FileModel, loop: Loop, last: Event) -> bool:
             if scope.reaching(e.target, e)[1]:
                 return False  # into a container or a total that comes from outside the function
     return True
+
+
+def _forward_of(d: Event) -> str | None:
+    """The module or function a definition calls for its value (`ref = net(x)`: `net`), not a tensor function."""
+    value = d.value
+    if type(value) is not cst.Call or d.variant is AssignForm.FOR:
+        return None
+    if next((c for c in reversed(d.contexts) if c in ("no_grad", "enable_grad")), None) == "no_grad":
+        return None  # `with torch.no_grad(): ref = net(x)` builds no graph
+    name = dotted(value.func)
+    if name is None or name in NOT_A_FORWARD or hasattr(builtins, name):
+        return None  # `iter(loader)`, `len(x)`: Python's, no forward
+    if name.count(".") > (1 if name.startswith("self.") else 0):
+        return None  # `x.to(device)`, `torch.randn(...)`: a method of a value or a library's function
+    return name
 
 
 def _at_home(scope: Scope, last: Event) -> Event | None:

@@ -40,8 +40,11 @@ helper functions called from the loop: of the same file, and, with project analy
 flake8 and the editor once the command has cached them), functions imported from other files of the project and
 methods inherited from base classes there, and methods of objects whose class is known (`trainer =
 Trainer(...)` then `trainer.train_step(x)`; `self.engine = Engine(...)` in `__init__` then
-`self.engine.step(batch)`; a class of the file or of the project). An object bound to a factory's result or to
-two classes is not followed, and stays an unknown call. One finding per optimizer and loop, on its `step()` (on
+`self.engine.step(batch)`; a class of the file or of the project), calling a module of known class, which runs its
+`forward` (`model(x)` where `forward` starts with `self.zero_grad()`: the model's gradients are cleared, not
+those of another module's optimizer). Helpers are placed two calls deep; below that, the clearings of a helper's
+helpers are still followed two calls further (`self._train_step()` calling `self._reset_grad()`). An object bound
+to a factory's result or to two classes is not followed, and stays an unknown call. One finding per optimizer and loop, on its `step()` (on
 the call, when the step is in a helper of another file, whose file and line the message names).
 Also flagged: a clearing that sits only on the other arm of a condition nothing in the loop changes (`if
 args.amp: optimizer.zero_grad(); scaler.step(optimizer)` / `else: optimizer.step()`): the plain arm never clears.

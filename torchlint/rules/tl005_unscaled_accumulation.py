@@ -16,8 +16,8 @@ from torchlint.analysis.events import SELF_SCALING_BACKWARDS
 from torchlint.analysis.bindings import optimizer_calls
 from torchlint.analysis.clearing import wipes_window
 from torchlint.analysis.semantics import (
-    ACCUMULATION_NAME, BATCH_NAME, DECOUPLED_DECAY_OPTIMIZERS, GRAD_RESCALING_METHODS, GRAD_RESCALING_TEXT,
-    SETTINGS_HOLDERS, scale_invariant,
+    ACCUMULATION_NAME, BATCH_NAME, DECOUPLED_DECAY_OPTIMIZERS, DIVIDING_METHODS, GRAD_RESCALING_METHODS,
+    GRAD_RESCALING_TEXT, SETTINGS_HOLDERS, scale_invariant,
 )
 from torchlint.analysis.exprs import dotted, code_of, keyword, modulo_divisor, names_in
 from torchlint.source.walk import walk
@@ -62,7 +62,8 @@ class UnscaledAccumulation(Rule):
 A loop whose backward runs every iteration while the optimizer steps only under a modulo guard
 (`if (i + 1) % k == 0:`, `if step % args.grad_accum == 0:`) or a running counter (`n += 1` every iteration,
 `if n == k:` ... `n = 0`), where the back-propagated loss is never divided by
-`k` (`loss / k`, `loss /= k`, `loss * (1 / k)`, or a loss function of the same file that divides). The guard may
+`k` (`loss / k`, `loss /= k`, `loss * (1 / k)`, `loss.div(k)`, `torch.div(loss, k)`, or a loss function of the
+same file that divides). The guard may
 test a flag computed ahead of it (`is_step = (i + 1) % k == 0` ... `if is_step:`), when that assignment is the
 flag's one definition reaching the step; a flag from a call (`is_step = should_step(i)`) or one bound on several
 branches is not read.
@@ -510,6 +511,8 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
                     return True
             elif type(n) is cst.AugAssign and type(n.operator) is cst.DivideAssign and divisor_matches(n.value):
                 return True
+            elif type(n) is cst.Call and (divisor := _call_divisor(n)) is not None and divisor_matches(divisor):
+                return True
         return False
 
     if divides(value):
@@ -533,6 +536,15 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
                 if callee is not None and divides(callee.node):
                     return True
     return False
+
+
+def _call_divisor(call: cst.Call) -> cst.BaseExpression | None:
+    """The divisor of a division written as a call: `loss.div(k)`, `loss.div_(k)`, `torch.div(loss, k)`."""
+    if type(call.func) is not cst.Attribute or call.func.attr.value not in DIVIDING_METHODS:
+        return None
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    index = 1 if dotted(call.func.value) == "torch" else 0
+    return positional[index] if len(positional) > index else None
 
 
 def _window_totals(scope, k: cst.BaseExpression) -> set[str]:
