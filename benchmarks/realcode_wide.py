@@ -93,7 +93,7 @@ def main() -> int:
     if real + false:
         print(f"precision over judged findings {real / (real + false):.0%} ({real}/{real + false}); {new} new to judge")
     names = {p.name for p in repos}
-    missed = sorted(k for k in true_keys - got if k[0].split("/", 1)[0] in names)
+    missed = sorted(k for k in true_keys - got if k[0].split("/", 1)[0] in names and not k[2].startswith("TL9"))
     print(f"TRUE.json findings not reported: {len(missed)}")
     for key in missed:
         print(f"  missed {key[0]}:{key[1]}: {key[2]}")
