@@ -232,3 +232,22 @@ def test_magic_names_in_python_and_genuine_syntax_errors(tmp_path, run_cli, line
     r = run_cli("-q", "--format", "json", "names.ipynb", cwd=tmp_path)
     found = [(d["code"], d["cell"]) for d in json.loads(r.stdout)]
     assert found == ([(error, 2)] if error else []) + [("TL004", 4)]
+
+
+def test_a_cell_whose_first_line_is_indented_runs_dedented(tmp_path, run_cli):
+    """IPython strips the first line's indent from every line that starts with it (` def f():` in a cell is
+    valid): checked at the cell's own columns, and a fix keeps the cell's indent."""
+    train = [" for x, y in loader:\n", "     loss = criterion(model(x), y)\n", "     loss.backward()\n",
+             "     optimizer.step()\n", "print('done')"]
+    path = tmp_path / "indented.ipynb"
+    path.write_text(notebook([SETUP, train]), encoding="utf-8")
+    r = run_cli("-q", "--format", "json", "indented.ipynb", cwd=tmp_path)
+    assert [(d["code"], d["cell"], d["line"], d["column"]) for d in json.loads(r.stdout)] == [("TL004", 4, 4, 6)]
+    run_cli("--fix", "--unsafe-fixes", "indented.ipynb", cwd=tmp_path)
+    source = json.loads(path.read_text(encoding="utf-8"))["cells"][3]["source"]
+    assert source[:4] == train[:4] and source[4] == "     optimizer.zero_grad()\n" and source[5] == train[4]
+    broken = [" x = (1,\n", " y = 2\n"]
+    path.write_text(notebook([broken, TRAIN]), encoding="utf-8")
+    r = run_cli("-q", "--format", "json", "indented.ipynb", cwd=tmp_path)
+    found = [(d["code"], d["cell"], d["line"], d["column"]) for d in json.loads(r.stdout)]
+    assert found == [("TL901", 2, 1, 6), ("TL004", 4, 5, 5)]  # still a syntax error, at the cell's column

@@ -57,6 +57,8 @@ class _Cell:
     start: int  # first line of the cell's code in the joined module (1-based)
     lines: int  # number of lines it occupies there
     magics: tuple[str, ...]  # original magic lines, by placeholder number
+    indent: str = ""  # the indent IPython strips from a cell whose first line is indented (its `leading_indent`)
+    dedented: frozenset[int] = frozenset()  # the cell's lines (1-based) it was stripped from
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,18 @@ def _is_magic(line: str) -> bool:
     return False
 
 
+def _leading_indent(lines: list[str]) -> tuple[str, frozenset[int], list[str]]:
+    """IPython's `leading_indent`: a cell whose first non-blank line is indented runs with that indent stripped
+    from every line that starts with it (` def f(x):` / `     return x`). The indent, the lines stripped, the
+    lines."""
+    first = next((text for text in lines if text.strip()), "")
+    indent = first[: len(first) - len(first.lstrip(" \t"))]
+    if not indent:
+        return "", frozenset(), lines
+    stripped = frozenset(i for i, text in enumerate(lines, start=1) if text.startswith(indent))
+    return indent, stripped, [text[len(indent):] if i in stripped else text for i, text in enumerate(lines, start=1)]
+
+
 def join(nb: dict) -> Joined:
     parts: list[str] = []
     cells: list[_Cell] = []
@@ -166,7 +180,8 @@ def join(nb: dict) -> Joined:
         magics: list[str] = []
         continued = None  # the indent of a magic line ending in a backslash: the next line continues it
         code_state = _LineState()  # open brackets, strings and continuations of the Python lines so far
-        for raw in split_lines(src):
+        cell_indent, dedented, raw_lines = _leading_indent(split_lines(src))
+        for raw in raw_lines:
             if continued is not None or (code_state.at_statement_start() and _is_magic(raw)):
                 indent = continued if continued is not None else raw[: len(raw) - len(raw.lstrip())]
                 out_lines.append(indent + _PLACEHOLDER.format(n=magic_number + len(magics)))
@@ -180,9 +195,17 @@ def join(nb: dict) -> Joined:
         parts.append(_MARKER.format(index=index))
         line += 1
         parts.append(body)
-        cells.append(_Cell(index, line, len(out_lines), tuple(magics)))
+        cells.append(_Cell(index, line, len(out_lines), tuple(magics), cell_indent, dedented))
         line += len(out_lines)
     return Joined("".join(parts), tuple(cells))
+
+
+def _shift(joined: Joined, cell: int, line: int) -> int:
+    """How far right a joined line's columns lie in the cell: the indent stripped from it."""
+    for c in joined.cells:
+        if c.index + 1 == cell:
+            return len(c.indent) if line in c.dedented else 0
+    return 0
 
 
 def _to_cells(joined: Joined, diags: Sequence[Diagnostic]) -> list[Diagnostic]:
@@ -192,6 +215,10 @@ def _to_cells(joined: Joined, diags: Sequence[Diagnostic]) -> list[Diagnostic]:
         if where is None:
             continue
         cell, line = where
+        shift = _shift(joined, cell, line)
+        if shift:
+            d = replace(d, column=d.column + shift,
+                        end_column=d.end_column + (shift if d.end_line == d.line else _shift(joined, cell, d.end_line)))
         end = joined.locate(d.end_line)
         end_line = end[1] if end is not None and end[0] == cell else line
         fix = None
@@ -217,10 +244,11 @@ def lint_notebook(text: str, path: str, rules: Sequence[type[Rule]], project=Non
     for cell in joined.cells:
         code = "".join(lines[cell.start - 1 : cell.start - 1 + cell.lines])
         try:
-            pyast.parse(code, path)
+            pyast.parse(code, "<cell>")  # not the notebook's path: Python would read its offsets from that file
         except SyntaxError as exc:
             line = min(max(exc.lineno or 1, 1), max(cell.lines, 1))
-            errors.append(Diagnostic(path, line, exc.offset or 1, line, exc.offset or 1, SYNTAX_ERROR,
+            column = (exc.offset or 1) + (len(cell.indent) if line in cell.dedented else 0)
+            errors.append(Diagnostic(path, line, column, line, column, SYNTAX_ERROR,
                                      f"syntax error: {exc.msg}; cell not checked", cell=cell.index + 1))
             lines[cell.start - 1 : cell.start - 1 + cell.lines] = ["\n"] * cell.lines
     if not errors:
@@ -283,11 +311,20 @@ def _split(fixed: str, joined: Joined, nb: dict) -> dict[int, str] | None:
     out: dict[int, str] = {}
     for cell in joined.cells:
         source = _source(nb["cells"][cell.index])
-        code = carry_over(source, joined_cells[cell.index], fixed_cells[cell.index])
+        code = carry_over(source, _indent(joined_cells[cell.index], cell.indent),
+                          _indent(fixed_cells[cell.index], cell.indent))
         if not source.endswith(("\n", "\r")):
             code = END_BREAK.sub("", code)
         out[cell.index] = code
     return out
+
+
+def _indent(code: str, indent: str) -> str:
+    """A dedented cell's code indented again (IPython strips it back): lines a fix added keep their place in
+    the cell's blocks; the lines it did not touch are the cell's own (`carry_over`)."""
+    if not indent:
+        return code
+    return "".join(indent + text if text.strip() else text for text in split_lines(code, keepends=True))
 
 
 def _cut(module: str, joined: Joined, magics: bool = True) -> dict[int, str] | None:
