@@ -196,3 +196,58 @@ def test_a_malformed_cell_is_one_tl900_and_the_run_goes_on(tmp_path, run_cli, ce
             assert r.stdout.startswith(f"bad.ipynb:1:1: TL900 not a valid notebook ({why})"), (mode, r.stdout)
         if not mode:
             assert "good.ipynb:cell 4:5:5: TL004" in r.stdout
+
+
+def test_help_lines_and_automagics_are_ipython_not_syntax_errors(tmp_path, run_cli):
+    """IPython runs `?obj`, `??obj`, `obj?`, `%magic`, `!cmd`, `x = !cmd`, `y = %time f()` and, with automagic, a
+    magic's name followed by its arguments (`cd data/My\\ Files`, `pip install x`): blanked, line numbers kept, the
+    rest of the cell checked (TL004 at its own line)."""
+    ipython = ["?torch.nn.Linear\n", "??torch.optim\n", "torch.nn.Linear?\n", "cd data/My\\ Files\n",
+               "cd 'two words'\n", "pip install -q torchvision\n", "mkdir -p runs/exp1\n", "files = !ls\n",
+               "took = %time sum(range(3))\n", "%load_ext autoreload\n", "\n"]
+    path = tmp_path / "ipy.ipynb"
+    path.write_text(notebook([SETUP, ipython + TRAIN]), encoding="utf-8")
+    r = run_cli("-q", "--format", "json", "ipy.ipynb", cwd=tmp_path)
+    assert [(d["code"], d["cell"], d["line"]) for d in json.loads(r.stdout)] == [("TL004", 4, 16)]
+    run_cli("--fix", "--unsafe-fixes", "ipy.ipynb", cwd=tmp_path)
+    source = json.loads(path.read_text(encoding="utf-8"))["cells"][3]["source"]
+    assert source[: len(ipython)] == ipython  # the IPython lines are put back verbatim
+
+
+@pytest.mark.parametrize("line, error", [
+    ("cd = 3\n", None),  # a variable named like a magic: Python
+    ("ls(x)\n", None),
+    ('where = pwd + "/x"\n', None),
+    ("pwd\n", None),
+    ("time (1 +\n", "TL901"),  # continues on the next line: Python, and here an unclosed bracket
+    ("cd ==\n", "TL901"),  # an operator after the name: Python (IPython's check), and broken
+    ("print 'hello'\n", "TL901"),  # not a magic: a genuine syntax error
+    ("model = \n", "TL901"),
+])
+def test_magic_names_in_python_and_genuine_syntax_errors(tmp_path, run_cli, line, error):
+    """A line starting with a magic's name is taken for an automagic only when it is not Python on its own and
+    opens nothing the next line continues; a real syntax error is still reported at its line."""
+    path = tmp_path / "names.ipynb"
+    path.write_text(notebook([SETUP + ["\n", line], TRAIN]), encoding="utf-8")
+    r = run_cli("-q", "--format", "json", "names.ipynb", cwd=tmp_path)
+    found = [(d["code"], d["cell"]) for d in json.loads(r.stdout)]
+    assert found == ([(error, 2)] if error else []) + [("TL004", 4)]
+
+
+def test_a_cell_whose_first_line_is_indented_runs_dedented(tmp_path, run_cli):
+    """IPython strips the first line's indent from every line that starts with it (` def f():` in a cell is
+    valid): checked at the cell's own columns, and a fix keeps the cell's indent."""
+    train = [" for x, y in loader:\n", "     loss = criterion(model(x), y)\n", "     loss.backward()\n",
+             "     optimizer.step()\n", "print('done')"]
+    path = tmp_path / "indented.ipynb"
+    path.write_text(notebook([SETUP, train]), encoding="utf-8")
+    r = run_cli("-q", "--format", "json", "indented.ipynb", cwd=tmp_path)
+    assert [(d["code"], d["cell"], d["line"], d["column"]) for d in json.loads(r.stdout)] == [("TL004", 4, 4, 6)]
+    run_cli("--fix", "--unsafe-fixes", "indented.ipynb", cwd=tmp_path)
+    source = json.loads(path.read_text(encoding="utf-8"))["cells"][3]["source"]
+    assert source[:4] == train[:4] and source[4] == "     optimizer.zero_grad()\n" and source[5] == train[4]
+    broken = [" x = (1,\n", " y = 2\n"]
+    path.write_text(notebook([broken, TRAIN]), encoding="utf-8")
+    r = run_cli("-q", "--format", "json", "indented.ipynb", cwd=tmp_path)
+    found = [(d["code"], d["cell"], d["line"], d["column"]) for d in json.loads(r.stdout)]
+    assert found == [("TL901", 2, 1, 6), ("TL004", 4, 5, 5)]  # still a syntax error, at the cell's column

@@ -25,7 +25,24 @@ from torchlint.rules import Rule
 NOTEBOOK_ERROR = "TL900"
 _MARKER = "# torchlint-cell {index}\n"
 _MARKER_RE = re.compile(r"^# torchlint-cell (\d+)\n", re.MULTILINE)
-_MAGIC_LINE = re.compile(r"^\s*(%|!)|^[^#'\"]*=\s*(%|!)\w|^\s*[\w.]+\?\??\s*$")
+# IPython's escapes at the start of a statement (`%magic`, `!cmd`, `?obj`/`??obj` help, the autocall escapes
+# `/f x`, `,f a b`, `;f a b`: no Python statement starts with one), an assignment from a magic or a shell command
+# (`x = %time f()`, `files = !ls`), and the help suffix (`obj?`, `obj.attr??`, `np.*load*?`).
+_MAGIC_LINE = re.compile(r"^\s*[%!?/,;]|^[^#'\"]*=\s*(%\w|!)|^\s*%{0,2}[\w.*]+\?\??\s*$")
+# IPython's line magics and the shell aliases it defines as magics: with automagic (on by default) a line that
+# starts with one of these names followed by a space or the line's end runs the magic (`cd data`, `pip install x`)
+# unless what follows starts with `=` or `,` (IPython's assignment check: `cd = 3` is Python) or the name is a
+# variable. Kept conservative: only a line that is not Python on its own and leaves no bracket, string or
+# backslash continuation open is taken for one (`ls` alone, `ls(x)`, `pwd + "/x"`, `time (a +` stay Python).
+_AUTOMAGICS = frozenset("""
+    alias alias_magic autoawait autocall automagic autosave bookmark cat cd clear colors conda config connect_info cp
+    debug dhist dirs doctest_mode ed edit env gui hist history killbgscripts ldir less lf lk ll load load_ext loadpy
+    logoff logon logstart logstate logstop ls lsmagic lx macro magic man matplotlib mamba micromamba mkdir more mv
+    notebook page pastebin pdb pdef pdoc pfile pinfo pinfo2 pip popd pprint precision prun psearch psource pushd pwd
+    pycat pylab qtconsole quickref recall rehashx reload_ext rep rerun reset reset_selective rm rmdir run save sc
+    set_env store sx system tb time timeit unalias unload_ext uv who who_ls whos xdel xmode
+""".split())
+_AUTOMAGIC_LINE = re.compile(r"^\s*([A-Za-z_]\w*)(?:[ \t]+(.*))?$")
 _PLACEHOLDER = "pass  # torchlint-magic {n}"
 _PLACEHOLDER_RE = re.compile(r"^([ \t]*)pass  # torchlint-magic (\d+)$", re.MULTILINE)
 
@@ -40,6 +57,8 @@ class _Cell:
     start: int  # first line of the cell's code in the joined module (1-based)
     lines: int  # number of lines it occupies there
     magics: tuple[str, ...]  # original magic lines, by placeholder number
+    indent: str = ""  # the indent IPython strips from a cell whose first line is indented (its `leading_indent`)
+    dedented: frozenset[int] = frozenset()  # the cell's lines (1-based) it was stripped from
 
 
 @dataclass(frozen=True)
@@ -116,6 +135,36 @@ class _LineState:
         self.backslash = not self.quote and line.endswith("\\")
 
 
+def _is_magic(line: str) -> bool:
+    """An IPython line (at the start of a statement) that is not Python: an escape, or an automagic."""
+    if _MAGIC_LINE.match(line):
+        return True
+    m = _AUTOMAGIC_LINE.match(line.rstrip("\r\n"))
+    if m is None or m.group(1) not in _AUTOMAGICS or (m.group(2) or "").startswith(("=", ",")):
+        return False
+    state = _LineState()
+    state.feed(line)
+    if not state.at_statement_start():
+        return False  # the next line continues it: Python split over lines
+    try:
+        pyast.parse(line.strip() + "\n", "<cell line>")
+    except SyntaxError:
+        return True  # `cd data/My\\ Drive`, `pip install x`: not Python, the magic IPython runs
+    return False
+
+
+def _leading_indent(lines: list[str]) -> tuple[str, frozenset[int], list[str]]:
+    """IPython's `leading_indent`: a cell whose first non-blank line is indented runs with that indent stripped
+    from every line that starts with it (` def f(x):` / `     return x`). The indent, the lines stripped, the
+    lines."""
+    first = next((text for text in lines if text.strip()), "")
+    indent = first[: len(first) - len(first.lstrip(" \t"))]
+    if not indent:
+        return "", frozenset(), lines
+    stripped = frozenset(i for i, text in enumerate(lines, start=1) if text.startswith(indent))
+    return indent, stripped, [text[len(indent):] if i in stripped else text for i, text in enumerate(lines, start=1)]
+
+
 def join(nb: dict) -> Joined:
     parts: list[str] = []
     cells: list[_Cell] = []
@@ -131,8 +180,9 @@ def join(nb: dict) -> Joined:
         magics: list[str] = []
         continued = None  # the indent of a magic line ending in a backslash: the next line continues it
         code_state = _LineState()  # open brackets, strings and continuations of the Python lines so far
-        for raw in split_lines(src):
-            if continued is not None or (code_state.at_statement_start() and _MAGIC_LINE.match(raw)):
+        cell_indent, dedented, raw_lines = _leading_indent(split_lines(src))
+        for raw in raw_lines:
+            if continued is not None or (code_state.at_statement_start() and _is_magic(raw)):
                 indent = continued if continued is not None else raw[: len(raw) - len(raw.lstrip())]
                 out_lines.append(indent + _PLACEHOLDER.format(n=magic_number + len(magics)))
                 magics.append(raw)
@@ -145,9 +195,17 @@ def join(nb: dict) -> Joined:
         parts.append(_MARKER.format(index=index))
         line += 1
         parts.append(body)
-        cells.append(_Cell(index, line, len(out_lines), tuple(magics)))
+        cells.append(_Cell(index, line, len(out_lines), tuple(magics), cell_indent, dedented))
         line += len(out_lines)
     return Joined("".join(parts), tuple(cells))
+
+
+def _shift(joined: Joined, cell: int, line: int) -> int:
+    """How far right a joined line's columns lie in the cell: the indent stripped from it."""
+    for c in joined.cells:
+        if c.index + 1 == cell:
+            return len(c.indent) if line in c.dedented else 0
+    return 0
 
 
 def _to_cells(joined: Joined, diags: Sequence[Diagnostic]) -> list[Diagnostic]:
@@ -157,6 +215,10 @@ def _to_cells(joined: Joined, diags: Sequence[Diagnostic]) -> list[Diagnostic]:
         if where is None:
             continue
         cell, line = where
+        shift = _shift(joined, cell, line)
+        if shift:
+            d = replace(d, column=d.column + shift,
+                        end_column=d.end_column + (shift if d.end_line == d.line else _shift(joined, cell, d.end_line)))
         end = joined.locate(d.end_line)
         end_line = end[1] if end is not None and end[0] == cell else line
         fix = None
@@ -182,10 +244,11 @@ def lint_notebook(text: str, path: str, rules: Sequence[type[Rule]], project=Non
     for cell in joined.cells:
         code = "".join(lines[cell.start - 1 : cell.start - 1 + cell.lines])
         try:
-            pyast.parse(code, path)
+            pyast.parse(code, "<cell>")  # not the notebook's path: Python would read its offsets from that file
         except SyntaxError as exc:
             line = min(max(exc.lineno or 1, 1), max(cell.lines, 1))
-            errors.append(Diagnostic(path, line, exc.offset or 1, line, exc.offset or 1, SYNTAX_ERROR,
+            column = (exc.offset or 1) + (len(cell.indent) if line in cell.dedented else 0)
+            errors.append(Diagnostic(path, line, column, line, column, SYNTAX_ERROR,
                                      f"syntax error: {exc.msg}; cell not checked", cell=cell.index + 1))
             lines[cell.start - 1 : cell.start - 1 + cell.lines] = ["\n"] * cell.lines
     if not errors:
@@ -248,11 +311,20 @@ def _split(fixed: str, joined: Joined, nb: dict) -> dict[int, str] | None:
     out: dict[int, str] = {}
     for cell in joined.cells:
         source = _source(nb["cells"][cell.index])
-        code = carry_over(source, joined_cells[cell.index], fixed_cells[cell.index])
+        code = carry_over(source, _indent(joined_cells[cell.index], cell.indent),
+                          _indent(fixed_cells[cell.index], cell.indent))
         if not source.endswith(("\n", "\r")):
             code = END_BREAK.sub("", code)
         out[cell.index] = code
     return out
+
+
+def _indent(code: str, indent: str) -> str:
+    """A dedented cell's code indented again (IPython strips it back): lines a fix added keep their place in
+    the cell's blocks; the lines it did not touch are the cell's own (`carry_over`)."""
+    if not indent:
+        return code
+    return "".join(indent + text if text.strip() else text for text in split_lines(code, keepends=True))
 
 
 def _cut(module: str, joined: Joined, magics: bool = True) -> dict[int, str] | None:

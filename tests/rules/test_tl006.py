@@ -5,6 +5,53 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    # -- a clearing that covers everything the step applies ----------------------------------------------------
+    "whole_model_cleared_between_backward_and_step_of_a_shared_optimizer": (
+        """
+        opt = torch.optim.Adam(gan.parameters())
+        for batch in loader:
+            fake_score, real_score = gan(batch)
+            d_loss = bce(real_score, ones) + bce(fake_score, zeros)
+            d_loss.backward()
+            gan.zero_grad()
+            opt.step()
+        """,
+        [(7, 5)],
+    ),
+    "shared_optimizer_cleared_by_its_own_zero_grad": (
+        """
+        for batch in loader:
+            fake_score, real_score = gan(batch)
+            d_loss = bce(real_score, ones) + bce(fake_score, zeros)
+            d_loss.backward()
+            gan.critic.zero_grad()
+            opt.zero_grad()
+            opt.step()
+        """,
+        [(7, 5)],
+    ),
+    "sub_module_cleared_when_the_loop_runs_only_that_sub_module": (
+        """
+        for batch in loader:
+            out = gan.critic(batch)
+            loss = bce(out, ones)
+            loss.backward()
+            gan.critic.zero_grad()
+            opt.step()
+        """,
+        [(6, 5)],
+    ),
+    "optimizer_owns_only_the_cleared_network": (
+        """
+        opt_g = torch.optim.Adam(net_g.parameters())
+        for z in noise:
+            g_loss = -critic(net_g(z)).mean()
+            g_loss.backward()
+            net_g.zero_grad()
+            opt_g.step()
+        """,
+        [(6, 5)],
+    ),
     # -- the window cleared on its last micro-step, before that micro-step's backward ----------------------------
     "zero_grad_under_the_window_guard_before_the_backward": (
         """
@@ -138,6 +185,40 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # -- a sub-network cleared so that one shared optimizer's step leaves it out ----------------------------------
+    "shared_optimizer_gan_excludes_one_sub_network_per_step": """
+        for batch in loader:
+            gan.critic.zero_grad()
+            _, real_score, fake_score = gan(batch)
+            d_loss = bce(real_score, ones) + bce(fake_score, zeros)
+            d_loss.backward()
+            gan.maker.zero_grad()
+            opt.step()
+            rebuilt, _, fake_score = gan(batch)
+            g_loss = bce(fake_score, ones) + mse(rebuilt, batch)
+            g_loss.backward()
+            gan.critic.zero_grad()
+            opt.step()
+        """,
+    "sub_module_of_the_optimizers_model_cleared_before_the_step": """
+        opt = torch.optim.AdamW(gan.parameters(), lr=1e-3)
+        for batch in loader:
+            opt.zero_grad()
+            loss = gan.critic(batch).mean() + gan.maker(batch).mean()
+            loss.backward()
+            gan.maker.zero_grad()
+            opt.step()
+        """,
+    "self_sub_module_cleared_when_the_whole_module_runs": """
+        class Trainer(nn.Module):
+            def fit(self, loader):
+                for batch in loader:
+                    self.opt.zero_grad()
+                    loss = self(batch).mean()
+                    loss.backward()
+                    self.maker.zero_grad()
+                    self.opt.step()
+        """,
     "zero_grad_under_the_window_guard_after_the_step": """
         for i, (x, y) in enumerate(loader):
             loss = criterion(model(x), y) / k

@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.events import Event, EventKind, ZeroGradOf
-from torchlint.analysis.exprs import code_of, modulo_divisor, names_in
+from torchlint.analysis.exprs import code_of, dotted, modulo_divisor, names_in
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.source.walk import walk
@@ -50,6 +50,38 @@ def reaches_step(loop: Loop, z: Event, step: Event) -> bool:
     return False
 
 
+def clears_all(model: FileModel, loop: Loop, opt: str, z: Event) -> bool:
+    """Does `z` clear every gradient that optimizer `opt` steps with, not only some of them? A module's
+    `zero_grad()` clears that module's parameters only: a sub-module's (`model.generator.zero_grad()` while the
+    optimizer owns all of `model`, or the loop runs `model(x)` and the optimizer's models are not known) leaves the
+    rest of the gradients, and a step after it updates the other sub-modules: a GAN that shares one optimizer
+    excludes a network from a step this way (so does `netG.zero_grad()` under an optimizer known to own netG and
+    netD). An optimizer's `zero_grad()` and the whole model's clear them all. (Whether a clearing happens at all,
+    as TL004 asks, is `clears`.)"""
+    if not clears(model, opt, z):
+        return False
+    if z.variant is not ZeroGradOf.MODEL or not z.target or z.target == "self":
+        return True
+    target = z.target
+    owned = model.symbols.optimizer_models.get(opt) or model.symbols.optimizer_models.get(opt.rsplit(".", 1)[-1])
+    if owned:
+        return all(_inside(m, target) for m in owned)  # the cleared module holds every model the optimizer owns
+    enclosing = _enclosing(target)
+    return loop.node is None or not any(type(n) is cst.Call and dotted(n.func) in enclosing for n in walk(loop.node))
+
+
+def _enclosing(name: str) -> set[str]:
+    """The modules `name` is a sub-module of, as the loop may call them: `a.b.c` -> {a.b, a}, `self.a` -> {self}."""
+    parts = name.split(".")
+    return {".".join(parts[:i]) for i in range(1, len(parts))}
+
+
+def _inside(a: str, b: str) -> bool:
+    """`a` is `b` or one of its sub-modules (`self.netD` is `netD` passed to __init__)."""
+    a, b = a.removeprefix("self."), b.removeprefix("self.")
+    return a == b or a.startswith(b + ".")
+
+
 def _related(a: str, b: str) -> bool:
     """Same model, or one inside the other (`model` / `model.module`); `self.netD` is `netD` passed to __init__."""
     a, b = a.removeprefix("self."), b.removeprefix("self.")
@@ -77,7 +109,7 @@ def cleared_early(model: FileModel, loop: Loop, z: Event, steps: list[Event]) ->
     if not window and not in_accumulate:
         return None
     for step in steps:
-        if step.target is None or not clears(model, step.target, z) or not loop.may_follow(z, step):
+        if step.target is None or not clears_all(model, loop, step.target, z) or not loop.may_follow(z, step):
             continue
         step_window = {code_of(g.test) for g in step.guards_within(loop.node) if not g.negated
                        and isinstance(g.test, cst.BaseExpression)}
@@ -96,7 +128,7 @@ def cleared_between(model: FileModel, loop: Loop, z: Event, steps: list[Event]) 
     """backward ... zero_grad ... step, in one pass through the iteration: the step and the last backward before
     the zero_grad `z`."""
     for step in steps:
-        if step.target is None or not clears(model, step.target, z) or not loop.may_follow(z, step):
+        if step.target is None or not clears_all(model, loop, step.target, z) or not loop.may_follow(z, step):
             continue
         if not set(z.guards) <= set(step.guards):
             return None

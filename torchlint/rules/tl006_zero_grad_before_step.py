@@ -39,8 +39,8 @@ class ZeroGradBeforeStep(Rule):
     fixture_errors = {"trainer_amp": "No inf checks were recorded for this optimizer"}
     doc = """
 ## What it flags
-- `optimizer.zero_grad()` (or `model.zero_grad()`) after `loss.backward()` and before that optimizer's `step()`
-  in the same iteration;
+- `optimizer.zero_grad()` (or `model.zero_grad()` of a model that holds all the optimizer's parameters) after
+  `loss.backward()` and before that optimizer's `step()` in the same iteration;
 - gradient accumulation where `zero_grad()` runs on every micro-step while `step()` runs only under a modulo
   guard (`if (i + 1) % k == 0:`): each step sees only the last micro-batch;
 - an unguarded `model.zero_grad()` inside `with accelerator.accumulate(model):` (Accelerate makes the prepared
@@ -75,7 +75,11 @@ Move the `zero_grad()` to right after the step (inside the accumulation guard wh
 ## Correct look-alikes (not flagged)
 `zero_grad()` at the top of the iteration before the backward, after the step, or under the same accumulation
 guard as the step; `optimizer.zero_grad()` inside `accelerator.accumulate`; GANs that clear one network while
-stepping the other (`netD.zero_grad()` before `optimizerG.step()` when `optimizerG` owns only `netG`);
+stepping the other (`netD.zero_grad()` before `optimizerG.step()` when `optimizerG` owns only `netG`), and GANs
+that share one optimizer and clear one sub-network between the backward and the step so that the step leaves it
+out (`model.generator.zero_grad()` before `optimizer.step()` when the optimizer owns all of `model`, or when its
+models are not known and the loop runs the whole `model(x)`): a module's `zero_grad()` clears its own parameters
+only, the step still applies the others' gradients;
 `optimizer_G.zero_grad()` every iteration while the generator steps every `n_critic` iterations with its own
 backward under the same guard (it clears the stray gradients the discriminator loss left in the generator);
 a `zero_grad()` guarded by a loop variable (`if micro == 1:`, the first micro-step of each window); a step helper
