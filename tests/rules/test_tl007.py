@@ -1259,8 +1259,8 @@ def test_message():
     """The full text of the finding, so a change of wording is seen here."""
     assert messages(POSITIVE["dict_parts_iterated_with_items"][0], "TL007") == [(
         11, 13,
-        "`part` is still attached to its graph and is kept in `logs` across iterations (never "
-        "back-propagated): every step's graph stays alive and memory grows; store `part.item()` or "
+        "`part` is still attached to its graph and is kept in `logs` across iterations, and `logs` itself is "
+        "never back-propagated: every step's graph stays alive and memory grows; store `part.item()` or "
         "`.detach()`",
     )]
 

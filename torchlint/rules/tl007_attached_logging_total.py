@@ -185,8 +185,8 @@ for x, y in loader:
                     yield Finding(
                         e.node if e.kind is EventKind.APPEND else where,
                         f"{names} in `{code_of(e.value)}` is still attached to its graph and is kept in `{e.target}` "
-                        f"across iterations (never back-propagated): every step's graph stays alive and memory "
-                        f"grows; keep `.detach()`ed values",
+                        f"across iterations, and `{e.target}` itself is never back-propagated: every step's graph "
+                        f"stays alive and memory grows; keep `.detach()`ed values",
                         Fix("safe", "detach the attached values kept in the record",
                             tuple((a, cst.Call(func=cst.Attribute(value=parenthesized(a), attr=cst.Name("detach"))))
                                   for a in attached)),
@@ -195,8 +195,8 @@ for x, y in loader:
                 yield Finding(
                     e.node if e.kind is EventKind.APPEND else where,
                     f"`{code_of(e.value)}` is still attached to its graph and is kept in `{e.target}` across "
-                    f"iterations (never back-propagated): every step's graph stays alive and memory grows; store "
-                    f"`{code_of(e.value)}.item()` or `.detach()`",
+                    f"iterations, and `{e.target}` itself is never back-propagated: every step's graph stays alive "
+                    f"and memory grows; store `{code_of(e.value)}.item()` or `.detach()`",
                     _fix(model, scope, e, displayed),
                 )
 
