@@ -616,3 +616,71 @@ def test_single_pass_loop_of_the_module_body_is_still_flagged():
             opt.step()
         """
     assert findings(src, "TL002") == [(8, 5)]
+
+
+# A learner's `update()` called once per environment step: its one backward runs once per call, over a loss it
+# builds from a sampled batch, and only a number leaves the call: the kept graph is freed when it returns.
+PER_CALL_HELPER = """
+    class Learner:
+        def update(self, n):
+            obs, act = self.buffer.sample(n)
+            obs = torch.as_tensor(obs)
+            q_loss = F.mse_loss(self.q(obs), act)
+            self.q_opt.zero_grad()
+            q_loss.backward(retain_graph=True)
+            self.q_opt.step()
+            self.target_q = self.soft_copy(self.q, self.target_q)
+            {tail}
+
+    learner = Learner()
+    for step in range(1000):
+        {call}
+"""
+
+
+def _per_call(tail="return q_loss.item()", call="learner.update(32)"):
+    return PER_CALL_HELPER.format(tail=tail, call=call)
+
+
+def test_helper_whose_graph_dies_when_it_returns_is_not_flagged():
+    assert findings(_per_call(), "TL002") == []
+    assert findings(_per_call(tail="return q_loss.detach().cpu().numpy()"), "TL002") == []
+
+
+@pytest.mark.parametrize("src", [
+    _per_call(tail="return q_loss"),  # the caller holds the loss, and with it the graph, into the next step
+    _per_call(tail="self.history.append(q_loss)"),  # kept on the object across calls
+    _per_call(tail="self.last = q_loss"),
+])
+def test_helper_whose_graph_leaves_the_call_is_flagged(src):
+    assert findings(src, "TL002") == [(8, 9)]
+
+
+def test_helper_fed_a_graph_by_its_caller_is_flagged():
+    src = """
+    class Head:
+        def update(self, feats, y):
+            loss = F.mse_loss(self.net(feats), y)
+            loss.backward(retain_graph=True)
+            self.opt.step()
+
+    head = Head()
+    for x, y in loader:
+        feats = trunk(x)
+        head.update(feats, y)
+    """
+    assert findings(src, "TL002") == [(5, 9)]
+
+
+def test_helper_backward_in_a_loop_of_its_own_is_flagged():
+    src = """
+    def update(agent, n):
+        for _ in range(n):
+            loss = agent.q(agent.buffer.sample()).mean()
+            loss.backward(retain_graph=True)
+            agent.opt.step()
+
+    for step in range(1000):
+        update(agent, 4)
+    """
+    assert findings(src, "TL002") == [(5, 9)]

@@ -308,6 +308,27 @@ POSITIVE = {
         """,
         [(4, 29)],
     ),
+    "loss_stepped_then_its_items_summed_after_the_loop": (
+        """
+        total = 0
+        for x, y in loader:
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            total = total + loss.detach()
+        total.backward()
+        """,
+        [(6, 21)],
+    ),
+    "detached_value_of_a_loss_not_back_propagated_elsewhere": (
+        """
+        def learn(self, obs, nxt, r, logp):
+            v = self.critic(obs)
+            target = r + 0.9 * self.critic(nxt)
+            actor_loss = -logp.mean() + F.mse_loss(v, target).detach()
+            actor_loss.backward()
+        """,
+        [(5, 33)],
+    ),
 }
 
 NEGATIVE = {
@@ -513,6 +534,26 @@ NEGATIVE = {
             total = head_criterion(logits, labels) + centre(logits).detach().mean()
             total.backward()
         """,
+    "critic_value_cut_in_the_actor_loss_trained_by_its_own_backward": """
+        def learn(self, obs, nxt, r, logp):
+            v = self.critic(obs)
+            target = r + 0.9 * self.critic(nxt)
+            critic_loss = F.mse_loss(v, target.detach())
+            critic_loss.backward()
+            adv = (target - v).detach()
+            actor_loss = -adv * logp + 0.01 * -logp
+            actor_loss.backward()
+    """,
+    "value_baseline_subtracted_with_its_own_loss": """
+        def learn(self, obs, act):
+            v = self.value_net(obs)
+            q = self.q_net(obs, act)
+            gap = q - v.detach()
+            pi_loss = (self.temp * self.logp(obs) - gap).mean()
+            v_loss = F.mse_loss(v, q.detach())
+            pi_loss.backward()
+            v_loss.backward()
+    """,
 }
 
 

@@ -298,6 +298,17 @@ POSITIVE = {
         """,
         [(13, 13)],
     ),
+    "optimizer_rebound_other_model_cleared": (
+        """
+        opt = torch.optim.Adam(critic.parameters())
+        opt = torch.optim.Adam(actor.parameters())
+        for x, y in loader:
+            encoder.zero_grad()
+            F.mse_loss(actor(x), y).backward()
+            opt.step()
+        """,
+        [(7, 5)],
+    ),
 }
 
 NEGATIVE = {
@@ -580,6 +591,20 @@ NEGATIVE = {
                     loss.backward()
                     self.opt.step()
         """,
+    "stage_optimizer_rebound_over_another_model": """
+        for stage in range(4):
+            learner = Learner.make(stage)
+            opt = torch.optim.Adam(learner.parameters())
+            for x, y in loader:
+                learner.zero_grad()
+                F.mse_loss(learner(x), y).backward()
+                opt.step()
+            opt = torch.optim.Adam(ensemble.parameters())
+            for x, y in loader:
+                opt.zero_grad()
+                F.mse_loss(ensemble(x), y).backward()
+                opt.step()
+    """,
 }
 
 

@@ -176,6 +176,17 @@ POSITIVE = {
         """,
         [(8, 9)],
     ),
+    "plain_step_after_a_wrapper_handed_the_scaler": (
+        """
+        def run(opts, optimizer, scaler, loader):
+            for batch in loader:
+                scaler.scale(loss_of(batch)).backward()
+                opts.step("critic", scaler=scaler)
+                optimizer.step()
+                scaler.update()
+        """,
+        [(6, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -398,6 +409,15 @@ NEGATIVE = {
                     optimizer.step()
                 optimizer.zero_grad()
         """,
+    "wrapper_step_handed_the_scaler": """
+        class Fitter:
+            def run(self, scaler):
+                for batch in self.loader:
+                    self.optimizer.zero_grad()
+                    scaler.scale(self.critic_loss(batch)).backward()
+                    self.optimizer.step("critic", scaler=scaler)
+                    self.optimizer.step("actor", scaler)
+    """,
 }
 
 

@@ -113,7 +113,11 @@ class Symbols:
             return
         self._set(target, role)
         if role is Role.OPTIMIZER and type(value) is cst.Call:
-            self.optimizer_models[target] = _models_in_params(value)
+            # A name bound to several optimizers in the file (one per stage of a loop, `opt = Adam(m.parameters())`
+            # then `opt = Adam(ensemble.parameters())`) owns the models of each: the table is file-wide, so a
+            # clearing of any of them may be the one for the binding a step reads. Not known once any is not.
+            models, known = _models_in_params(value), self.optimizer_models.get(target)
+            self.optimizer_models[target] = models | known if models and known else (models if known is None else set())
             self.optimizer_class[target] = self.optimizer_class[last_part(target)] = value
         if role is Role.ACCELERATOR and type(value) is cst.Call:
             self.backward_divides[target] = _accumulates(value)

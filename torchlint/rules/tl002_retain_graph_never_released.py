@@ -112,6 +112,11 @@ That holds only while nothing it is computed from leaves the call: a loss return
 into a container or total from outside the function keeps the graph into the next call, and is reported. An
 option the script changes (`args.gradient_steps = 4`), a default other than 1, or a bound the analysis cannot read
 counts as more than one iteration.
+The same holds for a helper the loop calls (`q_loss, pi_loss = agent.update(batch_size)`, `process_batch(batch)`)
+whose backward runs once per call, outside any loop of the helper: when the loss is built in the helper from
+nothing that may hold a graph from outside (an attribute of `self` read as a value, a global, a parameter the loop
+passes a value not known to be graph-free) and nothing computed from it leaves the call (`return loss.item()` is a
+number), the graph is freed when the helper returns, before the loop's next forward.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -177,23 +182,57 @@ def _no_next_iteration(model: FileModel, loop: Loop, last: Event) -> bool:
     next iteration's forward meets the kept graph, and it is freed when the function returns, unless something it
     is computed from leaves the call (returned, stored on an object, a parameter or a global)."""
     scope = loop.scope
-    if trip_count(model, loop) != 1 or type(scope.node) is not cst.FunctionDef or model.scope_of(last) is not scope:
+    if model.scope_of(last) is not scope:
+        return _dies_with_helper(model, loop, last)
+    if trip_count(model, loop) != 1 or type(scope.node) is not cst.FunctionDef:
         return False
     assert last.value is not None  # a backward always has its value
-    graph = scope.depends(last.value)
+    return not _leaves_call(model, scope, last.value)
+
+
+def _dies_with_helper(model: FileModel, loop: Loop, last: Event) -> bool:
+    """A helper the loop calls once per step (`agent.update(batch_size)`, `process_batch(batch)`) whose backward
+    runs once per call, outside any loop of the helper, over a graph the helper builds from nothing that may hold a
+    graph from outside (a global, an attribute of `self`, a parameter unless the loop passes it a value known to hold
+    none): the graph is freed when the helper returns, before the caller's next iteration, unless something computed
+    from it leaves the call."""
+    scope = model.scope_of(last)
+    call = last.inlined_from
+    if type(scope.node) is not cst.FunctionDef or len(last.path) != 2 or type(call) is not cst.Call:
+        return False
+    home = _at_home(scope, last)
+    if home is None or home.value is None or home.loops:
+        return False
+    _, entries = _shared_sources(model, scope, home, _operands(home.value), None)
+    entries -= model.imported  # `torch` of `torch.mean(q)`: a module, not a value
+    if entries:
+        args = _arguments_for(scope, call, entries)
+        if args is None or not all(model.kinds.of(a, loop.scope, last).graph_free for a in args):
+            return False
+    return not _leaves_call(model, scope, home.value)
+
+
+def _leaves_call(model: FileModel, scope: Scope, value: cst.BaseExpression) -> bool:
+    """Something computed from `value`'s graph leaves the function: returned (not as a graph-free value:
+    `loss.item()`, `loss.detach().cpu().numpy()`), stored on an object, or added into a container or total that
+    comes from outside the function."""
+    # the function's own values the graph is computed from (not `self`, a module or a network it calls)
+    graph = {name for name in scope.depends(value) if scope.assignments(name)}
     for e in scope.events:
         if e.scope is not scope.node or e.value is None or not scope.depends(e.value) & graph:
             continue
         if e.kind is EventKind.RETURN:
-            return False
+            if not model.kinds.of(e.value, scope, e).graph_free:
+                return True
+            continue
         if e.kind not in (EventKind.ASSIGN, EventKind.APPEND) or not e.target or e.variant is AssignForm.FOR:
             continue
         if "." in e.target:
-            return False  # stored on an object
+            return True  # stored on an object
         if e.kind is EventKind.APPEND or e.variant is AssignForm.ITEM or e.accumulates:
             if scope.reaching(e.target, e)[1]:
-                return False  # into a container or a total that comes from outside the function
-    return True
+                return True  # into a container or a total that comes from outside the function
+    return False
 
 
 def _forward_of(d: Event) -> str | None:
@@ -317,8 +356,9 @@ def _arguments_for(scope: Scope, call: cst.Call, params: set[str]) -> list[cst.B
     """What the call passes for the helper's parameters `params`; None when one is not a parameter or is passed
     in a way not followed (`*args`, `**kwargs`, left to its default)."""
     names = positional_params(scope.node)
-    if type(call.func) is cst.Attribute and (dotted(call.func) or "").startswith("self."):
-        names = names[1:]
+    if type(call.func) is cst.Attribute and names and ((dotted(call.func) or "").startswith("self.")
+                                                       or names[0] in ("self", "cls")):
+        names = names[1:]  # a method called on its object (`self.step(x)`, `agent.update(n)`)
     if any(a.star for a in call.args):
         return None
     by_name = {a.keyword.value: a.value for a in call.args if a.keyword is not None}

@@ -121,7 +121,10 @@ A detached value that multiplies a graph tensor is a weight, not a term (`ce * w
 `scale = args.gamma * ce.detach()`), and so is one computed from the factor it multiplies, whatever that factor's
 kind (`log_prob * (log_prob - baseline).detach()`, the score-function estimator); a learnable scalar made with
 `torch.tensor(0.0, requires_grad=True)`; an input re-wrapped with `requires_grad=True` and fed to the model
-(adversarial examples).
+(adversarial examples). A value cut from what another backward of the same step trains: the critic's prediction
+in an actor's `advantage = (target - pred_value).detach()` next to `value_loss.backward()`, a value network's
+baseline `q - v_pred.detach()` next to `vf_loss.backward()` (its own loss trains it; the cut keeps this loss from
+training it too).
 
 ## Limits
 Only terms are checked, through arithmetic, sums and stacks; the detached value must be known to carry a graph
@@ -137,6 +140,7 @@ followed into the helper.
             if not backwards:
                 continue
             candidates: list[tuple[cst.BaseExpression, Event]] = []
+            owner: dict[int, Event] = {}  # the backward each candidate expression is first found for
             seen: set[int] = set()
             tuple_items: list[Event] = []  # definitions of the loss's terms (`ce, reg = helper(...)`)
             seen_defs: set[int] = set()
@@ -157,12 +161,15 @@ followed into the helper.
                     if id(expr) not in seen:
                         seen.add(id(expr))
                         candidates.append((expr, at))
+                        owner[id(expr)] = b
             for expr, at in candidates:
                 yield from _rewrap_findings(model, scope, expr, at)
                 yield from _list_findings(model, scope, expr, at, "is added into a loss that is back-propagated")
                 for det in _summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)):
                     if not _carries_graph(model, scope, det.operand, at):
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
+                    if _trained_by_another_backward(scope, det.operand, owner[id(expr)], backwards):
+                        continue  # a baseline or critic cut on purpose: its own loss trains it
                     operand = code_of(det.operand)
                     yield Finding(
                         det.node,
@@ -343,6 +350,25 @@ def _weighs(factor: cst.BaseExpression, other: cst.BaseExpression, graph) -> boo
         return True
     name = dotted(factor) if type(factor) in (cst.Name, cst.Attribute) else None
     return name is not None and name in names_in(other)
+
+
+def _trained_by_another_backward(scope, operand: cst.BaseExpression, b: Event, backwards: list[Event]) -> bool:
+    """What is detached is computed from a value that another backward of the function back-propagates (the critic's
+    `pred_value` of `value_loss.backward()`, cut in the actor's `advantage = (target - pred_value).detach()`; a
+    value network's baseline `q - v_pred.detach()` with its own `vf_loss`): it gets its gradients from its own loss,
+    and is detached so that this loss does not train it too. Only the function's own values count (not `self` or
+    a network both losses call), and only a backward in the same loops (one step of two networks)."""
+    own = {name for name in names_in(operand) if scope.assignments(name)}
+    if not own:
+        return False
+    mine = scope.depends(b.value) if b.value is not None else frozenset()
+    for other in backwards:
+        if other is b or other.value is None or other.loops != b.loops:
+            continue  # a loss back-propagated in each iteration, then a total of its items after: not a baseline
+        theirs = scope.depends(other.value)
+        if own & theirs and not mine <= theirs:
+            return True
+    return False
 
 
 def _carries_graph(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> bool:

@@ -75,7 +75,9 @@ The documented AMP recipe (`scale → backward → unscale_ → clip → scaler.
 optimizer.step()` (exclusive branches are never sequenced), also when the scaled backward sits in a helper
 under `if scaler is not None:` and the step in the caller's `else:`; two training functions called one after
 the other (an AMP run, then a plain run); `scaler.update()` after a step skipped under `if torch.isfinite(norm):`;
-the update under the same window test as the unscale, tested again, or under a flag set before the unscale.
+the update under the same window test as the unscale, tested again, or under a flag set before the unscale;
+a step call handed the scaler (`self.optimizer.step("generator", scaler=scaler)`): not `Optimizer.step`, which
+takes only a closure, but a wrapper that may step through the scaler itself.
 
 ```python
 scaler = torch.cuda.amp.GradScaler()
@@ -127,6 +129,8 @@ def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Find
         if _level(step) is not loop.node:
             continue  # judged in its own loop
         call = step.node
+        if _handed_scaler(call, scaled, scaler):
+            continue  # `opt.step(name, scaler=scaler)`: a wrapper that steps through the scaler, not a plain step
         fix = None
         if type(call) is cst.Call and not call.args:
             new = expression(f"{scaler}.step({step.target})")
@@ -137,6 +141,16 @@ def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Find
             f"scale and skips the inf/nan check; call `{scaler}.step({step.target})`",
             fix,
         )
+
+
+def _handed_scaler(call: cst.CSTNode, scaled: list[Event], scaler: str) -> bool:
+    """A step call given the GradScaler as an argument (`optimizer.step('generator', scaler=scaler)`): not
+    `torch.optim.Optimizer.step`, which takes only a closure, but a wrapper that decides what to do with the scaler
+    (it may call `scaler.step(opt)` itself): not known to be a plain step."""
+    if type(call) is not cst.Call:
+        return False
+    scalers = {b.via for b in scaled if b.via} | {scaler}
+    return any(names_in(a.value) & scalers for a in call.args)
 
 
 def _clip_before_unscale(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Finding]:
