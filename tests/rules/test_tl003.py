@@ -296,6 +296,11 @@ POSITIVE = {
                     feats, head_loss = head(feats)
                     extra_costs.append(head_loss)
                 return self.out(feats), torch.mean(torch.tensor(extra_costs))
+
+        def fit(model, loader):
+            for x, y in loader:
+                out, extra = model(x)
+                (crit(out, y) + extra).backward()
         """,
         [(8, 44)],
     ),
@@ -619,3 +624,10 @@ def test_a_detached_weight_computed_from_its_own_factor_is_not_a_term():
 def test_a_detached_term_beside_a_factor_it_does_not_mention_is_still_reported():
     src = SCORE_FUNCTION.replace("log_prob * (log_prob - advantage){cut}", "2.0 * advantage.detach() + log_prob")
     assert findings(src, "TL003") == [(6, 22)]
+
+
+def test_a_forward_in_a_file_that_never_back_propagates_is_not_read():
+    """A package of models: most forwards build `torch.tensor(...)` of constants, so a file without a backward is not
+    parsed for TL003 (the rule page says so); the same forward in a file that trains is reported (POSITIVE)."""
+    src = POSITIVE["losses_copied_into_a_tensor_returned_by_forward"][0].split("        def fit(")[0]
+    assert findings(src, "TL003") == []

@@ -63,6 +63,7 @@ class FileModel:
         self._functions = {s.name: s for s in self.scopes if s.class_name is None and "." not in s.name}
         self._methods: dict[tuple[str | None, str], Scope] = {
             (s.class_name, s.name): s for s in self.scopes if s.class_name is not None}
+        self._forwards = any(name == "forward" for _, name in self._methods)  # a class of the file defines one
         self.receivers = Receivers(self.scopes, self.classes, self.imported, project,
                                    project.star_names() if project is not None else frozenset())
         # A method call of an object becomes a call event where its class is known and defines or inherits it.
@@ -97,7 +98,6 @@ class FileModel:
                         seen[loop].append(e)
             self.loops.extend(Loop(node, scope, evs) for node, evs in seen.items() if evs)
 
-    # -- queries -------------------------------------------------------------------------------------------------
     @property
     def options(self) -> Options:
         """The script's command-line options and their defaults (`args.steps` of `parser.parse_args()`)."""
@@ -334,7 +334,7 @@ class FileModel:
         """`model(x)`, `self.net(x)` where the object's class is known (receivers) and is not a function of the
         file: calling a module runs its `forward`, so the call is the method call `model.forward(x)`."""
         name = e.callee or ""
-        if not name or self.resolve(scope, name) is not None or (
+        if not name or not (self._forwards or self.project) or self.resolve(scope, name) is not None or (
                 name.count(".") != (1 if name.startswith("self.") else 0)):
             return e
         cls = self.receivers.class_of(scope, name)

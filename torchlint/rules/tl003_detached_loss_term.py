@@ -27,10 +27,6 @@ DETACHING = re.compile(r"\.\s*(?:data\b|(?:item|detach|tolist)\s*\()|f(?<!\wf)lo
 CUT = re.compile(DETACHING.pattern + r"|torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
 DEF_FORWARD = re.compile(r"def(?<!\wdef)\s+forward\s*\(")
 LIST_TO_TENSOR_CALL = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
-# Where a cut term can be trained on: a backward, or a module's forward (whose outputs the caller's loss is built
-# from) that copies values into a new tensor. Both patterns hold in either case.
-BACKWARD_OR_FORWARD = re.compile(BACKWARD_CALL.pattern + "|" + DEF_FORWARD.pattern)
-BACKWARD_OR_COPY = re.compile(BACKWARD_CALL.pattern + "|" + LIST_TO_TENSOR_CALL.pattern)
 
 
 class DetachedLossTerm(Rule):
@@ -39,9 +35,11 @@ class DetachedLossTerm(Rule):
     summary = "a detached loss (.data, .item(), .detach(), float()) is added into the back-propagated loss"
     fix_safety = "unsafe"
     # A backward whose loss has a detached term (no loop needed: one backward is enough).
-    requires = (BACKWARD_OR_FORWARD, BACKWARD_OR_COPY, CUT)
+    # A file that never back-propagates is not read, even where a module's forward there returns losses copied
+    # into a new tensor: in a package of models (most forwards build `torch.tensor(...)` of constants) that would
+    # parse most files for one shape; in a file that trains, that forward is checked (`scope_alternatives`).
+    requires = (BACKWARD_CALL, CUT)
     scope_requires = (BACKWARD_CALL, CUT)
-    # a module's forward that returns losses copied into a new tensor (`torch.tensor(aux_losses)`)
     scope_alternatives = ((DEF_FORWARD, LIST_TO_TENSOR_CALL),)
     runtime_signs = (Sign.CUT_TERM_WITHOUT_GRADIENT,)
     runtime_same_line = True
@@ -72,7 +70,8 @@ the helper, without a fix (other callers may rely on getting a number).
 Losses copied into a new tensor, `torch.tensor(losses)` / `torch.Tensor([rec_loss, kl_loss])` (through
 `torch.mean(...)`, `.sum()`, `.to(device)`), where the list holds values that carry a graph (a list literal of
 them, or a list they are appended to): as a term of the back-propagated loss, or returned by a module's `forward`
-(a method `forward` of a class with a base), whose outputs its caller trains on. The new tensor holds the values,
+(a method `forward` of a class with a base, in a file that back-propagates: a file that never does, such as a
+package of models, is not read for this), whose outputs its caller trains on. The new tensor holds the values,
 not the graphs: use `torch.stack(losses)`. Reported without a fix.
 
 ## Why it is wrong
