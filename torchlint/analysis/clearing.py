@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.events import Event, EventKind, ZeroGradOf
-from torchlint.analysis.exprs import code_of, dotted, modulo_divisor, names_in
+from torchlint.analysis.exprs import code_of, modulo_divisor, names_in
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.source.walk import walk
@@ -66,8 +66,7 @@ def clears_all(model: FileModel, loop: Loop, opt: str, z: Event) -> bool:
     owned = model.symbols.optimizer_models.get(opt) or model.symbols.optimizer_models.get(opt.rsplit(".", 1)[-1])
     if owned:
         return all(_inside(m, target) for m in owned)  # the cleared module holds every model the optimizer owns
-    enclosing = _enclosing(target)
-    return loop.node is None or not any(type(n) is cst.Call and dotted(n.func) in enclosing for n in walk(loop.node))
+    return loop.node is None or not (loop.called & _enclosing(target))
 
 
 def _enclosing(name: str) -> set[str]:

@@ -3,6 +3,7 @@ event, the trip count, whether an unknown call is handed a name, which backwards
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import libcst as cst
@@ -25,6 +26,11 @@ class Loop:
 
     def of(self, *kinds: EventKind) -> list[Event]:
         return [e for e in self.events if e.kind in kinds]
+
+    @functools.cached_property
+    def called(self) -> frozenset[str]:
+        """The dotted names the loop's body calls (`model(x)`: `model`), read once per loop."""
+        return frozenset(d for n in walk(self.node) if type(n) is cst.Call and (d := dotted(n.func)) is not None)
 
     def between(self, start: Event, end: Event) -> list[Event]:
         """Events an iteration meets going from `start` to the next `end`, wrapping to the next iteration."""

@@ -124,9 +124,11 @@ for x, y in loader:
     def check(self, model: FileModel) -> Iterator[Finding]:
         yield from self._events(model)
         kept: set[int] = set()
+        # the methods of the file's classes that add a parameter into `self` (a meter's update)
+        keepers = {s.name for s in model.scopes if s.class_name is not None and model.summary(s).keeps}
         for loop in model.loops:
-            if loop.of(EventKind.BACKWARD):
-                yield from _kept_by_objects(model, loop, kept)
+            if keepers and loop.of(EventKind.BACKWARD):
+                yield from _kept_by_objects(model, loop, kept, keepers)
 
     def _events(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
@@ -201,13 +203,14 @@ for x, y in loader:
                 )
 
 
-def _kept_by_objects(model: FileModel, loop: Loop, seen: set[int]) -> Iterator[Finding]:
+def _kept_by_objects(model: FileModel, loop: Loop, seen: set[int], keepers: set[str]) -> Iterator[Finding]:
     """`meter.update(loss, n)` where the method of the file's class adds its parameter into an attribute of
     `self` (`self.sum += val * n`) and the object outlives the iteration: it keeps every step's graph."""
     scope = loop.scope
     for call in calls_in_evaluation_order(loop.node):
         func = dotted(call.func) if type(call.func) is cst.Attribute else None
-        if func is None or id(call) in seen or func.count(".") != (2 if func.startswith("self.") else 1):
+        if (func is None or id(call) in seen or func.count(".") != (2 if func.startswith("self.") else 1)
+                or func.rsplit(".", 1)[1] not in keepers):
             continue
         obj = func.rsplit(".", 1)[0]
         callee = model.resolve(scope, func)
