@@ -124,8 +124,7 @@ for x, y in loader:
     def check(self, model: FileModel) -> Iterator[Finding]:
         yield from self._events(model)
         kept: set[int] = set()
-        # the methods of the file's classes that add a parameter into `self` (a meter's update)
-        keepers = {s.name for s in model.scopes if s.class_name is not None and model.summary(s).keeps}
+        keepers = {s.name for s in model.scopes if s.class_name is not None and model.summary(s).keeps}  # meters
         for loop in model.loops:
             if keepers and loop.of(EventKind.BACKWARD):
                 yield from _kept_by_objects(model, loop, kept, keepers)
