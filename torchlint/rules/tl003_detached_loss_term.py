@@ -296,6 +296,23 @@ def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event,
 def _lists_to_tensor(expr: cst.BaseExpression) -> list[cst.Call]:
     """`torch.tensor(xs)` (`torch.Tensor([...])` ...) among the terms of `expr`, through arithmetic, reductions
     (`torch.mean(...)`, `.mean()`) and moves (`.to(device)`)."""
+    def copies(node: cst.Call) -> bool:
+        return dotted(node.func) in LIST_TO_TENSOR and bool(node.args) and node.args[0].keyword is None \
+            and not node.args[0].star
+
+    def through(node: cst.Call) -> cst.BaseExpression | None:
+        if (dotted(node.func) or "") in COMBINING_CALLS and node.args:
+            return node.args[0].value
+        if type(node.func) is cst.Attribute and node.func.attr.value in (*GRAPH_REDUCTIONS, "to", "cuda"):
+            return node.func.value
+        return None
+
+    return _term_calls(expr, copies, through)
+
+
+def _term_calls(expr: cst.BaseExpression, wanted, through) -> list[cst.Call]:
+    """The calls among the terms of `expr` (through `+ - * /` and unary signs) that `wanted(call)` accepts;
+    another call is looked into where `through(call)` names the expression it passes on (a reduction's operand)."""
     out = []
     todo = [expr]
     while todo:
@@ -305,13 +322,10 @@ def _lists_to_tensor(expr: cst.BaseExpression) -> list[cst.Call]:
         elif type(node) is cst.UnaryOperation:
             todo.append(node.expression)
         elif type(node) is cst.Call:
-            func = dotted(node.func) or ""
-            if func in LIST_TO_TENSOR and node.args and node.args[0].keyword is None and not node.args[0].star:
+            if wanted(node):
                 out.append(node)
-            elif func in COMBINING_CALLS and node.args:
-                todo.append(node.args[0].value)
-            elif type(node.func) is cst.Attribute and node.func.attr.value in (*GRAPH_REDUCTIONS, "to", "cuda"):
-                todo.append(node.func.value)
+            elif (inner := through(node)) is not None:
+                todo.append(inner)
     return out
 
 
@@ -379,20 +393,13 @@ def _carries_graph(model: FileModel, scope, expr: cst.BaseExpression, at: Event)
 def _rewrapped(expr: cst.BaseExpression) -> list[cst.Call]:
     """`torch.tensor(value, requires_grad=True)` (or `Variable(value, requires_grad=True)`) among the terms of
     `expr`: a new leaf made from a value, with no path back to the model."""
-    out = []
-    todo = [expr]
-    while todo:
-        node = todo.pop()
-        if type(node) is cst.BinaryOperation:
-            todo += [node.left, node.right]
-        elif type(node) is cst.UnaryOperation:
-            todo.append(node.expression)
-        elif type(node) is cst.Call:
-            func = dotted(node.func) or ""
-            grad = keyword(node, "requires_grad")
-            if func in TENSOR_REWRAPPERS and grad is not None \
-                    and is_true(grad.value) and node.args and node.args[0].keyword is None:
-                out.append(node)
-            elif type(node.func) is cst.Attribute and node.func.attr.value in GRAPH_REDUCTIONS and not node.args:
-                todo.append(node.func.value)
-    return out
+    def leaf(node: cst.Call) -> bool:
+        grad = keyword(node, "requires_grad")
+        return (dotted(node.func) or "") in TENSOR_REWRAPPERS and grad is not None and is_true(grad.value) \
+            and bool(node.args) and node.args[0].keyword is None
+
+    def through(node: cst.Call) -> cst.BaseExpression | None:
+        reduces = type(node.func) is cst.Attribute and node.func.attr.value in GRAPH_REDUCTIONS and not node.args
+        return node.func.value if reduces else None  # type: ignore[attr-defined]  # an Attribute when it reduces
+
+    return _term_calls(expr, leaf, through)
