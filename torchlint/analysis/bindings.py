@@ -36,13 +36,7 @@ def optimizer_calls(model: FileModel, scope: Scope | None, name: str | None, dep
     params = positional_params(scope.node) if scope is not None else []
     if scope is None or depth == 0 or name.partition(".")[0] not in params:
         return None
-    found: list[cst.Call] = []
-    for caller, named in model.callers_naming(scope, name):
-        calls = optimizer_calls(model, caller, named, depth - 1)
-        if calls is None:
-            return None
-        found.extend(calls)
-    return found or None
+    return _through_callers(model, scope, name, lambda caller, named: optimizer_calls(model, caller, named, depth - 1))
 
 
 def bound_values(model: FileModel, scope: Scope, name: str | None, depth: int = 2) -> list[cst.BaseExpression] | None:
@@ -60,12 +54,18 @@ def bound_values(model: FileModel, scope: Scope, name: str | None, depth: int = 
     if binds or name not in params or depth == 0:
         known = binds and all(a.variant is AssignForm.PLAIN and a.value is not None for a in binds)
         return [a.value for a in binds] if known else None  # type: ignore[misc]  # no None (known)
-    out: list[cst.BaseExpression] = []
+    return _through_callers(model, scope, name, lambda caller, named: bound_values(model, caller, named, depth - 1))
+
+
+def _through_callers(model: FileModel, scope: Scope, name: str, ask) -> list | None:
+    """What `ask(caller, the caller's name for name)` answers for every call of `scope`'s function in the file,
+    joined; None when one answer is not known, or there is no call."""
+    out: list = []
     for caller, named in model.callers_naming(scope, name):
-        values = bound_values(model, caller, named, depth - 1)
-        if values is None:
+        got = ask(caller, named)
+        if got is None:
             return None
-        out.extend(values)
+        out.extend(got)
     return out or None
 
 
