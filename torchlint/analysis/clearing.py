@@ -37,15 +37,12 @@ def reaches_step(loop: Loop, z: Event, step: Event) -> bool:
     split = [g for k, g in mine.items() if k not in theirs] + [g for k, g in theirs.items() if k not in mine]
     if not split:
         return True
-    changed = {e.target for e in loop.events if e.kind is EventKind.ASSIGN and e.target}
-    if type(loop.node) is cst.For:
-        changed |= names_in(loop.node.target)
     for g in split:
         test = g.test
         if not isinstance(test, cst.BaseExpression) or any(type(n) is cst.Call for n in walk(test)):
             return True
         names = names_in(test)
-        if not names or names & changed:
+        if not names or names & loop.bound:
             return True
     return False
 
@@ -83,8 +80,7 @@ def _inside(a: str, b: str) -> bool:
 
 def _related(a: str, b: str) -> bool:
     """Same model, or one inside the other (`model` / `model.module`); `self.netD` is `netD` passed to __init__."""
-    a, b = a.removeprefix("self."), b.removeprefix("self.")
-    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+    return _inside(a, b) or _inside(b, a)
 
 
 def wipes_window(model: FileModel, loop: Loop, step: Event) -> bool:

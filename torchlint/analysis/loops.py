@@ -73,12 +73,15 @@ class Loop:
         if any(type(n) is cst.Call for n in walk(expr)):
             return False
         read = names_in(expr)
-        if "self" in read:
-            return False
+        return "self" not in read and not read & self.bound
+
+    @functools.cached_property
+    def bound(self) -> frozenset[str]:
+        """The names an iteration binds: the loop's targets, its assignments, those of helpers placed in it."""
         bound = {e.target for e in self.events if e.kind is EventKind.ASSIGN and e.target}
         if type(self.node) is cst.For:
             bound |= names_in(self.node.target)
-        return not read & bound
+        return frozenset(bound)
 
     def unchanged_between(self, expr: cst.BaseExpression, a: Event, b: Event) -> bool:
         """No name `expr` reads is bound on a way from `a` to `b` within one iteration, and it calls nothing: a
