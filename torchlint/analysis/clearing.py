@@ -7,10 +7,9 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.events import Event, EventKind, ZeroGradOf
-from torchlint.analysis.exprs import code_of, modulo_divisor, names_in
+from torchlint.analysis.exprs import calls_anything, code_of, modulo_divisor, names_in
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
-from torchlint.source.walk import walk
 
 
 def clears(model: FileModel, opt: str, z: Event) -> bool:
@@ -39,7 +38,7 @@ def reaches_step(loop: Loop, z: Event, step: Event) -> bool:
         return True
     for g in split:
         test = g.test
-        if not isinstance(test, cst.BaseExpression) or any(type(n) is cst.Call for n in walk(test)):
+        if not isinstance(test, cst.BaseExpression) or calls_anything(test):
             return True
         names = names_in(test)
         if not names or names & loop.bound:

@@ -57,6 +57,11 @@ def positional_params(node: cst.CSTNode) -> list[str]:
     return [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
 
 
+def calls_anything(node: cst.CSTNode) -> bool:
+    """Does evaluating `node` call something (whose result, or what it changes, the names it reads do not tell)?"""
+    return any(type(n) is cst.Call for n in walk(node))
+
+
 def names_in(node: cst.CSTNode) -> set[str]:
     """Every variable name and dotted attribute chain that `node` reads (`self.total.data` gives
     `self.total.data`, `self.total` and `self`)."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, CallVia, Event, EventKind
-from torchlint.analysis.exprs import dotted, names_in
+from torchlint.analysis.exprs import calls_anything, dotted, names_in
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import TENSOR_CONSTRUCTORS, is_criterion_name, is_module_name
 from torchlint.analysis.walker import tracked_call
@@ -70,7 +70,7 @@ class Loop:
         """`expr` has the same value in every iteration (a configuration flag, `cfg.noam` or `args.sched == "x"`):
         it calls nothing and reads no name this loop binds (its targets, its assignments, those of helpers placed
         in it), nor an attribute of `self` (any method of the object, followed or not, may set it)."""
-        if any(type(n) is cst.Call for n in walk(expr)):
+        if calls_anything(expr):
             return False
         read = names_in(expr)
         return "self" not in read and not read & self.bound
@@ -86,7 +86,7 @@ class Loop:
     def unchanged_between(self, expr: cst.BaseExpression, a: Event, b: Event) -> bool:
         """No name `expr` reads is bound on a way from `a` to `b` within one iteration, and it calls nothing: a
         test of it gives at `b` what it gave at `a`. Not an attribute of `self` (a method may set it)."""
-        if any(type(n) is cst.Call for n in walk(expr)):
+        if calls_anything(expr):
             return False
         read = names_in(expr)
         if "self" in read:
