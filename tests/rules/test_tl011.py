@@ -327,9 +327,56 @@ POSITIVE = {
         """,
         [(5, 13)],
     ),
+    # -- a guard that holds in the loop's first pass: a flag set true before the loop, cleared after the step ----
+    "flag_true_before_the_loop_cleared_after_the_step": (
+        """
+        for epoch in range(epochs):
+            for batch in loader:
+                leading = True
+                for head in heads:
+                    crit(net(batch, head)).backward()
+                    if leading and (count < warm or cfg.linear):
+                        warm_sched.step()
+                    opt.step()
+                    opt.zero_grad()
+                    if leading:
+                        count += 1
+                        leading = False
+        """,
+        [(8, 17)],
+    ),
 }
 
 NEGATIVE = {
+    "flag_true_before_the_loop_cleared_before_the_scheduler": """
+        leading = True
+        for batch in loader:
+            crit(net(batch)).backward()
+            leading = False
+            if leading:
+                sched.step()
+            opt.step()
+            opt.zero_grad()
+        """,
+    "flag_true_before_the_loop_or_a_counter": """
+        leading = False
+        for i, batch in enumerate(loader):
+            crit(net(batch)).backward()
+            if leading or i > 3:
+                sched.step()
+            opt.step()
+            opt.zero_grad()
+            leading = True
+        """,
+    "flag_true_before_the_loop_and_a_counter": """
+        leading = True
+        for i, batch in enumerate(loader):
+            crit(net(batch)).backward()
+            if leading and i > 0:
+                sched.step()
+            opt.step()
+            opt.zero_grad()
+        """,
     "guard_of_the_iteration_counter": """
         for i, batch in enumerate(loader):
             net(batch).mean().backward()

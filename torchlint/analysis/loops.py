@@ -75,6 +75,27 @@ class Loop:
         read = names_in(expr)
         return "self" not in read and not read & self.bound
 
+    def first_pass(self, test: cst.BaseExpression, at: Event) -> bool:
+        """`test`, read at `at`, may hold in the loop's first pass: it is `invariant` (when it holds, it holds from
+        the first pass), or a flag the code sets true before the loop that no assignment inside the loop may change
+        ahead of `at` in an iteration (`first = True` ... `if first: sched.step() ... first = False`), or an `and` of
+        such tests, or an `or` with one. A flag set false before the loop and true in it (`if started:`), a loop
+        counter (`if i > 0:`) or a call are not: they hold later, if ever."""
+        if self.invariant(test):
+            return True
+        if type(test) is cst.BooleanOperation:
+            left, right = self.first_pass(test.left, at), self.first_pass(test.right, at)
+            return (left and right) if type(test.operator) is cst.And else (left or right)
+        if type(test) is not cst.Name or at.scope is not self.scope.node:
+            return False
+        defs, entry = self.scope.reaching(test.value, at)
+        if entry or not defs:
+            return False
+        inside = [d for d in defs if self.node in d.loops]
+        outside = [d for d in defs if self.node not in d.loops]
+        return (bool(outside) and all(d.variant is AssignForm.PLAIN and _truthy(d.value) for d in outside)
+                and not any(self.may_follow(d, at) for d in inside))
+
     @functools.cached_property
     def bound(self) -> frozenset[str]:
         """The names an iteration binds: the loop's targets, its assignments, those of helpers placed in it."""
@@ -216,3 +237,10 @@ def _allocated(value: cst.BaseExpression | None) -> bool:
         return False
     return func.rsplit(".", 1)[1] in TENSOR_CONSTRUCTORS and not any(
         a.keyword is not None and a.keyword.value == "requires_grad" for a in value.args)
+
+
+def _truthy(value: cst.BaseExpression | None) -> bool:
+    """`True` or a non-zero integer literal."""
+    if type(value) is cst.Name:
+        return value.value == "True"
+    return type(value) is cst.Integer and int(value.evaluated_value) != 0

@@ -48,10 +48,12 @@ inside that one: an epoch loop that steps the scheduler at its top, before its b
 first rate in its first epoch, and every epoch then trains at the next one. A guard that tests the scheduler
 itself (`if scheduler is not None:`, `if self.lr_scheduler:`) does not change that, nor does a configuration flag
 of the loop (`if cfg.noam_schedule:`: it calls nothing and reads nothing the loop assigns, so when it holds it
-holds from the first iteration), nor a condition the optimizer's step is tested under again (`if phase ==
+holds from the first iteration), nor a flag set true before the loop that the loop clears only after the
+scheduler's step (`first = True` then `if first and warming_up: sched.step()` ... `first = False`: it holds in the
+first pass), nor a condition the optimizer's step is tested under again (`if phase ==
 "train":` around the scheduler, and again around the step in the batch loop). A guard of its own that may change
-between iterations (`if epoch > 0:`, a flag the loop sets, a call, an attribute of `self`), or one around the
-batch loop only, keeps the rule silent.
+between iterations and does not hold in the first pass (`if epoch > 0:`, a flag set false before the loop and true
+in it, a call, an attribute of `self`), or one around the batch loop only, keeps the rule silent.
 
 ## Why it is wrong
 Since PyTorch 1.1 the scheduler must step after the optimizer. Stepping it first skips the first learning rate of
@@ -242,8 +244,9 @@ def _agree(loop: Loop, sched: Event, opt: Event, level: int) -> bool:
     """The optimizer steps whenever the scheduler does, as far as guards down to the scheduler's level tell: the
     optimizer has no guard of its own there, and each of the scheduler's is the optimizer's too, or tests the same
     condition again deeper (`if phase == "train":` around the step in the batch loop), or is a configuration flag
-    of the whole loop (`if cfg.warmup:`), true from the first iteration whenever it is true. A guard that may
-    change from one iteration to the next (`if epoch > 0:`) may be what delays the scheduler: the rule is silent."""
+    of the whole loop (`if cfg.warmup:`), true from the first iteration whenever it is true, or a flag true in the
+    first pass (`Loop.first_pass`). A guard that may change from one iteration to the next (`if epoch > 0:`) may be
+    what delays the scheduler: the rule is silent."""
     own, theirs = _guards(sched, level), _guards(opt, level)
     if not theirs <= own:
         return False
@@ -251,7 +254,7 @@ def _agree(loop: Loop, sched: Event, opt: Event, level: int) -> bool:
         test = g.test
         if not isinstance(test, cst.BaseExpression):
             return False
-        if loop.invariant(test):
+        if loop.first_pass(test, sched):
             continue
         if not (any(h.condition() == g.condition() for h in opt.guards)
                 and loop.unchanged_between(test, sched, opt)):
