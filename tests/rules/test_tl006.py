@@ -182,9 +182,91 @@ POSITIVE = {
         """,
         [(6, 5)],
     ),
+    # -- an accumulation window that gates the clipping but not the step -------------------------------------
+    "step_and_clearing_outside_the_window_that_clips": (
+        """
+        seen = 0
+        for batch in loader:
+            loss = net(batch)
+            loss.backward()
+            seen += 1
+            if seen % accum_steps == 0:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                updates += 1
+            if head_opt is not None:
+                head_opt.step()
+                head_opt.zero_grad()
+        """,
+        [(12, 9)],
+    ),
+    "step_outside_the_window_that_unscales": (
+        """
+        for i, batch in enumerate(loader):
+            scaler.scale(net(batch)).backward()
+            if (i + 1) % cfg.grad_accum == 0:
+                scaler.unscale_(opt)
+                clip(net.parameters())
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+        """,
+        [(9, 5)],
+    ),
 }
 
 NEGATIVE = {
+    "window_that_clips_and_steps": """
+        for i, batch in enumerate(loader):
+            net(batch).backward()
+            if (i + 1) % accum_steps == 0:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                opt.step()
+                opt.zero_grad()
+        """,
+    "target_network_synced_every_k_steps": """
+        for t, batch in enumerate(replay):
+            opt.zero_grad()
+            td_loss(q_net, target_net, batch).backward()
+            torch.nn.utils.clip_grad_norm_(q_net.parameters(), 10.0)
+            opt.step()
+            if t % target_update_freq == 0:
+                target_net.load_state_dict(q_net.state_dict())
+        """,
+    "clipping_every_k_steps_without_an_accumulation_setting": """
+        for i, batch in enumerate(loader):
+            net(batch).backward()
+            if i % clip_every == 0:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad()
+        """,
+    "step_under_a_condition_the_loop_changes": """
+        for i, batch in enumerate(loader):
+            net(batch).backward()
+            if i % accum_steps == 0:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            if ready(i):
+                opt.step()
+                opt.zero_grad()
+        """,
+    "window_in_an_outer_loop": """
+        for epoch in range(epochs):
+            if epoch % accum_epochs == 0:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            for batch in loader:
+                net(batch).backward()
+                opt.step()
+                opt.zero_grad()
+        """,
+    "accelerate_accumulates_itself": """
+        for i, batch in enumerate(loader):
+            with accelerator.accumulate(net):
+                accelerator.backward(net(batch))
+                if i % args.gradient_accumulation_steps == 0:
+                    accelerator.clip_grad_norm_(net.parameters(), 1.0)
+                opt.step()
+                opt.zero_grad()
+        """,
     # -- a sub-network cleared so that one shared optimizer's step leaves it out ----------------------------------
     "shared_optimizer_gan_excludes_one_sub_network_per_step": """
         for batch in loader:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.events import Event, EventKind, ZeroGradOf
+from torchlint.analysis.events import SELF_SCALING_BACKWARDS, Event, EventKind, ZeroGradOf
 from torchlint.analysis.exprs import calls_anything, code_of, modulo_divisor, names_in
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
+from torchlint.analysis.semantics import ACCUMULATION_NAME
 
 
 def clears(model: FileModel, opt: str, z: Event) -> bool:
@@ -132,3 +133,46 @@ def cleared_between(model: FileModel, loop: Loop, z: Event, steps: list[Event]) 
         before = [b for b in backwards if loop.may_follow(b, z) and not loop.may_follow(z, b)]
         return (step, before[-1]) if before else None
     return None
+
+
+def stepped_outside_window(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, Event] | None:
+    """Gradient accumulation declared and not applied: the loop's window (`if n % accumulation_steps == 0:`, a
+    divisor named as accumulation steps) holds what belongs right before a step (clipping, unscaling) and no step,
+    while a step and the clearing `z` of its optimizer run outside it, in every iteration, after a backward of every
+    iteration: each step applies one micro-batch and the window accumulates nothing. The step and the window's
+    event; None when the step or the clearing sits under a condition the loop may change, or Accelerate or an
+    engine that accumulates by itself is involved."""
+    node = loop.node
+    if node is None or not z.loops or z.loops[-1] is not node or z.variant is ZeroGradOf.PARAM:
+        return None
+    if "accumulate" in z.contexts or _window(loop, z) is not None or not _fixed(loop, z):
+        return None
+    gated = [e for e in loop.of(EventKind.CLIP, EventKind.SCALER_UNSCALE)
+             if e.loops and e.loops[-1] is node and _window(loop, e) is not None]
+    if not gated or any(_window(loop, s) is not None for s in loop.of(EventKind.STEP)):
+        return None
+    if not any(_window(loop, b) is None and _fixed(loop, b) and "accumulate" not in b.contexts
+               and b.variant not in SELF_SCALING_BACKWARDS for b in loop.backwards_into_grad()):
+        return None
+    for step in steps:
+        if (step.target is not None and step.loops and step.loops[-1] is node and "accumulate" not in step.contexts
+                and _fixed(loop, step) and clears(model, step.target, z) and not loop.scope.exclusive(z, step)):
+            return step, gated[0]
+    return None
+
+
+def _window(loop: Loop, e: Event) -> cst.BaseExpression | None:
+    """The accumulation setting `k` of a guard of `e` that counts this loop's iterations in windows of `k`
+    (`if (i + 1) % args.gradient_accumulation_steps == 0:`)."""
+    for g in e.guards_within(loop.node):
+        if g.negated or g.depth != len(e.loops):
+            continue
+        k = modulo_divisor(loop.scope.test_of(g, e))
+        if k is not None and ACCUMULATION_NAME.search(code_of(k)):
+            return k
+    return None
+
+
+def _fixed(loop: Loop, e: Event) -> bool:
+    """Every guard of `e` inside the loop is fixed for the whole loop (`if optimizer is not None:`, a flag)."""
+    return all(isinstance(g.test, cst.BaseExpression) and loop.invariant(g.test) for g in e.guards_within(loop.node))

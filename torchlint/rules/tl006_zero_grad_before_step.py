@@ -12,7 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, ZeroGradOf
-from torchlint.analysis.clearing import clears, cleared_between, cleared_early
+from torchlint.analysis.clearing import clears, cleared_between, cleared_early, stepped_outside_window
 from torchlint.analysis.exprs import code_of, names_in, modulo_divisor
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, movable, move_after
@@ -50,6 +50,14 @@ class ZeroGradBeforeStep(Rule):
   of `with accelerator.accumulate(model):` (Accelerate runs it on the window's last micro-step, just before its
   backward): each step applies the last micro-batch only. (TL005 is silent there: dividing the loss would make the
   step smaller still.)
+- a window declared and not applied: a guard over the loop's count with a divisor named as accumulation steps
+  (`if n % accumulation_steps == 0:`) holds the clipping (or the GradScaler's `unscale_`) and no step, while the
+  step and the `zero_grad()` of its optimizer run in every iteration (or under a condition fixed for the whole loop,
+  `if optimizer is not None:`): each step applies one micro-batch. No fix is offered: the step and the clearing
+  belong under the window's condition. Not followed: a window whose divisor is not named as accumulation steps
+  (`if i % clip_every == 0:`), one that holds no clipping or unscaling (a target network synced every
+  `target_update_freq` steps), a step under a condition the loop changes, `accelerator.accumulate`, and
+  `accelerator.backward` / an engine's backward (they accumulate by themselves).
 
 Lightning's `training_step` with manual optimization is checked as one iteration of Lightning's batch loop
 (`self.manual_backward(loss)`, then `opt.zero_grad(); opt.step()` under `if (batch_idx + 1) % k == 0:`).
@@ -105,6 +113,9 @@ for x, y in loader:
                 found = _between(model, loop, z, steps)
                 if found is None and loop.node is not None:  # (a training_step has no loop of its own to count)
                     found = _every_micro_step(model, loop, z, steps) or _cleared_early(model, loop, z, steps)
+                    if found is None and (outside := _outside_window(model, loop, z, steps)) is not None:
+                        yield Finding(z.node, f"`{code_of(z.node)}` {outside[1]}")  # moving the zero_grad mends nothing
+                        continue
                 if found is not None:
                     step, why = found
                     yield Finding(z.node, f"`{code_of(z.node)}` {why}", _fix(loop, z, step))
@@ -126,6 +137,16 @@ def _cleared_early(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -
     return step, (f"clears the gradients on the window's last iteration, before its backward, so "
                   f"`{code_of(step.node)}` applies the last micro-batch's gradient only (the window's others "
                   f"are wiped): gradient accumulation is lost; move it after the step")
+
+
+def _outside_window(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
+    found = stepped_outside_window(model, loop, z, steps)
+    if found is None:
+        return None
+    step, gated = found
+    return step, (f"runs on every iteration, and so does `{code_of(step.node)}`, while the loop's accumulation "
+                  f"window gates `{code_of(gated.node)}` only: each step applies one micro-batch and nothing "
+                  f"accumulates; put the step and the zero_grad() under the window's condition")
 
 
 def _every_micro_step(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
