@@ -309,9 +309,102 @@ POSITIVE = {
         """,
         [(7, 5)],
     ),
+    # -- a clearing under the loop's first pass only --------------------------------------------------------
+    "zero_grad_only_when_the_counter_is_at_its_start": (
+        """
+        for n, (x, y) in enumerate(loader):
+            if n == 0:
+                opt.zero_grad()
+            crit(net(x), y).backward()
+            opt.step()
+        """,
+        [(6, 5)],
+    ),
+    "zero_grad_only_in_the_first_pass_of_a_counted_loop": (
+        """
+        for epoch in range(epochs):
+            for it in range(1, iters):
+                if warm and 1 == it:
+                    opt.zero_grad()
+                crit(net(next(data))).backward()
+                opt.step()
+        """,
+        [(7, 9)],
+    ),
 }
 
 NEGATIVE = {
+    "zero_grad_in_the_first_micro_batch_of_each_batch": """
+        for batch in loader:
+            for micro, chunk in enumerate(batch.split(4)):
+                if micro == 0:
+                    opt.zero_grad()
+                net(chunk).sum().backward()
+            opt.step()
+        """,
+    "first_pass_clearing_and_one_after_each_step": """
+        for i, x in enumerate(loader):
+            if i == 0:
+                opt.zero_grad()
+            net(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        """,
+    "counter_compared_with_a_value_it_never_starts_from": """
+        for i in range(1, n):
+            if i == 0:
+                opt.zero_grad()
+            net(data[i]).sum().backward()
+            if i == 0:
+                opt.step()
+        """,
+    "step_under_the_same_first_pass_guard": """
+        for i, x in enumerate(loader):
+            net(x).sum().backward()
+            if i == 0:
+                opt.step()
+                opt.zero_grad()
+        """,
+    "counter_the_loop_assigns": """
+        for i, x in enumerate(loader):
+            if i == 0:
+                opt.zero_grad()
+            net(x).sum().backward()
+            opt.step()
+            i = 0
+        """,
+    "clearing_under_a_command_line_flag_default_off": """
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--clear", action="store_true")
+        args = parser.parse_args()
+        for x in loader:
+            if args.clear:
+                opt.zero_grad()
+            net(x).sum().backward()
+            opt.step()
+        """,
+    "clearing_under_a_command_line_flag_default_on": """
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--clear", type=int, default=1)
+        args = parser.parse_args()
+        for x in loader:
+            net(x).sum().backward()
+            opt.step()
+            if args.clear:
+                opt.zero_grad()
+        """,
+    "clearing_in_a_method_called_every_iteration_under_the_window": """
+        class Runner:
+            def reset(self):
+                self.opt.zero_grad()
+
+            def fit(self, loader):
+                for i, x in enumerate(loader):
+                    self.net(x).sum().backward()
+                    if (i + 1) % self.k == 0:
+                        self.opt.step()
+                        self.reset()
+        """,
     "closure_from_a_factory_bound_to_a_name_clears": """
         class Fitter:
             def closure_for(self, x, y):

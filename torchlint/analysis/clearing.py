@@ -30,7 +30,11 @@ def reaches_step(loop: Loop, z: Event, step: Event) -> bool:
     condition fixed for the whole loop chooses (`if args.amp: optimizer.zero_grad(); scaler.step(optimizer)` /
     `else: optimizer.step()`): the other arm then never clears. A condition the loop may change (`if i == 0:`,
     a call, an `except`) may take the clearing arm in other iterations: it reaches."""
-    if loop.node is None or not loop.scope.exclusive(z, step):
+    if loop.node is None:
+        return True
+    if first_pass_only(loop, z, step):
+        return False
+    if not loop.scope.exclusive(z, step):
         return True
     mine = {(id(g.test), g.negated): g for g in z.guards_within(loop.node)}
     theirs = {(id(g.test), g.negated): g for g in step.guards_within(loop.node)}
@@ -45,6 +49,16 @@ def reaches_step(loop: Loop, z: Event, step: Event) -> bool:
         if not names or names & loop.bound:
             return True
     return False
+
+
+def first_pass_only(loop: Loop, z: Event, step: Event) -> bool:
+    """The clearing `z` runs in the loop's first pass only (`if i == 0: optimizer.zero_grad()` over `enumerate(
+    loader)`) and `step` is not under that guard: every later step applies the gradients summed since."""
+    if z.scope is not loop.scope.node or loop.node is None:
+        return False  # (a helper's guards test the helper's names)
+    theirs = {id(g.test) for g in step.guards}
+    return any(not g.negated and id(g.test) not in theirs and isinstance(g.test, cst.BaseExpression)
+               and loop.first_pass_only(g.test) for g in z.guards_within(loop.node))
 
 
 def clears_all(model: FileModel, loop: Loop, opt: str, z: Event) -> bool:

@@ -96,6 +96,51 @@ class Loop:
         return (bool(outside) and all(d.variant is AssignForm.PLAIN and _truthy(d.value) for d in outside)
                 and not any(self.may_follow(d, at) for d in inside))
 
+    def first_pass_only(self, test: cst.BaseExpression) -> bool:
+        """`test` holds in the loop's first pass and in no other: the loop's counter compared equal to the value it
+        starts from (`i == 0` over `enumerate(loader)` or `range(n)`, `step == 1` over `enumerate(loader, 1)`),
+        or an `and` with such a test. A counter the loop also assigns is not one."""
+        if type(test) is cst.BooleanOperation:
+            return type(test.operator) is cst.And and (self.first_pass_only(test.left)
+                                                       or self.first_pass_only(test.right))
+        if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+            return False
+        comparison = test.comparisons[0]
+        if type(comparison.operator) is not cst.Equal:
+            return False
+        counter = self.counter
+        if counter is None:
+            return False
+        sides = (test.left, comparison.comparator)
+        return any(type(a) is cst.Name and a.value == counter[0] and type(b) is cst.Integer
+                   and int(b.evaluated_value) == counter[1] for a, b in (sides, sides[::-1]))
+
+    @functools.cached_property
+    def counter(self) -> tuple[str, int] | None:
+        """The loop's counter and its first value: `i` from 0 in `for i in range(n)` and `for i, x in
+        enumerate(xs)`, from `a` in `range(a, n)` and `enumerate(xs, a)` (integer literals); None when the loop has
+        none or assigns it in its body."""
+        node = self.node
+        if type(node) is not cst.For or type(node.iter) is not cst.Call:
+            return None
+        func = dotted(node.iter.func)
+        args = [a for a in node.iter.args if not a.star]
+        target: cst.BaseExpression | None = node.target
+        if func == "enumerate" and type(target) is cst.Tuple and len(target.elements) == 2:
+            target = target.elements[0].value
+            start = [a.value for a in args[1:2] if a.keyword is None or a.keyword.value == "start"]
+        elif func == "range" and len(args) in (1, 2, 3) and all(a.keyword is None for a in args):
+            start = [args[0].value] if len(args) > 1 else []
+        else:
+            return None
+        if type(target) is not cst.Name or (start and type(start[0]) is not cst.Integer):
+            return None
+        name = target.value
+        if any(e.kind is EventKind.ASSIGN and e.target == name and e.variant is not AssignForm.FOR
+               for e in self.events):
+            return None
+        return name, int(start[0].evaluated_value) if start else 0  # type: ignore[attr-defined]  # an Integer
+
     @functools.cached_property
     def bound(self) -> frozenset[str]:
         """The names an iteration binds: the loop's targets, its assignments, those of helpers placed in it."""

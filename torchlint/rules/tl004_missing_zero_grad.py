@@ -11,7 +11,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, StepVia
-from torchlint.analysis.clearing import clears, reaches_step
+from torchlint.analysis.clearing import clears, first_pass_only, reaches_step
 from torchlint.analysis.exprs import code_of
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after
@@ -48,7 +48,10 @@ to a factory's result or to two classes is not followed, and stays an unknown ca
 the call, when the step is in a helper of another file, whose file and line the message names).
 Also flagged: a clearing that sits only on the other arm of a condition nothing in the loop changes (`if
 args.amp: optimizer.zero_grad(); scaler.step(optimizer)` / `else: optimizer.step()`): the plain arm never clears.
-A condition the loop changes (`if i % 2 == 0:`, a flag it assigns, a call) is taken as clearing.
+A condition the loop changes (`if i % 2 == 0:`, a flag it assigns, a call) is taken as clearing, except the
+loop's counter compared equal to its start (`if i == 0: optimizer.zero_grad()` over `enumerate(loader)` or
+`range(n)`, alone or in an `and`), which holds in the first pass only: a step outside that guard is reported.
+Not followed: a first-pass flag (`if first:`), or a counter tested in a helper.
 
 ## Why it is wrong
 `backward()` accumulates into `.grad`; it never overwrites. Without clearing, step *n* uses the sum of the
@@ -114,8 +117,11 @@ file is followed one level deep: what it hands on to calls of its own file's imp
                 reported.add(opt)
                 what = (f"`{code_of(step.node)}` steps `{opt}`{where(step)} in a loop" if step.origin is not None
                         else f"`{code_of(step.node)}` runs in a loop")
-                never = ("only clears `{0}`'s gradients on an arm that a condition fixed for the whole loop keeps "
-                         "apart from this step" if any(clears(model, opt, z) for z in zero_grads)
+                clearing = [z for z in zero_grads if clears(model, opt, z)]
+                never = ("only clears `{0}`'s gradients in its first pass" if any(
+                            first_pass_only(loop, z, step) for z in clearing)
+                         else "only clears `{0}`'s gradients on an arm that a condition fixed for the whole loop "
+                         "keeps apart from this step" if clearing
                          else "never clears `{0}`'s gradients").format(opt)
                 yield Finding(
                     step.node,
