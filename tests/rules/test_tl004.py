@@ -747,3 +747,11 @@ def test_message():
         "`self.optimizer`'s gradients: backward() adds into .grad, so each step applies the sum of all "
         "earlier gradients; call `self.optimizer.zero_grad()`",
     )]
+
+
+def test_message_of_a_first_pass_clearing():
+    assert messages(POSITIVE["zero_grad_only_when_the_counter_is_at_its_start"][0], "TL004") == [(
+        6, 5,
+        "`opt.step()` runs in a loop that only clears `opt`'s gradients in its first pass: backward() adds into "
+        ".grad, so each step applies the sum of all earlier gradients; call `opt.zero_grad()`",
+    )]

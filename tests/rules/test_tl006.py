@@ -1,5 +1,7 @@
 """TL006 zero_grad between backward and step (and per-micro-step zero_grad during accumulation)."""
 
+import textwrap
+
 import pytest
 
 from tests.helpers import findings, fixed, messages
@@ -506,3 +508,16 @@ def test_message():
         "backward, so `optimizer.step()` applies the last micro-batch's gradient only (the window's "
         "others are wiped): gradient accumulation is lost; move it after the step",
     )]
+
+
+def test_message_of_a_step_outside_its_window():
+    """The step outside the declared window: named with the window's gated event, and no fix offered."""
+    src = POSITIVE["step_and_clearing_outside_the_window_that_clips"][0]
+    assert messages(src, "TL006") == [(
+        12, 9,
+        "`head_opt.zero_grad()` runs on every iteration, and so does `head_opt.step()`, while the loop's "
+        "accumulation window gates `torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)` only: each step "
+        "applies one micro-batch and nothing accumulates; put the step and the zero_grad() under the window's "
+        "condition",
+    )]
+    assert fixed(src, "TL006") == textwrap.dedent(src)
