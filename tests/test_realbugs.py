@@ -29,7 +29,7 @@ KNOWN_MISSES = frozenset({
 })
 KNOWN_MISSES_MINED = frozenset({
     "mb00", "mb01", "mb02", "mb04", "mb05", "mb06", "mb07", "mb09", "mb11", "mb12", "mb14", "mb15", "mb16", "mc00",
-    "mc01", "mc02", "mc04", "mc07", "mc08", "mc09", "mc12", "mc13",
+    "mc02", "mc04", "mc07", "mc08", "mc09", "mc12", "mc13",
 })
 
 # variable, what to run, known misses

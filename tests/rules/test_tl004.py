@@ -309,9 +309,89 @@ POSITIVE = {
         """,
         [(7, 5)],
     ),
+    "cleared_on_a_remainder_the_default_window_never_gives": (
+        """
+        def fit(net, opt, loader, accum):
+            for i, (x, y) in enumerate(loader):
+                if i % accum == 1:
+                    opt.zero_grad()
+                F.mse_loss(net(x), y).backward()
+                if i % accum == 0:
+                    opt.step()
+        """,
+        [(5, 13)],
+    ),
+    "update_function_clears_on_a_remainder": (
+        """
+        class Seq2SeqRunner(Engine):
+            @staticmethod
+            def update(runner, batch):
+                if runner.state.iteration % runner.cfg.every == 1:
+                    runner.optim.zero_grad()
+                runner.crit(runner.net(batch.x), batch.y).backward()
+                if runner.state.iteration % runner.cfg.every == 0:
+                    runner.optim.step()
+        """,
+        [(6, 13)],
+    ),
 }
 
 NEGATIVE = {
+    "cleared_at_the_window_start_or_without_a_window": """
+        def fit(net, opt, loader, accum):
+            for i, (x, y) in enumerate(loader):
+                if i % accum == 1 or accum == 1:
+                    opt.zero_grad()
+                F.mse_loss(net(x), y).backward()
+                if i % accum == 0:
+                    opt.step()
+        """,
+    "cleared_after_the_window_step": """
+        def fit(net, opt, loader, accum):
+            for i, (x, y) in enumerate(loader):
+                F.mse_loss(net(x), y).backward()
+                if (i + 1) % accum == 0:
+                    opt.step()
+                    opt.zero_grad()
+        """,
+    "remainder_window_of_a_constant_size": """
+        every = 4
+        def fit(net, opt, loader):
+            for i, (x, y) in enumerate(loader):
+                if i % 4 == 1:
+                    opt.zero_grad()
+                F.mse_loss(net(x), y).backward()
+                if i % 4 == 0:
+                    opt.step()
+            k = 3
+            for i, (x, y) in enumerate(loader):
+                if i % k == 2:
+                    opt.zero_grad()
+                F.mse_loss(net(x), y).backward()
+                if i % k == 0:
+                    opt.step()
+        """,
+    "remainder_window_of_an_option_with_a_larger_default": """
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--accum", type=int, default=8)
+        args = parser.parse_args()
+        for i, (x, y) in enumerate(loader):
+            if i % args.accum == 1:
+                opt.zero_grad()
+            F.mse_loss(net(x), y).backward()
+            if i % args.accum == 0:
+                opt.step()
+        """,
+    "also_cleared_outside_the_remainder": """
+        def fit(net, opt, loader, accum):
+            for i, (x, y) in enumerate(loader):
+                if i % accum == 1:
+                    opt.zero_grad()
+                F.mse_loss(net(x), y).backward()
+                if i % accum == 0:
+                    opt.step()
+                    opt.zero_grad()
+        """,
     "closure_from_a_factory_bound_to_a_name_clears": """
         class Fitter:
             def closure_for(self, x, y):
