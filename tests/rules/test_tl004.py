@@ -334,9 +334,85 @@ POSITIVE = {
         """,
         [(6, 13)],
     ),
+    "ignite_process_function_never_clears": (
+        """
+        from ignite.engine import Engine, Events
+
+        def update(engine, batch):
+            net.train()
+            x, y = batch
+            loss = crit(net(x), y)
+            loss.backward()
+            opt.step()
+            return loss.item()
+
+        trainer = Engine(update)
+        """,
+        [(9, 5)],
+    ),
+    "ignite_engine_subclass_method_never_clears": (
+        """
+        from ignite.engine import Engine
+
+        class Fitter(Engine):
+            def __init__(self, net, opt):
+                self.net, self.opt = net, opt
+                super().__init__(self._one)
+
+            def _one(self, engine, batch):
+                self.net(batch).mean().backward()
+                self.opt.step()
+
+        class Tuner(Engine):
+            @staticmethod
+            def run_batch(engine, batch):
+                engine.net(batch).mean().backward()
+                engine.opt.step()
+
+        tuner = Tuner(Tuner.run_batch)
+        """,
+        [(11, 9), (17, 9)],
+    ),
 }
 
 NEGATIVE = {
+    "ignite_process_function_clears_itself_or_in_a_handler": """
+        from ignite.engine import Engine, Events
+
+        def update(engine, batch):
+            opt.zero_grad()
+            crit(net(batch[0]), batch[1]).backward()
+            opt.step()
+
+        def update_b(engine, batch):
+            crit(net_b(batch[0]), batch[1]).backward()
+            opt_b.step()
+
+        trainer = Engine(update)
+        trainer_b = Engine(process_function=update_b)
+
+        @trainer_b.on(Events.ITERATION_STARTED)
+        def clear(engine):
+            opt_b.zero_grad()
+        """,
+    "a_per_step_function_not_handed_to_an_engine": """
+        from ignite.engine import Engine
+
+        def update(engine, batch):
+            crit(net(batch[0]), batch[1]).backward()
+            opt.step()
+
+        evaluator = Engine(evaluate)
+        """,
+    "an_engine_that_is_not_ignites": """
+        from mylib.engine import Engine
+
+        def update(engine, batch):
+            crit(net(batch[0]), batch[1]).backward()
+            opt.step()
+
+        trainer = Engine(update)
+        """,
     "cleared_at_the_window_start_or_without_a_window": """
         def fit(net, opt, loader, accum):
             for i, (x, y) in enumerate(loader):

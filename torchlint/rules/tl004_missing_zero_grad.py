@@ -6,17 +6,23 @@ behaves as if the learning rate kept growing.
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, StepVia
 from torchlint.analysis.clearing import clears, reaches_step
+from torchlint.analysis.engines import engine_iterations
 from torchlint.analysis.exprs import code_of, modulo_test
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after
 from torchlint.rules.base import BACKWARD_CALL, STEP_CALL, Finding, Rule, where
 from torchlint.verify.signs import Sign
+
+
+# A window test with a remainder other than 0 (`i % k == 1`), read from the text before any event is asked for.
+REMAINDER_TEST = re.compile(r"%[^\n=]*==\s*[1-9]|[1-9]\s*==[^\n%]*%")
 
 
 class MissingZeroGrad(Rule):
@@ -46,6 +52,10 @@ those of another module's optimizer). Helpers are placed two calls deep; below t
 helpers are still followed two calls further (`self._train_step()` calling `self._reset_grad()`). An object bound
 to a factory's result or to two classes is not followed, and stays an unknown call. One finding per optimizer and loop, on its `step()` (on
 the call, when the step is in a helper of another file, whose file and line the message names).
+An ignite engine's process function (`Engine(update)`, `Engine(process_function=update)`, a method handed to a
+subclass of `Engine` or to its `super().__init__(...)`: `MyEngine(MyEngine.train)`, `super().__init__(self._step)`)
+is one iteration of the engine's loop, which never clears gradients itself: it is checked as a loop, unless another
+function of the file clears that optimizer (an event handler, `@trainer.on(Events.ITERATION_STARTED)`).
 Also flagged: a clearing that sits only on the other arm of a condition nothing in the loop changes (`if
 args.amp: optimizer.zero_grad(); scaler.step(optimizer)` / `else: optimizer.step()`): the plain arm never clears.
 A condition the loop changes (`if i % 2 == 0:`, a flag it assigns, a call) is taken as clearing.
@@ -77,7 +87,9 @@ zero_grad at the top or end of the loop, under the same accumulation guard as th
 == 1`, in a closure or helper,
 via `model.zero_grad()` or `set_to_none=True` (also when the optimizer's name is bound again in the file over
 another model's parameters: a model.zero_grad() of any of them counts); `env.step(action)`, `scheduler.step()`, `prof.step()`; DeepSpeed
-engines (`engine.step()` zeroes gradients itself).
+engines (`engine.step()` zeroes gradients itself); an ignite process function that clears, or whose optimizer a
+handler of the file clears; a per-step function handed to nothing (its caller may clear); a class named `Engine`
+imported from anywhere but ignite.
 
 ```python
 for x, y in loader:
@@ -103,8 +115,9 @@ file is followed one level deep: what it hands on to calls of its own file's imp
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
-        yield from _cleared_off_window(model)
-        for loop in model.loops:
+        engines = engine_iterations(model)  # an engine's process function: a whole iteration of the engine's loop
+        yield from _cleared_off_window(model, engines)
+        for loop in [*model.loops, *engines]:
             # Gradients that land in `.grad` (not returned by autograd.grad, not kept in a dist_autograd context)
             steps = [s for s in loop.of(EventKind.STEP) if s.variant is not StepVia.DIST_CONTEXT]
             if not steps or not loop.backwards_into_grad():
@@ -117,6 +130,8 @@ file is followed one level deep: what it hands on to calls of its own file's imp
                     continue
                 if loop.handed_to_unknown(opt):
                     continue  # a helper the analysis cannot see gets the optimizer: it may clear it
+                if loop.node is None and _cleared_elsewhere(model, loop, opt):
+                    continue  # an event handler of the engine (`ITERATION_STARTED`) may clear it
                 if any(e.target == opt and e.rebinds for e in loop.of(EventKind.ASSIGN)):
                     continue  # a new optimizer every iteration (a one-off check, not a training loop)
                 reported.add(opt)
@@ -133,14 +148,16 @@ file is followed one level deep: what it hands on to calls of its own file's imp
                 )
 
 
-def _cleared_off_window(model: FileModel) -> Iterator[Finding]:
+def _cleared_off_window(model: FileModel, engines: list[Loop]) -> Iterator[Finding]:
     """Every clearing of a stepped optimizer sits under a window test with a remainder other than 0 (`if i % k ==
     1: opt.zero_grad()`) and the step under the same divisor's `== 0`: when `k` is 1 (no accumulation) `i % 1` is
     always 0, so the step runs every iteration and the clearing never. Also in a function that steps outside any
     loop of its own (an ignite engine's update function runs once per iteration). Not when `k` is a constant, or a
     command-line option whose default, larger than the remainder."""
+    if not REMAINDER_TEST.search(model.text):
+        return
     seen: set[int] = set()
-    for loop in [*model.loops, *model.step_bodies()]:
+    for loop in [*model.loops, *model.step_bodies(), *engines]:
         if not loop.backwards_into_grad():
             continue
         zero_grads = loop.of(EventKind.ZERO_GRAD)
@@ -189,6 +206,12 @@ def _known_int(model: FileModel, loop: Loop, expr: cst.BaseExpression) -> int | 
             return values.pop()
     default = model.options.default(expr)
     return int(default.evaluated_value) if type(default) is cst.Integer else None
+
+
+def _cleared_elsewhere(model: FileModel, loop: Loop, opt: str) -> bool:
+    """Another function of the file clears `opt`'s gradients (a handler the engine runs around the iteration)."""
+    return any(scope is not loop.scope and any(e.kind is EventKind.ZERO_GRAD and clears(model, opt, e) for e in scope.events)
+               for scope in model.scopes)
 
 
 def _cleared(model: FileModel, loop: Loop, opt: str, step: Event, zero_grads: list[Event]) -> bool:
