@@ -232,6 +232,19 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "two_training_steps_in_one_pass": """
+        class Adapt:
+            def one_step(self, batch):
+                self.grad_scaler.scale(self.net(batch).mean()).backward()
+                self.grad_scaler.step(self.opt)
+                self.grad_scaler.update()
+                self.opt.zero_grad()
+
+            def fit(self):
+                for src, tgt in self.loader:
+                    self.one_step(src)
+                    self.one_step(tgt)
+        """,
     "one_update_after_both_networks": """
         for lo, hi in loader:
             fake = gen(lo)

@@ -87,7 +87,8 @@ the update under the same window test as the unscale, tested again, or under a f
 one `scaler.update()` after the last of several `scaler.step(...)`, or after a loop over the optimizers; one
 scaler per network, each updated once; a loop over the optimizers that takes each its own scaler (`for opt,
 scaler in zip(optimizers, scalers)`, `scaler = scalers[i]`); an inner loop over micro-batches that steps and updates
-once per micro-batch; a step call handed the scaler (`self.optimizer.step("generator", scaler=scaler)`): not `Optimizer.step`, which
+once per micro-batch; two training steps in one pass (a helper that steps and updates, called for two batches: the
+same optimizer steps again between the updates); a step call handed the scaler (`self.optimizer.step("generator", scaler=scaler)`): not `Optimizer.step`, which
 takes only a closure, but a wrapper that may step through the scaler itself.
 
 ```python
@@ -239,7 +240,8 @@ def _updated_twice(loop: Loop) -> Iterator[Finding]:
     updates = [u for u in loop.of(EventKind.SCALER_UPDATE) if u.target and "[" not in u.target]
     for u in updates:
         again = [v for v in updates if v is not u and v.target == u.target and _level(v) is _level(u)
-                 and _level(u) is loop.node and loop.may_follow(u, v) and not loop.may_follow(v, u)]
+                 and _level(u) is loop.node and loop.may_follow(u, v) and not loop.may_follow(v, u)
+                 and not _steps_again(loop, u, v)]
         if again:
             yield Finding(
                 u.node,
@@ -256,6 +258,14 @@ def _updated_twice(loop: Loop) -> Iterator[Finding]:
                 f"optimizers `{u.target}` steps, runs once per optimizer: the loss scale is adjusted several times per iteration; call "
                 f"`{u.target}.update()` once, after the loop",
             )
+
+
+def _steps_again(loop: Loop, u: Event, v: Event) -> bool:
+    """An optimizer the scaler stepped before `u` steps again between `u` and `v`: two training steps in one pass
+    (a helper that steps and updates, called for two batches), each updated once."""
+    steps = [s for s in loop.of(EventKind.STEP) if s.via == u.target and s.target]
+    before = {s.target for s in steps if loop.may_follow(s, u)}
+    return any(s.target in before and loop.may_follow(u, s) and loop.may_follow(s, v) for s in steps)
 
 
 def _optimizer_loop(loop: Loop, update: Event) -> cst.For | None:
