@@ -88,8 +88,9 @@ one `scaler.update()` after the last of several `scaler.step(...)`, or after a l
 scaler per network, each updated once; a loop over the optimizers that takes each its own scaler (`for opt,
 scaler in zip(optimizers, scalers)`, `scaler = scalers[i]`); an inner loop over micro-batches that steps and updates
 once per micro-batch; two training steps in one pass (a helper that steps and updates, called for two batches: the
-same optimizer steps again between the updates); a step call handed the scaler (`self.optimizer.step("generator", scaler=scaler)`): not `Optimizer.step`, which
-takes only a closure, but a wrapper that may step through the scaler itself.
+same optimizer steps again between the updates); a step call handed the scaler
+(`self.optimizer.step("generator", scaler=scaler)`): not `Optimizer.step`, which takes only a closure, but a wrapper
+that may step through the scaler itself.
 
 ```python
 scaler = torch.cuda.amp.GradScaler()
