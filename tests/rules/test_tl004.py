@@ -331,6 +331,70 @@ POSITIVE = {
         """,
         [(7, 9)],
     ),
+    "cleared_on_a_remainder_the_default_window_never_gives": (
+        """
+        def fit(net, opt, loader, accum):
+            for i, (x, y) in enumerate(loader):
+                if i % accum == 1:
+                    opt.zero_grad()
+                F.mse_loss(net(x), y).backward()
+                if i % accum == 0:
+                    opt.step()
+        """,
+        [(5, 13)],
+    ),
+    "update_function_clears_on_a_remainder": (
+        """
+        class Seq2SeqRunner(Engine):
+            @staticmethod
+            def update(runner, batch):
+                if runner.state.iteration % runner.cfg.every == 1:
+                    runner.optim.zero_grad()
+                runner.crit(runner.net(batch.x), batch.y).backward()
+                if runner.state.iteration % runner.cfg.every == 0:
+                    runner.optim.step()
+        """,
+        [(6, 13)],
+    ),
+    "ignite_process_function_never_clears": (
+        """
+        from ignite.engine import Engine, Events
+
+        def update(engine, batch):
+            net.train()
+            x, y = batch
+            loss = crit(net(x), y)
+            loss.backward()
+            opt.step()
+            return loss.item()
+
+        trainer = Engine(update)
+        """,
+        [(9, 5)],
+    ),
+    "ignite_engine_subclass_method_never_clears": (
+        """
+        from ignite.engine import Engine
+
+        class Fitter(Engine):
+            def __init__(self, net, opt):
+                self.net, self.opt = net, opt
+                super().__init__(self._one)
+
+            def _one(self, engine, batch):
+                self.net(batch).mean().backward()
+                self.opt.step()
+
+        class Tuner(Engine):
+            @staticmethod
+            def run_batch(engine, batch):
+                engine.net(batch).mean().backward()
+                engine.opt.step()
+
+        tuner = Tuner(Tuner.run_batch)
+        """,
+        [(11, 9), (17, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -404,6 +468,98 @@ NEGATIVE = {
                     if (i + 1) % self.k == 0:
                         self.opt.step()
                         self.reset()
+        """,
+    "ignite_process_function_clears_itself_or_in_a_handler": """
+        from ignite.engine import Engine, Events
+
+        def update(engine, batch):
+            opt.zero_grad()
+            crit(net(batch[0]), batch[1]).backward()
+            opt.step()
+
+        def update_b(engine, batch):
+            crit(net_b(batch[0]), batch[1]).backward()
+            opt_b.step()
+
+        trainer = Engine(update)
+        trainer_b = Engine(process_function=update_b)
+
+        @trainer_b.on(Events.ITERATION_STARTED)
+        def clear(engine):
+            opt_b.zero_grad()
+        """,
+    "a_per_step_function_not_handed_to_an_engine": """
+        from ignite.engine import Engine
+
+        def update(engine, batch):
+            crit(net(batch[0]), batch[1]).backward()
+            opt.step()
+
+        evaluator = Engine(evaluate)
+        """,
+    "an_engine_that_is_not_ignites": """
+        from mylib.engine import Engine
+
+        def update(engine, batch):
+            crit(net(batch[0]), batch[1]).backward()
+            opt.step()
+
+        trainer = Engine(update)
+        """,
+    "cleared_at_the_window_start_or_without_a_window": """
+        def fit(net, opt, loader, accum):
+            for i, (x, y) in enumerate(loader):
+                if i % accum == 1 or accum == 1:
+                    opt.zero_grad()
+                F.mse_loss(net(x), y).backward()
+                if i % accum == 0:
+                    opt.step()
+        """,
+    "cleared_after_the_window_step": """
+        def fit(net, opt, loader, accum):
+            for i, (x, y) in enumerate(loader):
+                F.mse_loss(net(x), y).backward()
+                if (i + 1) % accum == 0:
+                    opt.step()
+                    opt.zero_grad()
+        """,
+    "remainder_window_of_a_constant_size": """
+        every = 4
+        def fit(net, opt, loader):
+            for i, (x, y) in enumerate(loader):
+                if i % 4 == 1:
+                    opt.zero_grad()
+                F.mse_loss(net(x), y).backward()
+                if i % 4 == 0:
+                    opt.step()
+            k = 3
+            for i, (x, y) in enumerate(loader):
+                if i % k == 2:
+                    opt.zero_grad()
+                F.mse_loss(net(x), y).backward()
+                if i % k == 0:
+                    opt.step()
+        """,
+    "remainder_window_of_an_option_with_a_larger_default": """
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--accum", type=int, default=8)
+        args = parser.parse_args()
+        for i, (x, y) in enumerate(loader):
+            if i % args.accum == 1:
+                opt.zero_grad()
+            F.mse_loss(net(x), y).backward()
+            if i % args.accum == 0:
+                opt.step()
+        """,
+    "also_cleared_outside_the_remainder": """
+        def fit(net, opt, loader, accum):
+            for i, (x, y) in enumerate(loader):
+                if i % accum == 1:
+                    opt.zero_grad()
+                F.mse_loss(net(x), y).backward()
+                if i % accum == 0:
+                    opt.step()
+                    opt.zero_grad()
         """,
     "closure_from_a_factory_bound_to_a_name_clears": """
         class Fitter:

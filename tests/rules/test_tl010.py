@@ -187,9 +187,131 @@ POSITIVE = {
         """,
         [(6, 9)],
     ),
+    "update_after_each_network": (
+        """
+        class SuperRes:
+            def learn(self, lo, hi):
+                fake = self.gen(lo)
+                self.grad_scaler.scale(self.pix(fake, hi)).backward()
+                self.grad_scaler.step(self.opt_gen)
+                self.grad_scaler.update()
+                self.grad_scaler.scale(self.critic_loss(fake.detach(), hi)).backward()
+                self.grad_scaler.step(self.opt_critic)
+                self.grad_scaler.update()
+        """,
+        [(7, 9)],
+    ),
+    "update_per_optimizer_in_a_helper": (
+        """
+        class Runner:
+            def _one(self, batch, opt, scaler):
+                scaler.scale(self.net.loss(batch, opt)).backward()
+                scaler.step(opt)
+                scaler.update()
+
+            def fit(self):
+                for batch in self.loader:
+                    for k, opt in enumerate(self.opts):
+                        scaler = self.grad_scaler
+                        self._one(batch, opt, scaler)
+                        opt.zero_grad()
+        """,
+        [(6, 9)],
+    ),
+    "update_per_optimizer_inline": (
+        """
+        for x, y in loader:
+            for opt in (opt_a, opt_b):
+                scaler.scale(crit(net(x), y)).backward()
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+        """,
+        [(6, 9)],
+    ),
 }
 
 NEGATIVE = {
+    "two_training_steps_in_one_pass": """
+        class Adapt:
+            def one_step(self, batch):
+                self.grad_scaler.scale(self.net(batch).mean()).backward()
+                self.grad_scaler.step(self.opt)
+                self.grad_scaler.update()
+                self.opt.zero_grad()
+
+            def fit(self):
+                for src, tgt in self.loader:
+                    self.one_step(src)
+                    self.one_step(tgt)
+        """,
+    "one_update_after_both_networks": """
+        for lo, hi in loader:
+            fake = gen(lo)
+            scaler.scale(pix(fake, hi)).backward()
+            scaler.step(opt_gen)
+            scaler.scale(critic_loss(fake.detach(), hi)).backward()
+            scaler.step(opt_critic)
+            scaler.update()
+        """,
+    "a_scaler_per_network": """
+        for lo, hi in loader:
+            fake = gen(lo)
+            scaler_g.scale(pix(fake, hi)).backward()
+            scaler_g.step(opt_gen)
+            scaler_g.update()
+            scaler_d.scale(critic_loss(fake.detach(), hi)).backward()
+            scaler_d.step(opt_critic)
+            scaler_d.update()
+        """,
+    "updates_on_exclusive_arms": """
+        for x, y in loader:
+            scaler.scale(crit(net(x), y)).backward()
+            if use_a:
+                scaler.step(opt_a)
+                scaler.update()
+            else:
+                scaler.step(opt_b)
+                scaler.update()
+        """,
+    "one_update_after_the_optimizer_loop": """
+        for x, y in loader:
+            scaler.scale(crit(net(x), y)).backward()
+            for opt in opts:
+                scaler.step(opt)
+            scaler.update()
+        """,
+    "a_scaler_per_optimizer_in_the_loop": """
+        for x, y in loader:
+            for k, opt in enumerate(opts):
+                scaler = scalers[k]
+                scaler.scale(crit(net(x), y)).backward()
+                scaler.step(opt)
+                scaler.update()
+            for opt, scaler in zip(opts, scalers):
+                scaler.scale(crit(net(x), y)).backward()
+                scaler.step(opt)
+                scaler.update()
+        """,
+    "micro_steps_each_updated": """
+        for batch in loader:
+            for part in batch.chunk(4):
+                scaler.scale(crit(net(part))).backward()
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+        """,
+    "two_runs_one_after_the_other": """
+        def fit(net, opt, loader, scaler):
+            for x in loader:
+                scaler.scale(net(x).sum()).backward()
+                scaler.step(opt)
+                scaler.update()
+            for x in loader:
+                scaler.scale(net(x).sum()).backward()
+                scaler.step(opt)
+                scaler.update()
+        """,
     "update_after_a_skipped_step": """
         for batch in loader:
             scaler.scale(net(batch).mean()).backward()

@@ -345,6 +345,31 @@ POSITIVE = {
         """,
         [(8, 17)],
     ),
+    "scheduler_set_to_the_count_about_to_run": (
+        """
+        class Agent:
+            def update(self):
+                self.updates += 1
+                if self.cfg.warmup > 0 and self.warming():
+                    self.warm_sched.step(epoch=self.updates)
+                if self.cfg.schedule == "rsqrt":
+                    self.lr_sched.step(self.updates)
+                self.optimizer.step()
+        """,
+        [(6, 13), (8, 13)],
+    ),
+    "loop_sets_the_scheduler_to_the_next_count": (
+        """
+        done = 0
+        for x, y in loader:
+            crit(net(x), y).backward()
+            done += 1
+            sched.step(done)
+            opt.step()
+            opt.zero_grad()
+        """,
+        [(6, 5)],
+    ),
 }
 
 NEGATIVE = {
@@ -374,6 +399,36 @@ NEGATIVE = {
             crit(net(batch)).backward()
             if leading and i > 0:
                 sched.step()
+            opt.step()
+            opt.zero_grad()
+        """,
+    "scheduler_set_to_the_count_of_steps_taken": """
+        class Agent:
+            def update(self):
+                self.optimizer.step()
+                self.updates += 1
+                self.lr_sched.step(self.updates)
+
+        done = 0
+        for x, y in loader:
+            sched.step(done)
+            crit(net(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+            done += 1
+        """,
+    "scheduler_handed_a_value_or_the_loop_epoch": """
+        for epoch in range(10):
+            sched.step(epoch)
+            for x, y in loader:
+                crit(net(x), y).backward()
+                opt.step()
+                opt.zero_grad()
+        seen = 0
+        for x, y in loader:
+            crit(net(x), y).backward()
+            seen += len(x)
+            plateau_sched.step(seen)
             opt.step()
             opt.zero_grad()
         """,

@@ -209,6 +209,19 @@ def modulo_divisor(test: cst.CSTNode) -> cst.BaseExpression | None:
     return None
 
 
+def modulo_test(test: cst.CSTNode) -> tuple[cst.BaseExpression, int] | None:
+    """`(k, r)` of a window test `x % k == r` (either side) with `r` an integer written out; None for anything else
+    (`x % k == r or k == 1` is not one test)."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.comparisons[0].operator) is not cst.Equal:
+        return None
+    sides = (test.left, test.comparisons[0].comparator)
+    for mod, rest in (sides, sides[::-1]):
+        if (type(mod) is cst.BinaryOperation and type(mod.operator) is cst.Modulo and type(rest) is cst.Integer
+                and type(mod.left) not in (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+            return mod.right, int(rest.evaluated_value)
+    return None
+
+
 _ADDITIVE = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
 # Calls whose result is made of their arguments' values (a sum of losses, a stack of them).
 COMBINING_CALLS = frozenset({"sum", "torch.sum", "torch.stack", "torch.cat", "torch.mean", "mean", "stack"})

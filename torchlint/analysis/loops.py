@@ -196,7 +196,8 @@ class Loop:
         calls = [e.node for e in opaque if e.variant is not CallVia.EXTERNAL]
         # Method calls of other objects (`engine.train_step(model, optimizer)`) are not events: look for them
         # only now, when a rule needs the answer.
-        calls += [c for c in calls_in_evaluation_order(self.node)
+        body = self.node if self.node is not None else self.scope.node  # a headless iteration: its function
+        calls += [c for c in calls_in_evaluation_order(body)
                   if type(c.func) is cst.Attribute and id(c) not in self.scope.resolved_calls]
         for call in calls:
             if type(call) is cst.Call and not tracked_call(call):

@@ -217,3 +217,10 @@ TORCH_PACKAGES = frozenset("torch torchvision torchaudio torchtext lightning pyt
 
 # Division as a call: `loss.div(k)`, `loss.div_(k)`, `torch.div(loss, k)`, `torch.true_divide(loss, k)`.
 DIVIDING_METHODS = frozenset({"div", "div_", "divide", "divide_", "true_divide", "true_divide_"})
+
+# Engines that run a function of the user's once per iteration and do nothing to gradients themselves: ignite's
+# `Engine(process_function)` (and its subclasses) calls it with each batch, so that function is a whole iteration.
+# By module and class name, as the file imports them.
+ITERATION_ENGINES = frozenset({("ignite.engine", "Engine"), ("ignite.engine.engine", "Engine"),
+                               ("ignite.engine", "DeterministicEngine"),
+                               ("ignite.engine.deterministic", "DeterministicEngine")})

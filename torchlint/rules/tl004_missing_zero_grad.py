@@ -6,17 +6,23 @@ behaves as if the learning rate kept growing.
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, StepVia
 from torchlint.analysis.clearing import clears, first_pass_only, reaches_step
-from torchlint.analysis.exprs import code_of
+from torchlint.analysis.engines import engine_iterations
+from torchlint.analysis.exprs import code_of, modulo_test
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after
-from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule, where
+from torchlint.rules.base import BACKWARD_CALL, STEP_CALL, Finding, Rule, where
 from torchlint.verify.signs import Sign
+
+
+# A window test with a remainder other than 0 (`i % k == 1`), read from the text before any event is asked for.
+REMAINDER_TEST = re.compile(r"%[^\n=]*==\s*[1-9]|[1-9]\s*==[^\n%]*%")
 
 
 class MissingZeroGrad(Rule):
@@ -24,7 +30,7 @@ class MissingZeroGrad(Rule):
     name = "missing-zero-grad"
     summary = "optimizer.step() in a loop whose gradients are never cleared"
     fix_safety = "unsafe"
-    requires = (BACKWARD_CALL, LOOP, STEP_CALL)
+    requires = (BACKWARD_CALL, STEP_CALL)  # no loop: an engine's update function runs in the engine's loop
     runtime_signs = (Sign.STALE_GRADIENT,)
     runtime_same_line = True
     fix_promise = "each step's gradient is now what its own backward brought (nothing left from the step before)"
@@ -46,12 +52,22 @@ those of another module's optimizer). Helpers are placed two calls deep; below t
 helpers are still followed two calls further (`self._train_step()` calling `self._reset_grad()`). An object bound
 to a factory's result or to two classes is not followed, and stays an unknown call. One finding per optimizer and loop, on its `step()` (on
 the call, when the step is in a helper of another file, whose file and line the message names).
+An ignite engine's process function (`Engine(update)`, `Engine(process_function=update)`, a method handed to a
+subclass of `Engine` or to its `super().__init__(...)`: `MyEngine(MyEngine.train)`, `super().__init__(self._step)`)
+is one iteration of the engine's loop, which never clears gradients itself: it is checked as a loop, unless another
+function of the file clears that optimizer (an event handler, `@trainer.on(Events.ITERATION_STARTED)`).
 Also flagged: a clearing that sits only on the other arm of a condition nothing in the loop changes (`if
 args.amp: optimizer.zero_grad(); scaler.step(optimizer)` / `else: optimizer.step()`): the plain arm never clears.
 A condition the loop changes (`if i % 2 == 0:`, a flag it assigns, a call) is taken as clearing, except the
 loop's counter compared equal to its start (`if i == 0: optimizer.zero_grad()` over `enumerate(loader)` or
 `range(n)`, alone or in an `and`), which holds in the first pass only: a step outside that guard is reported.
 Not followed: a first-pass flag (`if first:`), or a counter tested in a helper.
+Also flagged, on the clearing: every clearing of the optimizer under a window test with a remainder other than 0
+(`if i % k == 1: optimizer.zero_grad()`) while the step is under the same divisor's `== 0`: with `k` at 1 (no
+accumulation) `i % 1` is always 0, so the step runs every iteration and the clearing never. Checked in loops and in
+a function that back-propagates and steps outside any loop of its own (an ignite engine's update function, which
+the engine runs once per iteration); not when `k` is an integer written out, a constant of the function, or a
+command-line option whose default is larger than the remainder.
 
 ## Why it is wrong
 `backward()` accumulates into `.grad`; it never overwrites. Without clearing, step *n* uses the sum of the
@@ -70,10 +86,13 @@ Insert `optimizer.zero_grad()` right after the step (after `scaler.update()` whe
 same block. **Unsafe**: it changes the computed updates (to the intended ones).
 
 ## Correct look-alikes (not flagged)
-zero_grad at the top or end of the loop, under the same accumulation guard as the step, in a closure or helper,
+zero_grad at the top or end of the loop, under the same accumulation guard as the step, under `i % k == 1 or k
+== 1`, in a closure or helper,
 via `model.zero_grad()` or `set_to_none=True` (also when the optimizer's name is bound again in the file over
 another model's parameters: a model.zero_grad() of any of them counts); `env.step(action)`, `scheduler.step()`, `prof.step()`; DeepSpeed
-engines (`engine.step()` zeroes gradients itself).
+engines (`engine.step()` zeroes gradients itself); an ignite process function that clears, or whose optimizer a
+handler of the file clears; a per-step function handed to nothing (its caller may clear); a class named `Engine`
+imported from anywhere but ignite.
 
 ```python
 for x, y in loader:
@@ -99,7 +118,9 @@ file is followed one level deep: what it hands on to calls of its own file's imp
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
-        for loop in model.loops:
+        engines = engine_iterations(model)  # an engine's process function: a whole iteration of the engine's loop
+        yield from _cleared_off_window(model, engines)
+        for loop in [*model.loops, *engines]:
             # Gradients that land in `.grad` (not returned by autograd.grad, not kept in a dist_autograd context)
             steps = [s for s in loop.of(EventKind.STEP) if s.variant is not StepVia.DIST_CONTEXT]
             if not steps or not loop.backwards_into_grad():
@@ -112,6 +133,8 @@ file is followed one level deep: what it hands on to calls of its own file's imp
                     continue
                 if loop.handed_to_unknown(opt):
                     continue  # a helper the analysis cannot see gets the optimizer: it may clear it
+                if loop.node is None and _cleared_elsewhere(model, loop, opt):
+                    continue  # an event handler of the engine (`ITERATION_STARTED`) may clear it
                 if any(e.target == opt and e.rebinds for e in loop.of(EventKind.ASSIGN)):
                     continue  # a new optimizer every iteration (a one-off check, not a training loop)
                 reported.add(opt)
@@ -129,6 +152,72 @@ file is followed one level deep: what it hands on to calls of its own file's imp
                     f"into .grad, so each step applies the sum of all earlier gradients; call `{opt}.zero_grad()`",
                     _fix(loop, step, opt),
                 )
+
+
+def _cleared_off_window(model: FileModel, engines: list[Loop]) -> Iterator[Finding]:
+    """Every clearing of a stepped optimizer sits under a window test with a remainder other than 0 (`if i % k ==
+    1: opt.zero_grad()`) and the step under the same divisor's `== 0`: when `k` is 1 (no accumulation) `i % 1` is
+    always 0, so the step runs every iteration and the clearing never. Also in a function that steps outside any
+    loop of its own (an ignite engine's update function runs once per iteration). Not when `k` is a constant, or a
+    command-line option whose default, larger than the remainder."""
+    if not REMAINDER_TEST.search(model.text):
+        return
+    seen: set[int] = set()
+    for loop in [*model.loops, *model.step_bodies(), *engines]:
+        if not loop.backwards_into_grad():
+            continue
+        zero_grads = loop.of(EventKind.ZERO_GRAD)
+        for step in loop.of(EventKind.STEP):
+            opt = step.target
+            mine = [z for z in zero_grads if opt is not None and clears(model, opt, z)]
+            windows = [_window(loop, z) for z in mine]
+            if not mine or any(w is None or w[1] == 0 for w in windows) or id(mine[0].node) in seen:
+                continue
+            divisor, remainder, test = windows[0]  # type: ignore[misc]  # none is None (above)
+            stepped = _window(loop, step)
+            if stepped is None or stepped[1] != 0 or code_of(stepped[0]) != code_of(divisor):
+                continue
+            if (_known_int(model, loop, divisor) or 1) > remainder:
+                continue
+            seen.add(id(mine[0].node))
+            k = code_of(divisor)
+            yield Finding(
+                mine[0].node,
+                f"`{code_of(mine[0].node)}` runs only when `{code_of(test)}`, which never holds when `{k}` is 1 (no "
+                f"accumulation: `x % 1` is always 0), while `{code_of(step.node)}` then runs every iteration: "
+                f"`{opt}`'s gradients are never cleared and each step applies the sum of all earlier gradients; also "
+                f"clear when `{k} == 1`, or clear right after the step",
+            )
+
+
+def _window(loop: Loop, e: Event) -> tuple[cst.BaseExpression, int, cst.BaseExpression] | None:
+    """The window test `e` runs under (`i % k == r`): its divisor, remainder and test."""
+    within = e.guards_within(loop.node) if loop.node is not None else e.guards
+    for g in within:
+        test = loop.scope.test_of(g, e)
+        found = modulo_test(test) if not g.negated and test is not None else None
+        if found is not None:
+            return found[0], found[1], test  # type: ignore[return-value]  # test is an expression here
+    return None
+
+
+def _known_int(model: FileModel, loop: Loop, expr: cst.BaseExpression) -> int | None:
+    """An integer `expr` holds: written out, a constant of the function, or a command-line option's default."""
+    if type(expr) is cst.Integer:
+        return int(expr.evaluated_value)
+    if type(expr) is cst.Name and loop.events:
+        defs, entry = loop.scope.reaching(expr.value, loop.events[0])
+        values = {int(d.value.evaluated_value) for d in defs if type(d.value) is cst.Integer}
+        if defs and not entry and len(values) == 1 and len(defs) == len([d for d in defs if type(d.value) is cst.Integer]):
+            return values.pop()
+    default = model.options.default(expr)
+    return int(default.evaluated_value) if type(default) is cst.Integer else None
+
+
+def _cleared_elsewhere(model: FileModel, loop: Loop, opt: str) -> bool:
+    """Another function of the file clears `opt`'s gradients (a handler the engine runs around the iteration)."""
+    return any(scope is not loop.scope and any(e.kind is EventKind.ZERO_GRAD and clears(model, opt, e) for e in scope.events)
+               for scope in model.scopes)
 
 
 def _cleared(model: FileModel, loop: Loop, opt: str, step: Event, zero_grads: list[Event]) -> bool:

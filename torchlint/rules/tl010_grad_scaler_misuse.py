@@ -39,11 +39,14 @@ In a loop that back-propagates through a GradScaler (`scaler.scale(loss).backwar
 2. `clip_grad_norm_` / `clip_grad_value_` with no `scaler.unscale_(optimizer)` between the backward and the clip;
 3. `scaler.step(...)` with no `scaler.update()` in the iteration;
 4. `scaler.update()` under a condition decided after `scaler.unscale_(optimizer)` (`if not skip:` with `skip`
-   set when the clipped norm is too large, `if torch.isfinite(norm):`).
+   set when the clipped norm is too large, `if torch.isfinite(norm):`);
+5. `scaler.update()` more than once per iteration: after each optimizer's `scaler.step` (a GAN's generator, then
+   its discriminator, with one scaler), or inside a loop over the optimizers (`for opt in optimizers:
+   scaler.step(opt); scaler.update()`, also when the loop calls a helper that steps and updates).
 
 A function that back-propagates outside any loop of its own and steps an optimizer (an optimizer wrapper's
 `step(loss)`, an agent's `learn(batch)`) runs once per step of whatever loop calls it, in this file or another:
-1 and 2 are checked in its body as in one iteration. 3 is not (its caller may update the scale once it returns).
+1, 2 and 5 are checked in its body as in one iteration. 3 is not (its caller may update the scale once it returns).
 
 ## Why it is wrong
 1. The gradients are still multiplied by the loss scale (65536 at first): the update is tens of thousands of
@@ -52,6 +55,10 @@ A function that back-propagates outside any loop of its own and steps an optimiz
 3. The scale never shrinks after an overflow nor grows back: steps keep being skipped, or precision is lost.
 4. Only `update()` resets the optimizer's unscaled state: on an iteration that skips it, the next `unscale_`
    raises "unscale_() has already been called on this optimizer since the last update()".
+5. PyTorch's GradScaler wants one `update()` per iteration, after every optimizer used in it has stepped: each
+   extra update counts the iteration again toward growing the scale (it grows as many times too often as there
+   are updates), and each judges only the optimizers stepped since the one before it (the documented
+   multi-optimizer recipe updates once, at the end).
 
 ## Example
 ```python
@@ -66,7 +73,8 @@ for x, y in loader:
 ## Fix
 1. `optimizer.step()` → `scaler.step(optimizer)`; 2. insert `scaler.unscale_(optimizer)` before the clip;
 3. insert `scaler.update()` after the last `scaler.step(...)`; 4. (no fix) call `scaler.update()` on every path
-after the unscale: it is valid after a skipped step. **Unsafe**: the updates change, to the correct ones.
+after the unscale: it is valid after a skipped step; 5. (no fix) keep one `scaler.update()`, after the last
+optimizer's step of the iteration. **Unsafe**: the updates change, to the correct ones.
 
 ## Correct look-alikes (not flagged)
 The documented AMP recipe (`scale → backward → unscale_ → clip → scaler.step → scaler.update`);
@@ -76,8 +84,13 @@ optimizer.step()` (exclusive branches are never sequenced), also when the scaled
 under `if scaler is not None:` and the step in the caller's `else:`; two training functions called one after
 the other (an AMP run, then a plain run); `scaler.update()` after a step skipped under `if torch.isfinite(norm):`;
 the update under the same window test as the unscale, tested again, or under a flag set before the unscale;
-a step call handed the scaler (`self.optimizer.step("generator", scaler=scaler)`): not `Optimizer.step`, which
-takes only a closure, but a wrapper that may step through the scaler itself.
+one `scaler.update()` after the last of several `scaler.step(...)`, or after a loop over the optimizers; one
+scaler per network, each updated once; a loop over the optimizers that takes each its own scaler (`for opt,
+scaler in zip(optimizers, scalers)`, `scaler = scalers[i]`); an inner loop over micro-batches that steps and updates
+once per micro-batch; two training steps in one pass (a helper that steps and updates, called for two batches: the
+same optimizer steps again between the updates); a step call handed the scaler
+(`self.optimizer.step("generator", scaler=scaler)`): not `Optimizer.step`, which takes only a closure, but a wrapper
+that may step through the scaler itself.
 
 ```python
 scaler = torch.cuda.amp.GradScaler()
@@ -100,7 +113,8 @@ for x, y in loader:
             if not scaled:
                 continue
             scaler = scaled[0].via or "scaler"
-            found = [*_direct_steps(loop, scaled, scaler), *_clip_before_unscale(loop, scaled, scaler)]
+            found = [*_direct_steps(loop, scaled, scaler), *_clip_before_unscale(loop, scaled, scaler),
+                     *_updated_twice(loop)]
             if loop.node is not None:
                 # A per-step function may leave `update()` to its caller, once its step returns.
                 found += _no_update(loop, scaler)
@@ -218,6 +232,60 @@ def _update_skipped_after_unscale(loop: Loop) -> Iterator[Finding]:
             f"called on this optimizer since the last update()'; call `{unscale.via}.update()` on every path after "
             f"the unscale (it is safe after a skipped step)",
         )
+
+
+def _updated_twice(loop: Loop) -> Iterator[Finding]:
+    """`scaler.update()` twice in one iteration: two updates of the same scaler, one after the other (one after each
+    optimizer's `scaler.step`), or one inside a loop over the optimizers (`for opt in optimizers: scaler.step(opt);
+    scaler.update()`). PyTorch's GradScaler wants one `update()` per iteration, after every optimizer has stepped."""
+    updates = [u for u in loop.of(EventKind.SCALER_UPDATE) if u.target and "[" not in u.target]
+    for u in updates:
+        again = [v for v in updates if v is not u and v.target == u.target and _level(v) is _level(u)
+                 and _level(u) is loop.node and loop.may_follow(u, v) and not loop.may_follow(v, u)
+                 and not _steps_again(loop, u, v)]
+        if again:
+            yield Finding(
+                u.node,
+                f"`{code_of(u.node)}` runs, then `{code_of(again[0].node)}` again in the same iteration: the loss "
+                f"scale is adjusted twice per iteration; call `{u.target}.update()` once, after the last optimizer "
+                f"has stepped",
+            )
+            continue
+        per = _optimizer_loop(loop, u)
+        if per is not None:
+            yield Finding(
+                u.node,
+                f"`{code_of(u.node)}` inside `for {code_of(per.target)} in {code_of(per.iter)}`, a loop over the "
+                f"optimizers `{u.target}` steps, runs once per optimizer: the loss scale is adjusted several times per iteration; call "
+                f"`{u.target}.update()` once, after the loop",
+            )
+
+
+def _steps_again(loop: Loop, u: Event, v: Event) -> bool:
+    """An optimizer the scaler stepped before `u` steps again between `u` and `v`: two training steps in one pass
+    (a helper that steps and updates, called for two batches), each updated once."""
+    steps = [s for s in loop.of(EventKind.STEP) if s.via == u.target and s.target]
+    before = {s.target for s in steps if loop.may_follow(s, u)}
+    return any(s.target in before and loop.may_follow(u, s) and loop.may_follow(s, v) for s in steps)
+
+
+def _optimizer_loop(loop: Loop, update: Event) -> cst.For | None:
+    """The `for` loop `update` runs in, when its target is the optimizer the scaler steps in it (`for opt in
+    optimizers: scaler.step(opt)`), and the scaler the same in every pass (not bound by the loop's target, directly
+    or through an assignment in the loop that reads it: `scaler = scalers[i]`)."""
+    inner = _level(update)
+    if type(inner) is not cst.For:
+        return None
+    per_pass = names_in(inner.target)
+    if update.target in per_pass or update.target.split(".")[0] in per_pass:  # type: ignore[union-attr]
+        return None
+    if any(e.target == update.target and e.loops and e.loops[-1] is inner and (e.value is None or names_in(e.value) & per_pass)
+           for e in loop.of(EventKind.ASSIGN)):
+        return None
+    steps = [s for s in loop.of(EventKind.STEP) if s.via == update.target and s.target and _level(s) is inner]
+    if any(s.target.split(".")[0] in per_pass for s in steps):  # type: ignore[union-attr]
+        return inner
+    return None
 
 
 def _decided_after(loop: Loop, unscale: Event, update: Event) -> bool:

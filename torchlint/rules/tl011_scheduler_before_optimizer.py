@@ -12,6 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop
+from torchlint.analysis.scopes import Scope
 from torchlint.analysis.exprs import code_of, dotted, names_in
 from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.semantics import LAST_LR_METHOD, LR_KEY, PARAM_GROUPS
@@ -55,6 +56,12 @@ first pass), nor a condition the optimizer's step is tested under again (`if pha
 between iterations and does not hold in the first pass (`if epoch > 0:`, a flag set false before the loop and true
 in it, a call, an attribute of `self`), or one around the batch loop only, keeps the rule silent.
 
+Also `scheduler.step(n)` (or `step(epoch=n)`) where `n` is a count the same iteration or call advances (`n += 1`)
+before it with no optimizer step in between, then the optimizer steps: the scheduler is set to the count of the
+step about to run, so that step already uses the next rate. In a function that runs once per training step its
+own guards do not matter (whenever it steps, it is one count ahead); the optimizer's step must not sit under a
+guard the scheduler's does not.
+
 ## Why it is wrong
 Since PyTorch 1.1 the scheduler must step after the optimizer. Stepping it first skips the first learning rate of
 the schedule (warm-up starts one step late, the last step overshoots), and PyTorch prints
@@ -85,7 +92,8 @@ of another file) that steps the optimizer; the message names that function's fil
 
 ## Correct look-alikes (not flagged)
 `scheduler.step(start_epoch)` when resuming; per-epoch scheduling after the inner batch loop;
-`ReduceLROnPlateau.step(val_loss)` after validation; any `scheduler.step(...)` with an argument; a scheduler
+`ReduceLROnPlateau.step(val_loss)` after validation; any other `scheduler.step(...)` with an argument (the epoch
+a loop binds, a count advanced after the optimizer's step, a count advanced by anything but an integer); a scheduler
 stepped after its own optimizer's batch loop and before another optimizer's (GAN); `if epoch > 0:
 scheduler.step()` at the top of the epoch (or of a `train_epoch()`); a `train_epoch()` whose batch loop runs under
 a guard the scheduler's step does not share.
@@ -122,7 +130,9 @@ for epoch in range(epochs):
                 continue
             for sched in loop.of(EventKind.SCHED_STEP):
                 call = sched.node
-                if type(call) is cst.Call and call.args or sched.loops[-1] is not loop.node:
+                if sched.loops[-1] is not loop.node:
+                    continue
+                if type(call) is cst.Call and call.args and not _counted(loop.scope, sched, steps, loop.node):
                     continue
                 # The optimizer steps of this iteration, at the scheduler's level or in a loop inside it (the batch
                 # loop of an epoch loop): the first of them must come after the scheduler's step.
@@ -162,6 +172,27 @@ for epoch in range(epochs):
                     f"after the optimizer",
                     _fix(loop, sched, opt) if set(sched.guards) == set(opt.guards) else None,
                 )
+
+
+def _counted(scope: Scope, sched: Event, steps: list[Event], loop: cst.CSTNode | None = None) -> bool:
+    """`scheduler.step(n)` (or `step(epoch=n)`) where `n` is a count the same call or iteration advances (`n += 1`)
+    before it, with no optimizer step in between: the scheduler is set to the count of the step about to run, so
+    that step already uses the next rate, as with a plain `step()` before the optimizer's. Not a count advanced
+    after the optimizer's step (the next iteration's scheduler is then at the count of steps taken), nor an epoch
+    bound by the loop (`for epoch in range(n): scheduler.step(epoch)`), nor a value (`ReduceLROnPlateau.step(val_loss)`)."""
+    call = sched.node
+    if type(call) is not cst.Call or len(call.args) != 1 or call.args[0].star:
+        return False
+    arg = call.args[0]
+    if arg.keyword is not None and arg.keyword.value != "epoch":
+        return False
+    name = dotted(arg.value)
+    if name is None:
+        return False
+    adds = [e for e in scope.events
+            if e.kind is EventKind.ASSIGN and e.target == name and e.accumulates and type(e.value) is cst.Integer
+            and e.scope is sched.scope and e.loops == sched.loops and scope.may_follow(e, sched, loop)]
+    return any(not any(scope.may_follow(a, s, loop) and scope.may_follow(s, sched, loop) for s in steps) for a in adds)
 
 
 def _not_torchs(model: FileModel, sched: Event) -> bool:
@@ -294,14 +325,18 @@ def _wrappers(model: FileModel) -> Iterator[Finding]:
         own = [e for e in scope.events if e.scope is scope.node and e.inlined_from is None]
         steps = [e for e in own if e.kind is EventKind.STEP]
         for sched in own:
-            if (sched.kind is not EventKind.SCHED_STEP or sched.loops
-                    or (type(sched.node) is cst.Call and sched.node.args)):
+            if sched.kind is not EventKind.SCHED_STEP or sched.loops:
+                continue
+            counted = type(sched.node) is cst.Call and bool(sched.node.args)
+            if counted and not _counted(scope, sched, steps):
                 continue
             # Guards outside the function's loops must agree (a scheduler's presence aside); one inside the
-            # optimizer's loop (an accumulation window) only delays its first step further.
+            # optimizer's loop (an accumulation window) only delays its first step further. A scheduler handed the
+            # count it is at may have guards of its own: whenever it steps, it sets the rate one count ahead.
             later = [s for s in _scheduled(model, sched, steps)
-                     if _guards(s, 0) == _guards(sched, 0) and scope.may_follow(sched, s)
-                     and not scope.may_follow(s, sched)]
+                     if (_guards(s, 0) <= _guards(sched, 0) if counted else _guards(s, 0) == _guards(sched, 0))
+                     and scope.may_follow(sched, s) and not scope.may_follow(s, sched)
+                     and not (counted and s.loops)]
             if not later or _not_torchs(model, sched):
                 continue
             opt = later[0]
@@ -323,7 +358,7 @@ def _wrappers(model: FileModel) -> Iterator[Finding]:
                 f"training step: every step uses the next learning rate and the schedule's first one is skipped "
                 f"('Detected call of lr_scheduler.step() before optimizer.step()'); step the scheduler after the "
                 f"optimizer",
-                _move(sched, opt),
+                _move(sched, opt) if not counted or sched.guards == opt.guards else None,
             )
 
 
