@@ -1302,3 +1302,40 @@ def test_buffer_filled_slot_by_slot_over_a_counted_loop_is_not_flagged(src):
 def test_buffer_filled_over_the_batches_of_a_loader_is_still_flagged():
     src = _per_position(var="i, (x, y)", loop="enumerate(loader)", slot="[i]")  # an epoch over a loader
     assert findings(src, "TL007") == [(6, 9)]
+
+
+# A list whose last item is back-propagated each iteration: the item carries a graph (known by its use), and the
+# list keeps every earlier one though no backward reads them again.
+LATEST_ITEM = """
+def fit(params, objective, opt, steps):
+    history = {make}
+    for it in range(steps):
+        opt.zero_grad()
+        terms = objective(*params)
+        history.append(functools.reduce(operator.add, terms))
+        {between}
+        {backward}
+        opt.step()
+    return history
+"""
+
+
+def _latest(make="[]", between="pass", backward="history[-1].backward()"):
+    return LATEST_ITEM.format(make=make, between=between, backward=backward)
+
+
+@pytest.mark.parametrize("src", [_latest(), _latest(make="list()"), _latest(backward="history[-1].backward(retain_graph=True)")])
+def test_last_item_back_propagated_keeps_the_earlier_ones(src):
+    assert findings(src, "TL007") == [(7, 9)]
+
+
+@pytest.mark.parametrize("src", [
+    _latest(make="collections.deque(maxlen=3)"),                    # bounded by the deque
+    _latest(between="stale = history.pop(0) if len(history) > 3 else None"),  # the loop takes items out
+    _latest(backward="history.pop().backward()"),                     # the item leaves the list
+    _latest(backward="sum(history).backward()"),                      # the whole list is back-propagated (TL001)
+    _latest(backward="history[0].backward()"),                        # not the item just appended
+    _latest(between="history = history[-2:]"),                        # rebound in the loop: not carried whole
+])
+def test_last_item_look_alikes_are_not_flagged(src):
+    assert findings(src, "TL007") == []

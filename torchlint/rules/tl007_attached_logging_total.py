@@ -51,6 +51,9 @@ A value is also known by its use: one back-propagated in the same iteration (`lo
 built it (a method the analysis cannot resolve, an element of a tuple a function returned). So is a term of it,
 followed through arithmetic and sums: `total += loss / len(loader)`, `history.append(parts)` after
 `sum(parts).backward()`, `log[step] = out.loss` after `accelerator.backward(out.loss)`.
+A list whose last item is back-propagated (`history.append(f(terms))`, then `history[-1].backward()`) keeps
+every earlier item's graph, which no backward reads again; not when the loop takes items out (`pop`, `clear`,
+`del`), the list is a `deque`, or a backward reads more than the last item.
 
 An object of one of the file's classes that outlives the iteration keeps what its method adds into an attribute
 of `self`: `meter.update(loss, n)` with `def update(self, val, n): self.sum += val * n` (or
@@ -146,16 +149,19 @@ for x, y in loader:
                     continue
                 if e.variant is AssignForm.ITEM and not e.accumulates and _same_key(e):
                     continue  # `loss_dict["d"] = d_loss`: each iteration replaces the last one's value
-                if "no_grad" in e.contexts or e.target in backprop:
+                if "no_grad" in e.contexts:
                     continue
-                attached = _attached_items(model, scope, e)
-                part = None
+                latest = loop.backpropagates_latest(e) if e.target in backprop else None
+                if e.target in backprop and latest is None:
+                    continue
+                attached = _attached_items(model, scope, e) if latest is None else []
+                part = latest.value if latest is not None else None
                 kind = kinds.of(e.value, scope, e)
-                if kind is not VKind.GRAPH and not attached:
+                if part is None and kind is not VKind.GRAPH and not attached:
                     part = _backpropagated_part(model, loop, scope, e) if not kind.graph_free else None
                     if part is None:
                         continue  # a number, a string, a detached tensor, or a value the analysis cannot see
-                if not _carried(scope, loop, e) or _escapes(model, scope, e.target) or _within_one_step(scope, loop, e):
+                if not loop.carries(e) or _escapes(model, scope, e.target) or loop.within_one_step(e):
                     continue
                 if loop.fills_local_buffer(e):
                     continue  # one call's buffer of fixed shape, not a log across training
@@ -169,6 +175,16 @@ for x, y in loader:
                     continue  # kept for a backward later, or handed to code whose use of it is not known
                 reported.add(e.target)
                 where = _small_statement(e)
+                if latest is not None and part is not None:
+                    yield Finding(
+                        e.node,
+                        f"`{code_of(e.value)}` is appended to `{e.target}` and back-propagated as "
+                        f"`{code_of(part)}`, so it carries its graph, and `{e.target}` keeps every earlier one across "
+                        f"iterations though no backward reads them again: memory grows every step; append "
+                        f"`.detach()`ed values and back-propagate the loss itself",
+                        None,
+                    )
+                    continue
                 if part is not None:
                     # Back-propagated already, so no later backward needs it (one would fail): only kept.
                     kept, used = code_of(e.value), code_of(part)
@@ -378,16 +394,6 @@ def _small_statement(e: Event) -> cst.CSTNode:
     return e.node
 
 
-def _carried(scope: Scope, loop: Loop, e: Event) -> bool:
-    """The container outlives the iteration: bound before the loop and not rebound inside it."""
-    inside = any(a.target == e.target and a.rebinds for a in loop.events if a.scope is scope.node)
-    if inside:
-        return False
-    return any(a.rebinds and loop.node not in a.loops for a in scope.assignments(e.target or "")) or (
-        e.target or ""
-    ).startswith("self.")
-
-
 def _same_key(e: Event) -> bool:
     """`d["name"] = value`: a key written as a literal, the same entry at every iteration, replaced by a value that
     does not read the container (`d["loss"] = d["loss"] + loss` adds to it)."""
@@ -403,25 +409,6 @@ def _same_key(e: Event) -> bool:
             return all(type(el.slice) is cst.Index and isinstance(el.slice.value, (
                 cst.SimpleString, cst.Integer, cst.Float)) for el in target.slice)
     return False
-
-
-def _within_one_step(scope: Scope, loop: Loop, e: Event) -> bool:
-    """The container is carried across a loop that never steps (the micro-batches of one step), and an enclosing
-    loop binds it afresh: it holds one step's graphs at most, already back-propagated, and nothing grows."""
-    if loop.of(EventKind.STEP, EventKind.RUN):
-        return False
-    defs = scope.assignments(e.target or "")
-    if any(a.target == e.target and a.rebinds and a.loops and loop.node not in a.loops
-           and any(outer in e.loops for outer in a.loops) for a in defs):
-        return True
-    # A local of a function, bound outside any loop, summed over its one loop of micro-batches, with the
-    # optimizer stepped once after that loop (`for i in range(accumulate): ... backward(); total += loss`, then
-    # `opt.step()`): one step's graphs, dropped when the call returns.
-    if type(scope.node) is not cst.FunctionDef or "." in (e.target or ".") or e.loops != (loop.node,):
-        return False
-    last = max(x.seq for x in loop.events)
-    return all(not a.loops for a in defs if a.rebinds) and any(
-        s.kind is EventKind.STEP and not s.loops and s.seq > last for s in scope.events)
 
 
 def _escapes(model: FileModel, scope: Scope, total: str) -> bool:
