@@ -11,20 +11,27 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import AssignForm, EventKind, Event, FileModel
+from torchlint.analysis.gradmode import cut_by_no_grad
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.exprs import (
     COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, keyword, names_in,
     positional_params, summand_names,
 )
-from torchlint.analysis.semantics import GRAPH_REDUCTIONS, LIST_TO_TENSOR, TENSOR_REWRAPPERS, is_module_name
+from torchlint.analysis.bindings import bound_values
+from torchlint.analysis.semantics import (
+    CONTAINER_FUNCTIONS, GRAPH_REDUCTIONS, LIST_TO_TENSOR, LOSS_FUNCTION_WORDS, NOT_A_FORWARD, NUMBER_FUNCTIONS,
+    STRING_FUNCTIONS, TENSOR_REWRAPPERS, is_module_name,
+)
 from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
 
 DETACHING = re.compile(r"\.\s*(?:data\b|(?:item|detach|tolist)\s*\()|f(?<!\wf)loat\s*\(")  # (see rules.base on \b)
-# A cut: a detaching wrapper, or a list's values copied into a new tensor (`torch.tensor(losses)`).
-CUT = re.compile(DETACHING.pattern + r"|torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
+# A cut: a detaching wrapper, a list's values copied into a new tensor (`torch.tensor(losses)`), or a value
+# computed under `no_grad` / `inference_mode`.
+CUT = re.compile(DETACHING.pattern + r"|torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\("
+                 r"|no_grad|inference_mode")
 DEF_FORWARD = re.compile(r"def(?<!\wdef)\s+forward\s*\(")
 LIST_TO_TENSOR_CALL = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
 
@@ -67,6 +74,13 @@ grad": the backward stops at that leaf and no parameter gets a gradient. And a h
 returns several losses as a tuple with one of them detached (`return ce, reg.item()`), when the caller adds that
 item into the back-propagated loss (`ce, reg = compute_losses(out, y)`; `loss = ce + 0.1 * reg`): reported in
 the helper, without a fix (other callers may rely on getting a number).
+A term computed under `torch.no_grad()` / `inference_mode()` from a forward that the same function also runs
+with grad (the model it trains), then added into the back-propagated loss: `with torch.no_grad(): kl = logp -
+ref_logp` on the rollout, then `loss = pg_loss + beta * kl.mean()` (every definition of the term that reaches the
+loss is under `no_grad`). No fix: compute the term from the forward that carries a graph.
+A module's input cut in a loss that trains that input's producer through another term: `G_loss =
+mse(D(fake.detach()), ones) + l1(fake, real)`, the generator's loss whose adversarial term reaches only `D` (a
+module: known to be one, named like one, or an attribute of `self` bound to an instance of a class). No fix.
 Losses copied into a new tensor, `torch.tensor(losses)` / `torch.Tensor([rec_loss, kl_loss])` (through
 `torch.mean(...)`, `.sum()`, `.to(device)`), where the list holds values that carry a graph (a list literal of
 them, or a list they are appended to): as a term of the back-propagated loss, or returned by a module's `forward`
@@ -109,6 +123,13 @@ for x, y in loader:
     running_loss += loss.item()     # only printed, never back-propagated
 print(running_loss)
 ```
+
+Under `no_grad`, the output of a model the function never runs with grad (a reference or target network), a
+value subtracted from or beside a graph tensor (`q - target`, `log_prob * (ret - old_value)`), or inside another
+function (`torch.exp(new_logp - old_logp)`): a target, baseline or weight meant as a constant.
+
+`D(fake.detach())` in the critic's own loss (nothing else in it uses `fake`), or in a sum of both players'
+losses where `D(fake)` also appears; a cut input of a function, not a module (`cos(p, z.detach())`).
 
 `torch.tensor(history).mean()` of kept losses only printed; `torch.tensor(seen)` of values read with `.item()`;
 a forward that returns `torch.tensor(lengths)` (numbers); a `forward` of a class without a base.
@@ -163,6 +184,7 @@ followed into the helper.
                         owner[id(expr)] = b
             for expr, at in candidates:
                 yield from _rewrap_findings(model, scope, expr, at)
+                yield from _no_grad_findings(model, scope, expr, at)
                 yield from _list_findings(model, scope, expr, at, "is added into a loss that is back-propagated")
                 for det in _summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)):
                     if not _carries_graph(model, scope, det.operand, at):
@@ -179,6 +201,8 @@ followed into the helper.
                     )
             for d in tuple_items:
                 yield from _helper_item_findings(model, scope, d)
+            for b in backwards:
+                yield from _cut_input_findings(model, scope, b)
 
 
 def _helper_item_findings(model: FileModel, scope, d: Event) -> Iterator[Finding]:
@@ -232,6 +256,110 @@ def _from_graph_argument(model: FileModel, scope, at: Event, callee, operand: cs
         if called and (kind is VKind.MODULE or (kind is VKind.UNKNOWN and is_module_name(code_of(arg.value)))):
             return True
     return False
+
+
+def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
+    """`D(fake.detach())` computing a term of a loss that trains `fake`'s producer through another term
+    (`G_loss = mse(D(fake.detach()), ones) + l1(fake, real)`): the adversarial term reaches only `D`, never the
+    generator. Not when the same module also gets `fake` attached in that loss (a sum of both players' losses),
+    nor when nothing else in the loss uses `fake` (the discriminator's own loss)."""
+    assert b.value is not None  # own_backwards: each with a value
+    defs = [d for d in scope.operand_defs(b.value, b) if d.value is not None]
+    values: list[tuple[cst.BaseExpression, Event]] = [(b.value, b)] + [(d.value, d) for d in defs]
+    for value, at in values:
+        for call in (n for n in walk(value) if type(n) is cst.Call):
+            func = dotted(call.func)
+            if func is None or not _module_call(model, scope, call, at):
+                continue
+            for arg in call.args:
+                det = as_detachment(arg.value)
+                x = dotted(det.operand) if det is not None and det.how in (".detach()", ".data") else None
+                if x is None or not _module_output(model, scope, det.operand, at):  # type: ignore[union-attr]
+                    continue
+                uses = [(c, v) for v, _ in values for c in _calls_given(v, x)]
+                if uses and not any(dotted(c.func) == func for c, _ in uses):
+                    yield Finding(
+                        det.node,  # type: ignore[union-attr]
+                        f"`{code_of(det.node)}` is cut from the graph before `{func}` reads it, yet the "  # type: ignore[union-attr]
+                        f"back-propagated loss also trains `{x}` through `{code_of(uses[0][0].func)}`: the term "
+                        f"computed by `{func}` gives `{x}`'s producer no gradient; pass `{x}` itself",
+                    )
+
+
+def _module_call(model: FileModel, scope, call: cst.Call, at: Event) -> bool:
+    """A call of a module: known to be one, named like one, or an attribute of `self` bound only to instances of
+    a class (`self.d = Discriminator(...)` in `__init__`) whose name is not a loss's or a criterion's."""
+    func = dotted(call.func) or ""
+    if model.kinds.of(call.func, scope, at) is VKind.MODULE or (is_module_name(func) and "." not in func):
+        return True
+    values = bound_values(model, scope, func) if func.startswith("self.") and func.count(".") == 1 else None
+    return bool(values) and all(
+        type(v) is cst.Call and (c := dotted(v.func)) is not None and c.rsplit(".", 1)[-1][:1].isupper()
+        and not any(w in c.lower() for w in LOSS_FUNCTION_WORDS) for v in values)  # type: ignore[union-attr]
+
+
+def _module_output(model: FileModel, scope, x: cst.BaseExpression, at: Event) -> bool:
+    """Known to carry a graph, or bound (every definition reaching `at`) to what a module returns."""
+    kind = model.kinds.of(x, scope, at)
+    if kind is not VKind.UNKNOWN or type(x) is not cst.Name:
+        return kind is VKind.GRAPH
+    defs, entry = scope.reaching(x.value, at)
+    return bool(defs) and not entry and all(
+        type(d.value) is cst.Call and _module_call(model, scope, d.value, d) for d in defs)
+
+
+def _calls_given(value: cst.BaseExpression, x: str) -> list[cst.Call]:
+    """The calls in `value` that are handed `x` itself (not cut) as an argument."""
+    return [n for n in walk(value) if type(n) is cst.Call and any(dotted(a.value) == x for a in n.args)
+            and dotted(n.func) not in _NOT_TRAINING]
+
+
+# Builtins that read a tensor without computing from it a value that trains (`zip(a, b)`, `len(x)`).
+_NOT_TRAINING = CONTAINER_FUNCTIONS | NUMBER_FUNCTIONS | STRING_FUNCTIONS | NOT_A_FORWARD | {"print", "isinstance"}
+
+
+def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
+    """A term added into the loss that was computed under `no_grad` from a forward the function also runs with
+    grad (`with torch.no_grad(): kl = logp - ref_logp`, then `loss = pg_loss + beta * kl.mean()`): the term is a
+    constant, and the penalty it stands for trains nothing. Only added terms: a difference (`q - target`) or a
+    factor beside a graph tensor (`log_prob * advantage`) is a target, baseline or weight."""
+    for term in _added_terms(expr, lambda e: _carries_graph(model, scope, e, at)):
+        name = dotted(term.value if type(term) is cst.Subscript else term)
+        defs = cut_by_no_grad(model, scope, name, at) if name is not None else ()
+        if defs:
+            yield Finding(
+                term,
+                f"`{code_of(term)}` is computed under `torch.no_grad()` (`{name}` is bound there) from the model "
+                f"this function trains, so it carries no graph, yet it is added into a loss that is back-propagated: "
+                f"this term gets no gradient; compute it outside `no_grad`",
+            )
+
+
+def _added_terms(expr: cst.BaseExpression, graph) -> list[cst.BaseExpression]:
+    """The names (or items of one, `kl[idx]`) added into `expr`: through `+`, a weight without graph, a divisor
+    without graph, a sign, a reduction, a sum; not either side of a difference."""
+    node = expr
+    while type(node) is cst.Call and type(node.func) is cst.Attribute and not node.args \
+            and node.func.attr.value in GRAPH_REDUCTIONS:
+        node = node.func.value
+    if type(node) is cst.Name or type(node) is cst.Attribute or (
+            type(node) is cst.Subscript and type(node.value) in (cst.Name, cst.Attribute)):
+        return [node]
+    if type(node) is cst.UnaryOperation:
+        return _added_terms(node.expression, graph)
+    if type(node) is cst.Call and dotted(node.func) in COMBINING_CALLS:
+        return [t for arg in node.args for item in combined_items(arg.value) for t in _added_terms(item, graph)]
+    if type(node) is not cst.BinaryOperation:
+        return []
+    op = type(node.operator)
+    if op is cst.Add:
+        return _added_terms(node.left, graph) + _added_terms(node.right, graph)
+    if op is cst.Multiply:
+        return [t for side, other in ((node.left, node.right), (node.right, node.left)) if not graph(other)
+                for t in _added_terms(side, graph)]
+    if op is cst.Divide and not graph(node.right):
+        return _added_terms(node.left, graph)
+    return []
 
 
 def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
