@@ -182,9 +182,11 @@ followed into the helper.
                         seen.add(id(expr))
                         candidates.append((expr, at))
                         owner[id(expr)] = b
+            no_grad = any("no_grad" in e.contexts for e in scope.events)  # else no term was computed under it
             for expr, at in candidates:
                 yield from _rewrap_findings(model, scope, expr, at)
-                yield from _no_grad_findings(model, scope, expr, at)
+                if no_grad:
+                    yield from _no_grad_findings(model, scope, expr, at)
                 yield from _list_findings(model, scope, expr, at, "is added into a loss that is back-propagated")
                 for det in _summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)):
                     if not _carries_graph(model, scope, det.operand, at):
@@ -201,8 +203,9 @@ followed into the helper.
                     )
             for d in tuple_items:
                 yield from _helper_item_findings(model, scope, d)
-            for b in backwards:
-                yield from _cut_input_findings(model, scope, b)
+            if any(_cut_args(n) for n in walk(scope.node) if type(n) is cst.Call):
+                for b in backwards:
+                    yield from _cut_input_findings(model, scope, b)
 
 
 def _helper_item_findings(model: FileModel, scope, d: Event) -> Iterator[Finding]:
@@ -269,21 +272,26 @@ def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
     for value, at in values:
         for call in (n for n in walk(value) if type(n) is cst.Call):
             func = dotted(call.func)
-            if func is None or not _module_call(model, scope, call, at):
-                continue
-            for arg in call.args:
-                det = as_detachment(arg.value)
-                x = dotted(det.operand) if det is not None and det.how in (".detach()", ".data") else None
-                if x is None or not _module_output(model, scope, det.operand, at):  # type: ignore[union-attr]
+            cut = _cut_args(call)
+            if func is None or not cut or not _module_call(model, scope, call, at):
+                continue  # the cheap tests first: most calls are handed no cut value
+            for det in cut:
+                x = dotted(det.operand)
+                if x is None or not _module_output(model, scope, det.operand, at):
                     continue
                 uses = [(c, v) for v, _ in values for c in _calls_given(v, x)]
                 if uses and not any(dotted(c.func) == func for c, _ in uses):
                     yield Finding(
-                        det.node,  # type: ignore[union-attr]
-                        f"`{code_of(det.node)}` is cut from the graph before `{func}` reads it, yet the "  # type: ignore[union-attr]
+                        det.node,
+                        f"`{code_of(det.node)}` is cut from the graph before `{func}` reads it, yet the "
                         f"back-propagated loss also trains `{x}` through `{code_of(uses[0][0].func)}`: the term "
                         f"computed by `{func}` gives `{x}`'s producer no gradient; pass `{x}` itself",
                     )
+
+
+def _cut_args(call: cst.Call) -> list[Detachment]:
+    """The arguments of `call` cut from the graph with `.detach()` or `.data` (`D(fake.detach(), y)`)."""
+    return [d for a in call.args if (d := as_detachment(a.value)) is not None and d.how in (".detach()", ".data")]
 
 
 def _module_call(model: FileModel, scope, call: cst.Call, at: Event) -> bool:
