@@ -676,6 +676,7 @@ def test_a_term_computed_under_no_grad_from_the_trained_model_is_reported(src, a
     _no_grad_term(loss="loss = new_logp.mean() + coef * kl.mean()").replace(
         "    with torch.no_grad():", "    if True:"),                  # not under no_grad: it carries a graph
     _no_grad_term(loss="kl = new_logp - ref_logp\n    " + _PG + " + coef * kl.mean()"),  # rebound with grad
+    _no_grad_term(loss="picked = []\n    picked.append(torch.log(new_logp))\n    loss = picked[0] * kl"),  # a weight
 ])
 def test_a_constant_meant_as_one_is_not_reported(src):
     assert findings(src, "TL003") == []
@@ -726,6 +727,11 @@ def test_an_adversarial_term_through_a_cut_input_is_reported(src, at):
     _cut_input(judged="noise", loss="loss = cosine(score, fake.detach()) + cosine(self.gen(real), fake)"),  # a function
     _cut_input(loss="loss = F.mse_loss(score, real) + 0.1 * F.mse_loss(real, fake.detach())"),  # no attached use
     _cut_input(loss="loss = F.mse_loss(score, real) + len(fake) * 0"),               # only counted
+    _cut_input(loss="loss = F.mse_loss(score, real) + F.mse_loss(self.gen.classify(fake), real)"),  # another module
+    _cut_input(loss="if refit:\n                score = self.judge(fake)\n            "
+                    "loss = F.mse_loss(score, real) + F.l1_loss(fake, real)"),   # the module also reads it attached
+    _cut_input(judged="noise", loss="loss = F.mse_loss(self.gen(noise), real) + crit(fake.detach(), real) + "
+                                    "F.l1_loss(fake, real)"),                       # a criterion is handed the cut
 ])
 def test_a_cut_input_meant_as_one_is_not_reported(src):
     assert findings(src, "TL003") == []

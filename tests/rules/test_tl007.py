@@ -1339,3 +1339,54 @@ def test_last_item_back_propagated_keeps_the_earlier_ones(src):
 ])
 def test_last_item_look_alikes_are_not_flagged(src):
     assert findings(src, "TL007") == []
+
+
+# An evaluation function that a training loop runs with grad enabled, summing attached losses over its pass.
+EVALUATED = """\
+import torch
+
+
+class Fitter:
+    def evaluate(self, loader):
+        {head}
+        total = 0
+        for x, y in loader:
+            {body}
+        return total / len(loader)
+
+    def fit(self, loader, val_loader, opt, epochs):
+        for epoch in range(epochs):
+            for x, y in loader:
+                opt.zero_grad()
+                loss = self.crit(self.net(x), y)
+                loss.backward()
+                opt.step()
+            {call}
+            print(score)
+"""
+
+
+def _evaluated(head="pass", body="total += self.crit(self.net(x), y)", call="score = self.evaluate(val_loader)"):
+    return EVALUATED.format(head=head, body=body, call=call)
+
+
+def test_a_pass_summed_with_grad_enabled_during_training_is_flagged():
+    assert findings(_evaluated(), "TL007") == [(9, 13)]
+
+
+@pytest.mark.parametrize("src", [
+    _evaluated(body="with torch.no_grad():\n                total += self.crit(self.net(x), y)"),   # under no_grad
+    _evaluated(call="with torch.no_grad():\n                score = self.evaluate(val_loader)"),     # called so
+    _evaluated(head="torch.set_grad_enabled(False)"),                                    # grad switched off
+    _evaluated(body="total += self.crit(self.net(x), y).item()"),                        # a number
+    _evaluated(body="total = 0\n            total += self.crit(self.net(x), y)"),        # one batch's graph
+    _evaluated(call="score = self.evaluate(val_loader)\n            score.backward()"),  # a loss builder
+    _evaluated(body="total += self.crit(self.net(x), y)\n            total.backward()"),  # it back-propagates
+])
+def test_evaluation_look_alikes_are_not_flagged(src):
+    assert findings(src, "TL007") == []
+
+
+def test_an_evaluation_returning_a_number_is_not_flagged():
+    src = _evaluated().replace("return total / len(loader)", "return total.item() / len(loader)")
+    assert findings(src, "TL007") == []

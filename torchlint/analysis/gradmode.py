@@ -6,6 +6,8 @@ itself and reads the `.grad` of (an input gradient taken with `backward()` inste
 
 from __future__ import annotations
 
+import weakref
+
 import libcst as cst
 
 from torchlint.analysis.events import Event, EventKind
@@ -40,9 +42,24 @@ def cut_by_no_grad(model: FileModel, scope: Scope, name: str, at: Event) -> tupl
     return ()
 
 
+def from_trained_forward(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> bool:
+    """`expr` is computed, outside `no_grad`, from a forward the function runs with grad (`log_probs[i]` with
+    `log_probs.append(torch.log(policy(s)[a]))`): it may carry that forward's graph, whatever its kind says."""
+    trained = _forwards_with_grad(model, scope)
+    if not trained or "no_grad" in at.contexts:
+        return False
+    if _calls(expr) & trained:
+        return True
+    return any(d.value is not None and "no_grad" not in d.contexts and _calls(d.value) & trained
+               for d in scope.operand_defs(expr, at))
+
+
 def _forwards_with_grad(model: FileModel, scope: Scope) -> frozenset[str]:
     """The forwards the function runs outside `no_grad`: calls of a module (`model(x)`, `self.policy(x)`) or of
-    a `forward` method, in the values it assigns or back-propagates."""
+    a `forward` method, in the values it assigns or back-propagates (once per scope)."""
+    cached = _FORWARDS.get(scope)
+    if cached is not None:
+        return cached
     out: set[str] = set()
     for e in scope.events:
         if e.value is None or "no_grad" in e.contexts or e.scope is not scope.node:
@@ -55,7 +72,12 @@ def _forwards_with_grad(model: FileModel, scope: Scope) -> frozenset[str]:
             if (func.rsplit(".", 1)[-1] == "forward" or is_module_name(func)
                     or model.kinds.of(n.func, scope, e) is VKind.MODULE):
                 out.add(func)
-    return frozenset(out)
+    answer = frozenset(out)
+    _FORWARDS[scope] = answer
+    return answer
+
+
+_FORWARDS: weakref.WeakKeyDictionary[Scope, frozenset[str]] = weakref.WeakKeyDictionary()  # dies with its scope
 
 
 def _calls(expr: cst.BaseExpression) -> set[str]:

@@ -11,7 +11,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import AssignForm, EventKind, Event, FileModel
-from torchlint.analysis.gradmode import cut_by_no_grad
+from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.exprs import (
     COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, keyword, names_in,
@@ -19,8 +19,7 @@ from torchlint.analysis.exprs import (
 )
 from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.semantics import (
-    CONTAINER_FUNCTIONS, GRAPH_REDUCTIONS, LIST_TO_TENSOR, LOSS_FUNCTION_WORDS, NOT_A_FORWARD, NUMBER_FUNCTIONS,
-    STRING_FUNCTIONS, TENSOR_REWRAPPERS, is_module_name,
+    GRAPH_REDUCTIONS, LIST_TO_TENSOR, LOSS_FUNCTION_WORDS, TENSOR_REWRAPPERS, is_callable_name, is_module_name,
 )
 from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
@@ -280,7 +279,8 @@ def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
                 if x is None or not _module_output(model, scope, det.operand, at):
                     continue
                 uses = [(c, v) for v, _ in values for c in _calls_given(v, x)]
-                if uses and not any(dotted(c.func) == func for c, _ in uses):
+                if uses and not any(dotted(n.func) == func and any(dotted(a.value) == x for a in n.args)
+                                    for v, _ in values for n in walk(v) if type(n) is cst.Call):
                     yield Finding(
                         det.node,
                         f"`{code_of(det.node)}` is cut from the graph before `{func}` reads it, yet the "
@@ -295,9 +295,11 @@ def _cut_args(call: cst.Call) -> list[Detachment]:
 
 
 def _module_call(model: FileModel, scope, call: cst.Call, at: Event) -> bool:
-    """A call of a module: known to be one, named like one, or an attribute of `self` bound only to instances of
-    a class (`self.d = Discriminator(...)` in `__init__`) whose name is not a loss's or a criterion's."""
+    """A call of a module that is not a criterion: known to be one, named like one, or an attribute of `self`
+    bound only to instances of a class (`self.d = Discriminator(...)` in `__init__`) whose name is not a loss's."""
     func = dotted(call.func) or ""
+    if _loss_function(func):
+        return False
     if model.kinds.of(call.func, scope, at) is VKind.MODULE or (is_module_name(func) and "." not in func):
         return True
     values = bound_values(model, scope, func) if func.startswith("self.") and func.count(".") == 1 else None
@@ -317,13 +319,15 @@ def _module_output(model: FileModel, scope, x: cst.BaseExpression, at: Event) ->
 
 
 def _calls_given(value: cst.BaseExpression, x: str) -> list[cst.Call]:
-    """The calls in `value` that are handed `x` itself (not cut) as an argument."""
+    """The criteria and loss functions in `value` handed `x` itself (not cut): `F.l1_loss(fake, real)`, a term
+    that trains what made `x` (another module reading `x` may be the critic's own business)."""
     return [n for n in walk(value) if type(n) is cst.Call and any(dotted(a.value) == x for a in n.args)
-            and dotted(n.func) not in _NOT_TRAINING]
+            and _loss_function(dotted(n.func) or "")]
 
 
-# Builtins that read a tensor without computing from it a value that trains (`zip(a, b)`, `len(x)`).
-_NOT_TRAINING = CONTAINER_FUNCTIONS | NUMBER_FUNCTIONS | STRING_FUNCTIONS | NOT_A_FORWARD | {"print", "isinstance"}
+def _loss_function(func: str) -> bool:
+    """`F.l1_loss`, `criterion`, `self.recon_crit`, `mse`: a name that says it computes a loss."""
+    return is_callable_name(func) or any(w in func.lower() for w in LOSS_FUNCTION_WORDS)
 
 
 def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
@@ -331,7 +335,10 @@ def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Eve
     grad (`with torch.no_grad(): kl = logp - ref_logp`, then `loss = pg_loss + beta * kl.mean()`): the term is a
     constant, and the penalty it stands for trains nothing. Only added terms: a difference (`q - target`) or a
     factor beside a graph tensor (`log_prob * advantage`) is a target, baseline or weight."""
-    for term in _added_terms(expr, lambda e: _carries_graph(model, scope, e, at)):
+    def graph(e: cst.BaseExpression) -> bool:
+        return _carries_graph(model, scope, e, at) or from_trained_forward(model, scope, e, at)
+
+    for term in _added_terms(expr, graph):
         name = dotted(term.value if type(term) is cst.Subscript else term)
         defs = cut_by_no_grad(model, scope, name, at) if name is not None else ()
         if defs:

@@ -60,6 +60,12 @@ An object of one of the file's classes that outlives the iteration keeps what it
 of `self`: `meter.update(loss, n)` with `def update(self, val, n): self.sum += val * n` (or
 `self.values.append(val)`).
 
+An evaluation function that a training loop runs with grad enabled (not under `no_grad`, no
+`set_grad_enabled` in it or its caller) and that sums attached losses over the whole pass of its own loop into a
+total it returns attached (`total += crit(model(x), y)`; `return total / n`): the total holds the graph of every
+batch of the pass, and the caller only keeps its value (it never back-propagates it). Not a total bound afresh per
+batch, returned as a number (`total.item() / n`), nor in a function that back-propagates or steps.
+
 ## Why it is wrong
 The total is a tensor whose graph reaches back through every iteration's forward pass, so none of those
 activations can be freed: memory grows a little every step, then training stops with `CUDA out of memory` — the
@@ -132,6 +138,7 @@ for x, y in loader:
         for loop in model.loops:
             if keepers and loop.of(EventKind.BACKWARD):
                 yield from _kept_by_objects(model, loop, kept, keepers)
+        yield from _evaluated_with_grad(model)
 
     def _events(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
@@ -251,6 +258,66 @@ def _kept_by_objects(model: FileModel, loop: Loop, seen: set[int], keepers: set[
                 None,
             )
             break
+
+
+def _evaluated_with_grad(model: FileModel) -> Iterator[Finding]:
+    """An evaluation function, run by a training loop outside `no_grad`, that sums attached losses over its own
+    loop and returns the total (`def validate(loader): total = 0; for x, y in loader: total += crit(model(x), y);
+    return total`): the total holds the graph of every batch of the pass, and hands it to a caller that keeps
+    only its value (a total returned as `total.item()` leaves the graph in the call)."""
+    for loop in model.loops:
+        scope = loop.scope
+        if type(scope.node) is not cst.FunctionDef or not loop.outermost or any(
+                x.kind in (EventKind.BACKWARD, EventKind.STEP, EventKind.RUN) for x in scope.events):
+            continue  # a function that trains, or back-propagates what it sums, is not an evaluation
+        returned = {n for r in scope.own_returns() if r.value is not None  # as terms: not `total.item() / n`
+                    for n in summand_names(r.value) | {d.target for d in scope.summand_defs(r.value, r)}}
+        for e in loop.events:
+            if (e.scope is not scope.node or not e.accumulates or e.target not in returned or e.value is None
+                    or "no_grad" in e.contexts or not loop.carries(e)):
+                continue
+            if any(a.loops for a in scope.assignments(e.target or "") if a.rebinds):
+                continue  # bound afresh for each batch: one batch's graph, not the pass's
+            if model.kinds.of(e.value, scope, e) is not VKind.GRAPH or _switches_grad(scope):
+                continue
+            callers = _training_callers(model, scope)
+            if callers:
+                yield Finding(
+                    e.node,
+                    f"`{code_of(e.value)}` is still attached to its graph and is summed into `{e.target}` over "
+                    f"every batch of `{scope.name}()`, which `{callers[0].name}()` runs with grad enabled during "
+                    f"training: the total holds the graph of the whole pass and memory grows with it; run it under "
+                    f"`torch.no_grad()` or add `.item()`",
+                )
+                break
+
+
+def _training_callers(model: FileModel, callee: Scope) -> list[Scope]:
+    """The functions that call `callee` inside a loop that back-propagates; empty unless every call of it runs
+    outside `no_grad` and only keeps the value it returns (never back-propagates it)."""
+    out = []
+    for caller in model.scopes:
+        for e in caller.raw:
+            if e.kind is not EventKind.LOCAL_CALL or model.resolve(caller, e.callee or "") is not callee:
+                continue
+            if "no_grad" in e.contexts or _switches_grad(caller):
+                return []
+            targets = [t.target for small in getattr(e.stmt, "body", ()) if type(small) is cst.Assign
+                       for t in small.targets]
+            if not targets or any(names_in(t) & caller.backpropagated() for t in targets):
+                return []  # handed on as it is, or back-propagated: a loss builder, not an evaluation
+            if any(lp.scope is caller and lp.node in e.loops and lp.of(EventKind.BACKWARD) for lp in model.loops):
+                out.append(caller)
+    return out
+
+
+def _switches_grad(scope: Scope) -> bool:
+    """The function turns gradients off itself (`torch.set_grad_enabled(False)`, a `no_grad` it calls)."""
+    return any(type(n) is cst.Call and (dotted(n.func) or "").rsplit(".", 1)[-1] in _GRAD_SWITCHES
+               for n in walk(scope.node))
+
+
+_GRAD_SWITCHES = frozenset({"set_grad_enabled", "no_grad", "inference_mode", "enable_grad"})
 
 
 def _outlives(scope: Scope, loop: Loop, obj: str) -> bool:
