@@ -270,18 +270,21 @@ def _evaluated_with_grad(model: FileModel) -> Iterator[Finding]:
         if type(scope.node) is not cst.FunctionDef or not loop.outermost or any(
                 x.kind in (EventKind.BACKWARD, EventKind.STEP, EventKind.RUN) for x in scope.events):
             continue  # a function that trains, or back-propagates what it sums, is not an evaluation
+        sums = [e for e in loop.events if e.scope is scope.node and e.accumulates and e.value is not None
+                and "no_grad" not in e.contexts]
+        if not sums:
+            continue  # the cheap test first: most loops of a file sum nothing
         returned = {n for r in scope.own_returns() if r.value is not None  # as terms: not `total.item() / n`
                     for n in summand_names(r.value) | {d.target for d in scope.summand_defs(r.value, r)}}
-        for e in loop.events:
-            if (e.scope is not scope.node or not e.accumulates or e.target not in returned or e.value is None
-                    or "no_grad" in e.contexts or not loop.carries(e)):
+        for e in sums:
+            if e.target not in returned or not loop.carries(e):
                 continue
             if any(a.loops for a in scope.assignments(e.target or "") if a.rebinds):
                 continue  # bound afresh for each batch: one batch's graph, not the pass's
             if model.kinds.of(e.value, scope, e) is not VKind.GRAPH or _switches_grad(scope):
                 continue
             callers = _training_callers(model, scope)
-            if callers:
+            if callers and e.value is not None:
                 yield Finding(
                     e.node,
                     f"`{code_of(e.value)}` is still attached to its graph and is summed into `{e.target}` over "
