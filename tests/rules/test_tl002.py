@@ -684,3 +684,47 @@ def test_helper_backward_in_a_loop_of_its_own_is_flagged():
         update(agent, 4)
     """
     assert findings(src, "TL002") == [(5, 9)]
+
+
+# An input gradient taken with backward(create_graph=True) and read from the leaf's .grad (a gradient penalty).
+INPUT_GRADIENT = """\
+import torch
+
+
+def penalty(critic, real, fake):
+    t = torch.rand(real.size(0), 1)
+    mixed = t * real + (1 - t) * fake
+    {leaf}
+    score = critic(mixed)
+    {backward}
+    slope = mixed.grad.view(mixed.size(0), -1)
+    {after}
+    return ((slope.norm(dim=1) - 1) ** 2).mean()
+"""
+
+
+def _input_gradient(leaf="mixed.requires_grad = True",
+                    backward="score.backward(torch.ones_like(score), create_graph=True)", after="pass"):
+    return INPUT_GRADIENT.format(leaf=leaf, backward=backward, after=after)
+
+
+@pytest.mark.parametrize("src", [
+    _input_gradient(),
+    _input_gradient(leaf="mixed.requires_grad_()"),
+    _input_gradient(leaf="mixed = Variable(mixed.data, requires_grad=True)"),
+    _input_gradient(backward="torch.autograd.backward(score, torch.ones_like(score), create_graph=True)"),
+])
+def test_input_gradient_through_backward_with_create_graph_is_flagged(src):
+    assert findings(src, "TL002") == [(9, 5)]
+
+
+@pytest.mark.parametrize("src", [
+    _input_gradient(backward="mixed.grad = torch.autograd.grad(score, mixed, torch.ones_like(score), "
+                             "create_graph=True)[0]"),            # the recommended form: nothing stored in a cycle
+    _input_gradient(backward="score.backward(torch.ones_like(score))"),                # no graph kept in .grad
+    _input_gradient(after="mixed.grad = None"),                                        # the cycle is broken
+    _input_gradient(leaf="pass"),                                                      # not a leaf it makes
+    _input_gradient(backward="score.backward(torch.ones_like(score), create_graph=second_order)"),  # not known
+])
+def test_input_gradient_look_alikes_are_not_flagged(src):
+    assert findings(src, "TL002") == []

@@ -631,3 +631,107 @@ def test_a_forward_in_a_file_that_never_back_propagates_is_not_read():
     parsed for TL003 (the rule page says so); the same forward in a file that trains is reported (POSITIVE)."""
     src = POSITIVE["losses_copied_into_a_tensor_returned_by_forward"][0].split("        def fit(")[0]
     assert findings(src, "TL003") == []
+
+
+# A penalty computed under no_grad from the model the loop trains, then added into its loss.
+NO_GRAD_TERM = """\
+import torch
+for batch in loader:
+    with torch.no_grad():
+        old_logp = policy(batch.obs)
+        ref_logp = reference(batch.obs)
+        {penalty}
+    new_logp = policy(batch.obs)
+    {loss}
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+_KL = "kl = old_logp - ref_logp"
+_PG = "loss = -(new_logp * batch.adv).mean()"
+
+
+def _no_grad_term(penalty=_KL, loss=_PG + " + coef * kl.mean()"):
+    return NO_GRAD_TERM.format(penalty=penalty, loss=loss)
+
+
+@pytest.mark.parametrize("src, at", [
+    (_no_grad_term(), (8, 52)),                                                    # a weighted, reduced term
+    (_no_grad_term(loss=_PG + " + (coef * kl[batch.idx]).mean()"), (8, 53)),      # an item of it
+    (_no_grad_term(penalty="kl = (old_logp - ref_logp) ** 2", loss=_PG + " + kl.sum() / n"), (8, 45)),
+    (_no_grad_term(penalty="if approx:\n            kl = old_logp - ref_logp\n        else:\n"
+                           "            kl = (old_logp - ref_logp) ** 2"), (11, 52)),  # every arm under no_grad
+])
+def test_a_term_computed_under_no_grad_from_the_trained_model_is_reported(src, at):
+    assert findings(src, "TL003") == [at]
+
+
+@pytest.mark.parametrize("src", [
+    _no_grad_term(penalty="kl = ref_logp * 0.5"),                    # from a model never run with grad here
+    _no_grad_term(loss="loss = -(new_logp * (batch.ret - old_logp)).mean()"),    # a baseline beside a graph factor
+    _no_grad_term(loss="loss = ((new_logp - old_logp) ** 2).mean()"),            # a target, inside a power
+    _no_grad_term(loss="loss = (new_logp - kl).mean()"),                          # a difference: a target
+    _no_grad_term(loss="loss = torch.exp(new_logp - old_logp).mean() * coef"),   # an argument of a function
+    _no_grad_term(loss="loss = new_logp.mean() + coef * kl.mean()").replace(
+        "    with torch.no_grad():", "    if True:"),                  # not under no_grad: it carries a graph
+    _no_grad_term(loss="kl = new_logp - ref_logp\n    " + _PG + " + coef * kl.mean()"),  # rebound with grad
+    _no_grad_term(loss="picked = []\n    picked.append(torch.log(new_logp))\n    loss = picked[0] * kl"),  # a weight
+])
+def test_a_constant_meant_as_one_is_not_reported(src):
+    assert findings(src, "TL003") == []
+
+
+# A generator's loss whose adversarial term reads the fake through a cut: only the critic is reached.
+CUT_INPUT = """\
+import torch
+import torch.nn.functional as F
+
+
+class Pair(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gen = Maker(16)
+        self.judge = Judge(16)
+
+    def fit(self, loader, opt):
+        for noise, real in loader:
+            fake = self.gen(noise)
+            score = self.judge({judged})
+            {loss}
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+"""
+
+
+def _cut_input(judged="fake.detach()", loss="loss = F.mse_loss(score, torch.ones_like(score)) + F.l1_loss(fake, real)"):
+    return CUT_INPUT.format(judged=judged, loss=loss)
+
+
+@pytest.mark.parametrize("src, at", [
+    (_cut_input(), (14, 32)),
+    (_cut_input(judged="fake.data"), (14, 32)),
+    (_cut_input(loss="loss = -score.mean() + 10 * (fake - real).abs().mean() + F.mse_loss(fake, real)"), (14, 32)),
+])
+def test_an_adversarial_term_through_a_cut_input_is_reported(src, at):
+    assert findings(src, "TL003") == [at]
+
+
+@pytest.mark.parametrize("src", [
+    _cut_input(loss="loss = F.mse_loss(score, torch.zeros_like(score)) + "
+                    "F.mse_loss(self.judge(real), torch.ones_like(score))"),     # the critic's own loss
+    _cut_input(loss="loss = F.mse_loss(score, torch.zeros_like(score)) + "
+                    "F.mse_loss(self.judge(fake), torch.ones_like(score))"),     # both players in one loss
+    _cut_input(judged="fake"),                                                  # not cut
+    _cut_input(judged="noise", loss="loss = cosine(score, fake.detach()) + cosine(self.gen(real), fake)"),  # a function
+    _cut_input(loss="loss = F.mse_loss(score, real) + 0.1 * F.mse_loss(real, fake.detach())"),  # no attached use
+    _cut_input(loss="loss = F.mse_loss(score, real) + len(fake) * 0"),               # only counted
+    _cut_input(loss="loss = F.mse_loss(score, real) + F.mse_loss(self.gen.classify(fake), real)"),  # another module
+    _cut_input(loss="if refit:\n                score = self.judge(fake)\n            "
+                    "loss = F.mse_loss(score, real) + F.l1_loss(fake, real)"),   # the module also reads it attached
+    _cut_input(judged="noise", loss="loss = F.mse_loss(self.gen(noise), real) + crit(fake.detach(), real) + "
+                                    "F.l1_loss(fake, real)"),                       # a criterion is handed the cut
+])
+def test_a_cut_input_meant_as_one_is_not_reported(src):
+    assert findings(src, "TL003") == []

@@ -1302,3 +1302,91 @@ def test_buffer_filled_slot_by_slot_over_a_counted_loop_is_not_flagged(src):
 def test_buffer_filled_over_the_batches_of_a_loader_is_still_flagged():
     src = _per_position(var="i, (x, y)", loop="enumerate(loader)", slot="[i]")  # an epoch over a loader
     assert findings(src, "TL007") == [(6, 9)]
+
+
+# A list whose last item is back-propagated each iteration: the item carries a graph (known by its use), and the
+# list keeps every earlier one though no backward reads them again.
+LATEST_ITEM = """
+def fit(params, objective, opt, steps):
+    history = {make}
+    for it in range(steps):
+        opt.zero_grad()
+        terms = objective(*params)
+        history.append(functools.reduce(operator.add, terms))
+        {between}
+        {backward}
+        opt.step()
+    return history
+"""
+
+
+def _latest(make="[]", between="pass", backward="history[-1].backward()"):
+    return LATEST_ITEM.format(make=make, between=between, backward=backward)
+
+
+@pytest.mark.parametrize("src", [_latest(), _latest(make="list()"), _latest(backward="history[-1].backward(retain_graph=True)")])
+def test_last_item_back_propagated_keeps_the_earlier_ones(src):
+    assert findings(src, "TL007") == [(7, 9)]
+
+
+@pytest.mark.parametrize("src", [
+    _latest(make="collections.deque(maxlen=3)"),                    # bounded by the deque
+    _latest(between="stale = history.pop(0) if len(history) > 3 else None"),  # the loop takes items out
+    _latest(backward="history.pop().backward()"),                     # the item leaves the list
+    _latest(backward="sum(history).backward()"),                      # the whole list is back-propagated (TL001)
+    _latest(backward="history[0].backward()"),                        # not the item just appended
+    _latest(between="history = history[-2:]"),                        # rebound in the loop: not carried whole
+])
+def test_last_item_look_alikes_are_not_flagged(src):
+    assert findings(src, "TL007") == []
+
+
+# An evaluation function that a training loop runs with grad enabled, summing attached losses over its pass.
+EVALUATED = """\
+import torch
+
+
+class Fitter:
+    def evaluate(self, loader):
+        {head}
+        total = 0
+        for x, y in loader:
+            {body}
+        return total / len(loader)
+
+    def fit(self, loader, val_loader, opt, epochs):
+        for epoch in range(epochs):
+            for x, y in loader:
+                opt.zero_grad()
+                loss = self.crit(self.net(x), y)
+                loss.backward()
+                opt.step()
+            {call}
+            print(score)
+"""
+
+
+def _evaluated(head="pass", body="total += self.crit(self.net(x), y)", call="score = self.evaluate(val_loader)"):
+    return EVALUATED.format(head=head, body=body, call=call)
+
+
+def test_a_pass_summed_with_grad_enabled_during_training_is_flagged():
+    assert findings(_evaluated(), "TL007") == [(9, 13)]
+
+
+@pytest.mark.parametrize("src", [
+    _evaluated(body="with torch.no_grad():\n                total += self.crit(self.net(x), y)"),   # under no_grad
+    _evaluated(call="with torch.no_grad():\n                score = self.evaluate(val_loader)"),     # called so
+    _evaluated(head="torch.set_grad_enabled(False)"),                                    # grad switched off
+    _evaluated(body="total += self.crit(self.net(x), y).item()"),                        # a number
+    _evaluated(body="total = 0\n            total += self.crit(self.net(x), y)"),        # one batch's graph
+    _evaluated(call="score = self.evaluate(val_loader)\n            score.backward()"),  # a loss builder
+    _evaluated(body="total += self.crit(self.net(x), y)\n            total.backward()"),  # it back-propagates
+])
+def test_evaluation_look_alikes_are_not_flagged(src):
+    assert findings(src, "TL007") == []
+
+
+def test_an_evaluation_returning_a_number_is_not_flagged():
+    src = _evaluated().replace("return total / len(loader)", "return total.item() / len(loader)")
+    assert findings(src, "TL007") == []

@@ -8,6 +8,7 @@ import libcst as cst
 
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import dotted, positional_params
+from torchlint.source.walk import walk
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.names import Role, family_named, role_of_value
@@ -131,3 +132,98 @@ def trip_count(model: FileModel, loop: Loop) -> int | None:
         return None  # `args` bound or passed in the function: not (only) the module's parsed options
     default = model.options.default(args[0].value)
     return max(0, int(default.evaluated_value)) if type(default) is cst.Integer else None
+
+
+def runs_while_kept(model: FileModel, scope: Scope, e: Event) -> int | None:
+    """How many times `e` adds to its container before the container is bound afresh: the product of the trip
+    counts of the loops it is carried across, when each is a constant of the file; None when one is not (TL007:
+    a test's mini-run keeps a bounded handful of graphs)."""
+    count = 1
+    for node in e.loops:
+        if any(a.rebinds and node in a.loops for a in scope.assignments(e.target or "")):
+            continue  # bound afresh in each iteration of this loop: its iterations do not add up
+        loop = next((lp for lp in model.loops if lp.node is node and lp.scope is scope), None)
+        trips = _bounded_trip_count(model, scope, loop) if loop is not None else None
+        if trips is None:
+            return None
+        count *= trips
+    return count
+
+
+def _bounded_trip_count(model: FileModel, scope: Scope, loop: Loop) -> int | None:
+    """`Loop.trip_count`, and also a bound that comes from outside the function: a parameter's default and the
+    constants its callers in the file pass (`def run(steps=20)`), or a constant of the module (`STEPS = 20`)."""
+    trips = loop.trip_count()
+    node = loop.node
+    if trips is not None or type(node) is not cst.For or type(node.iter) is not cst.Call:
+        return trips
+    if dotted(node.iter.func) != "range" or not loop.events:
+        return None
+    args = [a.value for a in node.iter.args if a.keyword is None and not a.star]
+    if len(args) not in (1, 2) or len(args) != len(node.iter.args):
+        return None
+    bounds = [_outside_constant(model, scope, a, loop.events[0]) for a in args]
+    if any(b is None for b in bounds):
+        return None
+    return max(0, bounds[-1] - (bounds[0] if len(bounds) == 2 else 0))  # type: ignore[operator]  # no None (above)
+
+
+def _outside_constant(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> int | None:
+    """The largest value `expr` can have when it is an integer literal, or a name defined nowhere in the function
+    that is a module constant or a parameter whose default and every argument the file passes for it are."""
+    if type(expr) is cst.Integer:
+        return int(expr.evaluated_value)
+    if type(expr) is not cst.Name:
+        return None
+    name = expr.value
+    defs, entry = scope.reaching(name, at)
+    if defs or not entry:
+        return None  # assigned in the function: Loop.trip_count has read what it can
+    param = scope.params.get(name)
+    if param is None:
+        return _module_constant(model, name)
+    values = [] if param.default is None else [_literal_or_constant(model, param.default)]
+    given = _passed_for(model, scope, name)
+    if given is None:
+        return None
+    values += [_literal_or_constant(model, v) for v in given]
+    if not values or any(v is None for v in values):
+        return None
+    return max(values)  # type: ignore[type-var]  # no None (above)
+
+
+def _literal_or_constant(model: FileModel, expr: cst.BaseExpression) -> int | None:
+    if type(expr) is cst.Integer:
+        return int(expr.evaluated_value)
+    return _module_constant(model, expr.value) if type(expr) is cst.Name else None
+
+
+def _module_constant(model: FileModel, name: str) -> int | None:
+    """`STEPS = 20` at module level, never bound to anything else there."""
+    module = model.scopes[0]
+    defs = module.assignments(name)
+    if not defs or not all(d.variant is AssignForm.PLAIN and type(d.value) is cst.Integer for d in defs):
+        return None
+    values = {int(d.value.evaluated_value) for d in defs}  # type: ignore[union-attr]  # Integers (above)
+    return values.pop() if len(values) == 1 else None
+
+
+def _passed_for(model: FileModel, callee: Scope, param: str) -> list[cst.BaseExpression] | None:
+    """What the calls of the function in this file pass for `param` (nothing for a call that leaves the default);
+    None when a call passes `*args` / `**kwargs`, so that what it passes is not known."""
+    positional = positional_params(callee.node)
+    out: list[cst.BaseExpression] = []
+    for caller in model.scopes:
+        for call in walk(caller.node):
+            if type(call) is not cst.Call or (func := dotted(call.func)) is None:
+                continue
+            if model.resolve(caller, func) is not callee:
+                continue
+            if any(a.star for a in call.args):
+                return None
+            names = positional[1:] if func.startswith("self.") else positional
+            for i, a in enumerate(a for a in call.args if a.keyword is None):
+                if i < len(names) and names[i] == param:
+                    out.append(a.value)
+            out.extend(a.value for a in call.args if a.keyword is not None and a.keyword.value == param)
+    return out

@@ -230,6 +230,58 @@ class Loop:
                     return b
         return None
 
+    def carries(self, e: Event) -> bool:
+        """The container `e` adds into outlives the iteration: bound before the loop and not rebound inside it
+        (or an attribute of `self`)."""
+        scope, target = self.scope, e.target or ""
+        if any(a.target == target and a.rebinds for a in self.events if a.scope is scope.node):
+            return False
+        return any(a.rebinds and self.node not in a.loops for a in scope.assignments(target)) or (
+            target.startswith("self."))
+
+    def within_one_step(self, e: Event) -> bool:
+        """The container `e` adds into is carried across a loop that never steps (the micro-batches of one step),
+        and an enclosing loop binds it afresh: it holds one step's graphs at most, already back-propagated."""
+        if self.of(EventKind.STEP, EventKind.RUN):
+            return False
+        scope, target = self.scope, e.target or ""
+        defs = scope.assignments(target)
+        if any(a.target == target and a.rebinds and a.loops and self.node not in a.loops
+               and any(outer in e.loops for outer in a.loops) for a in defs):
+            return True
+        # A local of a function, bound outside any loop, summed over its one loop of micro-batches, with the
+        # optimizer stepped once after that loop (`for i in range(accumulate): ... backward(); total += loss`, then
+        # `opt.step()`): one step's graphs, dropped when the call returns.
+        if type(scope.node) is not cst.FunctionDef or "." in (target or ".") or e.loops != (self.node,):
+            return False
+        last = max(x.seq for x in self.events)
+        return all(not a.loops for a in defs if a.rebinds) and any(
+            s.kind is EventKind.STEP and not s.loops and s.seq > last for s in scope.events)
+
+    def backpropagates_latest(self, e: Event) -> Event | None:
+        """`history.append(loss)`, then `history[-1].backward()`: the backward of this iteration that reads only the
+        item `e` just appended, while the list keeps every earlier one. What is back-propagated carries a graph,
+        so the appended value does, whoever built it; and no backward reads the earlier items again. A list the
+        loop takes items out of (`pop`, `clear`, `del xs[0]`), or not built as a plain list (a `deque(maxlen=k)`),
+        or that another backward reads as a whole, is not one."""
+        scope, name = self.scope, e.target
+        if e.kind is not EventKind.APPEND or name is None or e.scope is not scope.node:
+            return None
+        defs = [a for a in scope.assignments(name) if a.rebinds]
+        if not defs or not all(_new_list(a.value) for a in defs):
+            return None
+        latest = None
+        for b in self.scope.own_backwards():
+            if name not in scope.depends(b.value):  # type: ignore[arg-type]  # own_backwards: each with a value
+                continue
+            if (not _last_item_of(b.value, name) or not b.loops or not e.loops or b.loops[-1] is not e.loops[-1]
+                    or not self.may_follow(e, b)):
+                return None
+            latest = b
+        if latest is None or _takes_items(self.node, name):
+            return None
+        return latest
+
     def fills_local_buffer(self, e: Event) -> bool:
         """`q[:, t] = q_t` over `for t in range(T)`, into a tensor the function allocates before its loops
         (`q = torch.zeros_like(...)`): a buffer of fixed shape, filled slot by slot over a counted loop and dropped
@@ -290,3 +342,34 @@ def _truthy(value: cst.BaseExpression | None) -> bool:
     if type(value) is cst.Name:
         return value.value == "True"
     return type(value) is cst.Integer and int(value.evaluated_value) != 0
+
+
+def _new_list(value: cst.BaseExpression | None) -> bool:
+    """`[]` or `list()`: a list that grows without bound as items are appended."""
+    return type(value) is cst.List or (type(value) is cst.Call and dotted(value.func) == "list" and not value.args)
+
+
+def _last_item_of(value: cst.BaseExpression | None, name: str) -> bool:
+    """`xs[-1]`: the item appended last."""
+    if type(value) is not cst.Subscript or dotted(value.value) != name or len(value.slice) != 1:
+        return False
+    index = value.slice[0].slice
+    if type(index) is not cst.Index:
+        return False
+    v = index.value
+    return (type(v) is cst.UnaryOperation and type(v.operator) is cst.Minus and type(v.expression) is cst.Integer
+            and v.expression.value == "1") or (type(v) is cst.Integer and v.value == "-1")
+
+
+_TAKING = frozenset({"pop", "popleft", "clear", "remove"})
+
+
+def _takes_items(loop: cst.CSTNode, name: str) -> bool:
+    """The loop takes items out of the list `name` (`xs.pop(0)`, `xs.clear()`, `del xs[0]`): it stays bounded."""
+    for n in walk(loop):
+        if type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in _TAKING \
+                and dotted(n.func.value) == name:
+            return True
+        if type(n) is cst.Del and name in names_in(n.target):
+            return True
+    return False

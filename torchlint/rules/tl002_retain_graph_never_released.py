@@ -18,12 +18,15 @@ from torchlint.analysis.bindings import trip_count
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.semantics import FUNCTIONAL_MODULES, GRAPH_PRESERVING_METHODS, NOT_A_FORWARD
 from torchlint.analysis.exprs import code_of, dotted, positional_params
+from torchlint.analysis.gradmode import leaf_grads_read
 from torchlint.source.walk import children, walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, LOOP, Finding, Rule
 from torchlint.verify.signs import Sign
 
 RETAIN = re.compile(r"retain_graph|create_graph|,(?:\s|#[^\n]*\n)*True\b")  # also `backward(g, True)`
+CREATE_GRAPH = re.compile(r"create_graph")
+GRAD_READ = re.compile(r"\.\s*grad\b")
 
 
 class RetainGraphNeverReleased(Rule):
@@ -32,7 +35,10 @@ class RetainGraphNeverReleased(Rule):
     summary = "retain_graph=True on the last backward of an iteration: the graph is never freed"
     fix_safety = "safe or unsafe"
     # The last backward of an iteration keeps the graph: retain_graph=/create_graph=, or True passed by position.
-    requires = (BACKWARD_CALL, LOOP, RETAIN)
+    requires = (BACKWARD_CALL, RETAIN)
+    scope_requires = (BACKWARD_CALL, LOOP, RETAIN)
+    # Or a function that takes an input gradient with `backward(create_graph=True)` and reads `x.grad` (no loop).
+    scope_alternatives = ((BACKWARD_CALL, CREATE_GRAPH, GRAD_READ),)
     runtime_signs = (Sign.RETAINED_GRAPH_OUTLIVES_STEP,)
     fix_promise = "no graph kept by retain_graph=True outlives its step in the fixed run"
     fixture_keeps_training = True
@@ -43,6 +49,13 @@ In a training loop, the last `backward(...)` / `torch.autograd.grad(...)` of an 
 handed to `optimizer.step(closure)` runs in the iteration of that step: a local function, or the one closure a
 function or method of the file builds and returns (`closure = self.make_closure(x, y)`, then
 `optimizer.step(closure)`, when every binding of the name calls that factory).
+
+Also, anywhere (in a loop or not): an input gradient taken with `backward(create_graph=True)` and read from the
+`.grad` of a leaf the function makes (`x.requires_grad = True`, `x.requires_grad_()`, `Variable(v,
+requires_grad=True)`), as a gradient penalty does: that `.grad` holds a gradient whose graph refers back to `x`, a
+reference cycle that is never freed (pytorch#4661), so each call leaks its graph. Use `torch.autograd.grad(out, x,
+create_graph=True)`, which returns the gradient without storing it. Not reported when the function resets the
+`.grad` (`x.grad = None`), nor for gradients read from parameters (an optimizer's `zero_grad` resets those).
 
 ## Why it is wrong
 `retain_graph=True` tells autograd to keep every saved activation after the backward. It is needed only when
@@ -120,6 +133,7 @@ number), the graph is freed when the helper returns, before the loop's next forw
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
+        reported: set[int] = set()
         for loop in model.loops:
             if not loop.outermost:
                 continue
@@ -129,7 +143,32 @@ number), the graph is freed when the helper returns, before the loop's next forw
                     continue  # a later backward of the iteration releases the graph on every path
                 if last.create_graph and not loop.of(EventKind.STEP, EventKind.RUN):
                     continue  # differentiating through gradients in a loop that trains nothing: an unrolled solver
-                yield from _check_last(model, loop, last)
+                for finding in _check_last(model, loop, last):
+                    reported.add(id(last.node))
+                    yield finding
+        yield from _input_gradient_cycles(model, reported)
+
+
+def _input_gradient_cycles(model: FileModel, reported: set[int]) -> Iterator[Finding]:
+    """`x.requires_grad = True; out = D(x); out.backward(g, create_graph=True); grad = x.grad`: the gradient kept
+    in `x.grad` has a graph that refers back to `x`, a reference cycle that is never freed (PyTorch warns about it,
+    pytorch#4661); `torch.autograd.grad(out, x, g, create_graph=True)` returns the gradient without storing it."""
+    for scope in model.scopes:
+        made = None
+        for b in scope.own_backwards():
+            if not b.create_graph or not b.into_grad() or id(b.node) in reported:
+                continue
+            made = leaf_grads_read(scope) if made is None else made
+            reached = sorted(made & scope.depends(b.value)) if made else []  # type: ignore[arg-type]  # own_backwards: each with a value
+            if reached:
+                leaf = reached[0]
+                yield Finding(
+                    b.node,
+                    f"`{code_of(b.node)}` stores in `{leaf}.grad` a gradient whose graph refers back to `{leaf}`: a "
+                    f"reference cycle that is never freed, so every call leaks its graph (PyTorch warns about "
+                    f"backward() with create_graph=True); take the gradient with `torch.autograd.grad(..., "
+                    f"inputs={leaf}, create_graph=True)` instead",
+                )
 
 
 def _check_last(model: FileModel, loop: Loop, last: Event) -> Iterator[Finding]:

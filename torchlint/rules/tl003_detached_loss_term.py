@@ -11,20 +11,26 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import AssignForm, EventKind, Event, FileModel
+from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.exprs import (
     COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, keyword, names_in,
     positional_params, summand_names,
 )
-from torchlint.analysis.semantics import GRAPH_REDUCTIONS, LIST_TO_TENSOR, TENSOR_REWRAPPERS, is_module_name
+from torchlint.analysis.bindings import bound_values
+from torchlint.analysis.semantics import (
+    GRAPH_REDUCTIONS, LIST_TO_TENSOR, LOSS_FUNCTION_WORDS, TENSOR_REWRAPPERS, is_callable_name, is_module_name,
+)
 from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
 
 DETACHING = re.compile(r"\.\s*(?:data\b|(?:item|detach|tolist)\s*\()|f(?<!\wf)loat\s*\(")  # (see rules.base on \b)
-# A cut: a detaching wrapper, or a list's values copied into a new tensor (`torch.tensor(losses)`).
-CUT = re.compile(DETACHING.pattern + r"|torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
+# A cut: a detaching wrapper, a list's values copied into a new tensor (`torch.tensor(losses)`), or a value
+# computed under `no_grad` / `inference_mode`.
+CUT = re.compile(DETACHING.pattern + r"|torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\("
+                 r"|no_grad|inference_mode")
 DEF_FORWARD = re.compile(r"def(?<!\wdef)\s+forward\s*\(")
 LIST_TO_TENSOR_CALL = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
 
@@ -67,6 +73,13 @@ grad": the backward stops at that leaf and no parameter gets a gradient. And a h
 returns several losses as a tuple with one of them detached (`return ce, reg.item()`), when the caller adds that
 item into the back-propagated loss (`ce, reg = compute_losses(out, y)`; `loss = ce + 0.1 * reg`): reported in
 the helper, without a fix (other callers may rely on getting a number).
+A term computed under `torch.no_grad()` / `inference_mode()` from a forward that the same function also runs
+with grad (the model it trains), then added into the back-propagated loss: `with torch.no_grad(): kl = logp -
+ref_logp` on the rollout, then `loss = pg_loss + beta * kl.mean()` (every definition of the term that reaches the
+loss is under `no_grad`). No fix: compute the term from the forward that carries a graph.
+A module's input cut in a loss that trains that input's producer through another term: `G_loss =
+mse(D(fake.detach()), ones) + l1(fake, real)`, the generator's loss whose adversarial term reaches only `D` (a
+module: known to be one, named like one, or an attribute of `self` bound to an instance of a class). No fix.
 Losses copied into a new tensor, `torch.tensor(losses)` / `torch.Tensor([rec_loss, kl_loss])` (through
 `torch.mean(...)`, `.sum()`, `.to(device)`), where the list holds values that carry a graph (a list literal of
 them, or a list they are appended to): as a term of the back-propagated loss, or returned by a module's `forward`
@@ -109,6 +122,13 @@ for x, y in loader:
     running_loss += loss.item()     # only printed, never back-propagated
 print(running_loss)
 ```
+
+Under `no_grad`, the output of a model the function never runs with grad (a reference or target network), a
+value subtracted from or beside a graph tensor (`q - target`, `log_prob * (ret - old_value)`), or inside another
+function (`torch.exp(new_logp - old_logp)`): a target, baseline or weight meant as a constant.
+
+`D(fake.detach())` in the critic's own loss (nothing else in it uses `fake`), or in a sum of both players'
+losses where `D(fake)` also appears; a cut input of a function, not a module (`cos(p, z.detach())`).
 
 `torch.tensor(history).mean()` of kept losses only printed; `torch.tensor(seen)` of values read with `.item()`;
 a forward that returns `torch.tensor(lengths)` (numbers); a `forward` of a class without a base.
@@ -161,8 +181,11 @@ followed into the helper.
                         seen.add(id(expr))
                         candidates.append((expr, at))
                         owner[id(expr)] = b
+            no_grad = any("no_grad" in e.contexts for e in scope.events)  # else no term was computed under it
             for expr, at in candidates:
                 yield from _rewrap_findings(model, scope, expr, at)
+                if no_grad:
+                    yield from _no_grad_findings(model, scope, expr, at)
                 yield from _list_findings(model, scope, expr, at, "is added into a loss that is back-propagated")
                 for det in _summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)):
                     if not _carries_graph(model, scope, det.operand, at):
@@ -179,6 +202,9 @@ followed into the helper.
                     )
             for d in tuple_items:
                 yield from _helper_item_findings(model, scope, d)
+            if any(_cut_args(n) for n in walk(scope.node) if type(n) is cst.Call):
+                for b in backwards:
+                    yield from _cut_input_findings(model, scope, b)
 
 
 def _helper_item_findings(model: FileModel, scope, d: Event) -> Iterator[Finding]:
@@ -232,6 +258,123 @@ def _from_graph_argument(model: FileModel, scope, at: Event, callee, operand: cs
         if called and (kind is VKind.MODULE or (kind is VKind.UNKNOWN and is_module_name(code_of(arg.value)))):
             return True
     return False
+
+
+def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
+    """`D(fake.detach())` computing a term of a loss that trains `fake`'s producer through another term
+    (`G_loss = mse(D(fake.detach()), ones) + l1(fake, real)`): the adversarial term reaches only `D`, never the
+    generator. Not when the same module also gets `fake` attached in that loss (a sum of both players' losses),
+    nor when nothing else in the loss uses `fake` (the discriminator's own loss)."""
+    assert b.value is not None  # own_backwards: each with a value
+    defs = [d for d in scope.operand_defs(b.value, b) if d.value is not None]
+    values: list[tuple[cst.BaseExpression, Event]] = [(b.value, b)] + [(d.value, d) for d in defs]
+    for value, at in values:
+        for call in (n for n in walk(value) if type(n) is cst.Call):
+            func = dotted(call.func)
+            cut = _cut_args(call)
+            if func is None or not cut or not _module_call(model, scope, call, at):
+                continue  # the cheap tests first: most calls are handed no cut value
+            for det in cut:
+                x = dotted(det.operand)
+                if x is None or not _module_output(model, scope, det.operand, at):
+                    continue
+                uses = [(c, v) for v, _ in values for c in _calls_given(v, x)]
+                if uses and not any(dotted(n.func) == func and any(dotted(a.value) == x for a in n.args)
+                                    for v, _ in values for n in walk(v) if type(n) is cst.Call):
+                    yield Finding(
+                        det.node,
+                        f"`{code_of(det.node)}` is cut from the graph before `{func}` reads it, yet the "
+                        f"back-propagated loss also trains `{x}` through `{code_of(uses[0][0].func)}`: the term "
+                        f"computed by `{func}` gives `{x}`'s producer no gradient; pass `{x}` itself",
+                    )
+
+
+def _cut_args(call: cst.Call) -> list[Detachment]:
+    """The arguments of `call` cut from the graph with `.detach()` or `.data` (`D(fake.detach(), y)`)."""
+    return [d for a in call.args if (d := as_detachment(a.value)) is not None and d.how in (".detach()", ".data")]
+
+
+def _module_call(model: FileModel, scope, call: cst.Call, at: Event) -> bool:
+    """A call of a module that is not a criterion: known to be one, named like one, or an attribute of `self`
+    bound only to instances of a class (`self.d = Discriminator(...)` in `__init__`) whose name is not a loss's."""
+    func = dotted(call.func) or ""
+    if _loss_function(func):
+        return False
+    if model.kinds.of(call.func, scope, at) is VKind.MODULE or (is_module_name(func) and "." not in func):
+        return True
+    values = bound_values(model, scope, func) if func.startswith("self.") and func.count(".") == 1 else None
+    return bool(values) and all(
+        type(v) is cst.Call and (c := dotted(v.func)) is not None and c.rsplit(".", 1)[-1][:1].isupper()
+        and not any(w in c.lower() for w in LOSS_FUNCTION_WORDS) for v in values)  # type: ignore[union-attr]
+
+
+def _module_output(model: FileModel, scope, x: cst.BaseExpression, at: Event) -> bool:
+    """Known to carry a graph, or bound (every definition reaching `at`) to what a module returns."""
+    kind = model.kinds.of(x, scope, at)
+    if kind is not VKind.UNKNOWN or type(x) is not cst.Name:
+        return kind is VKind.GRAPH
+    defs, entry = scope.reaching(x.value, at)
+    return bool(defs) and not entry and all(
+        type(d.value) is cst.Call and _module_call(model, scope, d.value, d) for d in defs)
+
+
+def _calls_given(value: cst.BaseExpression, x: str) -> list[cst.Call]:
+    """The criteria and loss functions in `value` handed `x` itself (not cut): `F.l1_loss(fake, real)`, a term
+    that trains what made `x` (another module reading `x` may be the critic's own business)."""
+    return [n for n in walk(value) if type(n) is cst.Call and any(dotted(a.value) == x for a in n.args)
+            and _loss_function(dotted(n.func) or "")]
+
+
+def _loss_function(func: str) -> bool:
+    """`F.l1_loss`, `criterion`, `self.recon_crit`, `mse`: a name that says it computes a loss."""
+    return is_callable_name(func) or any(w in func.lower() for w in LOSS_FUNCTION_WORDS)
+
+
+def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
+    """A term added into the loss that was computed under `no_grad` from a forward the function also runs with
+    grad (`with torch.no_grad(): kl = logp - ref_logp`, then `loss = pg_loss + beta * kl.mean()`): the term is a
+    constant, and the penalty it stands for trains nothing. Only added terms: a difference (`q - target`) or a
+    factor beside a graph tensor (`log_prob * advantage`) is a target, baseline or weight."""
+    def graph(e: cst.BaseExpression) -> bool:
+        return _carries_graph(model, scope, e, at) or from_trained_forward(model, scope, e, at)
+
+    for term in _added_terms(expr, graph):
+        name = dotted(term.value if type(term) is cst.Subscript else term)
+        defs = cut_by_no_grad(model, scope, name, at) if name is not None else ()
+        if defs:
+            yield Finding(
+                term,
+                f"`{code_of(term)}` is computed under `torch.no_grad()` (`{name}` is bound there) from the model "
+                f"this function trains, so it carries no graph, yet it is added into a loss that is back-propagated: "
+                f"this term gets no gradient; compute it outside `no_grad`",
+            )
+
+
+def _added_terms(expr: cst.BaseExpression, graph) -> list[cst.BaseExpression]:
+    """The names (or items of one, `kl[idx]`) added into `expr`: through `+`, a weight without graph, a divisor
+    without graph, a sign, a reduction, a sum; not either side of a difference."""
+    node = expr
+    while type(node) is cst.Call and type(node.func) is cst.Attribute and not node.args \
+            and node.func.attr.value in GRAPH_REDUCTIONS:
+        node = node.func.value
+    if type(node) is cst.Name or type(node) is cst.Attribute or (
+            type(node) is cst.Subscript and type(node.value) in (cst.Name, cst.Attribute)):
+        return [node]
+    if type(node) is cst.UnaryOperation:
+        return _added_terms(node.expression, graph)
+    if type(node) is cst.Call and dotted(node.func) in COMBINING_CALLS:
+        return [t for arg in node.args for item in combined_items(arg.value) for t in _added_terms(item, graph)]
+    if type(node) is not cst.BinaryOperation:
+        return []
+    op = type(node.operator)
+    if op is cst.Add:
+        return _added_terms(node.left, graph) + _added_terms(node.right, graph)
+    if op is cst.Multiply:
+        return [t for side, other in ((node.left, node.right), (node.right, node.left)) if not graph(other)
+                for t in _added_terms(side, graph)]
+    if op is cst.Divide and not graph(node.right):
+        return _added_terms(node.left, graph)
+    return []
 
 
 def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:

@@ -12,6 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
+from torchlint.analysis.bindings import runs_while_kept
 from torchlint.analysis.semantics import DISPLAY, DISPLAY_METHOD, NUMERIC_MODULES, READING_CALLS
 from torchlint.analysis.exprs import code_of, dotted, names_in, positional_params, summand_names
 from torchlint.source.walk import calls_in_evaluation_order, walk
@@ -51,10 +52,19 @@ A value is also known by its use: one back-propagated in the same iteration (`lo
 built it (a method the analysis cannot resolve, an element of a tuple a function returned). So is a term of it,
 followed through arithmetic and sums: `total += loss / len(loader)`, `history.append(parts)` after
 `sum(parts).backward()`, `log[step] = out.loss` after `accelerator.backward(out.loss)`.
+A list whose last item is back-propagated (`history.append(f(terms))`, then `history[-1].backward()`) keeps
+every earlier item's graph, which no backward reads again; not when the loop takes items out (`pop`, `clear`,
+`del`), the list is a `deque`, or a backward reads more than the last item.
 
 An object of one of the file's classes that outlives the iteration keeps what its method adds into an attribute
 of `self`: `meter.update(loss, n)` with `def update(self, val, n): self.sum += val * n` (or
 `self.values.append(val)`).
+
+An evaluation function that a training loop runs with grad enabled (not under `no_grad`, no
+`set_grad_enabled` in it or its caller) and that sums attached losses over the whole pass of its own loop into a
+total it returns attached (`total += crit(model(x), y)`; `return total / n`): the total holds the graph of every
+batch of the pass, and the caller only keeps its value (it never back-propagates it). Not a total bound afresh per
+batch, returned as a number (`total.item() / n`), nor in a function that back-propagates or steps.
 
 ## Why it is wrong
 The total is a tensor whose graph reaches back through every iteration's forward pass, so none of those
@@ -128,6 +138,7 @@ for x, y in loader:
         for loop in model.loops:
             if keepers and loop.of(EventKind.BACKWARD):
                 yield from _kept_by_objects(model, loop, kept, keepers)
+        yield from _evaluated_with_grad(model)
 
     def _events(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
@@ -146,20 +157,23 @@ for x, y in loader:
                     continue
                 if e.variant is AssignForm.ITEM and not e.accumulates and _same_key(e):
                     continue  # `loss_dict["d"] = d_loss`: each iteration replaces the last one's value
-                if "no_grad" in e.contexts or e.target in backprop:
+                if "no_grad" in e.contexts:
                     continue
-                attached = _attached_items(model, scope, e)
-                part = None
+                latest = loop.backpropagates_latest(e) if e.target in backprop else None
+                if e.target in backprop and latest is None:
+                    continue
+                attached = _attached_items(model, scope, e) if latest is None else []
+                part = latest.value if latest is not None else None
                 kind = kinds.of(e.value, scope, e)
-                if kind is not VKind.GRAPH and not attached:
+                if part is None and kind is not VKind.GRAPH and not attached:
                     part = _backpropagated_part(model, loop, scope, e) if not kind.graph_free else None
                     if part is None:
                         continue  # a number, a string, a detached tensor, or a value the analysis cannot see
-                if not _carried(scope, loop, e) or _escapes(model, scope, e.target) or _within_one_step(scope, loop, e):
+                if not loop.carries(e) or _escapes(model, scope, e.target) or loop.within_one_step(e):
                     continue
                 if loop.fills_local_buffer(e):
                     continue  # one call's buffer of fixed shape, not a log across training
-                runs = _runs_while_kept(model, scope, e)
+                runs = runs_while_kept(model, scope, e)
                 if runs is not None and runs <= FEW_ITERATIONS:
                     continue  # a test's mini-run: a bounded handful of graphs, freed with the container
                 key = (id(scope.node), e.target)
@@ -169,6 +183,16 @@ for x, y in loader:
                     continue  # kept for a backward later, or handed to code whose use of it is not known
                 reported.add(e.target)
                 where = _small_statement(e)
+                if latest is not None and part is not None:
+                    yield Finding(
+                        e.node,
+                        f"`{code_of(e.value)}` is appended to `{e.target}` and back-propagated as "
+                        f"`{code_of(part)}`, so it carries its graph, and `{e.target}` keeps every earlier one across "
+                        f"iterations though no backward reads them again: memory grows every step; append "
+                        f"`.detach()`ed values and back-propagate the loss itself",
+                        None,
+                    )
+                    continue
                 if part is not None:
                     # Back-propagated already, so no later backward needs it (one would fail): only kept.
                     kept, used = code_of(e.value), code_of(part)
@@ -236,6 +260,69 @@ def _kept_by_objects(model: FileModel, loop: Loop, seen: set[int], keepers: set[
             break
 
 
+def _evaluated_with_grad(model: FileModel) -> Iterator[Finding]:
+    """An evaluation function, run by a training loop outside `no_grad`, that sums attached losses over its own
+    loop and returns the total (`def validate(loader): total = 0; for x, y in loader: total += crit(model(x), y);
+    return total`): the total holds the graph of every batch of the pass, and hands it to a caller that keeps
+    only its value (a total returned as `total.item()` leaves the graph in the call)."""
+    for loop in model.loops:
+        scope = loop.scope
+        if type(scope.node) is not cst.FunctionDef or not loop.outermost or any(
+                x.kind in (EventKind.BACKWARD, EventKind.STEP, EventKind.RUN) for x in scope.events):
+            continue  # a function that trains, or back-propagates what it sums, is not an evaluation
+        sums = [e for e in loop.events if e.scope is scope.node and e.accumulates and e.value is not None
+                and "no_grad" not in e.contexts]
+        if not sums:
+            continue  # the cheap test first: most loops of a file sum nothing
+        returned = {n for r in scope.own_returns() if r.value is not None  # as terms: not `total.item() / n`
+                    for n in summand_names(r.value) | {d.target for d in scope.summand_defs(r.value, r)}}
+        for e in sums:
+            if e.target not in returned or not loop.carries(e):
+                continue
+            if any(a.loops for a in scope.assignments(e.target or "") if a.rebinds):
+                continue  # bound afresh for each batch: one batch's graph, not the pass's
+            if model.kinds.of(e.value, scope, e) is not VKind.GRAPH or _switches_grad(scope):
+                continue
+            callers = _training_callers(model, scope)
+            if callers and e.value is not None:
+                yield Finding(
+                    e.node,
+                    f"`{code_of(e.value)}` is still attached to its graph and is summed into `{e.target}` over "
+                    f"every batch of `{scope.name}()`, which `{callers[0].name}()` runs with grad enabled during "
+                    f"training: the total holds the graph of the whole pass and memory grows with it; run it under "
+                    f"`torch.no_grad()` or add `.item()`",
+                )
+                break
+
+
+def _training_callers(model: FileModel, callee: Scope) -> list[Scope]:
+    """The functions that call `callee` inside a loop that back-propagates; empty unless every call of it runs
+    outside `no_grad` and only keeps the value it returns (never back-propagates it)."""
+    out = []
+    for caller in model.scopes:
+        for e in caller.raw:
+            if e.kind is not EventKind.LOCAL_CALL or model.resolve(caller, e.callee or "") is not callee:
+                continue
+            if "no_grad" in e.contexts or _switches_grad(caller):
+                return []
+            targets = [t.target for small in getattr(e.stmt, "body", ()) if type(small) is cst.Assign
+                       for t in small.targets]
+            if not targets or any(names_in(t) & caller.backpropagated() for t in targets):
+                return []  # handed on as it is, or back-propagated: a loss builder, not an evaluation
+            if any(lp.scope is caller and lp.node in e.loops and lp.of(EventKind.BACKWARD) for lp in model.loops):
+                out.append(caller)
+    return out
+
+
+def _switches_grad(scope: Scope) -> bool:
+    """The function turns gradients off itself (`torch.set_grad_enabled(False)`, a `no_grad` it calls)."""
+    return any(type(n) is cst.Call and (dotted(n.func) or "").rsplit(".", 1)[-1] in _GRAD_SWITCHES
+               for n in walk(scope.node))
+
+
+_GRAD_SWITCHES = frozenset({"set_grad_enabled", "no_grad", "inference_mode", "enable_grad"})
+
+
 def _outlives(scope: Scope, loop: Loop, obj: str) -> bool:
     """The object is bound before the loop and not rebound in it (or is an attribute of `self`, a parameter)."""
     if obj.startswith("self."):
@@ -244,100 +331,6 @@ def _outlives(scope: Scope, loop: Loop, obj: str) -> bool:
     if not defs:
         return obj in scope.params
     return not any(loop.node in a.loops for a in defs)
-
-
-def _runs_while_kept(model: FileModel, scope: Scope, e: Event) -> int | None:
-    """How many times `e` adds to its container before the container is bound afresh: the product of the trip
-    counts of the loops it is carried across, when each is a constant of the file; None when one is not."""
-    count = 1
-    for node in e.loops:
-        if any(a.rebinds and node in a.loops for a in scope.assignments(e.target or "")):
-            continue  # bound afresh in each iteration of this loop: its iterations do not add up
-        loop = next((lp for lp in model.loops if lp.node is node and lp.scope is scope), None)
-        trips = _trip_count(model, scope, loop) if loop is not None else None
-        if trips is None:
-            return None
-        count *= trips
-    return count
-
-
-def _trip_count(model: FileModel, scope: Scope, loop: Loop) -> int | None:
-    """`Loop.trip_count`, and also a bound that comes from outside the function: a parameter's default and the
-    constants its callers in the file pass (`def run(steps=20)`), or a constant of the module (`STEPS = 20`)."""
-    trips = loop.trip_count()
-    node = loop.node
-    if trips is not None or type(node) is not cst.For or type(node.iter) is not cst.Call:
-        return trips
-    if dotted(node.iter.func) != "range" or not loop.events:
-        return None
-    args = [a.value for a in node.iter.args if a.keyword is None and not a.star]
-    if len(args) not in (1, 2) or len(args) != len(node.iter.args):
-        return None
-    bounds = [_outside_constant(model, scope, a, loop.events[0]) for a in args]
-    if any(b is None for b in bounds):
-        return None
-    return max(0, bounds[-1] - (bounds[0] if len(bounds) == 2 else 0))  # type: ignore[operator]  # no None (above)
-
-
-def _outside_constant(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> int | None:
-    """The largest value `expr` can have when it is an integer literal, or a name defined nowhere in the function
-    that is a module constant or a parameter whose default and every argument the file passes for it are."""
-    if type(expr) is cst.Integer:
-        return int(expr.evaluated_value)
-    if type(expr) is not cst.Name:
-        return None
-    name = expr.value
-    defs, entry = scope.reaching(name, at)
-    if defs or not entry:
-        return None  # assigned in the function: Loop.trip_count has read what it can
-    param = scope.params.get(name)
-    if param is None:
-        return _module_constant(model, name)
-    values = [] if param.default is None else [_literal_or_constant(model, param.default)]
-    given = _passed_for(model, scope, name)
-    if given is None:
-        return None
-    values += [_literal_or_constant(model, v) for v in given]
-    if not values or any(v is None for v in values):
-        return None
-    return max(values)  # type: ignore[type-var]  # no None (above)
-
-
-def _literal_or_constant(model: FileModel, expr: cst.BaseExpression) -> int | None:
-    if type(expr) is cst.Integer:
-        return int(expr.evaluated_value)
-    return _module_constant(model, expr.value) if type(expr) is cst.Name else None
-
-
-def _module_constant(model: FileModel, name: str) -> int | None:
-    """`STEPS = 20` at module level, never bound to anything else there."""
-    module = model.scopes[0]
-    defs = module.assignments(name)
-    if not defs or not all(d.variant is AssignForm.PLAIN and type(d.value) is cst.Integer for d in defs):
-        return None
-    values = {int(d.value.evaluated_value) for d in defs}  # type: ignore[union-attr]  # Integers (above)
-    return values.pop() if len(values) == 1 else None
-
-
-def _passed_for(model: FileModel, callee: Scope, param: str) -> list[cst.BaseExpression] | None:
-    """What the calls of the function in this file pass for `param` (nothing for a call that leaves the default);
-    None when a call passes `*args` / `**kwargs`, so that what it passes is not known."""
-    positional = positional_params(callee.node)
-    out: list[cst.BaseExpression] = []
-    for caller in model.scopes:
-        for call in walk(caller.node):
-            if type(call) is not cst.Call or (func := dotted(call.func)) is None:
-                continue
-            if model.resolve(caller, func) is not callee:
-                continue
-            if any(a.star for a in call.args):
-                return None
-            names = positional[1:] if func.startswith("self.") else positional
-            for i, a in enumerate(a for a in call.args if a.keyword is None):
-                if i < len(names) and names[i] == param:
-                    out.append(a.value)
-            out.extend(a.value for a in call.args if a.keyword is not None and a.keyword.value == param)
-    return out
 
 
 def _backpropagated_part(model: FileModel, loop: Loop, scope: Scope, e: Event) -> cst.BaseExpression | None:
@@ -378,16 +371,6 @@ def _small_statement(e: Event) -> cst.CSTNode:
     return e.node
 
 
-def _carried(scope: Scope, loop: Loop, e: Event) -> bool:
-    """The container outlives the iteration: bound before the loop and not rebound inside it."""
-    inside = any(a.target == e.target and a.rebinds for a in loop.events if a.scope is scope.node)
-    if inside:
-        return False
-    return any(a.rebinds and loop.node not in a.loops for a in scope.assignments(e.target or "")) or (
-        e.target or ""
-    ).startswith("self.")
-
-
 def _same_key(e: Event) -> bool:
     """`d["name"] = value`: a key written as a literal, the same entry at every iteration, replaced by a value that
     does not read the container (`d["loss"] = d["loss"] + loss` adds to it)."""
@@ -403,25 +386,6 @@ def _same_key(e: Event) -> bool:
             return all(type(el.slice) is cst.Index and isinstance(el.slice.value, (
                 cst.SimpleString, cst.Integer, cst.Float)) for el in target.slice)
     return False
-
-
-def _within_one_step(scope: Scope, loop: Loop, e: Event) -> bool:
-    """The container is carried across a loop that never steps (the micro-batches of one step), and an enclosing
-    loop binds it afresh: it holds one step's graphs at most, already back-propagated, and nothing grows."""
-    if loop.of(EventKind.STEP, EventKind.RUN):
-        return False
-    defs = scope.assignments(e.target or "")
-    if any(a.target == e.target and a.rebinds and a.loops and loop.node not in a.loops
-           and any(outer in e.loops for outer in a.loops) for a in defs):
-        return True
-    # A local of a function, bound outside any loop, summed over its one loop of micro-batches, with the
-    # optimizer stepped once after that loop (`for i in range(accumulate): ... backward(); total += loss`, then
-    # `opt.step()`): one step's graphs, dropped when the call returns.
-    if type(scope.node) is not cst.FunctionDef or "." in (e.target or ".") or e.loops != (loop.node,):
-        return False
-    last = max(x.seq for x in loop.events)
-    return all(not a.loops for a in defs if a.rebinds) and any(
-        s.kind is EventKind.STEP and not s.loops and s.seq > last for s in scope.events)
 
 
 def _escapes(model: FileModel, scope: Scope, total: str) -> bool:
