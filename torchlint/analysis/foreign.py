@@ -30,6 +30,8 @@ class FunctionExport:
     zeroes: bool  # clears gradients somewhere (guarded or not)
     handed: list[str]  # its parameters (and `self`) that it hands to calls its own file cannot resolve
     returns: str  # a VKind name
+    # when every `return` gives a tuple literal of one length: the VKind name of each element (else empty)
+    items: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -96,6 +98,12 @@ class ProjectLookup(Protocol):
         """Is this name (as written) a class of another project file that derives from nothing outside that file
         (no base, `object`, or such classes of the same file) and writes a learning rate into param groups
         itself (`group["lr"] = lr`)?"""
+        ...
+
+    def kept(self, cls: str, method: str) -> tuple[tuple[str, ...], frozenset[str]] | None:
+        """`cls.method` for `cls` (as written) a class of another project file: the method's positional parameters
+        (`self` included) and those it keeps in an attribute of `self` (a meter's `update(val)`: `self.sum +=
+        val`; a collector's `__setitem__` that appends its value); None when not known."""
         ...
 
 

@@ -63,7 +63,8 @@ class KindInference(Answers):
             entry = not defs
         else:
             defs, entry = scope.reaching(name, at)
-        kinds = [k for d in defs if (k := self.of_def(d, scope, depth + 1)) is not _CYCLE]
+        pairs = [(d, k) for d in defs if (k := self.of_def(d, scope, depth + 1)) is not _CYCLE]
+        kinds = [k for _, k in pairs]
         if entry:
             outside = self._from_outside(name, scope, depth)
             if outside is VKind.UNKNOWN and not defs and sem.is_loss_name(name) and not self._callable(name, scope):
@@ -71,6 +72,9 @@ class KindInference(Answers):
             kinds.append(outside)
         if not kinds:
             return _CYCLE if defs else VKind.UNKNOWN
+        if set(kinds) == {VKind.NUMBER, VKind.GRAPH} and all(d.accumulates for d, k in pairs if k is VKind.GRAPH):
+            # `total = 0`, then `total += loss` over a loop: a number only while nothing was added, then a graph
+            return VKind.GRAPH
         return join(kinds)
 
     def _callable(self, name: str, scope: Scope) -> bool:
@@ -161,8 +165,10 @@ class KindInference(Answers):
         if type(value) is cst.Call:
             name = dotted(value.func)
             callee = self.model.resolve(scope, name) if name is not None else None
-            if callee is None:
-                return None
+            if callee is None:  # a function of another project file: the kinds its exports give each element
+                found = self.model.external(scope, name) if name is not None and self.model.project else None
+                items = found.export.items if found is not None else []
+                return VKind.__members__.get(items[index], VKind.UNKNOWN) if index < len(items) else None
             kinds = []
             for r in callee.own_returns():
                 assert r.value is not None  # own_returns keeps those with a value
