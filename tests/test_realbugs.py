@@ -28,7 +28,7 @@ KNOWN_MISSES = frozenset({
     "rb76", "rb77", "rb78", "rb82",
 })
 KNOWN_MISSES_MINED = frozenset({
-    "mb00", "mb01", "mb02", "mb04", "mb05", "mb06", "mb07", "mb09", "mb11", "mb12", "mb14", "mb15", "mb16", "mc00",
+    "mb00", "mb01", "mb02", "mb04", "mb06", "mb07", "mb09", "mb11", "mb12", "mb14", "mb15", "mb16", "mc00",
     "mc01", "mc02", "mc04", "mc07", "mc08", "mc09", "mc10", "mc11", "mc12", "mc13",
 })
 
