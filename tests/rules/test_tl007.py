@@ -1193,6 +1193,22 @@ NEGATIVE = {
             trail.append(reg)
             trail.append(reg_value)
         """,
+    # a meter that converts a tensor it is given before adding it
+    "meter_that_converts_a_tensor_first": """
+        class Meter:
+            def update(self, val, n=1):
+                if torch.is_tensor(val):
+                    val = val.item()
+                self.sum += val * n
+
+        meter = Meter()
+        for inp, tgt in batches:
+            err = crit(net(inp), tgt)
+            err.backward()
+            opt.step()
+            opt.zero_grad()
+            meter.update(err)
+        """,
 }
 
 

@@ -68,6 +68,8 @@ def _kept_parameters(scope: Scope) -> frozenset[str]:
     loop over them (`for i, v in enumerate(values): self.sums[i] += v`); not one turned into a number first
     (`val.item() * n`)."""
     params = set(positional_params(scope.node)[1:]) if scope.class_name else set()
+    # a parameter the method rebinds may be converted first (`if torch.is_tensor(val): val = val.item()`)
+    params -= {e.target for e in scope.raw if e.kind is EventKind.ASSIGN and e.rebinds and e.scope is scope.node}
     if not params:
         return frozenset()
     stands_for = {p: p for p in params}  # a loop variable over a parameter stands for its items
