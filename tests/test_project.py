@@ -290,6 +290,9 @@ RETURNED_VALUES = [
     # the second element of `fit_parts`'s tuple is a term of the loss it back-propagated
     "main.py:11:9: TL007 [*] `side` is still attached to its graph",
     # (`side.item()`, `err.item()` and a loss rebound after the backward: silent)
+    # a loss function of another file that cannot act (read because the caller back-propagates): the second
+    # element of what it returns carries a graph, the third is a number
+    "with_losses.py:12:9: TL007 [*] `reg` is still attached to its graph",
 ]
 
 

@@ -36,7 +36,7 @@ from torchlint.analysis.prescan import (
     scan_imports, star_imports, top_level_names,
 )
 from torchlint.analysis.semantics import LR_KEY, MODULE_BASES
-from torchlint.project_keeps import Kept, kept_by
+from torchlint.project_values import Kept, OtherFilesValues
 from torchlint.source.decode import SourceError, decode
 from torchlint.source.digest import content_hash
 from torchlint.source.safe_read import read_regular
@@ -303,12 +303,13 @@ def _tried(folder: str, parts: list[str]) -> tuple[str, ...]:
     return (os.path.join(folder, parts[-1], "__init__.py"), os.path.join(folder, parts[-1] + ".py"))
 
 
-class ProjectView:
-    """The project as one file sees it: its imports resolved to the exports of other files."""
+class ProjectView(OtherFilesValues):
+    """The project as one file sees it: its imports resolved to the exports of other files (and, parsed when
+    asked, what other files' functions return and their classes' methods keep: `OtherFilesValues`)."""
 
     def __init__(self, project: Project, file: Path, bound: dict[str, Imported],
                  reads: dict[str, Path | str] | None = None) -> None:
-        self.project = project
+        self.project: Project = project
         self.file = file
         self.bound = bound
         # every project file it looked at, or looked for and did not find: as displayed -> path
@@ -533,11 +534,6 @@ class ProjectView:
                 todo.extend(b for b in self.project.bases(path, name) if b.isidentifier())
         return out
 
-    def kept(self, cls: str, method: str) -> Kept | None:
-        """`cls.method` of a class of another project file (`cls` as written here): see `project_keeps`."""
-        target = self._target(cls)
-        return kept_by(self.project, *target, self._lineage(*target), method) if target is not None else None
-
     def rate_setter(self, dotted: str) -> bool:
         """Is `dotted` a class of another project file that derives from nothing outside that file (no base,
         `object`, or classes of the same file that do the same) and writes a learning rate into param groups
@@ -595,6 +591,9 @@ class ClassesOnly:
 
     def kept(self, cls: str, method: str) -> Kept | None:
         return self._view.kept(cls, method)
+
+    def returned(self, dotted: str) -> Resolved | None:
+        return self._view.returned(dotted)
 
     def rate_setter(self, dotted: str) -> bool:
         return self._view.rate_setter(dotted)

@@ -106,6 +106,12 @@ class ProjectLookup(Protocol):
         val`; a collector's `__setitem__` that appends its value); None when not known."""
         ...
 
+    def returned(self, dotted: str) -> Resolved | None:
+        """The function of another project file that `dotted(...)` calls, whatever it does (one that cannot act
+        too: a loss function), with what it returns; asked only where the answer matters (a function that
+        back-propagates), since the callee's file is parsed for it."""
+        ...
+
 
 def event_text(exp: FunctionExport) -> str:
     """Text standing for a callee's events, for the prefilter: `.backward(`, `.step(` ..."""

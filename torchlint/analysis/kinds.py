@@ -11,6 +11,7 @@ from torchlint.analysis import semantics as sem
 from torchlint.analysis.answers import Answers, question
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import dotted, last_part
+from torchlint.analysis.foreign import Resolved
 from torchlint.analysis.lookup import FileLookup
 from torchlint.analysis.names import Role
 from torchlint.analysis.scopes import Scope
@@ -166,7 +167,7 @@ class KindInference(Answers):
             name = dotted(value.func)
             callee = self.model.resolve(scope, name) if name is not None else None
             if callee is None:  # a function of another project file: the kinds its exports give each element
-                found = self.model.external(scope, name) if name is not None and self.model.project else None
+                found = self._foreign(scope, name) if name is not None else None
                 items = found.export.items if found is not None else []
                 return VKind.__members__.get(items[index], VKind.UNKNOWN) if index < len(items) else None
             kinds = []
@@ -451,11 +452,20 @@ class KindInference(Answers):
 
     def _external(self, scope: Scope, name: str) -> VKind | None:
         """What a function of another project file returns (its exports), or None when it is not one."""
-        found = self.model.external(scope, name)
+        found = self._foreign(scope, name)
         if found is None:
             return None
         kind = VKind.__members__.get(found.export.returns, VKind.UNKNOWN)
         return VKind.UNKNOWN if kind is VKind.CYCLE else kind
+
+    def _foreign(self, scope: Scope, name: str) -> Resolved | None:
+        """A function of another project file: one that may act (`external`), or, asked only by a function that
+        back-propagates, any other (a loss function's file is parsed for it)."""
+        project = self.model.project
+        found = self.model.external(scope, name) if project is not None else None
+        if found is None and project is not None and scope.own_backwards() and not name.startswith("self."):
+            found = project.returned(name)
+        return found
 
     def _summary(self, callee: Scope, depth: int) -> VKind:
         return self.returns(callee, depth + 1)
