@@ -98,7 +98,8 @@ a caller in another file may pass more. It reports only values the analysis know
 carry a graph: the output of a model or criterion, arithmetic on one, a loss handed in as a parameter, a value
 back-propagated in the iteration or a term of one. A value from a call it cannot resolve is otherwise left alone
 (of another file's class, only methods the project's files define are read, not a library's; a class whose file
-holds no `self.x +=` or `.append(` keeps nothing); a sibling of the loss in an unpacked result (`loss, sample =
+holds no `self.x +=` or `.append(` keeps nothing; the flake8 plugin and the language server, which read only
+cached exports, do not read other files' classes and loss functions for this); a sibling of the loss in an unpacked result (`loss, sample =
 trainer.compute(batch)`) is not known by the loss's backward unless a function of the file returns it as a term of
 the loss, and a backward of an inner loop does not make what the outer loop keeps known (the total is judged where
 it grows). A total returned by a function that back-propagates nothing itself is left alone (its caller may
