@@ -41,7 +41,7 @@ from torchlint.source.decode import SourceError, decode
 from torchlint.source.digest import content_hash
 from torchlint.source.safe_read import read_regular
 
-EXPORTS_VERSION = "5"  # bumped when what `Exports.to_json` writes changes
+EXPORTS_VERSION = "6"  # bumped when what `Exports.to_json` writes changes
 
 
 class Project:

@@ -76,11 +76,15 @@ def export(model: FileModel, names: frozenset[str], tree: ast.Module | None = No
         handed = _handed(model, scope, set(params) | {"self"})
         try:
             returns, items = _returned(model, scope)
+            rets = scope.own_returns()
+            parts = [next((j for j in range(len(items)) if all(scope.returns_term(r, i, j) for r in rets)), -1)
+                     for i in range(len(items))]
         except Exception:
-            returns, items = "UNKNOWN", []
+            returns, items, parts = "UNKNOWN", [], []
         return FunctionExport(
             line(scope.node), params, trains, steps, events,
             bool(summary.zeroes) or any(e.kind is EventKind.ZERO_GRAD for e in scope.events), handed, returns, items,
+            parts,
         )
 
     out = Exports()

@@ -32,6 +32,8 @@ class FunctionExport:
     returns: str  # a VKind name
     # when every `return` gives a tuple literal of one length: the VKind name of each element (else empty)
     items: list[str] = field(default_factory=list)
+    # per element of `items`: the index of another element it is a term of in every `return` (-1: none)
+    parts: list[int] = field(default_factory=list)
 
 
 @dataclass

@@ -112,7 +112,11 @@ def _part_of_backpropagated(model: FileModel, scope: Scope, d: Event) -> bool:
     func = dotted(d.value.func)
     callee = model.resolve(scope, func) if func is not None else None
     rets = callee.own_returns() if callee is not None else []
-    if callee is None or not rets or any(type(r.value) is not cst.Tuple for r in rets):
+    # a function of another project file: the element its exports say this one is a term of
+    found = model.kinds.foreign(scope, func) if callee is None and func is not None else None
+    parts = found.export.parts if found is not None else []
+    if callee is None and not 0 <= d.index < len(parts) or callee is not None and (
+            not rets or any(type(r.value) is not cst.Tuple for r in rets)):
         return False
     backwards = scope.own_backwards()
     for sibling in scope.events:
@@ -121,20 +125,10 @@ def _part_of_backpropagated(model: FileModel, scope: Scope, d: Event) -> bool:
         if not any(sibling.target in summand_names(b.value) and sibling in scope.reaching(sibling.target, b)[0]
                    for b in backwards if b.value is not None):
             continue
-        if all(_term_in_return(callee, r, d.index, sibling.index) for r in rets):
+        if callee is None and parts[d.index] == sibling.index or callee is not None and all(
+                callee.returns_term(r, d.index, sibling.index) for r in rets):
             return True
     return False
-
-
-def _term_in_return(callee: Scope, r: Event, part: int, whole: int) -> bool:
-    """In the tuple `r` returns, element `part` (a name) is a term of element `whole`."""
-    elements = r.value.elements  # type: ignore[union-attr]  # a Tuple (the caller checked)
-    if max(part, whole) >= len(elements) or min(part, whole) < 0:
-        return False
-    name = dotted(elements[part].value)
-    defs = callee.reaching(name, r)[0] if name is not None else ()
-    terms = {id(x) for x in callee.summand_defs(elements[whole].value, r)}
-    return bool(defs) and all(id(x) in terms for x in defs)
 
 
 def _under_no_grad(loop: cst.CSTNode) -> set[int]:

@@ -167,7 +167,7 @@ class KindInference(Answers):
             name = dotted(value.func)
             callee = self.model.resolve(scope, name) if name is not None else None
             if callee is None:  # a function of another project file: the kinds its exports give each element
-                found = self._foreign(scope, name) if name is not None else None
+                found = self.foreign(scope, name) if name is not None else None
                 items = found.export.items if found is not None else []
                 return VKind.__members__.get(items[index], VKind.UNKNOWN) if index < len(items) else None
             kinds = []
@@ -452,13 +452,13 @@ class KindInference(Answers):
 
     def _external(self, scope: Scope, name: str) -> VKind | None:
         """What a function of another project file returns (its exports), or None when it is not one."""
-        found = self._foreign(scope, name)
+        found = self.foreign(scope, name)
         if found is None:
             return None
         kind = VKind.__members__.get(found.export.returns, VKind.UNKNOWN)
         return VKind.UNKNOWN if kind is VKind.CYCLE else kind
 
-    def _foreign(self, scope: Scope, name: str) -> Resolved | None:
+    def foreign(self, scope: Scope, name: str) -> Resolved | None:
         """A function of another project file: one that may act (`external`), or, asked only by a function that
         back-propagates, any other (a loss function's file is parsed for it)."""
         project = self.model.project
