@@ -282,3 +282,46 @@ def test_calling_a_module_of_another_file_runs_its_forward(tmp_path, run_cli):
     assert _matches(found, MODULE_FORWARD), "\n".join(found)
     alone = _lines(run_cli("-q", "--no-cache", "--no-project", ".", cwd=project).stdout)
     assert "fit.py:12:9: TL004" in "\n".join(alone)  # without layers.py, the forward is unknown
+
+
+RETURNED_VALUES = [
+    # `fit_batch` returns the loss it back-propagated (built by a method its file cannot see): a graph
+    "main.py:9:9: TL007 [*] `fit_batch(net, opt, inp, tgt)` is still attached to its graph",
+    # the second element of `fit_parts`'s tuple is a term of the loss it back-propagated
+    "main.py:11:9: TL007 [*] `side` is still attached to its graph",
+    # (`side.item()`, `err.item()` and a loss rebound after the backward: silent)
+    # a loss function of another file that cannot act (read because the caller back-propagates): the second
+    # element of what it returns carries a graph, the third is a number
+    "with_losses.py:12:9: TL007 [*] `reg` is still attached to its graph",
+    # `extra` (a method's result, unknown in losses.py) is a term of the loss `with_penalty` returns beside it,
+    # which the caller back-propagates (its exports' `parts`); the count beside them is silent
+    "with_parts.py:12:9: TL007 [*] `extra` is still attached to its graph",
+]
+
+
+def test_values_returned_by_another_files_function_are_known_per_tuple_element(tmp_path, run_cli):
+    project = _copy("returned_values", tmp_path)
+    found = _lines(run_cli("-q", "--no-cache", ".", cwd=project).stdout)
+    assert _matches(found, RETURNED_VALUES), "\n".join(found)
+    alone = _lines(run_cli("-q", "--no-cache", "--no-project", ".", cwd=project).stdout)
+    assert alone == [], "\n".join(alone)
+
+
+KEPT_OBJECTS = [
+    # `add` of another file's class adds its argument into `self.total`: the object outlives the loop
+    "train.py:17:9: TL007 `err` is still attached to its graph and `mean.add` adds it into an attribute of `mean`",
+    # `push` adds each item of the list it is given (a loop over its parameter); the attached item is named
+    "train.py:18:9: TL007 `aux` is still attached to its graph and `cols.push` adds it into an attribute of `cols`",
+    # the class's `__setitem__` appends what is stored to a list of `self`
+    "train.py:19:9: TL007 `err` is still attached to its graph and `book.__setitem__` appends it to a list of `book`",
+    # (a method that converts with float(), `err.item()`, an object built afresh in each iteration, and a value
+    # computed under no_grad: silent)
+]
+
+
+def test_objects_of_another_files_class_keep_what_their_methods_store(tmp_path, run_cli):
+    project = _copy("kept_objects", tmp_path)
+    found = _lines(run_cli("-q", "--no-cache", ".", cwd=project).stdout)
+    assert _matches(found, KEPT_OBJECTS), "\n".join(found)
+    alone = _lines(run_cli("-q", "--no-cache", "--no-project", ".", cwd=project).stdout)
+    assert alone == [], "\n".join(alone)

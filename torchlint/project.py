@@ -36,11 +36,12 @@ from torchlint.analysis.prescan import (
     scan_imports, star_imports, top_level_names,
 )
 from torchlint.analysis.semantics import LR_KEY, MODULE_BASES
+from torchlint.project_values import Kept, OtherFilesValues
 from torchlint.source.decode import SourceError, decode
 from torchlint.source.digest import content_hash
 from torchlint.source.safe_read import read_regular
 
-EXPORTS_VERSION = "4"  # bumped when what `Exports.to_json` writes changes
+EXPORTS_VERSION = "6"  # bumped when what `Exports.to_json` writes changes
 
 
 class Project:
@@ -72,8 +73,7 @@ class Project:
 
     # -- files -----------------------------------------------------------------------------------------------
     def text(self, path: Path, data: bytes | None = None) -> tuple[str, str] | None:
-        """(text, content hash) of a project file (from `data` when its bytes were just read), or None when it
-        cannot be read or decoded."""
+        """(text, content hash) of a project file (from `data` when its bytes were just read); None if unreadable."""
         if path in self._texts:
             return self._texts[path]
         try:
@@ -210,8 +210,7 @@ class Project:
         return self.class_bases(path, cls_name) or []
 
     def class_bases(self, path: Path, cls_name: str) -> list[str] | None:
-        """The bases a top-level class of this file names (from its text; [] for `class C:`), or None when the
-        file defines no such class."""
+        """The bases a top-level class of this file names (from its text; [] for `class C:`); None if no such class."""
         got = self.text(path)
         if got is None:
             return None
@@ -270,8 +269,7 @@ class Project:
         return view if view.relevant(text) else None
 
     def classes_view(self, path: str | Path, text: str) -> "ClassesOnly | None":
-        """For a file whose `view` is None: the project answers only what the classes it imports are, so its
-        events stay exactly those it has alone."""
+        """For a file whose `view` is None: only what its imported classes are (its events stay its own)."""
         bound = scan_imports(text)
         if not bound:
             return None
@@ -287,8 +285,7 @@ _AT_MARGIN = re.compile(r"(?m)^(?=[^\s#)])")  # a line that starts a top-level s
 
 
 def _class_text(text: str, cls: str) -> str:
-    """The text of the top-level class `cls`: from its `class` line to the next line that starts a statement at
-    the margin."""
+    """The text of the top-level class `cls`: from its `class` line to the next statement at the margin."""
     start = re.search(rf"(?m)^class[ \t]+{re.escape(cls)}\b", text)
     if start is None:
         return ""
@@ -306,12 +303,13 @@ def _tried(folder: str, parts: list[str]) -> tuple[str, ...]:
     return (os.path.join(folder, parts[-1], "__init__.py"), os.path.join(folder, parts[-1] + ".py"))
 
 
-class ProjectView:
-    """The project as one file sees it: its imports resolved to the exports of other files."""
+class ProjectView(OtherFilesValues):
+    """The project as one file sees it: its imports resolved to the exports of other files (and, parsed when
+    asked, what other files' functions return and their classes' methods keep: `OtherFilesValues`)."""
 
     def __init__(self, project: Project, file: Path, bound: dict[str, Imported],
                  reads: dict[str, Path | str] | None = None) -> None:
-        self.project = project
+        self.project: Project = project
         self.file = file
         self.bound = bound
         # every project file it looked at, or looked for and did not find: as displayed -> path
@@ -421,8 +419,7 @@ class ProjectView:
         return False
 
     def modules(self) -> set[str]:
-        """Local names that may be bound to modules (`import engine`, `from . import utils`): calls through them
-        (`engine.train(...)`) are worth resolving."""
+        """Names that may be bound to modules (`import engine`, `from . import utils`): worth resolving calls of."""
         return {k for k, v in self.bound.items() if v.name is None or v.name[:1].islower()}
 
     def _path(self, module: str, level: int) -> Path | None:
@@ -591,6 +588,12 @@ class ClassesOnly:
 
     def module_base(self, base: str) -> bool:
         return False
+
+    def kept(self, cls: str, method: str) -> Kept | None:
+        return self._view.kept(cls, method)
+
+    def returned(self, dotted: str) -> Resolved | None:
+        return self._view.returned(dotted)
 
     def rate_setter(self, dotted: str) -> bool:
         return self._view.rate_setter(dotted)

@@ -66,6 +66,29 @@ def test_running_total_of_numbers_round_a_loop():
     assert kind_of(src, "total", "f") is VKind.NUMBER
 
 
+def test_running_total_of_graphs_after_the_loop_is_a_graph():
+    # a number only while nothing was added: once the loop ran, the total holds every term's graph
+    src = """
+        def run(batches, net, crit):
+            acc = 0.0
+            for inp, tgt in batches:
+                acc += crit(net(inp), tgt)
+            mean = acc / len(batches)
+        """
+    assert kind_of(src, "mean", "run") is VKind.GRAPH
+
+
+def test_a_number_or_a_graph_from_plain_bindings_stays_unknown():
+    src = """
+        def run(inp, net, flag):
+            val = 0.0
+            if flag:
+                val = net(inp)
+            out = val
+        """
+    assert kind_of(src, "out", "run") is VKind.UNKNOWN
+
+
 def test_function_summary_answers_the_call():
     src = """
         def evaluate(model, loader):

@@ -587,6 +587,100 @@ POSITIVE = {
         """,
         [(18, 9)],
     ),
+    # an epoch loop around a function of the file that trains (a run of its own): the run returns its summed,
+    # still attached losses in a tuple, and the epoch loop keeps them in a list for a plot
+    "epoch_totals_of_a_run_kept_across_epochs": (
+        """
+        def one_epoch(net, batches, opt, crit):
+            fit, held = 0, 0
+            for inp, tgt in batches:
+                opt.zero_grad()
+                err = crit(net(inp), tgt)
+                err.backward()
+                opt.step()
+                fit += err.detach()
+                held += crit(net(inp), tgt)
+            return fit / len(batches), held / len(batches)
+
+        def fit_all(net, batches, opt, crit, rounds):
+            curve = []
+            for r in range(rounds):
+                a, b = one_epoch(net, batches, opt, crit)
+                curve.append(b)
+            plt.plot(curve)
+        """,
+        [(10, 9), (17, 9)],
+    ),
+    # a collector of the file whose `__setitem__` appends what is stored, and a meter that adds each item of the
+    # list it is given (a loop over its parameter)
+    "collector_and_column_meter_of_the_file": (
+        """
+        class Book:
+            def __setitem__(self, key, value):
+                self.rows[key].append(value)
+
+        class Columns:
+            def push(self, values):
+                for i, v in enumerate(values):
+                    self.sums[i] += v
+
+        book = Book()
+        cols = Columns()
+        for inp, tgt in batches:
+            err = crit(net(inp), tgt)
+            err.backward()
+            opt.step()
+            opt.zero_grad()
+            book["err"] = err
+            cols.push([err.item(), err])
+        """,
+        [(18, 5), (19, 5)],
+    ),
+    # a method that back-propagates and steps once per call (a step body, called by a loop elsewhere) hands a
+    # meter held by `self` a part of its loss: the part is a term of the loss a helper of the file returned with it
+    "step_body_gives_a_meter_of_self_a_part_of_its_loss": (
+        """
+        class Meter:
+            def add(self, values):
+                for i, v in enumerate(values):
+                    self.sums[i] += v
+
+        class Runner:
+            def __init__(self):
+                self.meter = Meter()
+
+            def losses(self, inp, tgt):
+                first = self.crit(self.net(inp), tgt)
+                second = self.net.extra()
+                total = first + 0.5 * second
+                return total, second
+
+            def step(self, inp, tgt):
+                total, second = self.losses(inp, tgt)
+                total.backward()
+                self.opt.step()
+                self.meter.add([second * 10])
+        """,
+        [(21, 9)],
+    ),
+    # a helper of the file returns the loss and one of its terms: the term is known by the loss's backward
+    "term_returned_beside_the_loss_kept_in_a_list": (
+        """
+        def losses(net, inp, tgt):
+            fit = crit(net(inp), tgt)
+            reg = net.penalty()
+            return fit + 0.1 * reg, reg
+
+        trail = []
+        for inp, tgt in batches:
+            total, reg = losses(net, inp, tgt)
+            total.backward()
+            opt.step()
+            opt.zero_grad()
+            trail.append(reg)
+        """,
+        [(13, 5)],
+    ),
 }
 
 NEGATIVE = {
@@ -996,6 +1090,124 @@ NEGATIVE = {
             with torch.no_grad():
                 score = trainer.compute(x, y)
             scores.append(score)
+        """,
+    # the run's totals are numbers (`.item()`), or summed under no_grad: nothing attached is kept
+    "epoch_numbers_of_a_run_kept_across_epochs": """
+        def one_epoch(net, batches, opt, crit):
+            fit = 0
+            for inp, tgt in batches:
+                opt.zero_grad()
+                err = crit(net(inp), tgt)
+                err.backward()
+                opt.step()
+                fit += err.item()
+            held = 0
+            with torch.no_grad():
+                for inp, tgt in batches:
+                    held += crit(net(inp), tgt)
+            return fit / len(batches), held / len(batches)
+
+        def fit_all(net, batches, opt, crit, rounds):
+            curve, seen = [], []
+            for r in range(rounds):
+                a, b = one_epoch(net, batches, opt, crit)
+                curve.append(a)
+                seen.append(b)
+            plt.plot(curve, seen)
+        """,
+    # a per-epoch list of what an inner loop summed as numbers
+    "epoch_list_of_numbers_an_inner_loop_summed": """
+        curve = []
+        for r in range(rounds):
+            acc = 0.0
+            for inp, tgt in batches:
+                err = crit(net(inp), tgt)
+                err.backward()
+                opt.step()
+                opt.zero_grad()
+                acc += err.item()
+            curve.append(acc / len(batches))
+        """,
+    # the collector converts what is stored, the column meter is given numbers, and a per-iteration collector
+    "collector_that_converts_and_meters_given_numbers": """
+        class Book:
+            def __setitem__(self, key, value):
+                self.rows[key].append(float(value))
+
+        class Columns:
+            def push(self, values):
+                for i, v in enumerate(values):
+                    self.sums[i] += v
+
+        book = Book()
+        cols = Columns()
+        for inp, tgt in batches:
+            err = crit(net(inp), tgt)
+            err.backward()
+            opt.step()
+            opt.zero_grad()
+            book["err"] = err
+            cols.push([err.item(), err.detach()])
+            fresh = Columns()
+            fresh.push([err])
+        """,
+    # the meter is given the part as a number; a part that is no term of the back-propagated total; a meter
+    # built afresh in the call
+    "step_body_gives_numbers_or_non_terms": """
+        class Meter:
+            def add(self, values):
+                for i, v in enumerate(values):
+                    self.sums[i] += v
+
+        class Runner:
+            def __init__(self):
+                self.meter = Meter()
+
+            def losses(self, inp, tgt):
+                first = self.crit(self.net(inp), tgt)
+                second = self.net.extra()
+                return first, second
+
+            def step(self, inp, tgt):
+                total, second = self.losses(inp, tgt)
+                total.backward()
+                self.opt.step()
+                self.meter.add([total.item()])
+                self.meter.add([second])
+                local = Meter()
+                local.add([total])
+        """,
+    # what the helper returns beside the loss is no term of it (a count), or is returned as a number
+    "value_returned_beside_the_loss_that_is_no_term": """
+        def losses(net, inp, tgt):
+            fit = crit(net(inp), tgt)
+            reg = net.penalty()
+            return fit, reg, reg.item()
+
+        trail = []
+        for inp, tgt in batches:
+            total, reg, reg_value = losses(net, inp, tgt)
+            total.backward()
+            opt.step()
+            opt.zero_grad()
+            trail.append(reg)
+            trail.append(reg_value)
+        """,
+    # a meter that converts a tensor it is given before adding it
+    "meter_that_converts_a_tensor_first": """
+        class Meter:
+            def update(self, val, n=1):
+                if torch.is_tensor(val):
+                    val = val.item()
+                self.sum += val * n
+
+        meter = Meter()
+        for inp, tgt in batches:
+            err = crit(net(inp), tgt)
+            err.backward()
+            opt.step()
+            opt.zero_grad()
+            meter.update(err)
         """,
 }
 

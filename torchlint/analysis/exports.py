@@ -7,13 +7,14 @@ import ast
 
 import libcst as cst
 
-from torchlint.analysis.events import EventKind, variant_word
-from torchlint.analysis.exprs import dotted, positional_params
+from torchlint.analysis.events import Event, EventKind, variant_word
+from torchlint.analysis.exprs import dotted, positional_params, summand_names
 from torchlint.analysis.foreign import ExportedEvent, Exports, FunctionExport
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.prescan import EVENT_TEXT
 from torchlint.analysis.prune import prune_with_tree
 from torchlint.analysis.scopes import Scope
+from torchlint.analysis.vkind import VKind, join
 from torchlint.analysis.walker import tracked_call
 from torchlint.source.cstfast import parse_read_only
 from torchlint.source.positions import positions
@@ -74,12 +75,16 @@ def export(model: FileModel, names: frozenset[str], tree: ast.Module | None = No
         params = positional_params(scope.node)
         handed = _handed(model, scope, set(params) | {"self"})
         try:
-            returns = model.kinds.returns(scope).name
+            returns, items = _returned(model, scope)
+            rets = scope.own_returns()
+            parts = [next((j for j in range(len(items)) if all(scope.returns_term(r, i, j) for r in rets)), -1)
+                     for i in range(len(items))]
         except Exception:
-            returns = "UNKNOWN"
+            returns, items, parts = "UNKNOWN", [], []
         return FunctionExport(
             line(scope.node), params, trains, steps, events,
-            bool(summary.zeroes) or any(e.kind is EventKind.ZERO_GRAD for e in scope.events), handed, returns,
+            bool(summary.zeroes) or any(e.kind is EventKind.ZERO_GRAD for e in scope.events), handed, returns, items,
+            parts,
         )
 
     out = Exports()
@@ -109,3 +114,41 @@ def _handed(model: FileModel, scope: Scope, params: set[str]) -> list[str]:
             if name is not None and name.split(".", 1)[0] in params:
                 handed.add(name.split(".", 1)[0])
     return sorted(handed)
+
+
+def _returned(model: FileModel, scope: Scope) -> tuple[str, list[str]]:
+    """What the function returns (a VKind name) and, when every `return` gives a tuple literal of one length, the
+    kind of each element. A value the function back-propagates before returning it carries a graph, whoever built
+    it (`loss = self.compute(batch); loss.backward(); opt.step(); return loss`)."""
+    rets = scope.own_returns()
+
+    def kind(value: cst.BaseExpression | None, at: Event) -> VKind:
+        assert value is not None  # own_returns: each with a value
+        found = model.kinds.of(value, scope, at)
+        return VKind.GRAPH if found is VKind.UNKNOWN and _backpropagated_before(scope, value, at) else found
+
+    returns = model.kinds.returns(scope)
+    if returns is VKind.UNKNOWN and rets and all(kind(r.value, r) is VKind.GRAPH for r in rets):
+        returns = VKind.GRAPH
+    values = [r.value for r in rets]
+    if not rets or any(type(v) is not cst.Tuple for v in values):
+        return returns.name, []
+    tuples: list[cst.Tuple] = values  # type: ignore[assignment]  # each a Tuple (above)
+    width = len(tuples[0].elements)
+    if any(len(v.elements) != width or any(type(el) is cst.StarredElement for el in v.elements) for v in tuples):
+        return returns.name, []
+    return returns.name, [join(kind(v.elements[i].value, r) for r, v in zip(rets, tuples)).name for i in range(width)]
+
+
+def _backpropagated_before(scope: Scope, value: cst.BaseExpression, at: Event) -> bool:
+    """A term of `value` is what a backward of the function back-propagated before `at`, with the same
+    definitions reaching both (no rebinding between)."""
+    for name in summand_names(value):
+        defs = scope.reaching(name, at)
+        if not defs[0] and not defs[1]:
+            continue
+        for b in scope.own_backwards():
+            assert b.value is not None  # own_backwards: each with a value
+            if b.seq < at.seq and name in summand_names(b.value) and scope.reaching(name, b) == defs:
+                return True
+    return False

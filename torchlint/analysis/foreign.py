@@ -30,6 +30,10 @@ class FunctionExport:
     zeroes: bool  # clears gradients somewhere (guarded or not)
     handed: list[str]  # its parameters (and `self`) that it hands to calls its own file cannot resolve
     returns: str  # a VKind name
+    # when every `return` gives a tuple literal of one length: the VKind name of each element (else empty)
+    items: list[str] = field(default_factory=list)
+    # per element of `items`: the index of another element it is a term of in every `return` (-1: none)
+    parts: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -96,6 +100,18 @@ class ProjectLookup(Protocol):
         """Is this name (as written) a class of another project file that derives from nothing outside that file
         (no base, `object`, or such classes of the same file) and writes a learning rate into param groups
         itself (`group["lr"] = lr`)?"""
+        ...
+
+    def kept(self, cls: str, method: str) -> tuple[tuple[str, ...], frozenset[str]] | None:
+        """`cls.method` for `cls` (as written) a class of another project file: the method's positional parameters
+        (`self` included) and those it keeps in an attribute of `self` (a meter's `update(val)`: `self.sum +=
+        val`; a collector's `__setitem__` that appends its value); None when not known."""
+        ...
+
+    def returned(self, dotted: str) -> Resolved | None:
+        """The function of another project file that `dotted(...)` calls, whatever it does (one that cannot act
+        too: a loss function), with what it returns; asked only where the answer matters (a function that
+        back-propagates), since the callee's file is parsed for it."""
         ...
 
 

@@ -11,6 +11,7 @@ from torchlint.analysis import semantics as sem
 from torchlint.analysis.answers import Answers, question
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import dotted, last_part
+from torchlint.analysis.foreign import Resolved
 from torchlint.analysis.lookup import FileLookup
 from torchlint.analysis.names import Role
 from torchlint.analysis.scopes import Scope
@@ -63,7 +64,8 @@ class KindInference(Answers):
             entry = not defs
         else:
             defs, entry = scope.reaching(name, at)
-        kinds = [k for d in defs if (k := self.of_def(d, scope, depth + 1)) is not _CYCLE]
+        pairs = [(d, k) for d in defs if (k := self.of_def(d, scope, depth + 1)) is not _CYCLE]
+        kinds = [k for _, k in pairs]
         if entry:
             outside = self._from_outside(name, scope, depth)
             if outside is VKind.UNKNOWN and not defs and sem.is_loss_name(name) and not self._callable(name, scope):
@@ -71,6 +73,9 @@ class KindInference(Answers):
             kinds.append(outside)
         if not kinds:
             return _CYCLE if defs else VKind.UNKNOWN
+        if set(kinds) == {VKind.NUMBER, VKind.GRAPH} and all(d.accumulates for d, k in pairs if k is VKind.GRAPH):
+            # `total = 0`, then `total += loss` over a loop: a number only while nothing was added, then a graph
+            return VKind.GRAPH
         return join(kinds)
 
     def _callable(self, name: str, scope: Scope) -> bool:
@@ -161,8 +166,10 @@ class KindInference(Answers):
         if type(value) is cst.Call:
             name = dotted(value.func)
             callee = self.model.resolve(scope, name) if name is not None else None
-            if callee is None:
-                return None
+            if callee is None:  # a function of another project file: the kinds its exports give each element
+                found = self.foreign(scope, name) if name is not None else None
+                items = found.export.items if found is not None else []
+                return VKind.__members__.get(items[index], VKind.UNKNOWN) if index < len(items) else None
             kinds = []
             for r in callee.own_returns():
                 assert r.value is not None  # own_returns keeps those with a value
@@ -445,11 +452,20 @@ class KindInference(Answers):
 
     def _external(self, scope: Scope, name: str) -> VKind | None:
         """What a function of another project file returns (its exports), or None when it is not one."""
-        found = self.model.external(scope, name)
+        found = self.foreign(scope, name)
         if found is None:
             return None
         kind = VKind.__members__.get(found.export.returns, VKind.UNKNOWN)
         return VKind.UNKNOWN if kind is VKind.CYCLE else kind
+
+    def foreign(self, scope: Scope, name: str) -> Resolved | None:
+        """A function of another project file: one that may act (`external`), or, asked only by a function that
+        back-propagates, any other (a loss function's file is parsed for it)."""
+        project = self.model.project
+        found = self.model.external(scope, name) if project is not None else None
+        if found is None and project is not None and scope.own_backwards() and not name.startswith("self."):
+            found = project.returned(name)
+        return found
 
     def _summary(self, callee: Scope, depth: int) -> VKind:
         return self.returns(callee, depth + 1)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Callable
 
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, CallVia, Event, EventKind
-from torchlint.analysis.exprs import calls_anything, dotted, names_in
+from torchlint.analysis.exprs import calls_anything, dotted, names_in, summand_names
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import TENSOR_CONSTRUCTORS, is_criterion_name, is_module_name
 from torchlint.analysis.walker import tracked_call
@@ -281,6 +282,22 @@ class Loop:
         if latest is None or _takes_items(self.node, name):
             return None
         return latest
+
+    def keeps_inner_total(self, e: Event, graph_free: Callable[[str], bool]) -> bool:
+        """What `e` keeps is a running total an inner loop sums (`running += loss` over the batches, then
+        `history.append(running / n)` per epoch), beside terms without a graph (`graph_free`): the total is judged
+        where it grows, not again where it is kept. Not a sum that is back-propagated (a batch's loss summed over
+        its sequences): that one is no log, and what keeps it is."""
+        assert e.value is not None  # the events asked about keep a value
+        inner = set()
+        names = summand_names(e.value)
+        backpropagated = self.scope.backpropagated()
+        for name in names:
+            if name not in backpropagated and any(
+                    d.accumulates and len(d.loops) > len(e.loops) and d.loops[:len(e.loops)] == e.loops
+                    for d in self.scope.reaching(name, e)[0]):
+                inner.add(name)
+        return bool(inner) and all(graph_free(n) for n in names - inner)
 
     def fills_local_buffer(self, e: Event) -> bool:
         """`q[:, t] = q_t` over `for t in range(T)`, into a tensor the function allocates before its loops

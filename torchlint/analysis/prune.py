@@ -43,10 +43,11 @@ _METHOD_CALL = re.compile(r"(?<!self)\.\s*([A-Za-z_]\w*)\s*\(")
 _DEF_START = re.compile(r"(?m)^(?=[ \t]{0,8}(?:@|(?:async[ \t]+)?def[ \t]|class[ \t]))")
 _Def = ast.FunctionDef | ast.AsyncFunctionDef  # what pruning may blank
 # Every call that torchlint.analysis.names.role_of_value recognises (optimizer classes and `optim.*`, scheduler
-# classes and `lr_scheduler.*`, GradScaler, Accelerator/Fabric, deepspeed.initialize) contains one of these.
+# classes and `lr_scheduler.*`, GradScaler, Accelerator/Fabric, deepspeed.initialize) contains one of these;
+# `__init__` and `__setitem__` (run by `obj[key] = value`, never called by name) are always kept.
 _DEFINES = re.compile(
     r"\boptim\.|\boptimizers\s*\(|lr_scheduler|LR\s*\(|ReduceLROnPlateau|_schedule\w*\s*\(|Schedule\w*\s*\("
-    r"|\b(?:GradScaler|Accelerator|Fabric)\s*\(|deepspeed\.initialize|\bdef __init__\b"
+    r"|\b(?:GradScaler|Accelerator|Fabric)\s*\(|deepspeed\.initialize|\bdef __(?:init|setitem)__\b"
     r"|\b(?:" + "|".join(sorted(OPTIMIZER_CLASSES)) + r")\s*\("
 )
 

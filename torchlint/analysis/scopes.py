@@ -211,6 +211,17 @@ class Scope(RawScope):
                     self._kill_events.setdefault((e.target, self.flow_node(e)), []).append(e)
         return self._kill_events.get((name, node), [])
 
+    def returns_term(self, r: Event, part: int, whole: int) -> bool:
+        """In the tuple the return `r` gives, element `part` (a name) is a term of element `whole` (`total = fit +
+        reg; return total, reg`)."""
+        elements = r.value.elements if type(r.value) is cst.Tuple else []
+        if part == whole or max(part, whole) >= len(elements) or min(part, whole) < 0:
+            return False
+        name = dotted(elements[part].value)
+        defs = self.reaching(name, r)[0] if name is not None else ()
+        terms = {id(x) for x in self.summand_defs(elements[whole].value, r)}
+        return bool(defs) and all(id(x) in terms for x in defs)
+
     def own_returns(self) -> list[Event]:
         """RETURN events of this scope with a value: what a caller gets (the function summary reads them)."""
         return [e for e in self.events if e.kind is EventKind.RETURN and e.scope is self.node and e.value is not None]

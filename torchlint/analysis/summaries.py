@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import libcst as cst
+
 from torchlint.analysis.events import AssignForm, EventKind
-from torchlint.analysis.exprs import positional_params, summand_names
+from torchlint.analysis.exprs import container_name, dotted, positional_params, summand_names
 from torchlint.analysis.lookup import FileLookup
 from torchlint.analysis.names import Role
 from torchlint.analysis.scopes import Scope
@@ -62,12 +64,45 @@ def summarize(model: FileLookup, scope: Scope) -> Summary:
 
 def _kept_parameters(scope: Scope) -> frozenset[str]:
     """The parameters that are a term of a value added into, or appended to, an attribute of `self`
-    (`self.sum += val * n`, `self.values.append(val)`); not one turned into a number first (`val.item() * n`)."""
+    (`self.sum += val * n`, `self.values.append(val)`, `self.stats[key].append(value)`), themselves or through a
+    loop over them (`for i, v in enumerate(values): self.sums[i] += v`); not one turned into a number first
+    (`val.item() * n`)."""
     params = set(positional_params(scope.node)[1:]) if scope.class_name else set()
+    # a parameter the method rebinds may be converted first (`if torch.is_tensor(val): val = val.item()`)
+    params -= {e.target for e in scope.raw if e.kind is EventKind.ASSIGN and e.rebinds and e.scope is scope.node}
+    if not params:
+        return frozenset()
+    stands_for = {p: p for p in params}  # a loop variable over a parameter stands for its items
+    for e in scope.raw:
+        if e.kind is EventKind.ASSIGN and e.variant is AssignForm.FOR and e.scope is scope.node and e.target:
+            over = _iterated(e.value) & params
+            if len(over) == 1:
+                stands_for.setdefault(e.target, over.pop())
     kept: set[str] = set()
     for e in scope.raw:
-        if e.scope is not scope.node or e.value is None or not (e.target or "").startswith("self."):
+        if e.scope is not scope.node:
             continue
-        if e.kind is EventKind.APPEND or e.kind is EventKind.ASSIGN and e.accumulates:
-            kept |= summand_names(e.value) & params
+        target, value = e.target or "", e.value
+        call = e.node
+        if e.kind is EventKind.METHOD and type(call) is cst.Call and type(call.func) is cst.Attribute \
+                and call.func.attr.value in ("append", "extend") and call.args:
+            target, value = container_name(call.func.value) or "", call.args[-1].value
+        elif not (e.kind is EventKind.APPEND or e.kind is EventKind.ASSIGN and e.accumulates):
+            continue
+        if value is not None and target.startswith("self."):
+            kept |= {stands_for[n] for n in summand_names(value) if n in stands_for}
     return frozenset(kept)
+
+
+def _iterated(value: cst.BaseExpression | None) -> set[str]:
+    """The names a `for` loop walks the items of: `values`, `enumerate(values)`, `zip(a, b)`, `d.values()`."""
+    if type(value) is cst.Call:
+        func = dotted(value.func)
+        if func in ("enumerate", "zip", "reversed"):
+            return {n for a in value.args if (n := dotted(a.value)) is not None}
+        if type(value.func) is cst.Attribute and value.func.attr.value in ("values", "items"):
+            name = dotted(value.func.value)
+            return {name} if name is not None else set()
+        return set()
+    name = dotted(value) if value is not None else None
+    return {name} if name is not None else set()

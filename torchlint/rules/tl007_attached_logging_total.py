@@ -13,9 +13,10 @@ import libcst as cst
 
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.bindings import runs_while_kept
+from torchlint.analysis.keeping import SET_ITEM, kept_by_objects, term_of_backpropagated
 from torchlint.analysis.semantics import DISPLAY, DISPLAY_METHOD, NUMERIC_MODULES, READING_CALLS
 from torchlint.analysis.exprs import code_of, dotted, names_in, positional_params, summand_names
-from torchlint.source.walk import calls_in_evaluation_order, walk
+from torchlint.source.walk import walk
 from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import parenthesized
@@ -56,9 +57,19 @@ A list whose last item is back-propagated (`history.append(f(terms))`, then `his
 every earlier item's graph, which no backward reads again; not when the loop takes items out (`pop`, `clear`,
 `del`), the list is a `deque`, or a backward reads more than the last item.
 
-An object of one of the file's classes that outlives the iteration keeps what its method adds into an attribute
-of `self`: `meter.update(loss, n)` with `def update(self, val, n): self.sum += val * n` (or
-`self.values.append(val)`).
+An object of one of the file's classes, or of a class of another file of the project, that outlives the iteration
+keeps what its method adds into an attribute of `self`: `meter.update(loss, n)` with `def update(self, val, n):
+self.sum += val * n` (or `self.values.append(val)`, or `for i, v in enumerate(values): self.sums[i] += v` given
+`[loss_a, loss_b]`), and `stats["loss"] = loss` where the class's `__setitem__` appends its value to a list of
+`self`. So does a meter held by `self` in a method that back-propagates and steps once per call (a runner's
+`train_step`, called by a loop elsewhere). A part of a loss is known by the loss's backward when a function of the
+file returns both and the part is a term of the loss in every `return` (`total, part = self.losses(x)`,
+`total.backward()`, then `self.meter.update([part])`).
+
+The loop that keeps may be an epoch loop around a function that trains (a run of its own): `a, b =
+run_epoch(...)` then `curve.append(b)`, where the run returns a total of attached losses. A function of another
+file of the project is known by what it returns, per element of a returned tuple: its kinds, and a value it
+back-propagates before returning it (`loss.backward(); opt.step(); return loss`) carries a graph.
 
 An evaluation function that a training loop runs with grad enabled (not under `no_grad`, no
 `set_grad_enabled` in it or its caller) and that sums attached losses over the whole pass of its own loop into a
@@ -95,9 +106,12 @@ or over `range(STEPS)` with a module constant; the loops the container outlives 
 keeps a bounded handful of graphs, freed with it, not a growing number. A default is trusted as the file sees it:
 a caller in another file may pass more. It reports only values the analysis knows to
 carry a graph: the output of a model or criterion, arithmetic on one, a loss handed in as a parameter, a value
-back-propagated in the iteration or a term of one. A value from a call it cannot resolve is otherwise left alone;
-a sibling of the loss in an unpacked result (`loss, sample = trainer.compute(batch)`) is not known by the loss's
-backward, and a backward of an inner loop does not make what the outer loop keeps known (the total is judged where
+back-propagated in the iteration or a term of one. A value from a call it cannot resolve is otherwise left alone
+(of another file's class, only methods the project's files define are read, not a library's; a class whose file
+holds no `self.x +=` or `.append(` keeps nothing; the flake8 plugin and the language server, which read only
+cached exports, do not read other files' classes and loss functions for this); a sibling of the loss in an unpacked result (`loss, sample =
+trainer.compute(batch)`) is not known by the loss's backward unless a function of the file returns it as a term of
+the loss, and a backward of an inner loop does not make what the outer loop keeps known (the total is judged where
 it grows). A total returned by a function that back-propagates nothing itself is left alone (its caller may
 back-propagate it). A total rebound to a value without a graph (`total = total.detach().cpu().numpy()`) before it
 is handed to a call is not handed on attached.
@@ -108,8 +122,9 @@ back-propagated later (a pipeline schedule's queue of micro-batch outputs, each 
 backward): the container, its items or a value computed from them handed to a helper of the file that
 back-propagates, or to a call the analysis cannot follow (what it does with them is not known); anything under
 `torch.no_grad()` / `inference_mode()`; `loss.item()` / `.detach()` already; a model's forward that collects
-features of one call in a list; loops without a backward (evaluation code); the micro-batch outputs of one step,
-kept in a list the batch loop binds afresh (it never holds more than one step's graphs), or in a local of a
+features of one call in a list; loops without a backward (evaluation code); a list of the totals an inner loop
+summed (reported once, where the sum grows); an object built afresh in each call of a method that steps; the
+micro-batch outputs of one step, kept in a list the batch loop binds afresh (it never holds more than one step's graphs), or in a local of a
 function summed over its one loop of micro-batches with the optimizer stepped once after it (dropped when the call
 returns); a dict entry with a literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest value
 only); a meter given `loss.item()`, a method that converts what it is given (`self.values.append(float(val))`)
@@ -133,11 +148,15 @@ for x, y in loader:
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         yield from self._events(model)
-        kept: set[int] = set()
-        keepers = {s.name for s in model.scopes if s.class_name is not None and model.summary(s).keeps}  # meters
-        for loop in model.loops:
-            if keepers and loop.of(EventKind.BACKWARD):
-                yield from _kept_by_objects(model, loop, kept, keepers)
+        seen: set[int] = set()
+        for loop in [*model.loops, *model.step_bodies()]:
+            for k in kept_by_objects(model, loop) if loop.of(EventKind.BACKWARD) else ():
+                if id(k.node) not in seen:
+                    seen.add(id(k.node))
+                    what = "appends it to a list of" if k.method.endswith(SET_ITEM) else "adds it into an attribute of"
+                    yield Finding(k.node, f"`{code_of(k.value)}` is still attached to its graph and `{k.method}` {what} "
+                                  f"`{k.obj}`, which outlives the iteration: every step's graph stays alive and memory "
+                                  f"grows; pass `{code_of(k.value)}.item()` or `.detach()`", None)
         yield from _evaluated_with_grad(model)
 
     def _events(self, model: FileModel) -> Iterator[Finding]:
@@ -145,7 +164,7 @@ for x, y in loader:
         displayed: dict[str, bool] = {}
         handed: dict[tuple[int, str], bool] = {}  # one look at the uses of each container of a scope
         for loop in model.loops:
-            if not loop.of(EventKind.BACKWARD):
+            if not loop.of(EventKind.BACKWARD, EventKind.RUN):
                 continue
             scope = loop.scope
             backprop = scope.backpropagated()
@@ -167,12 +186,13 @@ for x, y in loader:
                 kind = kinds.of(e.value, scope, e)
                 if part is None and kind is not VKind.GRAPH and not attached:
                     part = _backpropagated_part(model, loop, scope, e) if not kind.graph_free else None
-                    if part is None:
+                    if part is None and (kind.graph_free or not term_of_backpropagated(model, scope, e.value)):
                         continue  # a number, a string, a detached tensor, or a value the analysis cannot see
                 if not loop.carries(e) or _escapes(model, scope, e.target) or loop.within_one_step(e):
                     continue
-                if loop.fills_local_buffer(e):
-                    continue  # one call's buffer of fixed shape, not a log across training
+                if loop.fills_local_buffer(e) or kind is VKind.GRAPH and loop.keeps_inner_total(
+                        e, lambda name: kinds.of_name(name, scope, e).graph_free):
+                    continue  # one call's buffer of fixed shape; an inner loop's total (judged where it grows)
                 runs = runs_while_kept(model, scope, e)
                 if runs is not None and runs <= FEW_ITERATIONS:
                     continue  # a test's mini-run: a bounded handful of graphs, freed with the container
@@ -224,40 +244,6 @@ for x, y in loader:
                     f"and memory grows; store `{code_of(e.value)}.item()` or `.detach()`",
                     _fix(model, scope, e, displayed),
                 )
-
-
-def _kept_by_objects(model: FileModel, loop: Loop, seen: set[int], keepers: set[str]) -> Iterator[Finding]:
-    """`meter.update(loss, n)` where the method of the file's class adds its parameter into an attribute of
-    `self` (`self.sum += val * n`) and the object outlives the iteration: it keeps every step's graph."""
-    scope = loop.scope
-    for call in calls_in_evaluation_order(loop.node):
-        func = dotted(call.func) if type(call.func) is cst.Attribute else None
-        if (func is None or id(call) in seen or func.count(".") != (2 if func.startswith("self.") else 1)
-                or func.rsplit(".", 1)[1] not in keepers):
-            continue
-        obj = func.rsplit(".", 1)[0]
-        callee = model.resolve(scope, func)
-        if callee is None or callee.class_name is None or not _outlives(scope, loop, obj):
-            continue
-        keeps = model.summary(callee).keeps
-        params = positional_params(callee.node)[1:]
-        positional = [a for a in call.args if a.keyword is None]
-        for a in call.args:
-            if a.star:
-                break
-            param = a.keyword.value if a.keyword is not None else (
-                params[positional.index(a)] if positional.index(a) < len(params) else None)
-            if param not in keeps or model.kinds.of(a.value, scope, None) is not VKind.GRAPH:
-                continue
-            seen.add(id(call))
-            yield Finding(
-                call,
-                f"`{code_of(a.value)}` is still attached to its graph and `{func}` adds it into an attribute of "
-                f"`{obj}`, which outlives the iteration: every step's graph stays alive and memory grows; pass "
-                f"`{code_of(a.value)}.item()` or `.detach()`",
-                None,
-            )
-            break
 
 
 def _evaluated_with_grad(model: FileModel) -> Iterator[Finding]:
@@ -321,16 +307,6 @@ def _switches_grad(scope: Scope) -> bool:
 
 
 _GRAD_SWITCHES = frozenset({"set_grad_enabled", "no_grad", "inference_mode", "enable_grad"})
-
-
-def _outlives(scope: Scope, loop: Loop, obj: str) -> bool:
-    """The object is bound before the loop and not rebound in it (or is an attribute of `self`, a parameter)."""
-    if obj.startswith("self."):
-        return True
-    defs = [a for a in scope.assignments(obj) if a.rebinds]
-    if not defs:
-        return obj in scope.params
-    return not any(loop.node in a.loops for a in defs)
 
 
 def _backpropagated_part(model: FileModel, loop: Loop, scope: Scope, e: Event) -> cst.BaseExpression | None:

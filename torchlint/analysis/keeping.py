@@ -1,0 +1,154 @@
+"""Objects that keep what they are given across a loop's iterations: `meter.update(loss, n)` where the method adds
+its parameter into an attribute of `self` (`Summary.keeps` for a class of the file; `ProjectLookup.kept` for one
+of another project file), and `stats["loss"] = loss` where the class's `__setitem__` appends its value; the object
+bound before the loop and not rebound in it, so it outlives every iteration and keeps what each one gave it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import libcst as cst
+
+from torchlint.analysis.events import AssignForm, Event, EventKind
+from torchlint.analysis.exprs import dotted, positional_params, summand_names
+from torchlint.analysis.loops import Loop
+from torchlint.analysis.model import FileModel
+from torchlint.analysis.scopes import Scope
+from torchlint.analysis.semantics import context_of
+from torchlint.analysis.vkind import VKind
+from torchlint.source.walk import calls_in_evaluation_order, walk
+
+SET_ITEM = "__setitem__"
+
+
+@dataclass(frozen=True)
+class KeptValue:
+    node: cst.CSTNode  # the call, or the statement that stores the item
+    value: cst.BaseExpression  # what the object keeps
+    method: str  # as called: `meter.update`, `stats.__setitem__`
+    obj: str  # the object: `meter`, `self.stats`
+
+
+def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
+    """Values with a graph that an object outliving the loop keeps: one per call (its first such argument). The
+    loop may be a step body (`FileModel.step_bodies`: no head, once per step of a loop elsewhere). A class of
+    another file is asked of the project only here, for loops that back-propagate."""
+    scope = loop.scope
+    local = {s.name for s in model.scopes if s.class_name is not None and model.summary(s).keeps}
+    if not local and model.project is None:
+        return
+    body = loop.node if loop.node is not None else scope.node  # a step body: the function, once per step
+    quiet = _under_no_grad(body)
+    for call in calls_in_evaluation_order(body):
+        func = dotted(call.func) if type(call.func) is cst.Attribute else None
+        if func is None or func.count(".") != (2 if func.startswith("self.") else 1) or id(call) in quiet:
+            continue
+        obj, method = func.rsplit(".", 1)
+        found = _keeps(model, scope, obj, method, local)
+        if found is None or not _outlives(scope, loop, obj):
+            continue
+        params, keeps = found
+        positional = [a for a in call.args if a.keyword is None]
+        for a in call.args:
+            if a.star:
+                break
+            param = a.keyword.value if a.keyword is not None else (
+                params[positional.index(a)] if positional.index(a) < len(params) else None)
+            attached = _attached(model, scope, a.value, None) if param in keeps else None
+            if attached is not None:
+                yield KeptValue(call, attached, func, obj)
+                break
+    for e in loop.events:
+        if (e.kind is EventKind.ASSIGN and e.variant is AssignForm.ITEM and not e.accumulates and e.target
+                and e.value is not None and e.scope is scope.node and e.target.count(".") <= 1):
+            found = _keeps(model, scope, e.target, SET_ITEM, local)
+            if (found is not None and len(found[0]) == 2 and found[0][1] in found[1]
+                    and _outlives(scope, loop, e.target) and _attached(model, scope, e.value, e) is not None):
+                yield KeptValue(e.node, e.value, f"{e.target}.{SET_ITEM}", e.target)
+
+
+def _keeps(model: FileModel, scope: Scope, obj: str, method: str,
+           local: set[str]) -> tuple[tuple[str, ...], frozenset[str]] | None:
+    """The parameters of `obj.method` past `self`, and those it keeps; None when it keeps none or is not known."""
+    if method in local:
+        callee = model.resolve(scope, f"{obj}.{method}")
+        if callee is not None and callee.class_name is not None:
+            return tuple(positional_params(callee.node)[1:]), model.summary(callee).keeps
+    if model.project is None or obj.startswith("self.") and obj.count(".") != 1:
+        return None
+    cls = model.receivers.class_of(scope, obj)
+    if cls is None or cls in model.classes:
+        return None
+    found = model.project.kept(cls, method)
+    return (found[0][1:], found[1]) if found is not None and found[1] else None
+
+
+def _attached(model: FileModel, scope: Scope, value: cst.BaseExpression,
+              at: Event | None) -> cst.BaseExpression | None:
+    """The value, when it carries a graph where `at` happens; or, of a list or tuple literal (`[loss_a, n]`), its
+    first item that does."""
+    items = [value]
+    if isinstance(value, (cst.List, cst.Tuple)):
+        items = [el.value for el in value.elements if type(el) is not cst.StarredElement]
+    return next((item for item in items if model.kinds.of(item, scope, at) is VKind.GRAPH
+                 or term_of_backpropagated(model, scope, item)), None)
+
+
+def term_of_backpropagated(model: FileModel, scope: Scope, value: cst.BaseExpression) -> bool:
+    """A term of `value` is an element of a tuple a function of the file returned (`total, part = f(x)`) that is,
+    in every `return` of `f`, a term of another element (`total = part + other; return total, part`), and that
+    other element is back-propagated here (`total.backward()`): the part carries a graph, whoever built it."""
+    for name in summand_names(value):
+        defs = [d for d in scope.assignments(name) if d.rebinds]
+        if defs and all(_part_of_backpropagated(model, scope, d) for d in defs):
+            return True
+    return False
+
+
+def _part_of_backpropagated(model: FileModel, scope: Scope, d: Event) -> bool:
+    if d.variant not in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK) or type(d.value) is not cst.Call:
+        return False
+    func = dotted(d.value.func)
+    callee = model.resolve(scope, func) if func is not None else None
+    rets = callee.own_returns() if callee is not None else []
+    # a function of another project file: the element its exports say this one is a term of
+    found = model.kinds.foreign(scope, func) if callee is None and func is not None else None
+    parts = found.export.parts if found is not None else []
+    if callee is None and not 0 <= d.index < len(parts) or callee is not None and (
+            not rets or any(type(r.value) is not cst.Tuple for r in rets)):
+        return False
+    backwards = scope.own_backwards()
+    for sibling in scope.events:
+        if sibling.value is not d.value or sibling is d or sibling.kind is not EventKind.ASSIGN or not sibling.target:
+            continue
+        if not any(sibling.target in summand_names(b.value) and sibling in scope.reaching(sibling.target, b)[0]
+                   for b in backwards if b.value is not None):
+            continue
+        if callee is None and parts[d.index] == sibling.index or callee is not None and all(
+                callee.returns_term(r, d.index, sibling.index) for r in rets):
+            return True
+    return False
+
+
+def _under_no_grad(loop: cst.CSTNode) -> set[int]:
+    """The calls of the loop under `with torch.no_grad():` (or `inference_mode()`): what they compute has no
+    graph, and what they are handed is not kept by them for a backward."""
+    out: set[int] = set()
+    for node in walk(loop):
+        if type(node) is cst.With and any(
+                context_of(dotted(item.item.func if type(item.item) is cst.Call else item.item) or "") == "no_grad"
+                for item in node.items):
+            out.update(id(c) for c in calls_in_evaluation_order(node.body))
+    return out
+
+
+def _outlives(scope: Scope, loop: Loop, obj: str) -> bool:
+    """The object is bound before the loop and not rebound in it (or is an attribute of `self`, a parameter); of a
+    step body (a function called once per step), an attribute of `self`."""
+    if obj.startswith("self.") or loop.node is None:
+        return obj.startswith("self.")
+    defs = [a for a in scope.assignments(obj) if a.rebinds]
+    if not defs:
+        return obj in scope.params
+    return not any(loop.node in a.loops for a in defs)

@@ -1,0 +1,121 @@
+"""What the values a file hands to, or gets from, another project file's code become, parsed only when asked
+(`ProjectView` answers with `OtherFilesValues`):
+
+- `kept`: what a method of another file's class keeps of its arguments, a meter's `update(val)` that adds `val`
+  into `self.sum`, a collector's `__setitem__` that appends its value to a list of `self`; asked for the loops of
+  a file that back-propagate, of the classes its objects are built from, and parsed only when the class's file
+  holds such a write (a text search first);
+- `returned`: what a function of another file that cannot act returns (a loss function's `(loss, parts)`), per
+  element of a returned tuple; asked only by a function that back-propagates.
+
+Each file is parsed once per content (in memory); the files looked at are recorded in the view's `reads`. A
+project that reads only cached exports (the flake8 plugin, the language server) parses nothing here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from torchlint.analysis.exports import export
+from torchlint.analysis.exprs import positional_params
+from torchlint.analysis.foreign import FunctionExport, Resolved
+from torchlint.analysis.model import FileModel
+from torchlint.source.cstfast import parse_read_only
+
+# `self.sum +=`, `self.sums[i] +=`, `self.values.append(`, `self.stats[key].append(`: a write that keeps its value
+KEEPING_TEXT = re.compile(r"self\s*\.\s*\w+(?:\s*\[[^\]\n]*\])?\s*(?:\+=|\.\s*(?:append|extend)\s*\()")
+
+# the method's positional parameters (`self` included), and those it keeps in an attribute of `self`
+Kept = tuple[tuple[str, ...], frozenset[str]]
+
+_LIMIT = 4096  # entries kept per memo (a language server runs long)
+_KEPT: dict[tuple[str, tuple[str, ...], str], Kept | None] = {}  # by content hash, class lineage, method
+_RETURNED: dict[tuple[str, str], FunctionExport | None] = {}  # by content hash, function
+_MODELS: dict[str, FileModel | None] = {}  # by content hash: the last few files parsed
+
+
+class OtherFilesValues:
+    """The part of `ProjectView` that answers `kept` and `returned` (see the module's docstring)."""
+
+    project: Any  # the `Project`: its `text(path)`, `display(path)` and `cached_only` are read here
+
+    def _target(self, dotted: str) -> tuple[Path, str] | None:
+        raise NotImplementedError
+
+    def _lineage(self, path: Path, cls_name: str) -> list[str]:
+        raise NotImplementedError
+
+    def kept(self, cls: str, method: str) -> Kept | None:
+        """`cls.method` of a class of another project file (`cls` as written in the viewing file), defined by the
+        class or by one of its bases of that file."""
+        target = self._target(cls) if not self.project.cached_only else None  # flake8, the server: parse nothing
+        if target is None:
+            return None
+        got = self.project.text(target[0])
+        if got is None or KEEPING_TEXT.search(got[0]) is None or not _defines(got[0], method):
+            return None
+        lineage = self._lineage(*target)
+        key = (got[1], tuple(lineage), method)
+        if key not in _KEPT:
+            _room(_KEPT)
+            _KEPT[key] = _kept(_model(got), lineage, method)
+        return _KEPT[key]
+
+    def returned(self, dotted: str) -> Resolved | None:
+        """The export of a top-level function of another project file that `dotted(...)` calls, computed from that
+        file alone (whatever it does: one that may act is answered by `function` already)."""
+        target = self._target(dotted) if not self.project.cached_only else None
+        got = self.project.text(target[0]) if target is not None else None
+        if target is None or got is None or not _defines(got[0], target[1], top=True):
+            return None
+        key = (got[1], target[1])
+        if key not in _RETURNED:
+            _room(_RETURNED)
+            _RETURNED[key] = _returned(_model(got), target[1])
+        found = _RETURNED[key]
+        return Resolved(found, self.project.display(target[0]), target[1]) if found is not None else None
+
+
+def _model(got: tuple[str, str]) -> FileModel | None:
+    text, digest = got
+    if digest not in _MODELS:
+        try:
+            model: FileModel | None = FileModel(parse_read_only(text), text)
+        except Exception:  # a file that cannot be analysed tells nothing
+            model = None
+        if len(_MODELS) >= 8:
+            _MODELS.pop(next(iter(_MODELS)))
+        _MODELS[digest] = model
+    return _MODELS[digest]
+
+
+def _defines(text: str, name: str, top: bool = False) -> bool:
+    """The text defines a function or method `name` (`top`: at the margin, a function of the module)."""
+    indent = "" if top else r"[ \t]*"
+    return re.search(rf"(?m)^{indent}(?:async[ \t]+)?def[ \t]+{re.escape(name)}\s*\(", text) is not None
+
+
+def _room(memo: dict) -> None:
+    if len(memo) >= _LIMIT:
+        memo.clear()
+
+
+def _returned(model: FileModel | None, name: str) -> FunctionExport | None:
+    try:
+        return export(model, frozenset({name})).functions.get(name) if model is not None else None
+    except Exception:  # a function that cannot be summarised returns nothing known
+        return None
+
+
+def _kept(model: FileModel | None, lineage: list[str], method: str) -> Kept | None:
+    if model is None:
+        return None
+    try:
+        for owner in lineage:
+            scope = next((s for s in model.scopes if s.class_name == owner and s.name == method), None)
+            if scope is not None:
+                return tuple(positional_params(scope.node)), model.summary(scope).keeps
+    except Exception:  # a method that cannot be summarised keeps nothing known
+        return None
+    return None
