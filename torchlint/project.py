@@ -30,14 +30,15 @@ from pathlib import Path
 from typing import Literal
 
 from torchlint.analysis.exports import compute_exports
-from torchlint.analysis.foreign import Exports, Resolved, event_text
+from torchlint.analysis.foreign import Exports, Resolved, Signature, event_text
 from torchlint.analysis.prescan import (
     CLASS_BASES, CLASS_LINE, EVENT_BYTES, EVENT_TEXT, OBJECT_CALL, SELF_CALL, Imported, acting, inert,
     scan_imports, star_imports, top_level_names,
 )
-from torchlint.analysis.semantics import LR_KEY, MODULE_BASES
+from torchlint.analysis.semantics import MODULE_BASES
 from torchlint.source.decode import SourceError, decode
 from torchlint.source.digest import content_hash
+from torchlint.project_text import LR_WRITE, SignatureReader, class_text
 from torchlint.source.safe_read import read_regular
 
 EXPORTS_VERSION = "4"  # bumped when what `Exports.to_json` writes changes
@@ -69,6 +70,7 @@ class Project:
         self._root_prefix = str(self.root).rstrip(os.sep) + os.sep
         self._classes: dict[str, dict[str, list[str]]] = {}  # by content hash: each class's bases, as written
         self.reads: dict[Path, dict[str, Path | str]] = {}  # for each file viewed: the project files it looked at
+        self.signatures = SignatureReader(self)  # ProjectView.instance_call
 
     # -- files -----------------------------------------------------------------------------------------------
     def text(self, path: Path, data: bytes | None = None) -> tuple[str, str] | None:
@@ -277,23 +279,6 @@ class Project:
             return None
         file = Path(path).resolve()
         return ClassesOnly(ProjectView(self, file, bound, self.reads.setdefault(file, {})))
-
-
-# `group["lr"] = ...`: a learning rate written into an optimizer's param group.
-LR_WRITE = re.compile(rf"\[\s*(['\"]){LR_KEY}\1\s*\]\s*=(?!=)")
-
-
-_AT_MARGIN = re.compile(r"(?m)^(?=[^\s#)])")  # a line that starts a top-level statement
-
-
-def _class_text(text: str, cls: str) -> str:
-    """The text of the top-level class `cls`: from its `class` line to the next line that starts a statement at
-    the margin."""
-    start = re.search(rf"(?m)^class[ \t]+{re.escape(cls)}\b", text)
-    if start is None:
-        return ""
-    end = _AT_MARGIN.search(text, start.end())
-    return text[start.start():end.start() if end is not None else len(text)]
 
 
 _STEP_TEXT = re.compile(r"\.\s*step\s*\(")
@@ -556,7 +541,19 @@ class ProjectView:
             if bases is None or any(not b.isidentifier() for b in bases):
                 return False  # not a class of that file, or a base elsewhere (`lr_scheduler._LRScheduler`)
             todo.extend(b for b in bases if b != "object")
-        return any(LR_WRITE.search(_class_text(got[0], cls)) for cls in seen)
+        return any(LR_WRITE.search(class_text(got[0], cls)) for cls in seen)
+
+    def instance_call(self, dotted: str, forward: Signature | None) -> Signature | None:
+        """What calling the object `dotted(...)` gives runs, when a project file defines it (`project_text`)."""
+        head, _, rest = dotted.partition(".")
+        target = self._target(dotted) if head in self.bound else None
+        return None if target is None else self._memo(
+            ("instance_call", self._dir, self.bound[head], rest, forward),
+            lambda: self.project.signatures.instance_call(*target, forward, self._record))
+
+    def _record(self, path: Path) -> None:
+        for reads in self._recorders:
+            reads[self.project.display(path)] = path
 
     def module_base(self, base: str) -> bool:
         """Is `base` a class of another project file that derives from nn.Module (read from its file's text)?"""
@@ -594,3 +591,6 @@ class ClassesOnly:
 
     def rate_setter(self, dotted: str) -> bool:
         return self._view.rate_setter(dotted)
+
+    def instance_call(self, dotted: str, forward: Signature | None) -> Signature | None:
+        return self._view.instance_call(dotted, forward)
