@@ -8,6 +8,8 @@ project other than nn.Module's stay unknown: no call is judged on them."""
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, Event, EventKind
@@ -18,7 +20,8 @@ from torchlint.analysis.lookup import FileLookup
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import MODULE_BASES, MODULE_METHODS_RETURNING_MODULE, MODULE_WRAPPERS
 
-_ACTS = (EventKind.BACKWARD, EventKind.STEP, EventKind.RUN)
+_ACTS = frozenset({EventKind.BACKWARD, EventKind.STEP, EventKind.RUN})
+_KIND = attrgetter("kind")
 
 
 def signature_of(fn: cst.FunctionDef, method: bool) -> Signature | None:
@@ -79,11 +82,13 @@ def instance_of(expr: cst.BaseExpression) -> str | None:
 def drop_dead(model: FileLookup) -> None:
     """In each scope that back-propagates or steps, drop the events that only a call missing an argument leads to
     (every path from the scope's entry to them passes through it: it raises there first)."""
+    binds: _Binds | None = None
     for scope in model.scopes:
-        if not any(e.kind in _ACTS for e in scope.events):
-            continue
+        if _ACTS.isdisjoint(map(_KIND, scope.events)):
+            continue  # (read in C: this runs on every scope of every file that is parsed)
+        binds = binds or _Binds(model)
         failing = [e for e in scope.raw if e.kind is EventKind.LOCAL_CALL and type(e.node) is cst.Call
-                   and e.scope is scope.node and _fails(model, scope, e)]
+                   and e.scope is scope.node and _fails(model, binds, scope, e)]
         if not failing:
             continue
         flow = scope.flow
@@ -105,15 +110,43 @@ def drop_dead(model: FileLookup) -> None:
             scope.forget()
 
 
-def _fails(model: FileLookup, scope: Scope, e: Event) -> bool:
+class _Binds:
+    """The file's plain assignments, by the class whose methods make them (None: functions and the module body)
+    and target: what a name or `self.x` may be bound to, and whether a name is ever bound at all."""
+
+    def __init__(self, model: FileLookup) -> None:
+        self.model = model
+        self.by: dict[tuple[str | None, str], list[Event]] = {}
+        self.of: dict[str, list[Event]] = {}  # by target alone
+        for s in model.scopes:
+            for d in s.raw:
+                if d.kind is EventKind.ASSIGN and d.target and d.scope is s.node:
+                    self.by.setdefault((s.class_name, d.target), []).append(d)
+                    self.of.setdefault(d.target, []).append(d)
+        self.targets = frozenset(self.of)
+        self._built: dict[str, bool] = {}
+
+    def may_build(self, name: str) -> bool:
+        """Is `name` bound somewhere in the file to an instance of a class of the file or an imported one? Asked
+        before the definitions reaching a call are (most calls are of names bound to nothing of the kind)."""
+        found = self._built.get(name)
+        if found is None:
+            classes = {instance_of(d.value) for d in self.of.get(name, ()) if d.value is not None}
+            found = self._built[name] = any(
+                c is not None and (c in self.model.classes or c.split(".", 1)[0] in self.model.imported)
+                for c in classes)
+        return found
+
+
+def _fails(model: FileLookup, binds: _Binds, scope: Scope, e: Event) -> bool:
     name = e.callee or ""
     if not name or name.count(".") > (1 if name.startswith("self.") else 0):
         return False
-    sig = _signature(model, scope, name, e)
+    sig = _signature(model, binds, scope, name, e)
     return sig is not None and misses_argument(sig, e.node)  # type: ignore[arg-type]  # a Call (above)
 
 
-def _signature(model: FileLookup, scope: Scope, name: str, at: Event) -> Signature | None:
+def _signature(model: FileLookup, binds: _Binds, scope: Scope, name: str, at: Event) -> Signature | None:
     """The signature a call of `name` runs: a function of the file defined once, or the instance's `__call__` /
     `forward` for an object whose class is known."""
     if "." not in name:
@@ -121,16 +154,14 @@ def _signature(model: FileLookup, scope: Scope, name: str, at: Event) -> Signatu
         if local is not None:
             # defined once, and never rebound (`f = functools.partial(f, w)` fills arguments) nor shadowed
             same = [s for s in model.scopes if s.name == name and s.class_name is None]
-            rebound = name in scope.params or name in model.imported or any(
-                d.kind is EventKind.ASSIGN and d.target == name for s in model.scopes for d in s.raw)
+            rebound = name in scope.params or name in model.imported or name in binds.targets
             return signature_of(local.node, False) if len(same) == 1 and not rebound \
                 and type(local.node) is cst.FunctionDef else None
-        if name in model.classes or name in model.imported:
-            return None  # a constructor: not followed
+        if name in model.classes or name in model.imported or not binds.may_build(name):
+            return None  # a constructor (not followed), a builtin, a parameter, a name bound to no instance
     if name.startswith("self."):
         # an attribute: every assignment of it in the methods of the class (`self.net = Net(...)`)
-        defs = tuple(d for s in model.scopes if s.class_name == scope.class_name is not None for d in s.raw
-                     if d.kind is EventKind.ASSIGN and d.target == name and d.scope is s.node)
+        defs: tuple[Event, ...] = tuple(binds.by.get((scope.class_name, name), ())) if scope.class_name else ()
     else:
         defs, outside = scope.reaching(name, at)
         if outside:
