@@ -351,11 +351,13 @@ class ProjectView:
         base_heads = {b.split(".", 1)[0] for b in all_bases}
         # A class brings events to a subclass (`self.fit()` inherited) and to the objects the file builds of it
         # (`trainer = Trainer(...)`, then `trainer.fit()`); a function or module to its calls.
-        # constructed somewhere in the text (`Trainer(`; a superset, found by substring searches, which are cheap)
-        built = {local for local in self.bound if local not in base_heads
-                 and (f"{local}(" in text or f"{local} (" in text)}
+        # constructed somewhere in the text (`Trainer(`; a superset, found by substring searches, which are cheap),
+        # asked first of the capitalised names only (a lower-case one counts anyway, and is asked once wanted)
+
+        def built(local: str) -> bool:
+            return local not in base_heads and (f"{local}(" in text or f"{local} (" in text)
         wanted = [local for local, imp in self.bound.items()
-                  if (local in base_heads or local in built or not local[:1].isupper()) and self._eventful(imp)]
+                  if (local in base_heads or not local[:1].isupper() or built(local)) and self._eventful(imp)]
         if not wanted:
             return False
         alternatives = "|".join(re.escape(w) for w in sorted(wanted, key=len, reverse=True))
@@ -371,7 +373,7 @@ class ProjectView:
                 found = self.method(bases, name)
                 if found is not None:
                     self.stand_ins[f"self.{name}"] = event_text(found.export)
-        classes = [c for c in wanted if c in built]
+        classes = [c for c in wanted if built(c)]
         for cls in classes:
             # `model = Seq2Seq(...)`, then `model(x)`: calling a module runs its forward
             found = self.method([cls], "forward")
