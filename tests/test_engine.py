@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 
 import pytest
 
@@ -154,7 +155,10 @@ def test_text_patterns_are_linear_on_hostile_text():
 
     from torchlint.analysis import prune
 
-    patterns = {p for r in ALL_RULES for p in r.requires + tuple(q for c in r.scope_conditions() for q in c)}
+    required = [q for r in ALL_RULES for p in r.requires for q in (p if isinstance(p, tuple) else (p,))]
+    # a test of a rule's own (tl003's AppendedListCopied) is built from patterns (`parts`): those are checked
+    patterns = {q for p in required for q in ((p,) if isinstance(p, re.Pattern) else p.parts)}
+    patterns |= {q for r in ALL_RULES for c in r.scope_conditions() for q in c}
     patterns |= {prune._DEFINES, prune._DEF_START, prune._BARE_NAME, prune._SELF_ATTRIBUTE}
     hostile = ["#" * 5000, "# " * 5000, ", " * 2000 + "#" * 3000, "." * 5000, "a" * 5000 + "(", "self . " * 2000,
                "x.data " * 2000, "\t" * 5000 + "def", "schedule" * 1000, ", #" * 2000 + "\n" * 10 + "True"]

@@ -30,15 +30,16 @@ from pathlib import Path
 from typing import Literal
 
 from torchlint.analysis.exports import compute_exports
-from torchlint.analysis.foreign import Exports, Resolved, event_text
+from torchlint.analysis.foreign import Exports, Resolved, Signature, event_text
 from torchlint.analysis.prescan import (
     CLASS_BASES, CLASS_LINE, EVENT_BYTES, EVENT_TEXT, OBJECT_CALL, SELF_CALL, Imported, acting, inert,
     scan_imports, star_imports, top_level_names,
 )
-from torchlint.analysis.semantics import LR_KEY, MODULE_BASES
+from torchlint.analysis.semantics import MODULE_BASES
 from torchlint.project_values import Kept, OtherFilesValues
 from torchlint.source.decode import SourceError, decode
 from torchlint.source.digest import content_hash
+from torchlint.project_text import LR_WRITE, SignatureReader, class_text
 from torchlint.source.safe_read import read_regular
 
 EXPORTS_VERSION = "6"  # bumped when what `Exports.to_json` writes changes
@@ -70,6 +71,7 @@ class Project:
         self._root_prefix = str(self.root).rstrip(os.sep) + os.sep
         self._classes: dict[str, dict[str, list[str]]] = {}  # by content hash: each class's bases, as written
         self.reads: dict[Path, dict[str, Path | str]] = {}  # for each file viewed: the project files it looked at
+        self.signatures = SignatureReader(self)  # ProjectView.instance_call
 
     # -- files -----------------------------------------------------------------------------------------------
     def text(self, path: Path, data: bytes | None = None) -> tuple[str, str] | None:
@@ -277,30 +279,13 @@ class Project:
         return ClassesOnly(ProjectView(self, file, bound, self.reads.setdefault(file, {})))
 
 
-# `group["lr"] = ...`: a learning rate written into an optimizer's param group.
-LR_WRITE = re.compile(rf"\[\s*(['\"]){LR_KEY}\1\s*\]\s*=(?!=)")
-
-
-_AT_MARGIN = re.compile(r"(?m)^(?=[^\s#)])")  # a line that starts a top-level statement
-
-
-def _class_text(text: str, cls: str) -> str:
-    """The text of the top-level class `cls`: from its `class` line to the next statement at the margin."""
-    start = re.search(rf"(?m)^class[ \t]+{re.escape(cls)}\b", text)
-    if start is None:
-        return ""
-    end = _AT_MARGIN.search(text, start.end())
-    return text[start.start():end.start() if end is not None else len(text)]
-
-
 _STEP_TEXT = re.compile(r"\.\s*step\s*\(")
 
 
 def _tried(folder: str, parts: list[str]) -> tuple[str, ...]:
     """The files `module_file` looks for in `folder` for the module's last part (`parts`), in its order."""
-    if not parts:
-        return (os.path.join(folder, "__init__.py"),)
-    return (os.path.join(folder, parts[-1], "__init__.py"), os.path.join(folder, parts[-1] + ".py"))
+    return (os.path.join(folder, "__init__.py"),) if not parts else (
+        os.path.join(folder, parts[-1], "__init__.py"), os.path.join(folder, parts[-1] + ".py"))
 
 
 class ProjectView(OtherFilesValues):
@@ -364,11 +349,13 @@ class ProjectView(OtherFilesValues):
         base_heads = {b.split(".", 1)[0] for b in all_bases}
         # A class brings events to a subclass (`self.fit()` inherited) and to the objects the file builds of it
         # (`trainer = Trainer(...)`, then `trainer.fit()`); a function or module to its calls.
-        # constructed somewhere in the text (`Trainer(`; a superset, found by substring searches, which are cheap)
-        built = {local for local in self.bound if local not in base_heads
-                 and (f"{local}(" in text or f"{local} (" in text)}
+        # constructed somewhere in the text (`Trainer(`; a superset, found by substring searches, which are cheap),
+        # asked first of the capitalised names only (a lower-case one counts anyway, and is asked once wanted)
+
+        def built(local: str) -> bool:
+            return local not in base_heads and (f"{local}(" in text or f"{local} (" in text)
         wanted = [local for local, imp in self.bound.items()
-                  if (local in base_heads or local in built or not local[:1].isupper()) and self._eventful(imp)]
+                  if (local in base_heads or not local[:1].isupper() or built(local)) and self._eventful(imp)]
         if not wanted:
             return False
         alternatives = "|".join(re.escape(w) for w in sorted(wanted, key=len, reverse=True))
@@ -384,7 +371,7 @@ class ProjectView(OtherFilesValues):
                 found = self.method(bases, name)
                 if found is not None:
                     self.stand_ins[f"self.{name}"] = event_text(found.export)
-        classes = [c for c in wanted if c in built]
+        classes = [c for c in wanted if built(c)]
         for cls in classes:
             # `model = Seq2Seq(...)`, then `model(x)`: calling a module runs its forward
             found = self.method([cls], "forward")
@@ -553,20 +540,30 @@ class ProjectView(OtherFilesValues):
             if bases is None or any(not b.isidentifier() for b in bases):
                 return False  # not a class of that file, or a base elsewhere (`lr_scheduler._LRScheduler`)
             todo.extend(b for b in bases if b != "object")
-        return any(LR_WRITE.search(_class_text(got[0], cls)) for cls in seen)
+        return any(LR_WRITE.search(class_text(got[0], cls)) for cls in seen)
+
+    def instance_call(self, dotted: str, forward: Signature | None) -> Signature | None:
+        """What calling the object `dotted(...)` gives runs, when a project file defines it (`project_text`)."""
+        head, _, rest = dotted.partition(".")
+        target = self._target(dotted) if head in self.bound else None
+        return None if target is None else self._memo(
+            ("instance_call", self._dir, self.bound[head], rest, forward),
+            lambda: self.project.signatures.instance_call(*target, forward, self._record))
+
+    def _record(self, path: Path) -> None:
+        for reads in self._recorders:
+            reads[self.project.display(path)] = path
 
     def module_base(self, base: str) -> bool:
         """Is `base` a class of another project file that derives from nn.Module (read from its file's text)?"""
         target = self._target(base)
-        if target is None:
-            return False
-        return any(b.rsplit(".", 1)[-1] in MODULE_BASES
-                   for name in self._lineage(*target) for b in self.project.bases(target[0], name))
+        return target is not None and any(b.rsplit(".", 1)[-1] in MODULE_BASES for name in self._lineage(*target)
+                                          for b in self.project.bases(target[0], name))
 
 
 class ClassesOnly:
-    """A `ProjectLookup` that reaches no other file's functions or methods (the file calls nothing of the project
-    that can hold events) and answers only whether an imported class is the project's own, plain class."""
+    """A `ProjectLookup` for a file that calls nothing of the project that can hold events: it reaches no other
+    file's functions or methods, and answers what other files' classes are, keep, return and run when called."""
 
     def __init__(self, view: ProjectView) -> None:
         self._view = view
@@ -597,3 +594,6 @@ class ClassesOnly:
 
     def rate_setter(self, dotted: str) -> bool:
         return self._view.rate_setter(dotted)
+
+    def instance_call(self, dotted: str, forward: Signature | None) -> Signature | None:
+        return self._view.instance_call(dotted, forward)

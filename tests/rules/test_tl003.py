@@ -626,10 +626,22 @@ def test_a_detached_term_beside_a_factor_it_does_not_mention_is_still_reported()
     assert findings(src, "TL003") == [(6, 22)]
 
 
-def test_a_forward_in_a_file_that_never_back_propagates_is_not_read():
-    """A package of models: most forwards build `torch.tensor(...)` of constants, so a file without a backward is not
-    parsed for TL003 (the rule page says so); the same forward in a file that trains is reported (POSITIVE)."""
+def test_a_forward_copying_a_list_it_appends_to_is_read_in_a_file_that_never_back_propagates():
+    """A package of models: the forward that returns losses it appended to a list, copied into a new tensor, is
+    reported in its own file, where no backward is (the caller that trains is elsewhere)."""
     src = POSITIVE["losses_copied_into_a_tensor_returned_by_forward"][0].split("        def fit(")[0]
+    assert findings(src, "TL003") == [(8, 44)]
+
+
+def test_a_forward_copying_a_list_literal_in_a_file_that_never_back_propagates_is_not_read():
+    """Most forwards of a package of models build `torch.tensor([...])` of constants: a file without a backward is
+    read only where a list it appends to is copied by name (the rule page says so)."""
+    src = """
+        class Pair(nn.Module):
+            def forward(self, x):
+                a_cost, b_cost = self.a(x), self.b(x)
+                return x, torch.tensor([a_cost, b_cost]).sum()
+        """
     assert findings(src, "TL003") == []
 
 
@@ -735,3 +747,13 @@ def test_an_adversarial_term_through_a_cut_input_is_reported(src, at):
 ])
 def test_a_cut_input_meant_as_one_is_not_reported(src):
     assert findings(src, "TL003") == []
+
+
+def test_a_copied_list_that_is_appended_to_under_another_name_is_not_read():
+    """The prefilter's words must be one list: `torch.tensor(sizes)` beside `all_sizes.append(...)` is not it."""
+    from torchlint.rules.tl003_detached_loss_term import APPENDED_LIST_COPIED
+
+    text = "def forward(self, x):\n    all_sizes.append(x)\n    my.sizes.append(x)\n    return torch.tensor(sizes)\n"
+    assert APPENDED_LIST_COPIED.search(text) is None
+    assert APPENDED_LIST_COPIED.search(text.replace("my.sizes", "sizes")) is not None
+    assert APPENDED_LIST_COPIED.search(text.replace("my.sizes", "sizes").replace("forward", "fwd")) is None

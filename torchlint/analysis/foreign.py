@@ -60,6 +60,19 @@ class Exports:
 
 
 @dataclass(frozen=True)
+class Signature:
+    """How a function may be called (`self` left out for a method): its positional parameters in order, how many
+    of them need an argument, `*args`, its keyword-only parameters and those of them without a default, `**kw`."""
+
+    positional: tuple[str, ...]
+    required: int
+    star: bool
+    keywords: tuple[str, ...]
+    required_keywords: tuple[str, ...]
+    double_star: bool
+
+
+@dataclass(frozen=True)
 class Resolved:
     """A callee in another file of the project: what it does, and where it is (for messages)."""
 
@@ -94,6 +107,13 @@ class ProjectLookup(Protocol):
 
     def module_base(self, base: str) -> bool:
         """Does this base (as written) derive from nn.Module through the project's classes?"""
+        ...
+
+    def instance_call(self, dotted: str, forward: Signature | None) -> Signature | None:
+        """What calling the object that `dotted(...)` gives runs, when `dotted` is a class of another project file
+        or a function there that returns an instance of one (through `.to(device)`, `nn.DataParallel(...)`): the
+        first `__call__` along its classes, else, for a module, `forward` (`forward`: the one a subclass of this
+        file defines, if any). None when not known (a base outside the project other than nn.Module's)."""
         ...
 
     def rate_setter(self, dotted: str) -> bool:

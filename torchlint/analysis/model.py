@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.arity import drop_dead
 from torchlint.analysis.classify import classify
 from torchlint.analysis.cmdline import Options
 from torchlint.analysis.events import (
@@ -28,8 +29,7 @@ class FileModel:
 
     def __init__(self, module: cst.Module, text: str = "", project: ProjectLookup | None = None) -> None:
         self.module = module
-        # The other files of the project, as this file imports them (torchlint.project); None: the file alone.
-        self.project = project
+        self.project = project  # the other files, as this file imports them (torchlint.project); None: alone
         self.project_modules = project.modules() if project is not None else set()
         self.resolved_calls: set[int] = set()  # calls answered by another file's exports (not unknown calls)
         self._foreign: dict[tuple[str, str], Scope] = {}
@@ -61,8 +61,7 @@ class FileModel:
                 stmt_scope[id(e.stmt)] = scope
         self._summaries: dict[int, Summary] = {}
         self._functions = {s.name: s for s in self.scopes if s.class_name is None and "." not in s.name}
-        self._methods: dict[tuple[str | None, str], Scope] = {
-            (s.class_name, s.name): s for s in self.scopes if s.class_name is not None}
+        self._methods: dict[tuple[str | None, str], Scope] = {(s.class_name, s.name): s for s in self.scopes if s.class_name}
         self._forwards = any(name == "forward" for _, name in self._methods)  # a class of the file defines one
         self.receivers = Receivers(self.scopes, self.classes, self.imported, project,
                                    project.star_names() if project is not None else frozenset())
@@ -88,6 +87,7 @@ class FileModel:
             for i, e in enumerate(scope.events):
                 # Each event object sits in one scope's list (inlined ones are copies): number it in place.
                 object.__setattr__(e, "seq", i)
+        drop_dead(self)  # what only a call missing an argument leads to never runs
         self.loops: list[Loop] = []
         for scope in self.scopes:
             # Only the scope's own loops: a helper's loops belong to the helper's scope.

@@ -36,6 +36,13 @@ class Scope(RawScope):
     _stores: dict[str, list[Event]] | None = None
     resolved_calls: set[int] = field(default_factory=set)  # shared by a file's scopes: FileModel.resolved_calls
 
+    def forget(self) -> None:
+        """Drop what was derived from `events` (they changed: `arity.drop_dead`); the flow graph stays."""
+        self._assigns = self._backpropagated = self._def_nodes = self._kill_events = self._defined = None
+        self._called = self._stores = None
+        for memo in (self._depends, self._value_names, self._followed, self._reaching, self._reached):
+            memo.clear()
+
     def assignments(self, name: str) -> list[Event]:
         """Every ASSIGN/APPEND event of this scope whose target is `name`."""
         if self._assigns is None:

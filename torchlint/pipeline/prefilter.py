@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from typing import Iterable, Sequence
 
 from torchlint.rules import Rule, all_rules
+from torchlint.rules.base import Requirement, TextTest
 
 
 def select_rules(codes: Iterable[str] | None = None) -> list[type[Rule]]:
@@ -18,9 +18,11 @@ def select_rules(codes: Iterable[str] | None = None) -> list[type[Rule]]:
 def rules_that_may_fire(text: str, rules: Sequence[type[Rule]]) -> list[type[Rule]]:
     """The prefilter: the rules whose necessary text (`Rule.requires`) the file holds; with none, the file is not
     parsed. Each pattern is searched at most once, and most files fail the first (a backward call, a step call)."""
-    found: dict[re.Pattern[str], bool] = {}
+    found: dict[TextTest, bool] = {}
 
-    def has(p: re.Pattern[str]) -> bool:
+    def has(p: Requirement) -> bool:
+        if isinstance(p, tuple):
+            return any(has(q) for q in p)  # one of them (`Rule.requires`)
         hit = found.get(p)
         if hit is None:
             hit = found[p] = p.search(text) is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import re
-from typing import Any, ClassVar, Iterator, Mapping
+from typing import Any, ClassVar, Iterator, Mapping, Protocol, Union
 
 import libcst as cst
 
@@ -21,6 +21,20 @@ BACKWARD_CALL = re.compile(r"\.backward\s*\(|manual_backward\s*\(|autograd\.grad
 STEP_CALL = re.compile(r"\.\s*step\s*\(")  # optimizer.step(), scaler.step(opt), scheduler.step()
 LOOP = re.compile(r"(?:f(?<!\wf)or|w(?<!\ww)hile)\b")  # \b(?:for|while)\b
 DEF_TRAINING_STEP = re.compile(r"def(?<!\wdef)\s+training_step\b")  # \bdef\s+training_step\b
+
+
+class TextTest(Protocol):
+    """What the prefilter asks of a necessary text: a compiled pattern, or a test of its own with `search`."""
+
+    @property
+    def pattern(self) -> str: ...
+
+    def search(self, string: str) -> object: ...
+
+
+# One of `Rule.requires`: a text test, or a tuple of them of which one must hold (searched in order, each at most
+# once per file: a rule asks for a common pattern first and a rarer, costlier one only where that fails).
+Requirement = Union[TextTest, "tuple[TextTest, ...]"]
 
 
 def where(e: Event) -> str:
@@ -42,7 +56,8 @@ class Rule:
     fix_safety: ClassVar[str | None] = None  # "safe", "unsafe", "safe or unsafe", or None when there is no fix
     # Necessary text: a file that does not match every one of these patterns cannot hold a finding of this rule
     # and is not parsed for it (the prefilter). Each must be a necessary condition, never a heuristic.
-    requires: ClassVar[tuple[re.Pattern[str], ...]] = (BACKWARD_CALL, LOOP)
+    # An entry that is a tuple holds when one of its tests does.
+    requires: ClassVar[tuple[Requirement, ...]] = (BACKWARD_CALL, LOOP)
     # Necessary text of the function that holds a finding, read together with the helpers of the same file it
     # calls, two levels deep, as the model inlines them (torchlint.analysis.prune drops functions that fail it).
     # None: the same as `requires`; a rule whose trigger may sit elsewhere (a scheduler built in __init__) says
@@ -80,7 +95,11 @@ class Rule:
 
     @classmethod
     def scope_patterns(cls) -> tuple[re.Pattern[str], ...]:
-        return cls.requires if cls.scope_requires is None else cls.scope_requires
+        if cls.scope_requires is not None:
+            return cls.scope_requires
+        # a rule whose `requires` holds a test that is not a pattern, or alternatives, states its scope_requires
+        assert all(isinstance(p, re.Pattern) for p in cls.requires), cls.code
+        return cls.requires  # type: ignore[return-value]  # patterns only (asserted)
 
     @classmethod
     def scope_conditions(cls) -> tuple[tuple[re.Pattern[str], ...], ...]:

@@ -33,6 +33,37 @@ CUT = re.compile(DETACHING.pattern + r"|torch\.(?:cuda\.)?(?:tensor|as_tensor|Te
                  r"|no_grad|inference_mode")
 DEF_FORWARD = re.compile(r"def(?<!\wdef)\s+forward\s*\(")
 LIST_TO_TENSOR_CALL = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
+# `torch.tensor(aux_losses)`, `torch.Tensor(kept, device=d)`: a list copied, by its name, into a new tensor
+NAMED_COPY = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(\s*([A-Za-z_]\w*)\s*[,)]")
+
+
+class AppendedListCopied:
+    """Necessary text of a module's forward, in a file that never back-propagates, returning losses appended to a
+    list and copied into a new tensor: `def forward(`, and a name both appended to (`aux.append(`) and copied
+    (`torch.tensor(aux)`). A package of models builds tensors of constants in most forwards, rarely of a list it
+    appends to: the test passes on those few files only."""
+
+    pattern = "def forward( ... NAME.append( ... torch.tensor(NAME)"
+    parts = (DEF_FORWARD, NAMED_COPY)  # the patterns it runs (the name's own is a literal)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if DEF_FORWARD.search(text) is None:
+            return None
+        names: set[str] = set()
+        for m in NAMED_COPY.finditer(text):
+            name = m.group(1)
+            if name in names:
+                continue
+            names.add(name)
+            # the name first (a literal `re` looks for), then the character before it: not part of another name
+            for a in re.finditer(rf"{name}\s*\.\s*append\s*\(", text):
+                before = text[a.start() - 1:a.start()]
+                if not (before.isalnum() or before in ("_", ".")) or not before:
+                    return m
+        return None
+
+
+APPENDED_LIST_COPIED = AppendedListCopied()
 
 
 class DetachedLossTerm(Rule):
@@ -41,10 +72,11 @@ class DetachedLossTerm(Rule):
     summary = "a detached loss (.data, .item(), .detach(), float()) is added into the back-propagated loss"
     fix_safety = "unsafe"
     # A backward whose loss has a detached term (no loop needed: one backward is enough).
-    # A file that never back-propagates is not read, even where a module's forward there returns losses copied
-    # into a new tensor: in a package of models (most forwards build `torch.tensor(...)` of constants) that would
-    # parse most files for one shape; in a file that trains, that forward is checked (`scope_alternatives`).
-    requires = (BACKWARD_CALL, CUT)
+    # Or a module's forward returning losses copied into a new tensor (`scope_alternatives`): in a file that never
+    # back-propagates, only where a list appended to is copied by name (a package of models builds
+    # `torch.tensor(...)` of constants in most forwards; reading every file with a forward and such a call would
+    # parse most of them for one shape).
+    requires = ((BACKWARD_CALL, APPENDED_LIST_COPIED), CUT)
     scope_requires = (BACKWARD_CALL, CUT)
     scope_alternatives = ((DEF_FORWARD, LIST_TO_TENSOR_CALL),)
     runtime_signs = (Sign.CUT_TERM_WITHOUT_GRADIENT,)
@@ -83,9 +115,10 @@ module: known to be one, named like one, or an attribute of `self` bound to an i
 Losses copied into a new tensor, `torch.tensor(losses)` / `torch.Tensor([rec_loss, kl_loss])` (through
 `torch.mean(...)`, `.sum()`, `.to(device)`), where the list holds values that carry a graph (a list literal of
 them, or a list they are appended to): as a term of the back-propagated loss, or returned by a module's `forward`
-(a method `forward` of a class with a base, in a file that back-propagates: a file that never does, such as a
-package of models, is not read for this), whose outputs its caller trains on. The new tensor holds the values,
-not the graphs: use `torch.stack(losses)`. Reported without a fix.
+(a method `forward` of a class with a base), whose outputs its caller trains on. In a file that never
+back-propagates (a package of models, whose forwards mostly build `torch.tensor(...)` of constants), only a list
+the file appends to and copies by name (`aux.append(l)` ... `torch.tensor(aux)`) is followed, not a list literal.
+The new tensor holds the values, not the graphs: use `torch.stack(losses)`. Reported without a fix.
 
 ## Why it is wrong
 Those wrappers return a value outside the autograd graph. Added into the total, the term contributes nothing to

@@ -106,6 +106,14 @@ for x, y in loader:
 `dist_autograd.backward(context_id, ...)` with `DistributedOptimizer.step(context_id)`: each context holds its
 own gradients. `torch.autograd.grad(...)`: it returns gradients and adds nothing to `.grad`.
 
+A loop that cannot run (for every rule): a call before its backward that misses a required argument of what it
+runs (`model(x, lengths)` where the model's `forward` needs `targets` too, the model built by a class of the
+file or of another project file, directly or by a function there, through `.to(device)` and
+`nn.DataParallel(...)`) raises TypeError there first. Followed: positional, keyword and keyword-only
+parameters, defaults, `*args`, `**kwargs`, a class's own `__call__`. Not followed (the loop stays reported): a
+decorated `forward`, a class with several bases or a base outside the project other than nn.Module's, a call
+with `*args`/`**kwargs`, a model of unknown class.
+
 ## Limits
 A helper the analysis cannot see (a library's, or one of another file when each file is checked alone) that is
 handed the optimizer may clear it: such a loop is not reported. A function of another project file whose code
