@@ -42,7 +42,7 @@ from torchlint.source.digest import content_hash
 from torchlint.project_text import LR_WRITE, SignatureReader, class_text
 from torchlint.source.safe_read import read_regular
 
-EXPORTS_VERSION = "6"  # bumped when what `Exports.to_json` writes changes
+EXPORTS_VERSION = "7"  # bumped when what `Exports.to_json` writes changes
 
 
 class Project:

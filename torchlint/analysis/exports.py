@@ -13,6 +13,7 @@ from torchlint.analysis.foreign import ExportedEvent, Exports, FunctionExport
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.prescan import EVENT_TEXT
 from torchlint.analysis.prune import prune_with_tree
+from torchlint.analysis.records import backpropagated_fields
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.vkind import VKind, join
 from torchlint.analysis.walker import tracked_call
@@ -132,7 +133,7 @@ def _returned(model: FileModel, scope: Scope) -> tuple[str, list[str]]:
         returns = VKind.GRAPH
     values = [r.value for r in rets]
     if not rets or any(type(v) is not cst.Tuple for v in values):
-        return returns.name, []
+        return returns.name, backpropagated_fields(model, scope, rets)
     tuples: list[cst.Tuple] = values  # type: ignore[assignment]  # each a Tuple (above)
     width = len(tuples[0].elements)
     if any(len(v.elements) != width or any(type(el) is cst.StarredElement for el in v.elements) for v in tuples):

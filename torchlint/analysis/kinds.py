@@ -146,9 +146,7 @@ class KindInference(Answers):
                 return element
             if whole is VKind.GRAPH and d.target and sem.is_loss_name(d.target):
                 return VKind.GRAPH  # `loss, logs = model(batch)`
-            # What else a forward returns in a tuple is not known: `loss, sample_size, logging_output =
-            # criterion(model, sample)` returns a count and a dict beside the loss.
-            return VKind.UNKNOWN
+            return VKind.UNKNOWN  # what else a forward returns beside the loss (a count, a dict) is not known
         if d.variant in (AssignForm.ADD, AssignForm.SELF_ADD, AssignForm.SUB, AssignForm.MUL, AssignForm.DIV):
             # the total keeps what it held, combined with the added value
             old = self.of_name(d.target or "", scope, d, depth) if d.target else VKind.UNKNOWN
@@ -156,7 +154,8 @@ class KindInference(Answers):
         return whole
 
     def _element(self, value: cst.BaseExpression, index: int, scope: Scope, at: Event, depth: int) -> VKind | None:
-        """The kind of item `index` of a tuple value: a literal, or what a function of the file returns there."""
+        """The kind of item `index` of a tuple value: a literal, what a function returns there, or what the one
+        plain definition of a name holds (`res = step(batch)`, then `loss, acc = res`)."""
         if index < 0:
             return None
         if type(value) is cst.Tuple or type(value) is cst.List:
@@ -176,6 +175,9 @@ class KindInference(Answers):
                 kind = self._element(r.value, index, callee, r, depth + 1)
                 kinds.append(kind if kind is not None else VKind.UNKNOWN)
             return join(kinds) if kinds else None
+        defs, outside = scope.reaching(value.value, at) if type(value) is cst.Name and depth < 4 else ((), True)
+        if len(defs) == 1 and not outside and defs[0].variant is AssignForm.PLAIN and defs[0].value is not None:
+            return self._element(defs[0].value, index, scope, defs[0], depth + 1)
         return None
 
     def _element_of_iterable(self, it: cst.BaseExpression, scope: Scope, at: Event, depth: int) -> VKind:

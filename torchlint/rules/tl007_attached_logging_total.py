@@ -69,7 +69,12 @@ file returns both and the part is a term of the loss in every `return` (`total, 
 The loop that keeps may be an epoch loop around a function that trains (a run of its own): `a, b =
 run_epoch(...)` then `curve.append(b)`, where the run returns a total of attached losses. A function of another
 file of the project is known by what it returns, per element of a returned tuple: its kinds, and a value it
-back-propagates before returning it (`loss.backward(); opt.step(); return loss`) carries a graph.
+back-propagates before returning it (`loss.backward(); opt.step(); return loss`) carries a graph. So does the
+field of a named tuple (`collections.namedtuple`, `typing.NamedTuple`, defined in that file) that the function
+back-propagates before returning the tuple by name (`out = self.forward(x)`, `out.total.backward()`,
+`return out`): the caller's item at that field's position, unpacked at once or from the name it bound first
+(`res = runner.step(x)`, then `a, total = res`). Its other fields are not known that way, nor `res.total` read by
+attribute in the caller.
 
 An evaluation function that a training loop runs with grad enabled (not under `no_grad`, no
 `set_grad_enabled` in it or its caller) and that sums attached losses over the whole pass of its own loop into a
