@@ -7,6 +7,26 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    # -- a tuple bound to a name, unpacked after --------------------------------------------------------------------
+    "tuple_result_bound_then_unpacked": (
+        """
+        def compute(model, x, y):
+            out = model(x)
+            return F.mse_loss(out, y), len(y)
+
+        def train(model, loader, optimizer):
+            seen = []
+            for x, y in loader:
+                optimizer.zero_grad()
+                res = compute(model, x, y)
+                err, count = res
+                F.l1_loss(model(x), y).backward()
+                optimizer.step()
+                seen.append(err)
+            print(seen)
+        """,
+        [(14, 9)],
+    ),
     # -- loss parts in a dict, iterated with .items() or .values() ---------------------------------------------------
     "dict_parts_iterated_with_items": (
         """
@@ -684,6 +704,26 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # a name bound on two paths before it is unpacked: what it holds is not taken from either definition; the count
+    # beside the loss is a number
+    "tuple_result_bound_on_two_paths_then_unpacked": """
+        def compute(model, x, y):
+            out = model(x)
+            return F.mse_loss(out, y), len(y)
+
+        def train(model, loader, optimizer, counts):
+            for x, y in loader:
+                optimizer.zero_grad()
+                res = compute(model, x, y)
+                if x is None:
+                    res = (0.0, 0)
+                first, count = res
+                res[0].backward()
+                optimizer.step()
+                counts.append(count)
+                counts.append(first)
+            print(counts)
+        """,
     "dict_parts_logged_as_numbers": """
         logs = {"ce": 0.0, "l1": 0.0}
         for x, y in loader:
