@@ -567,6 +567,7 @@ class ClassesOnly:
 
     def __init__(self, view: ProjectView) -> None:
         self._view = view
+        self.detaches = view.detaches  # what another file's class's `detach()` does (read from its text)
 
     def modules(self) -> set[str]:
         return set()

@@ -6,13 +6,16 @@
   a file that back-propagate, of the classes its objects are built from, and parsed only when the class's file
   holds such a write (a text search first);
 - `returned`: what a function of another file that cannot act returns (a loss function's `(loss, parts)`), per
-  element of a returned tuple; asked only by a function that back-propagates.
+  element of a returned tuple; asked only by a function that back-propagates;
+- `detaches`: whether a method of another file's class (`detach()`) cuts the state its object keeps from the
+  graph; asked only for a class of the viewing file that overrides it with a body that does nothing.
 
 Each file is parsed once per content (in memory); the files looked at are recorded in the view's `reads`. A
 project that reads only cached exports (the flake8 plugin, the language server) parses nothing here."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from torchlint.analysis.exports import export
 from torchlint.analysis.exprs import positional_params
 from torchlint.analysis.foreign import FunctionExport, Resolved
 from torchlint.analysis.model import FileModel
+from torchlint.analysis.overrides import detaches_state, method_of
 from torchlint.source.cstfast import parse_read_only
 
 # `self.sum +=`, `self.sums[i] +=`, `self.values.append(`, `self.stats[key].append(`: a write that keeps its value
@@ -32,6 +36,7 @@ Kept = tuple[tuple[str, ...], frozenset[str]]
 _LIMIT = 4096  # entries kept per memo (a language server runs long)
 _KEPT: dict[tuple[str, tuple[str, ...], str], Kept | None] = {}  # by content hash, class lineage, method
 _RETURNED: dict[tuple[str, str], FunctionExport | None] = {}  # by content hash, function
+_DETACHES: dict[tuple[str, tuple[str, ...], str], bool] = {}  # by content hash, class lineage, method
 _MODELS: dict[str, FileModel | None] = {}  # by content hash: the last few files parsed
 
 
@@ -61,6 +66,25 @@ class OtherFilesValues:
             _room(_KEPT)
             _KEPT[key] = _kept(_model(got), lineage, method)
         return _KEPT[key]
+
+    def detaches(self, cls: str, method: str) -> bool:
+        """Does `cls.method` (`cls` a class of another project file, as written in the viewing file; the method
+        defined by the class or by one of its bases of that file) cut the state its object keeps from the graph
+        (`self.hidden = self.hidden.detach()`, `h.detach_()`)? Read with Python's `ast`, once per content."""
+        target = self._target(cls) if not self.project.cached_only else None
+        got = self.project.text(target[0]) if target is not None else None
+        if target is None or got is None or "detach" not in got[0] or not _defines(got[0], method):
+            return False
+        lineage = self._lineage(*target)
+        key = (got[1], tuple(lineage), method)
+        if key not in _DETACHES:
+            _room(_DETACHES)
+            try:
+                fn = method_of(ast.parse(got[0]), lineage, method)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                fn = None
+            _DETACHES[key] = fn is not None and detaches_state(fn)
+        return _DETACHES[key]
 
     def returned(self, dotted: str) -> Resolved | None:
         """The export of a top-level function of another project file that `dotted(...)` calls, computed from that

@@ -160,9 +160,97 @@ POSITIVE = {
         """,
         [(4, 14)],
     ),
+    # -- a state class whose `detach()` does nothing, overriding a base's that detaches ------------------------
+    "noop_detach_override_same_file": (
+        """
+        class CarryBase:
+            def detach(self):
+                self.carry = tuple(c.detach() for c in self.carry)
+
+        class AttnCarry(CarryBase):
+            def __init__(self, memory):
+                self.memory = memory
+                self.prev = None
+
+            def detach(self):
+                pass
+        """,
+        [(11, 5)],
+    ),
+    "noop_detach_override_base_detaches_in_place": (
+        """
+        class CarryBase:
+            def detach(self):
+                for c in self.parts:
+                    c.detach_()
+
+        class ConvCarry(CarryBase):
+            def __init__(self, cache):
+                self.cache = cache
+
+            def detach(self):
+                \"\"\"Nothing to cut.\"\"\"
+                pass
+        """,
+        [(11, 5)],
+    ),
 }
 
 NEGATIVE = {
+    "noop_detach_base_does_not_detach": """
+        class CarryBase:
+            def detach(self):
+                self.steps = 0
+
+        class AttnCarry(CarryBase):
+            def __init__(self, memory):
+                self.memory = memory
+
+            def detach(self):
+                pass
+        """,
+    "noop_detach_class_keeps_nothing": """
+        class CarryBase:
+            def detach(self):
+                self.carry = self.carry.detach()
+
+        class NoCarry(CarryBase):
+            def __init__(self):
+                self.carry = None
+
+            def detach(self):
+                pass
+        """,
+    "detach_override_that_detaches": """
+        class CarryBase:
+            def detach(self):
+                self.carry = self.carry.detach()
+
+        class AttnCarry(CarryBase):
+            def __init__(self, memory):
+                self.memory = memory
+
+            def detach(self):
+                self.memory = self.memory.detach()
+        """,
+    "noop_detach_base_unknown": """
+        from somewhere import CarryBase
+
+        class AttnCarry(CarryBase):
+            def __init__(self, memory):
+                self.memory = memory
+
+            def detach(self):
+                pass
+        """,
+    "noop_detach_without_base": """
+        class AttnCarry:
+            def __init__(self, memory):
+                self.memory = memory
+
+            def detach(self):
+                pass
+        """,
     "module_state_reset_by_a_method": """
         class RNNModel(nn.Module):
             def __init__(self):
@@ -419,3 +507,32 @@ def test_message():
         "call of the model, without .detach(): the next backward reaches into the previous batch's freed "
         "graph ('Trying to backward through the graph a second time'); detach it before it is fed back",
     )]
+
+
+def test_noop_detach_override_of_a_base_in_another_file(tmp_path, run_cli):
+    (tmp_path / "carry.py").write_text(
+        "class CarryBase:\n"
+        "    def detach(self):\n"
+        "        self.hidden = tuple(h.detach() for h in self.hidden)\n"
+    )
+    (tmp_path / "attn.py").write_text(
+        "from carry import CarryBase\n\n\n"
+        "class AttnCarry(CarryBase):\n"
+        "    def __init__(self, memory):\n"
+        "        self.memory = memory\n\n"
+        "    def detach(self):\n"
+        "        pass\n"
+    )
+    (tmp_path / "plain.py").write_text(
+        "from carry import CarryBase\n\n\n"
+        "class Quiet(CarryBase):\n"
+        "    def __init__(self):\n"
+        "        self.memory = None\n\n"
+        "    def detach(self):\n"
+        "        pass\n"
+    )
+    out = run_cli("-q", "--no-cache", ".", cwd=tmp_path).stdout
+    found = [line for line in out.splitlines() if ": TL" in line]
+    assert len(found) == 1 and found[0].startswith("attn.py:8:5: TL008"), out
+    alone = run_cli("-q", "--no-cache", "--no-project", ".", cwd=tmp_path).stdout
+    assert ": TL" not in alone, alone

@@ -128,6 +128,11 @@ class ProjectLookup(Protocol):
         val`; a collector's `__setitem__` that appends its value); None when not known."""
         ...
 
+    def detaches(self, cls: str, method: str) -> bool:
+        """Does `cls.method`, for `cls` (as written) a class of another project file, cut the state its object
+        keeps from the graph (`self.hidden = self.hidden.detach()`, `h.detach_()`)? False when not known."""
+        ...
+
     def returned(self, dotted: str) -> Resolved | None:
         """The function of another project file that `dotted(...)` calls, whatever it does (one that cannot act
         too: a loss function), with what it returns; asked only where the answer matters (a function that

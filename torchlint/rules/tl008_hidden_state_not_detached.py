@@ -6,6 +6,7 @@ graph a second time" (or, with retain_graph, backprop through the whole history 
 
 from __future__ import annotations
 
+import ast as pyast
 import re
 from typing import Iterator
 
@@ -15,9 +16,10 @@ from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop, Sc
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.semantics import STATE_RESETS
 from torchlint.analysis.exprs import code_of, dotted
+from torchlint.analysis.overrides import DEF_DETACH, NOOP_DETACH, detaches_state, does_nothing, parse_method
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_before
-from torchlint.rules.base import Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, LOOP, Finding, Rule
 from torchlint.verify.signs import Sign
 
 # The assignments that bind the state anew: `h = v`, `out, h = model(x, h)`.
@@ -29,8 +31,11 @@ class HiddenStateNotDetached(Rule):
     name = "hidden-state-not-detached"
     summary = "recurrent hidden state carried across batches without .detach() (truncated BPTT)"
     fix_safety = "unsafe"
-    # The finding sits in a loop that back-propagates, or in a module's forward (the state kept on the module).
-    scope_alternatives = ((re.compile(r"def(?<!\wdef)\s+forward\s*\("),),)
+    # The finding sits in a loop that back-propagates, or in a module's forward (the state kept on the module);
+    # or on a `detach()` that does nothing, overriding one that detaches (a file that need not train).
+    requires = ((BACKWARD_CALL, NOOP_DETACH), (LOOP, NOOP_DETACH))
+    scope_requires = (BACKWARD_CALL, LOOP)
+    scope_alternatives = ((re.compile(r"def(?<!\wdef)\s+forward\s*\("),), (DEF_DETACH,))
     runtime_signs = (Sign.SAVED_TENSOR_MODIFIED,)
     runtime_also = (Sign.BACKWARD_THROUGH_FREED_GRAPH,)
     fix_promise = "no backward of the fixed run reaches the previous batch's graph"
@@ -45,6 +50,12 @@ Reported on the call that feeds the state back.
 The state may also live on the module: `out, self.hidden = self.rnn(x, self.hidden)` in `forward`, in a file
 whose loop back-propagates, where nothing but `__init__` resets or detaches `self.hidden` (no other method of the
 class, no `model.hidden = ...` anywhere in the file). Reported on the call in `forward`.
+
+A decoder-state class may also override its base's `detach()` with a body that does nothing (`pass`, after a
+docstring) while the base's detaches what the object keeps (`self.hidden = tuple(h.detach() for h in
+self.hidden)`, `h.detach_()`): the training loop's `state.detach()` between truncated-BPTT chunks then cuts
+nothing. Reported on the override when the class keeps a value (`self.src = src`, not a constant) and the base
+is of the same file or, read from its text, of another project file (the file need not train).
 
 ## Why it is wrong
 The state carries the graph of the previous batch. The next backward walks into it, but that graph's buffers
@@ -91,6 +102,9 @@ for x, y in batches:
 ```
 
 ## Limits
+An override that does nothing is followed only for a method named `detach` taking no argument but `self`, of a
+base in the project whose own `detach` assigns a detached value to an attribute or detaches one in place; a base
+outside the project, or one whose `detach` does something else, is left alone.
 The state must be known to be a forward's output: a graph tensor by its kind, or an item of the tuple a
 forward returns that is fed back into that forward. A value from a call the analysis cannot resolve is left
 alone.
@@ -98,6 +112,7 @@ alone.
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         yield from _module_state(model)
+        yield from _noop_detach(model)
         for loop in model.loops:
             if not any(b.scope is loop.scope.node for b in loop.of(EventKind.BACKWARD)):
                 continue
@@ -235,3 +250,55 @@ def _detach_before(e: Event, state: str, init: cst.BaseExpression | None) -> Fix
     if type(init) is cst.Name and init.value == "None":
         line = f"if {state} is not None:\n    {line}"
     return Fix("unsafe", f"detach `{state}` before feeding it back", (insert_before(e.stmt, line),))
+
+
+def _noop_detach(model: FileModel) -> Iterator[Finding]:
+    """A class that keeps state (`self.src = src`) and overrides its base's `detach()`, which cuts that state from
+    the graph, with a body that does nothing: the training loop's `state.detach()` between truncated-BPTT chunks
+    keeps the whole history. The base is read in the file, or through the project's lookup in another."""
+    if NOOP_DETACH.search(model.text) is None:
+        return
+    for cls in model.classes.values():
+        override = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "detach"), None)
+        if override is None or not does_nothing(code_of(override)) or not _keeps_state(cls):
+            continue
+        base = next((b for b in (dotted(a.value) for a in cls.bases) if b and _base_detaches(model, b)), None)
+        if base is None:
+            continue
+        yield Finding(
+            override,
+            f"`{cls.name.value}.detach()` does nothing, while `{base}.detach()` it overrides cuts the kept state "
+            f"from the graph: a training loop that calls `state.detach()` between batches keeps every previous "
+            f"batch's graph (backward through freed buffers, or memory that grows); detach the state this class "
+            f"keeps",
+        )
+
+
+def _keeps_state(cls: cst.ClassDef) -> bool:
+    """A method of the class stores in an attribute of `self` a value that is not a constant (`self.src = src`)."""
+    for stmt in cls.body.body:
+        fn = parse_method(code_of(stmt)) if type(stmt) is cst.FunctionDef else None
+        if fn is None or not fn.args.args:
+            continue
+        me = fn.args.args[0].arg
+        for node in pyast.walk(fn):
+            if type(node) is pyast.Assign and type(node.value) is not pyast.Constant and any(
+                    type(t) is pyast.Attribute and type(t.value) is pyast.Name and t.value.id == me
+                    for t in node.targets):
+                return True
+    return False
+
+
+def _base_detaches(model: FileModel, base: str) -> bool:
+    """The `detach()` the class overrides cuts its state from the graph: the base's in this file (or its own
+    base's), or, for a base of another project file, as the project's lookup reads it."""
+    seen: set[str] = set()
+    while base in model.classes and base not in seen:
+        seen.add(base)
+        cls = model.classes[base]
+        own = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "detach"), None)
+        if own is not None:
+            fn = parse_method(code_of(own))
+            return fn is not None and detaches_state(fn)
+        base = next((b for b in (dotted(a.value) for a in cls.bases) if b), "")
+    return base not in model.classes and model.project is not None and model.project.detaches(base, "detach")
