@@ -395,6 +395,39 @@ POSITIVE = {
         """,
         [(11, 9), (17, 9)],
     ),
+    "xla_optimizer_step_steps_its_argument": (
+        """
+        import torch_xla.core.xla_model as xm
+
+        def fit(net, batches, sgd):
+            for a, b in batches:
+                F.mse_loss(net(a), b).backward()
+                xm.optimizer_step(sgd, barrier=True)
+        """,
+        [(7, 9)],
+    ),
+    "xla_optimizer_step_imported_by_name": (
+        """
+        from torch_xla.core.xla_model import optimizer_step
+
+        def fit(net, batches, sgd):
+            for a, b in batches:
+                F.mse_loss(net(a), b).backward()
+                optimizer_step(sgd)
+        """,
+        [(7, 9)],
+    ),
+    "xla_module_imported_from_its_package": (
+        """
+        from torch_xla.core import xla_model as tpu
+
+        def fit(net, batches, sgd):
+            for a, b in batches:
+                F.mse_loss(net(a), b).backward()
+                tpu.optimizer_step(sgd)
+        """,
+        [(7, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -853,6 +886,29 @@ NEGATIVE = {
                 opt.zero_grad()
                 F.mse_loss(ensemble(x), y).backward()
                 opt.step()
+    """,
+    "xla_optimizer_step_after_clearing": """
+        import torch_xla.core.xla_model as xm
+
+        def fit(net, batches, sgd):
+            for a, b in batches:
+                sgd.zero_grad()
+                F.mse_loss(net(a), b).backward()
+                xm.optimizer_step(sgd)
+    """,
+    "optimizer_step_of_another_library_may_clear": """
+        import accelerate_tools as xm
+
+        def fit(net, batches, sgd):
+            for a, b in batches:
+                F.mse_loss(net(a), b).backward()
+                xm.optimizer_step(sgd)
+    """,
+    "optimizer_step_method_of_an_object": """
+        def fit(trainer, net, batches, sgd):
+            for a, b in batches:
+                F.mse_loss(net(a), b).backward()
+                trainer.optimizer_step(sgd)
     """,
 }
 

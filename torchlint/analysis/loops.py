@@ -200,8 +200,9 @@ class Loop:
         body = self.node if self.node is not None else self.scope.node  # a headless iteration: its function
         calls += [c for c in calls_in_evaluation_order(body)
                   if type(c.func) is cst.Attribute and id(c) not in self.scope.resolved_calls]
+        stepping = {id(e.node) for e in self.of(EventKind.STEP)}  # `xm.optimizer_step(opt)`: known to step it
         for call in calls:
-            if type(call) is cst.Call and not tracked_call(call):
+            if type(call) is cst.Call and not tracked_call(call) and id(call) not in stepping:
                 for a in call.args:
                     arg = dotted(a.value)
                     if arg is not None and (arg == name or arg.rsplit(".", 1)[-1] == last):

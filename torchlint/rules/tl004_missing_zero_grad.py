@@ -36,7 +36,8 @@ class MissingZeroGrad(Rule):
     fix_promise = "each step's gradient is now what its own backward brought (nothing left from the step before)"
     doc = """
 ## What it flags
-A loop that calls an optimizer's `step()` (or `scaler.step(optimizer)`) after a backward, where nothing in the
+A loop that calls an optimizer's `step()` (or `scaler.step(optimizer)`, or torch_xla's
+`xm.optimizer_step(optimizer)`, which all-reduces the gradients and steps it) after a backward, where nothing in the
 loop clears that optimizer's gradients: no `optimizer.zero_grad()`, no `model.zero_grad()` of a model it
 optimizes, no `p.grad = None` / `p.grad.zero_()`, also looking into closures (`optimizer.step(closure)`, \
 or the one closure a function or method of the file
