@@ -428,6 +428,37 @@ POSITIVE = {
         """,
         [(7, 9)],
     ),
+    "clearing_only_when_an_optional_object_is_there": (
+        """
+        class Fitter:
+            def __init__(self, net, optim):
+                self.net = net
+                self.optim = optim
+                self.warmup = None
+
+            def fit(self, batches):
+                self.warmup = self.make_warmup()
+                for a, b in batches:
+                    self.net(a).sum().backward()
+                    self.optim.step()
+                    if self.warmup:
+                        self.warmup.step()
+                        self.optim.zero_grad()
+        """,
+        [(12, 13)],
+    ),
+    "clearing_only_when_a_parameter_defaulting_to_none_is_given": (
+        """
+        def fit(net, batches, optim, ema=None):
+            for a, b in batches:
+                net(a).sum().backward()
+                optim.step()
+                if ema is not None:
+                    ema.update(net)
+                    optim.zero_grad()
+        """,
+        [(5, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -909,6 +940,76 @@ NEGATIVE = {
             for a, b in batches:
                 F.mse_loss(net(a), b).backward()
                 trainer.optimizer_step(sgd)
+    """,
+    "optional_object_always_built": """
+        class Fitter:
+            def __init__(self, net, optim):
+                self.net = net
+                self.optim = optim
+                self.warmup = None
+
+            def setup(self):
+                self.warmup = WarmupLR(self.optim)
+
+            def fit(self, batches):
+                for a, b in batches:
+                    self.net(a).sum().backward()
+                    self.optim.step()
+                    if self.warmup:
+                        self.warmup.step()
+                        self.optim.zero_grad()
+    """,
+    "optional_object_never_bound_none": """
+        class Fitter:
+            def __init__(self, net, optim, warmup):
+                self.net = net
+                self.optim = optim
+                self.warmup = warmup
+
+            def fit(self, batches):
+                for a, b in batches:
+                    self.net(a).sum().backward()
+                    self.optim.step()
+                    if self.warmup:
+                        self.warmup.step()
+                        self.optim.zero_grad()
+    """,
+    "parameter_defaulting_to_none_replaced_before_the_loop": """
+        def fit(net, batches, optim, ema=None):
+            if ema is None:
+                ema = Ema(net)
+            for a, b in batches:
+                net(a).sum().backward()
+                optim.step()
+                if ema is not None:
+                    ema.update(net)
+                    optim.zero_grad()
+    """,
+    "optional_optimizer_that_the_step_reads": """
+        def fit(net, batches, optim=None):
+            for a, b in batches:
+                net(a).sum().backward()
+                if optim:
+                    optim.zero_grad()
+                optim.step()
+    """,
+    "step_under_the_same_presence_test": """
+        def fit(net, batches, optim, ema=None):
+            for a, b in batches:
+                net(a).sum().backward()
+                if ema is not None:
+                    optim.step()
+                    ema.update(net)
+                    optim.zero_grad()
+    """,
+    "presence_test_of_a_flag_set_in_the_loop": """
+        def fit(net, batches, optim, flag=None):
+            for a, b in batches:
+                flag = a.numel() > 0
+                net(a).sum().backward()
+                optim.step()
+                if flag:
+                    optim.zero_grad()
     """,
 }
 
