@@ -459,6 +459,34 @@ POSITIVE = {
         """,
         [(5, 9)],
     ),
+    "first_pass_test_of_a_copy_of_the_counter_in_a_helper": (
+        """
+        class Fitter:
+            def one(self, a):
+                if self.pos == 0:
+                    self.optim.zero_grad()
+                self.net(a).sum().backward()
+                self.optim.step()
+
+            def fit(self, batches):
+                for i, a in enumerate(batches):
+                    self.pos = i
+                    self.one(a)
+        """,
+        [(7, 9)],
+    ),
+    "first_pass_test_of_a_copy_of_the_counter": (
+        """
+        def fit(net, batches, optim):
+            for i, a in enumerate(batches):
+                k = i
+                if k == 0:
+                    optim.zero_grad()
+                net(a).sum().backward()
+                optim.step()
+        """,
+        [(8, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -1010,6 +1038,70 @@ NEGATIVE = {
                 optim.step()
                 if flag:
                     optim.zero_grad()
+    """,
+    "helper_tests_an_attribute_set_from_the_counter_modulo": """
+        class Fitter:
+            def one(self, a):
+                if self.pos == 0:
+                    self.optim.zero_grad()
+                self.net(a).sum().backward()
+                self.optim.step()
+
+            def fit(self, batches):
+                for i, a in enumerate(batches):
+                    self.pos = i % 4
+                    self.one(a)
+    """,
+    "helper_tests_an_attribute_set_after_it_runs": """
+        class Fitter:
+            def one(self, a):
+                if self.pos == 0:
+                    self.optim.zero_grad()
+                self.net(a).sum().backward()
+                self.optim.step()
+
+            def fit(self, batches):
+                for i, a in enumerate(batches):
+                    self.one(a)
+                    self.pos = i
+    """,
+    "helper_tests_its_own_parameter_named_like_the_counter": """
+        class Fitter:
+            def one(self, a, i):
+                if i == 0:
+                    self.optim.zero_grad()
+                self.net(a).sum().backward()
+                self.optim.step()
+
+            def fit(self, batches):
+                for i, a in enumerate(batches):
+                    self.one(a, 0)
+    """,
+    "method_of_another_object_tests_its_own_attribute": """
+        class Worker:
+            def one(self, a):
+                if self.pos == 0:
+                    self.optim.zero_grad()
+                self.net(a).sum().backward()
+                self.optim.step()
+
+        class Fitter:
+            def fit(self, batches):
+                self.worker = Worker()
+                for i, a in enumerate(batches):
+                    self.pos = i
+                    self.worker.one(a)
+    """,
+    "copy_of_the_counter_made_under_a_condition": """
+        def fit(net, batches, optim, warm):
+            k = 0
+            for i, a in enumerate(batches):
+                if warm:
+                    k = i
+                if k == 0:
+                    optim.zero_grad()
+                net(a).sum().backward()
+                optim.step()
     """,
 }
 

@@ -54,11 +54,11 @@ def reaches_step(loop: Loop, z: Event, step: Event) -> bool:
 def first_pass_only(loop: Loop, z: Event, step: Event) -> bool:
     """The clearing `z` runs in the loop's first pass only (`if i == 0: optimizer.zero_grad()` over `enumerate(
     loader)`) and `step` is not under that guard: every later step applies the gradients summed since."""
-    if z.scope is not loop.scope.node or loop.node is None:
-        return False  # (a helper's guards test the helper's names)
+    if loop.node is None:
+        return False  # (a helper's guards test the helper's names: only a copy of the counter in `self` is read there)
     theirs = {id(g.test) for g in step.guards}
     return any(not g.negated and id(g.test) not in theirs and isinstance(g.test, cst.BaseExpression)
-               and loop.first_pass_only(g.test) for g in z.guards_within(loop.node))
+               and loop.first_pass_only(g.test, z) for g in z.guards_within(loop.node))
 
 
 def clears_all(model: FileModel, loop: Loop, opt: str, z: Event) -> bool:

@@ -62,7 +62,9 @@ args.amp: optimizer.zero_grad(); scaler.step(optimizer)` / `else: optimizer.step
 A condition the loop changes (`if i % 2 == 0:`, a flag it assigns, a call) is taken as clearing, except the
 loop's counter compared equal to its start (`if i == 0: optimizer.zero_grad()` over `enumerate(loader)` or
 `range(n)`, alone or in an `and`), which holds in the first pass only: a step outside that guard is reported.
-Not followed: a first-pass flag (`if first:`), or a counter tested in a helper.
+Also a copy of the counter the loop's body makes before the test, unconditionally and to nothing else (`k = i`
+then `if k == 0:`; `self.batch_index = i` then a method of `self` that tests `self.batch_index == 0`).
+Not followed: a first-pass flag (`if first:`), a counter a helper receives as a parameter.
 Also flagged: a clearing only under a presence test of an object that may be None (`if self.scheduler:`, `if ema
 is not None:`) while the step sits outside that test and does not read the object: without the object nothing
 clears. May be None: an attribute bound None in the class's `__init__` and elsewhere in the class only to None or to
