@@ -395,6 +395,98 @@ POSITIVE = {
         """,
         [(11, 9), (17, 9)],
     ),
+    "xla_optimizer_step_steps_its_argument": (
+        """
+        import torch_xla.core.xla_model as xm
+
+        def fit(net, batches, sgd):
+            for a, b in batches:
+                F.mse_loss(net(a), b).backward()
+                xm.optimizer_step(sgd, barrier=True)
+        """,
+        [(7, 9)],
+    ),
+    "xla_optimizer_step_imported_by_name": (
+        """
+        from torch_xla.core.xla_model import optimizer_step
+
+        def fit(net, batches, sgd):
+            for a, b in batches:
+                F.mse_loss(net(a), b).backward()
+                optimizer_step(sgd)
+        """,
+        [(7, 9)],
+    ),
+    "xla_module_imported_from_its_package": (
+        """
+        from torch_xla.core import xla_model as tpu
+
+        def fit(net, batches, sgd):
+            for a, b in batches:
+                F.mse_loss(net(a), b).backward()
+                tpu.optimizer_step(sgd)
+        """,
+        [(7, 9)],
+    ),
+    "clearing_only_when_an_optional_object_is_there": (
+        """
+        class Fitter:
+            def __init__(self, net, optim):
+                self.net = net
+                self.optim = optim
+                self.warmup = None
+
+            def fit(self, batches):
+                self.warmup = self.make_warmup()
+                for a, b in batches:
+                    self.net(a).sum().backward()
+                    self.optim.step()
+                    if self.warmup:
+                        self.warmup.step()
+                        self.optim.zero_grad()
+        """,
+        [(12, 13)],
+    ),
+    "clearing_only_when_a_parameter_defaulting_to_none_is_given": (
+        """
+        def fit(net, batches, optim, ema=None):
+            for a, b in batches:
+                net(a).sum().backward()
+                optim.step()
+                if ema is not None:
+                    ema.update(net)
+                    optim.zero_grad()
+        """,
+        [(5, 9)],
+    ),
+    "first_pass_test_of_a_copy_of_the_counter_in_a_helper": (
+        """
+        class Fitter:
+            def one(self, a):
+                if self.pos == 0:
+                    self.optim.zero_grad()
+                self.net(a).sum().backward()
+                self.optim.step()
+
+            def fit(self, batches):
+                for i, a in enumerate(batches):
+                    self.pos = i
+                    self.one(a)
+        """,
+        [(7, 9)],
+    ),
+    "first_pass_test_of_a_copy_of_the_counter": (
+        """
+        def fit(net, batches, optim):
+            for i, a in enumerate(batches):
+                k = i
+                if k == 0:
+                    optim.zero_grad()
+                net(a).sum().backward()
+                optim.step()
+        """,
+        [(8, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -853,6 +945,163 @@ NEGATIVE = {
                 opt.zero_grad()
                 F.mse_loss(ensemble(x), y).backward()
                 opt.step()
+    """,
+    "xla_optimizer_step_after_clearing": """
+        import torch_xla.core.xla_model as xm
+
+        def fit(net, batches, sgd):
+            for a, b in batches:
+                sgd.zero_grad()
+                F.mse_loss(net(a), b).backward()
+                xm.optimizer_step(sgd)
+    """,
+    "optimizer_step_of_another_library_may_clear": """
+        import accelerate_tools as xm
+
+        def fit(net, batches, sgd):
+            for a, b in batches:
+                F.mse_loss(net(a), b).backward()
+                xm.optimizer_step(sgd)
+    """,
+    "optimizer_step_method_of_an_object": """
+        def fit(trainer, net, batches, sgd):
+            for a, b in batches:
+                F.mse_loss(net(a), b).backward()
+                trainer.optimizer_step(sgd)
+    """,
+    "optional_object_always_built": """
+        class Fitter:
+            def __init__(self, net, optim):
+                self.net = net
+                self.optim = optim
+                self.warmup = None
+
+            def setup(self):
+                self.warmup = WarmupLR(self.optim)
+
+            def fit(self, batches):
+                for a, b in batches:
+                    self.net(a).sum().backward()
+                    self.optim.step()
+                    if self.warmup:
+                        self.warmup.step()
+                        self.optim.zero_grad()
+    """,
+    "optional_object_never_bound_none": """
+        class Fitter:
+            def __init__(self, net, optim, warmup):
+                self.net = net
+                self.optim = optim
+                self.warmup = warmup
+
+            def fit(self, batches):
+                for a, b in batches:
+                    self.net(a).sum().backward()
+                    self.optim.step()
+                    if self.warmup:
+                        self.warmup.step()
+                        self.optim.zero_grad()
+    """,
+    "parameter_defaulting_to_none_replaced_before_the_loop": """
+        def fit(net, batches, optim, ema=None):
+            if ema is None:
+                ema = Ema(net)
+            for a, b in batches:
+                net(a).sum().backward()
+                optim.step()
+                if ema is not None:
+                    ema.update(net)
+                    optim.zero_grad()
+    """,
+    "optional_optimizer_that_the_step_reads": """
+        def fit(net, batches, optim=None):
+            for a, b in batches:
+                net(a).sum().backward()
+                if optim:
+                    optim.zero_grad()
+                optim.step()
+    """,
+    "step_under_the_same_presence_test": """
+        def fit(net, batches, optim, ema=None):
+            for a, b in batches:
+                net(a).sum().backward()
+                if ema is not None:
+                    optim.step()
+                    ema.update(net)
+                    optim.zero_grad()
+    """,
+    "presence_test_of_a_flag_set_in_the_loop": """
+        def fit(net, batches, optim, flag=None):
+            for a, b in batches:
+                flag = a.numel() > 0
+                net(a).sum().backward()
+                optim.step()
+                if flag:
+                    optim.zero_grad()
+    """,
+    "helper_tests_an_attribute_set_from_the_counter_modulo": """
+        class Fitter:
+            def one(self, a):
+                if self.pos == 0:
+                    self.optim.zero_grad()
+                self.net(a).sum().backward()
+                self.optim.step()
+
+            def fit(self, batches):
+                for i, a in enumerate(batches):
+                    self.pos = i % 4
+                    self.one(a)
+    """,
+    "helper_tests_an_attribute_set_after_it_runs": """
+        class Fitter:
+            def one(self, a):
+                if self.pos == 0:
+                    self.optim.zero_grad()
+                self.net(a).sum().backward()
+                self.optim.step()
+
+            def fit(self, batches):
+                for i, a in enumerate(batches):
+                    self.one(a)
+                    self.pos = i
+    """,
+    "helper_tests_its_own_parameter_named_like_the_counter": """
+        class Fitter:
+            def one(self, a, i):
+                if i == 0:
+                    self.optim.zero_grad()
+                self.net(a).sum().backward()
+                self.optim.step()
+
+            def fit(self, batches):
+                for i, a in enumerate(batches):
+                    self.one(a, 0)
+    """,
+    "method_of_another_object_tests_its_own_attribute": """
+        class Worker:
+            def one(self, a):
+                if self.pos == 0:
+                    self.optim.zero_grad()
+                self.net(a).sum().backward()
+                self.optim.step()
+
+        class Fitter:
+            def fit(self, batches):
+                self.worker = Worker()
+                for i, a in enumerate(batches):
+                    self.pos = i
+                    self.worker.one(a)
+    """,
+    "copy_of_the_counter_made_under_a_condition": """
+        def fit(net, batches, optim, warm):
+            k = 0
+            for i, a in enumerate(batches):
+                if warm:
+                    k = i
+                if k == 0:
+                    optim.zero_grad()
+                net(a).sum().backward()
+                optim.step()
     """,
 }
 

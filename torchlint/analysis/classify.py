@@ -9,12 +9,17 @@ import libcst as cst
 from torchlint.analysis.events import BackwardVia, ClipVia, Event, EventKind, ResetOf, StepVia, ZeroGradOf
 from torchlint.analysis.exprs import container_name, dotted, is_true, keyword, positional
 from torchlint.analysis.names import Role, Symbols
-from torchlint.analysis.semantics import IN_PLACE_DETACH
+from torchlint.analysis.semantics import IN_PLACE_DETACH, STEPPING_FUNCTIONS
 
 
 def classify(e: Event, symbols: Symbols) -> Event | None:
     """What a METHOD event is (a backward, step, zero_grad, append, reset ...) given what its names hold, or None."""
     call = e.node
+    if e.callee in STEPPING_FUNCTIONS:  # `xm.optimizer_step(optimizer)` steps its argument (the walker resolved it)
+        assert type(call) is cst.Call
+        arg = positional(call, 0) or keyword(call, "optimizer")
+        opt = dotted(arg.value) if arg else None
+        return e.but(kind=EventKind.STEP, target=opt, callee=None) if opt else None
     assert type(call) is cst.Call and type(call.func) is cst.Attribute
     method = call.func.attr.value
     recv = call.func.value

@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.events import SELF_SCALING_BACKWARDS, Event, EventKind, ZeroGradOf
-from torchlint.analysis.exprs import calls_anything, code_of, modulo_divisor, names_in
+from torchlint.analysis.exprs import calls_anything, code_of, dotted, modulo_divisor, names_in
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.semantics import ACCUMULATION_NAME
@@ -54,11 +54,11 @@ def reaches_step(loop: Loop, z: Event, step: Event) -> bool:
 def first_pass_only(loop: Loop, z: Event, step: Event) -> bool:
     """The clearing `z` runs in the loop's first pass only (`if i == 0: optimizer.zero_grad()` over `enumerate(
     loader)`) and `step` is not under that guard: every later step applies the gradients summed since."""
-    if z.scope is not loop.scope.node or loop.node is None:
-        return False  # (a helper's guards test the helper's names)
+    if loop.node is None:
+        return False  # (a helper's guards test the helper's names: only a copy of the counter in `self` is read there)
     theirs = {id(g.test) for g in step.guards}
     return any(not g.negated and id(g.test) not in theirs and isinstance(g.test, cst.BaseExpression)
-               and loop.first_pass_only(g.test) for g in z.guards_within(loop.node))
+               and loop.first_pass_only(g.test, z) for g in z.guards_within(loop.node))
 
 
 def clears_all(model: FileModel, loop: Loop, opt: str, z: Event) -> bool:
@@ -190,3 +190,63 @@ def _window(loop: Loop, e: Event) -> cst.BaseExpression | None:
 def _fixed(loop: Loop, e: Event) -> bool:
     """Every guard of `e` inside the loop is fixed for the whole loop (`if optimizer is not None:`, a flag)."""
     return all(isinstance(g.test, cst.BaseExpression) and loop.invariant(g.test) for g in e.guards_within(loop.node))
+
+
+def optional_guard(model: FileModel, loop: Loop, z: Event, step: Event) -> str | None:
+    """The clearing `z` runs only when an object that may be None is there (`if self.scheduler:`, `if ema is not
+    None:`) and `step` neither sits under that test nor reads the object: without it, nothing clears before the step.
+    The object may be None when it is bound None in its class's `__init__` and, elsewhere in the class, only to None
+    or a call's result (no class built into it), or when it is a parameter of the loop's function that defaults to
+    None and is never bound again. The object's name, or None."""
+    if loop.node is None:
+        return None
+    theirs = {id(g.test) for g in step.guards}
+    read = names_in(step.node)
+    for g in z.guards_within(loop.node):
+        if g.negated or id(g.test) in theirs or not isinstance(g.test, cst.BaseExpression):
+            continue
+        name = _presence_of(g.test)
+        if name is None or name in read or name in loop.bound or any(
+                name in names_in(h.test) for h in step.guards_within(loop.node)):
+            continue
+        if _may_be_none(model, loop, z, name):
+            return name
+    return None
+
+
+def _presence_of(test: cst.BaseExpression) -> str | None:
+    """`x` for `if x:` and `if x is not None:` (a name or `self.attr`)."""
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
+        c = test.comparisons[0]
+        if type(c.operator) is not cst.IsNot or type(c.comparator) is not cst.Name or c.comparator.value != "None":
+            return None
+        test = test.left
+    name = dotted(test)
+    if name is None or name.count(".") > (1 if name.startswith("self.") else 0) or name == "self":
+        return None
+    return name
+
+
+def _may_be_none(model: FileModel, loop: Loop, z: Event, name: str) -> bool:
+    if name.startswith("self."):
+        cls = loop.scope.class_name
+        if cls is None or any(s.node is z.scope and s.class_name != cls for s in model.scopes):
+            return False
+        values = [(s.name, e.value) for s in model.scopes if s.class_name == cls for e in s.raw
+                  if e.kind is EventKind.ASSIGN and e.target == name]
+        none = [where for where, v in values if _is_none(v)]
+        return "__init__" in none and all(_is_none(v) or type(v) is cst.Call and not _builds(v) for _, v in values)
+    param = loop.scope.params.get(name)
+    if z.scope is not loop.scope.node or param is None or param.default is None or not _is_none(param.default):
+        return False
+    return not any(e.kind is EventKind.ASSIGN and e.target == name for e in loop.scope.raw)
+
+
+def _is_none(value: cst.CSTNode | None) -> bool:
+    return type(value) is cst.Name and value.value == "None"
+
+
+def _builds(call: cst.Call) -> bool:
+    """`StepLR(opt, 10)`, `lr_scheduler.StepLR(...)`: a class instantiated (by the capital of its name)."""
+    name = dotted(call.func)
+    return name is not None and name.rsplit(".", 1)[-1][:1].isupper()

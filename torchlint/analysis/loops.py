@@ -97,13 +97,15 @@ class Loop:
         return (bool(outside) and all(d.variant is AssignForm.PLAIN and _truthy(d.value) for d in outside)
                 and not any(self.may_follow(d, at) for d in inside))
 
-    def first_pass_only(self, test: cst.BaseExpression) -> bool:
+    def first_pass_only(self, test: cst.BaseExpression, at: Event | None = None) -> bool:
         """`test` holds in the loop's first pass and in no other: the loop's counter compared equal to the value it
         starts from (`i == 0` over `enumerate(loader)` or `range(n)`, `step == 1` over `enumerate(loader, 1)`),
-        or an `and` with such a test. A counter the loop also assigns is not one."""
+        or an `and` with such a test. A counter the loop also assigns is not one. With `at`, the event under the
+        test, also a copy of the counter made in the same iteration before `at` (`counter_copies`); when `at` sits
+        in a helper, only such a copy in an attribute of `self` (`self.batch_index = i` then `self.step()`)."""
         if type(test) is cst.BooleanOperation:
-            return type(test.operator) is cst.And and (self.first_pass_only(test.left)
-                                                       or self.first_pass_only(test.right))
+            return type(test.operator) is cst.And and (self.first_pass_only(test.left, at)
+                                                       or self.first_pass_only(test.right, at))
         if type(test) is not cst.Comparison or len(test.comparisons) != 1:
             return False
         comparison = test.comparisons[0]
@@ -112,9 +114,32 @@ class Loop:
         counter = self.counter
         if counter is None:
             return False
+        names = {counter[0]} if at is None or at.scope is self.scope.node else set()
+        if at is not None and (at.scope is self.scope.node or self._method_of_same_class(at)):
+            names |= {n for n in self.counter_copies(at) if at.scope is self.scope.node or n.startswith("self.")}
         sides = (test.left, comparison.comparator)
-        return any(type(a) is cst.Name and a.value == counter[0] and type(b) is cst.Integer
+        return any(type(a) in (cst.Name, cst.Attribute) and dotted(a) in names and type(b) is cst.Integer
                    and int(b.evaluated_value) == counter[1] for a, b in (sides, sides[::-1]))
+
+    def _method_of_same_class(self, at: Event) -> bool:
+        """`at` sits in a method of the loop's own class (its `self` is the loop's `self`)."""
+        helper = self.scope.stmt_scope.get(id(at.stmt))
+        return helper is not None and helper.class_name is not None and helper.class_name == self.scope.class_name
+
+    def counter_copies(self, at: Event) -> set[str]:
+        """Names and attributes the loop binds to its counter (`self.batch_index = i`), unconditionally in its own
+        body, ahead of `at` in every iteration, and to nothing else in the loop."""
+        counter = self.counter
+        if counter is None or self.node is None:
+            return set()
+        assigns: dict[str, list[Event]] = {}
+        for e in self.events:
+            if e.kind is EventKind.ASSIGN and e.target and e.target != counter[0]:
+                assigns.setdefault(e.target, []).append(e)
+        return {name for name, defs in assigns.items() if all(
+            d.variant is AssignForm.PLAIN and type(d.value) is cst.Name and d.value.value == counter[0]
+            and d.scope is self.scope.node and d.loops and d.loops[-1] is self.node and not d.guards_within(self.node)
+            and self.may_follow(d, at) and not self.may_follow(at, d) for d in defs)}
 
     @functools.cached_property
     def counter(self) -> tuple[str, int] | None:
@@ -200,8 +225,9 @@ class Loop:
         body = self.node if self.node is not None else self.scope.node  # a headless iteration: its function
         calls += [c for c in calls_in_evaluation_order(body)
                   if type(c.func) is cst.Attribute and id(c) not in self.scope.resolved_calls]
+        stepping = {id(e.node) for e in self.of(EventKind.STEP)}  # `xm.optimizer_step(opt)`: known to step it
         for call in calls:
-            if type(call) is cst.Call and not tracked_call(call):
+            if type(call) is cst.Call and not tracked_call(call) and id(call) not in stepping:
                 for a in call.args:
                     arg = dotted(a.value)
                     if arg is not None and (arg == name or arg.rsplit(".", 1)[-1] == last):

@@ -12,7 +12,8 @@ from torchlint.analysis.semantics import OTHER_FRAMEWORKS, TORCH_PACKAGES
 from torchlint.source.lines import split_lines
 
 # Text that any exported event needs (a backward, a step, a zero_grad or gradient reset, a GradScaler call).
-EVENT_TEXT = re.compile(r"\.backward\s*\(|manual_backward\s*\(|\.\s*step\s*\(|zero_grad|\.grad\s*=\s*None|\.grad\.zero_")
+EVENT_TEXT = re.compile(r"\.backward\s*\(|manual_backward\s*\(|\.\s*step\s*\(|optimizer_step\s*\(|zero_grad"
+                        r"|\.grad\s*=\s*None|\.grad\.zero_")
 EVENT_BYTES = re.compile(EVENT_TEXT.pattern.encode())
 
 _IMPORTS = re.compile(

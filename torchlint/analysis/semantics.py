@@ -224,3 +224,9 @@ DIVIDING_METHODS = frozenset({"div", "div_", "divide", "divide_", "true_divide",
 ITERATION_ENGINES = frozenset({("ignite.engine", "Engine"), ("ignite.engine.engine", "Engine"),
                                ("ignite.engine", "DeterministicEngine"),
                                ("ignite.engine.deterministic", "DeterministicEngine")})
+
+# Functions of other libraries that step the optimizer they are given first, by their full dotted name: torch_xla's
+# `xm.optimizer_step(optimizer)` all-reduces the gradients across replicas, then calls `optimizer.step()`; it clears
+# nothing. (`import torch_xla.core.xla_model as xm`.)
+STEPPING_FUNCTIONS = frozenset({"torch_xla.core.xla_model.optimizer_step"})
+STEPPING_LAST_NAMES = frozenset(f.rsplit(".", 1)[-1] for f in STEPPING_FUNCTIONS)

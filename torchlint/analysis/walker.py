@@ -12,7 +12,7 @@ import libcst as cst
 
 from torchlint.analysis.events import AssignForm, CallVia, ClipVia, Event, EventKind, Guard, ZeroGradOf
 from torchlint.analysis.exprs import container_name, dotted, is_self_accumulation
-from torchlint.analysis.semantics import context_of
+from torchlint.analysis.semantics import STEPPING_FUNCTIONS, STEPPING_LAST_NAMES, context_of
 from torchlint.source.walk import calls_in_evaluation_order
 
 # Method calls that may be events (a backward, a step, an append into a total ...): emitted as METHOD events and
@@ -52,6 +52,7 @@ class EventWalker:
         self.scopes: list[RawScope] = []  # in the order they are met: the module body first
         self.classes: dict[str, cst.ClassDef] = {}  # the file's classes by name (the first of a name)
         self.imported: set[str] = set()  # names bound by import statements
+        self.imported_as: dict[str, str] = {}  # name bound by an import -> the full dotted name it stands for
         # id(node) -> index of the module-level statement holding it, for the nodes events point at
         # (positions are computed per module-level statement, see torchlint.source.positions).
         self.top_of: dict[int, int] = {}
@@ -187,6 +188,7 @@ class EventWalker:
                     name = dotted(bound)
                     if name:
                         self.imported.add(name.split(".", 1)[0])
+                        self._import_as(small, alias, name)
             elif type(small) is cst.Del:
                 targets = small.target.elements if type(small.target) is cst.Tuple else [small.target]
                 for el in targets:
@@ -194,6 +196,18 @@ class EventWalker:
                     name = dotted(node)
                     if name:
                         self._emit(scope, EventKind.RESET, small, line, ctx, target=name)
+
+    def _import_as(self, small: cst.Import | cst.ImportFrom, alias: cst.ImportAlias, bound: str) -> None:
+        """What the name an import binds stands for, in full (`import a.b as x`: `a.b`; `from a import b`: `a.b`)."""
+        full = dotted(alias.name)
+        if full is None:
+            return
+        if type(small) is cst.Import:
+            top = bound.split(".", 1)[0]  # `import a.b` binds `a`
+            self.imported_as[bound if alias.asname is not None else top] = full if alias.asname is not None else top
+        elif type(small) is cst.ImportFrom and not small.relative and small.module is not None and (
+                module := dotted(small.module)):
+            self.imported_as[bound] = f"{module}.{full}"
 
     def _assign_targets(
         self, scope: RawScope, line: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression, ctx: _Ctx,
@@ -234,6 +248,13 @@ class EventWalker:
 
     def _call(self, scope: RawScope, line: cst.CSTNode, call: cst.Call, ctx: _Ctx) -> None:
         func = call.func
+        if self.imported_as and (type(func) is cst.Attribute and func.attr.value in STEPPING_LAST_NAMES
+                                 or type(func) is cst.Name and func.value in STEPPING_LAST_NAMES):
+            head, _, rest = (dotted(func) or "").partition(".")
+            full = self.imported_as.get(head, "") + (f".{rest}" if rest else "")
+            if full in STEPPING_FUNCTIONS:  # `xm.optimizer_step(optimizer)`: a library function that steps it
+                self._emit(scope, EventKind.METHOD, call, line, ctx, callee=full)
+                return
         if type(func) is cst.Attribute:
             method = func.attr.value
             if method in TRACKED_METHODS:

@@ -18,7 +18,7 @@ from torchlint.verify.signs import Sign
 # looks for that letter, where a leading `\b` makes it try the whole pattern at every position of the file
 # (4 to 30 times slower over the benchmark corpora, for the same matches).
 BACKWARD_CALL = re.compile(r"\.backward\s*\(|manual_backward\s*\(|autograd\.grad\s*\(")
-STEP_CALL = re.compile(r"\.\s*step\s*\(")  # optimizer.step(), scaler.step(opt), scheduler.step()
+STEP_CALL = re.compile(r"\.\s*step\s*\(|optimizer_step\s*\(")  # optimizer.step(), scaler.step(opt), scheduler.step()
 LOOP = re.compile(r"(?:f(?<!\wf)or|w(?<!\ww)hile)\b")  # \b(?:for|while)\b
 DEF_TRAINING_STEP = re.compile(r"def(?<!\wdef)\s+training_step\b")  # \bdef\s+training_step\b
 

@@ -12,7 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, StepVia
-from torchlint.analysis.clearing import clears, first_pass_only, reaches_step
+from torchlint.analysis.clearing import clears, first_pass_only, optional_guard, reaches_step
 from torchlint.analysis.engines import engine_iterations
 from torchlint.analysis.exprs import code_of, modulo_test
 from torchlint.diagnostic import Fix
@@ -36,7 +36,8 @@ class MissingZeroGrad(Rule):
     fix_promise = "each step's gradient is now what its own backward brought (nothing left from the step before)"
     doc = """
 ## What it flags
-A loop that calls an optimizer's `step()` (or `scaler.step(optimizer)`) after a backward, where nothing in the
+A loop that calls an optimizer's `step()` (or `scaler.step(optimizer)`, or torch_xla's
+`xm.optimizer_step(optimizer)`, which all-reduces the gradients and steps it) after a backward, where nothing in the
 loop clears that optimizer's gradients: no `optimizer.zero_grad()`, no `model.zero_grad()` of a model it
 optimizes, no `p.grad = None` / `p.grad.zero_()`, also looking into closures (`optimizer.step(closure)`, \
 or the one closure a function or method of the file
@@ -61,7 +62,15 @@ args.amp: optimizer.zero_grad(); scaler.step(optimizer)` / `else: optimizer.step
 A condition the loop changes (`if i % 2 == 0:`, a flag it assigns, a call) is taken as clearing, except the
 loop's counter compared equal to its start (`if i == 0: optimizer.zero_grad()` over `enumerate(loader)` or
 `range(n)`, alone or in an `and`), which holds in the first pass only: a step outside that guard is reported.
-Not followed: a first-pass flag (`if first:`), or a counter tested in a helper.
+Also a copy of the counter the loop's body makes before the test, unconditionally and to nothing else (`k = i`
+then `if k == 0:`; `self.batch_index = i` then a method of `self` that tests `self.batch_index == 0`).
+Not followed: a first-pass flag (`if first:`), a counter a helper receives as a parameter.
+Also flagged: a clearing only under a presence test of an object that may be None (`if self.scheduler:`, `if ema
+is not None:`) while the step sits outside that test and does not read the object: without the object nothing
+clears. May be None: an attribute bound None in the class's `__init__` and elsewhere in the class only to None or to
+a call's result (`self.scheduler = self.fetch_scheduler()`), not to a class built there (`WarmupLR(opt)`); a
+parameter of the loop's function that defaults to None and is never bound again. Not followed: an attribute set from
+`__init__`'s parameters, a name bound in the loop.
 Also flagged, on the clearing: every clearing of the optimizer under a window test with a remainder other than 0
 (`if i % k == 1: optimizer.zero_grad()`) while the step is under the same divisor's `== 0`: with `k` at 1 (no
 accumulation) `i % 1` is always 0, so the step runs every iteration and the clearing never. Checked in loops and in
@@ -149,8 +158,11 @@ file is followed one level deep: what it hands on to calls of its own file's imp
                 what = (f"`{code_of(step.node)}` steps `{opt}`{where(step)} in a loop" if step.origin is not None
                         else f"`{code_of(step.node)}` runs in a loop")
                 clearing = [z for z in zero_grads if clears(model, opt, z)]
+                optional = sorted(o for z in clearing if (o := optional_guard(model, loop, z, step)) is not None)
                 never = ("only clears `{0}`'s gradients in its first pass" if any(
                             first_pass_only(loop, z, step) for z in clearing)
+                         else f"only clears `{{0}}`'s gradients when `{optional[0]}` is set, which may be None"
+                         if optional
                          else "only clears `{0}`'s gradients on an arm that a condition fixed for the whole loop "
                          "keeps apart from this step" if clearing
                          else "never clears `{0}`'s gradients").format(opt)
@@ -229,7 +241,8 @@ def _cleared_elsewhere(model: FileModel, loop: Loop, opt: str) -> bool:
 
 
 def _cleared(model: FileModel, loop: Loop, opt: str, step: Event, zero_grads: list[Event]) -> bool:
-    return any(clears(model, opt, z) and reaches_step(loop, z, step) for z in zero_grads)
+    return any(clears(model, opt, z) and reaches_step(loop, z, step) and optional_guard(model, loop, z, step) is None
+               for z in zero_grads)
 
 
 def _fix(loop: Loop, step: Event, opt: str) -> Fix | None:
