@@ -186,6 +186,7 @@ followed into the helper.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
+        cuts = ".detach()" in model.text or ".data" in model.text  # else no argument is cut (`D(fake.detach())`)
         for scope in model.scopes:
             yield from _forward_list_findings(model, scope)
             backwards = scope.own_backwards()
@@ -235,7 +236,7 @@ followed into the helper.
                     )
             for d in tuple_items:
                 yield from _helper_item_findings(model, scope, d)
-            if any(_cut_args(n) for n in walk(scope.node) if type(n) is cst.Call):
+            if cuts and _holds_cut_argument(model, scope):
                 for b in backwards:
                     yield from _cut_input_findings(model, scope, b)
 
@@ -320,6 +321,13 @@ def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
                         f"back-propagated loss also trains `{x}` through `{code_of(uses[0][0].func)}`: the term "
                         f"computed by `{func}` gives `{x}`'s producer no gradient; pass `{x}` itself",
                     )
+
+
+def _holds_cut_argument(model: FileModel, scope) -> bool:
+    """A value the function binds or back-propagates calls a module with a cut argument: only those values are
+    what `_cut_input_findings` reads (a walk of the events' values, not of the whole body with its nested defs)."""
+    return any(_cut_args(n) and _module_call(model, scope, n, e) for e in scope.events
+               if e.scope is scope.node and e.value is not None for n in walk(e.value) if type(n) is cst.Call)
 
 
 def _cut_args(call: cst.Call) -> list[Detachment]:
