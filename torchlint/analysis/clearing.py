@@ -159,11 +159,11 @@ def stepped_outside_window(model: FileModel, loop: Loop, z: Event, steps: list[E
     node = loop.node
     if node is None or not z.loops or z.loops[-1] is not node or z.variant is ZeroGradOf.PARAM:
         return None
-    if "accumulate" in z.contexts or _window(loop, z) is not None or not _fixed(loop, z):
-        return None
-    gated = [e for e in loop.of(EventKind.CLIP, EventKind.SCALER_UNSCALE)
-             if e.loops and e.loops[-1] is node and _window(loop, e) is not None]
+    gated = [e for e in loop.of(EventKind.CLIP, EventKind.SCALER_UNSCALE)  # the cheap test first: most loops
+             if e.loops and e.loops[-1] is node and _window(loop, e) is not None]  # gate no clipping
     if not gated or any(_window(loop, s) is not None for s in loop.of(EventKind.STEP)):
+        return None
+    if "accumulate" in z.contexts or _window(loop, z) is not None or not _fixed(loop, z):
         return None
     if not any(_window(loop, b) is None and _fixed(loop, b) and "accumulate" not in b.contexts
                and b.variant not in SELF_SCALING_BACKWARDS for b in loop.backwards_into_grad()):
