@@ -198,8 +198,8 @@ def optional_guard(model: FileModel, loop: Loop, z: Event, step: Event) -> str |
     The object may be None when it is bound None in its class's `__init__` and, elsewhere in the class, only to None
     or a call's result (no class built into it), or when it is a parameter of the loop's function that defaults to
     None and is never bound again. The object's name, or None."""
-    if loop.node is None:
-        return None
+    if loop.node is None or not z.guards:
+        return None  # the cheap test first: most clearings sit under no condition
     theirs = {id(g.test) for g in step.guards}
     read = names_in(step.node)
     for g in z.guards_within(loop.node):
