@@ -118,6 +118,10 @@ CONTEXTS = {
 }
 
 
+# Calls that switch autograd's grad mode, by their last name: the grad-mode contexts, and `set_grad_enabled(flag)`.
+GRAD_MODE_SWITCHES = frozenset({k for k, v in CONTEXTS.items() if v in ("no_grad", "enable_grad")} | {"set_grad_enabled"})
+
+
 def context_of(name: str) -> str | None:
     """What a `with` item or decorator, by its dotted name, means for the code under it."""
     if name.endswith("autograd.context"):

@@ -14,7 +14,9 @@ import libcst as cst
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.bindings import runs_while_kept
 from torchlint.analysis.keeping import SET_ITEM, kept_by_objects, term_of_backpropagated
-from torchlint.analysis.semantics import DISPLAY, DISPLAY_METHOD, NUMERIC_MODULES, READING_CALLS
+from torchlint.analysis.semantics import (
+    DISPLAY, DISPLAY_METHOD, GRAD_MODE_SWITCHES, NUMERIC_MODULES, READING_CALLS,
+)
 from torchlint.analysis.exprs import code_of, dotted, names_in, positional_params, summand_names
 from torchlint.source.walk import walk
 from torchlint.analysis.vkind import VKind
@@ -307,11 +309,8 @@ def _training_callers(model: FileModel, callee: Scope) -> list[Scope]:
 
 def _switches_grad(scope: Scope) -> bool:
     """The function turns gradients off itself (`torch.set_grad_enabled(False)`, a `no_grad` it calls)."""
-    return any(type(n) is cst.Call and (dotted(n.func) or "").rsplit(".", 1)[-1] in _GRAD_SWITCHES
+    return any(type(n) is cst.Call and (dotted(n.func) or "").rsplit(".", 1)[-1] in GRAD_MODE_SWITCHES
                for n in walk(scope.node))
-
-
-_GRAD_SWITCHES = frozenset({"set_grad_enabled", "no_grad", "inference_mode", "enable_grad"})
 
 
 def _backpropagated_part(model: FileModel, loop: Loop, scope: Scope, e: Event) -> cst.BaseExpression | None:
