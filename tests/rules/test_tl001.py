@@ -136,6 +136,33 @@ POSITIVE = {
         """,
         [(10, 5)],
     ),
+    "moving_average_back_propagated": (
+        """
+        avg = 0.0
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            avg = 0.9 * avg + 0.1 * loss
+            optimizer.zero_grad()
+            avg.backward()
+            optimizer.step()
+        """,
+        [(7, 5)],
+    ),
+    "moving_average_seeded_under_is_none": (
+        """
+        smoothed = None
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            if smoothed is None:
+                smoothed = loss
+            else:
+                smoothed = smoothed * 0.5 + loss
+            optimizer.zero_grad()
+            smoothed.backward()
+            optimizer.step()
+        """,
+        [(10, 5)],
+    ),
 }
 
 NEGATIVE = {
@@ -231,6 +258,43 @@ NEGATIVE = {
             optimizer.step()
             optimizer.zero_grad()
             i += seq_len
+        """,
+    "moving_average_of_numbers_for_logging": """
+        avg = None
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            if avg is None:
+                avg = loss.item()
+            else:
+                avg = 0.9 * avg + 0.1 * loss.item()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """,
+    "seeded_total_built_within_one_iteration": """
+        for x, y in loader:
+            total = None
+            for head in model(x):
+                part = criterion(head, y)
+                if total is None:
+                    total = part
+                else:
+                    total = 0.5 * total + part
+            optimizer.zero_grad()
+            total.backward()
+            optimizer.step()
+        """,
+    "seed_rebinding_not_under_the_totals_own_test": """
+        avg = None
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            if fresh:
+                avg = loss
+            else:
+                avg = 0.9 * avg + 0.1 * loss
+            optimizer.zero_grad()
+            avg.backward()
+            optimizer.step()
         """,
 }
 

@@ -701,6 +701,19 @@ POSITIVE = {
         """,
         [(13, 5)],
     ),
+    "moving_average_of_the_loss_for_logging": (
+        """
+        shown = 0.0
+        for inp, tgt in batches:
+            err = crit(net(inp), tgt)
+            err.backward()
+            opt.step()
+            opt.zero_grad()
+            shown = 0.98 * shown + 0.02 * err
+        print(shown)
+        """,
+        [(8, 5)],
+    ),
 }
 
 NEGATIVE = {
@@ -1248,6 +1261,16 @@ NEGATIVE = {
             opt.step()
             opt.zero_grad()
             meter.update(err)
+        """,
+    "moving_average_of_numbers_for_logging": """
+        shown = 0.0
+        for inp, tgt in batches:
+            err = crit(net(inp), tgt)
+            err.backward()
+            opt.step()
+            opt.zero_grad()
+            shown = 0.98 * shown + 0.02 * err.item()
+        print(shown)
         """,
 }
 

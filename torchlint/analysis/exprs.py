@@ -190,10 +190,20 @@ def is_self_accumulation(target: str, value: cst.BaseExpression) -> cst.BaseExpr
         node = node.left
     summands.append(node)
     for i, s in enumerate(summands):
-        if dotted(s) == target:
+        if dotted(s) == target or _scaled(s, target):
             rest = summands[:i] + summands[i + 1 :]
             return rest[0] if len(rest) == 1 else value
     return None
+
+
+def _scaled(summand: cst.BaseExpression, target: str) -> bool:
+    """`c * t` or `t * c`: the total scaled by a factor that does not name it (a moving average,
+    `avg = 0.9 * avg + 0.1 * loss`), which keeps what `t` held, graph included."""
+    if type(summand) is not cst.BinaryOperation or type(summand.operator) is not cst.Multiply:
+        return False
+    left, right = dotted(summand.left) == target, dotted(summand.right) == target
+    factor = summand.right if left else summand.left
+    return left is not right and not any(dotted(n) == target for n in walk(factor))
 
 
 def modulo_divisor(test: cst.CSTNode) -> cst.BaseExpression | None:

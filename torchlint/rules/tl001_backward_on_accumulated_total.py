@@ -33,8 +33,10 @@ class BackwardOnAccumulatedTotal(Rule):
 ## What it flags
 A `.backward()` (or `accelerator.backward`, `scaler.scale(...).backward()`, `torch.autograd.backward`) whose loss
 is — or is computed from — a running total that the loop keeps adding to (`total = total + loss`, `total += loss`,
-`losses.append(loss)` then `sum(losses)` / `torch.stack(losses)`), when nothing rebinds the total between that
-backward and the next addition. `total.data.zero_()` is not a reset: it zeroes the value and keeps the graph.
+`losses.append(loss)` then `sum(losses)` / `torch.stack(losses)`, a moving average `avg = 0.9 * avg + 0.1 * loss`),
+when nothing rebinds the total between that backward and the next addition. A rebinding under the total's own
+`is None` test (`if avg is None: avg = loss`) only seeds it: it runs once and drops no graph.
+`total.data.zero_()` is not a reset: it zeroes the value and keeps the graph.
 
 ## Why it is wrong
 The total's autograd graph reaches back through every batch ever added to it. The first backward frees those
@@ -141,11 +143,17 @@ def _carried(scope, loop: Loop, acc: Event) -> bool:
     defs, _ = scope.reaching(acc.target or "", acc)
     return any(d.accumulates for d in defs) or any(
         loop.node not in d.loops for d in defs
-    ) and not any(d.rebinds and loop.node in d.loops for d in defs)
+    ) and not any(d.rebinds and loop.node in d.loops and not _seeds(d, acc.target or "") for d in defs)
+
+
+def _seeds(rebinding: Event, target: str) -> bool:
+    """`if total is None: total = loss`: a rebinding only while the total holds nothing, which the accumulation
+    after it never brings back: it starts the total once and drops no graph."""
+    return any(g.condition() == (target, False) for g in rebinding.guards)
 
 
 def _rebound_between(loop: Loop, backward: Event, acc: Event) -> bool:
-    return any(e.target == acc.target and e.rebinds for e in loop.between(backward, acc))
+    return any(e.target == acc.target and e.rebinds and not _seeds(e, e.target or "") for e in loop.between(backward, acc))
 
 
 def _initial_value(loop: Loop, acc: Event) -> cst.BaseExpression | None:
