@@ -214,6 +214,18 @@ POSITIVE = {
         """,
         [(9, 5)],
     ),
+    # -- a clearing after each micro-batch's backward, in an inner loop the step follows ------------------------
+    "cleared_after_each_micro_batch_then_stepped_after_the_inner_loop": (
+        """
+        for batch, target in loader:
+            for chunk in batch.split(8):
+                err = crit(net(chunk), target)
+                err.backward()
+                opt.zero_grad()
+            opt.step()
+        """,
+        [(6, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -463,6 +475,37 @@ NEGATIVE = {
                 g_loss = -critic(generator(noise())).mean()
                 g_loss.backward()
                 optimizer_G.step()
+        """,
+    "cleared_before_each_micro_batch_inside_the_inner_loop_that_steps": """
+        for batch, target in loader:
+            for chunk in batch.split(8):
+                opt.zero_grad()
+                err = crit(net(chunk), target)
+                err.backward()
+                opt.step()
+        """,
+    "inner_loop_steps_under_its_window_and_a_flush_step_follows": """
+        for batch, target in loader:
+            for j, chunk in enumerate(batch.split(8)):
+                err = crit(net(chunk), target)
+                err.backward()
+                if (j + 1) % 4 == 0:
+                    opt.step()
+                    opt.zero_grad()
+            opt.step()
+            opt.zero_grad()
+        """,
+    "inner_loop_clears_another_optimizer": """
+        for real in loader:
+            for _ in range(5):
+                d_err = crit(disc(real), ones) + crit(disc(gen(noise()).detach()), zeros)
+                d_err.backward()
+                opt_d.step()
+                opt_d.zero_grad()
+            g_err = crit(disc(gen(noise())), ones)
+            g_err.backward()
+            opt_g.step()
+            opt_g.zero_grad()
         """,
 }
 

@@ -142,11 +142,23 @@ def cleared_between(model: FileModel, loop: Loop, z: Event, steps: list[Event]) 
         if not set(z.guards) <= set(step.guards):
             return None
         backwards = loop.backwards_into_grad()
-        if any(loop.may_follow(z, b) and loop.may_follow(b, step) for b in backwards):
+        if any(loop.may_follow(z, b) and loop.may_follow(b, step) and _refills(loop, z, b, step) for b in backwards):
             return None  # a backward refills the gradients before the step (the usual zero_grad at the top)
-        before = [b for b in backwards if loop.may_follow(b, z) and not loop.may_follow(z, b)]
+        before = [b for b in backwards if loop.may_follow(b, z) and (b.seq < z.seq or not loop.may_follow(z, b))]
         return (step, before[-1]) if before else None
     return None
+
+
+def _refills(loop: Loop, z: Event, b: Event, step: Event) -> bool:
+    """Can backward `b`, run after the clearing `z`, reach `step` without passing `z` again? Not when both sit in an
+    inner loop, `z` after `b`: every micro-batch's gradients are cleared before the loop ends and the step runs.
+    Yes when the places are not three statements of this scope (a helper's own events: as before)."""
+    scope = loop.scope
+    zn, bn, sn = scope.flow_node(z), scope.flow_node(b), scope.flow_node(step)
+    head = scope.flow.loop_head.get(id(loop.node))
+    if zn is None or bn is None or sn is None or head is None or len({zn, bn, sn}) < 3:
+        return True
+    return scope.flow.reaches_avoiding(bn, sn, frozenset((zn, head)))
 
 
 def stepped_outside_window(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, Event] | None:

@@ -40,7 +40,9 @@ class ZeroGradBeforeStep(Rule):
     doc = """
 ## What it flags
 - `optimizer.zero_grad()` (or `model.zero_grad()` of a model that holds all the optimizer's parameters) after
-  `loss.backward()` and before that optimizer's `step()` in the same iteration;
+  `loss.backward()` and before that optimizer's `step()` in the same iteration, also when the backward and the
+  `zero_grad()` run in an inner micro-batch loop that the step follows (every micro-batch's gradient is cleared
+  before the loop ends; a backward that can reach the step without passing the clearing again refills it);
 - gradient accumulation where `zero_grad()` runs on every micro-step while `step()` runs only under a modulo
   guard (`if (i + 1) % k == 0:`): each step sees only the last micro-batch;
 - an unguarded `model.zero_grad()` inside `with accelerator.accumulate(model):` (Accelerate makes the prepared
