@@ -229,6 +229,19 @@ POSITIVE = {
         """,
         [(6, 9)],
     ),
+    "scaler_step_after_a_backward_never_scaled": (
+        """
+        amp_scaler = torch.amp.GradScaler("cuda")
+        for inp, tgt in batches:
+            with torch.autocast("cuda"):
+                err = crit(net(inp), tgt)
+            opt.zero_grad()
+            err.backward()
+            amp_scaler.step(opt)
+            amp_scaler.update()
+        """,
+        [(8, 5)],
+    ),
 }
 
 NEGATIVE = {
@@ -540,6 +553,35 @@ NEGATIVE = {
                     self.optimizer.step("critic", scaler=scaler)
                     self.optimizer.step("actor", scaler)
     """,
+    "scaler_built_disabled_steps_plainly": """
+        amp_scaler = torch.cuda.amp.GradScaler(enabled=False)
+        for inp, tgt in batches:
+            err = crit(net(inp), tgt)
+            opt.zero_grad()
+            err.backward()
+            amp_scaler.step(opt)
+            amp_scaler.update()
+        """,
+    "loss_scaled_into_a_name_then_back_propagated": """
+        amp_scaler = torch.cuda.amp.GradScaler()
+        for inp, tgt in batches:
+            with torch.autocast("cuda"):
+                err = crit(net(inp), tgt)
+            big = amp_scaler.scale(err)
+            opt.zero_grad()
+            big.backward()
+            amp_scaler.step(opt)
+            amp_scaler.update()
+        """,
+    "scaler_handed_in_and_not_built_here": """
+        def fit(net, batches, opt, crit, amp_scaler):
+            for inp, tgt in batches:
+                err = crit(net(inp), tgt)
+                opt.zero_grad()
+                err.backward()
+                amp_scaler.step(opt)
+                amp_scaler.update()
+        """,
 }
 
 

@@ -95,6 +95,8 @@ class Symbols:
         # the Accelerator is built with `gradient_accumulation_steps` (or a plugin); Fabric's never does.
         self.backward_divides: dict[str, bool] = {}
         self.optimizer_class: dict[str, cst.Call] = {}  # optimizer -> the constructor call that built it
+        # names bound to a `GradScaler(...)`, and whether none of those constructions says `enabled=False`
+        self.scaler_enabled: dict[str, bool] = {}
 
     def record(self, target: str, value: cst.BaseExpression, first: bool = True) -> None:
         """Learn from `target = value`; `first` is False for the later names of a tuple target."""
@@ -119,6 +121,9 @@ class Symbols:
             models, known = _models_in_params(value), self.optimizer_models.get(target)
             self.optimizer_models[target] = models | known if models and known else (models if known is None else set())
             self.optimizer_class[target] = self.optimizer_class[last_part(target)] = value
+        if role is Role.SCALER and type(value) is cst.Call:
+            for name in {target, last_part(target)}:
+                self.scaler_enabled[name] = self.scaler_enabled.get(name, True) and not _disabled(value)
         if role is Role.ACCELERATOR and type(value) is cst.Call:
             self.backward_divides[target] = _accumulates(value)
         if role is Role.SCHEDULER and type(value) is cst.Call and value.args:
@@ -153,6 +158,12 @@ class Symbols:
 
     def is_(self, name: str | None, role: Role) -> bool:
         return self.role(name) is role
+
+
+def _disabled(call: cst.Call) -> bool:
+    """`GradScaler(enabled=False)`: scaling and unscaling are no-ops. Any other `enabled` value may be true."""
+    return any(a.keyword is not None and a.keyword.value == "enabled" and type(a.value) is cst.Name
+               and a.value.value == "False" for a in call.args)
 
 
 def _accumulates(call: cst.Call) -> bool:

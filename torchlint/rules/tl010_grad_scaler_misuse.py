@@ -16,10 +16,11 @@ from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel
 from torchlint.analysis.exprs import code_of, names_in
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, insert_after, insert_before, movable
-from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, STEP_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
 
 SCALE_CALL = re.compile(r"\.\s*scale\s*\(")  # scaler.scale(loss).backward()
+SCALER_BUILT = re.compile(r"GradScaler\s*\(")  # a scaler built in the file, whose step unscales what was not scaled
 
 
 class GradScalerMisuse(Rule):
@@ -27,7 +28,9 @@ class GradScalerMisuse(Rule):
     name = "grad-scaler-misuse"
     summary = "GradScaler misuse: optimizer.step() instead of scaler.step(), clipping scaled grads, no update()"
     fix_safety = "unsafe"
-    requires = (BACKWARD_CALL, SCALE_CALL)  # no loop: a per-step function runs in its caller's loop
+    requires = (BACKWARD_CALL, (SCALE_CALL, SCALER_BUILT))  # no loop: a per-step function runs in its caller's loop
+    scope_requires = (BACKWARD_CALL, SCALE_CALL)
+    scope_alternatives = ((BACKWARD_CALL, STEP_CALL),)  # a plain backward before a scaler's step
     runtime_signs = (Sign.CLIPPED_WHILE_SCALED, Sign.SCALER_REFUSED)
     fix_promise = "GradScaler now unscales before clipping, checks for inf and updates at every step"
     fixture_errors = {"direct_step": "No inf checks were recorded prior to update",
@@ -43,6 +46,13 @@ In a loop that back-propagates through a GradScaler (`scaler.scale(loss).backwar
 5. `scaler.update()` more than once per iteration: after each optimizer's `scaler.step` (a GAN's generator, then
    its discriminator, with one scaler), or inside a loop over the optimizers (`for opt in optimizers:
    scaler.step(opt); scaler.update()`, also when the loop calls a helper that steps and updates).
+
+And in a loop whose backwards are all plain (`loss.backward()`):
+6. `scaler.step(optimizer)` of a GradScaler built in the file: the step unscales, dividing by the loss scale
+   gradients that were never multiplied by it, so each update is 65536 times (and more, as the scale grows) too
+   small. Not followed: a scaler built with `enabled=False` (anywhere under that name in the file), one handed in
+   from elsewhere, and a function that scales a loss anywhere (`scaled = scaler.scale(loss)` then
+   `scaled.backward()`).
 
 A function that back-propagates outside any loop of its own and steps an optimizer (an optimizer wrapper's
 `step(loss)`, an agent's `learn(batch)`) runs once per step of whatever loop calls it, in this file or another:
@@ -111,6 +121,10 @@ for x, y in loader:
         for loop in [*model.loops, *model.step_bodies()]:
             scaled = [b for b in loop.of(EventKind.BACKWARD) if b.variant is BackwardVia.SCALER]
             if not scaled:
+                for finding in _unscaled_backward(model, loop):
+                    if id(finding.node) not in seen:
+                        seen.add(id(finding.node))
+                        yield finding
                 continue
             scaler = scaled[0].via or "scaler"
             found = [*_direct_steps(loop, scaled, scaler), *_clip_before_unscale(loop, scaled, scaler),
@@ -301,3 +315,28 @@ def _decided_after(loop: Loop, unscale: Event, update: Event) -> bool:
         if names_in(g.test) & bound:
             return True
     return False
+
+
+def _unscaled_backward(model: FileModel, loop: Loop) -> Iterator[Finding]:
+    """`scaler.step(opt)` of a GradScaler built in the file, while every backward before it is a plain one: the step
+    unscales (divides by the loss scale) gradients that were never scaled. Silent when the function scales a loss
+    anywhere (`scaled = scaler.scale(loss)` then `scaled.backward()`), when the scaler may be disabled
+    (`enabled=False`), or when a backward comes from code not read."""
+    steps = [s for s in loop.of(EventKind.STEP) if s.via is not None and model.symbols.scaler_enabled.get(s.via)]
+    if not steps:
+        return
+    backwards = loop.of(EventKind.BACKWARD)
+    if not backwards or any(b.variant not in (BackwardVia.TENSOR, BackwardVia.AUTOGRAD) for b in backwards):
+        return
+    if ".scale(" in code_of(loop.scope.node):
+        return
+    for step in steps:
+        before = [b for b in backwards if loop.may_follow(b, step) and b.seq < step.seq]
+        if not before or _level(step) is not loop.node:
+            continue
+        yield Finding(
+            step.node,
+            f"`{code_of(step.node)}` unscales gradients that `{code_of(before[-1].node)}` never scaled: it divides "
+            f"them by the loss scale (65536 at first, growing), so every update is that much too small; "
+            f"back-propagate `{step.via}.scale(loss)` instead",
+        )
