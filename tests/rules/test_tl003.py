@@ -334,6 +334,40 @@ POSITIVE = {
         """,
         [(5, 33)],
     ),
+    "graph_loss_copied_by_variable_with_requires_grad": (
+        """
+        for inp, tgt in batches:
+            loss = criterion(model(inp), tgt)
+            loss = Variable(loss, requires_grad=True)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """,
+        [(4, 12)],
+    ),
+    "list_comprehension_of_losses_copied_into_a_new_tensor": (
+        """
+        for inp, tgt in batches:
+            parts = [crit(head, tgt) for head in net(inp)]
+            err = torch.tensor(parts, requires_grad=True).sum()
+            opt.zero_grad()
+            err.backward()
+            opt.step()
+        """,
+        [(4, 11)],
+    ),
+    "loss_computed_in_numpy_then_made_a_leaf": (
+        """
+        for inp, tgt in batches:
+            guess = net(inp).detach().cpu().numpy()
+            err = torch.from_numpy(((guess - tgt) ** 2).mean(keepdims=True))
+            err.requires_grad = True
+            opt.zero_grad()
+            err.backward()
+            opt.step()
+        """,
+        [(5, 5)],
+    ),
 }
 
 NEGATIVE = {
@@ -559,6 +593,31 @@ NEGATIVE = {
             pi_loss.backward()
             v_loss.backward()
     """,
+    "input_wrapped_by_variable_for_input_gradients": """
+        for inp, tgt in batches:
+            inp = Variable(inp, requires_grad=True)
+            err = crit(net(inp), tgt)
+            opt.zero_grad()
+            err.backward()
+            opt.step()
+        """,
+    "requires_grad_set_on_a_loss_that_has_its_graph": """
+        for inp, tgt in batches:
+            err = crit(net(inp), tgt)
+            err.requires_grad = True
+            opt.zero_grad()
+            err.backward()
+            opt.step()
+        """,
+    "running_total_started_as_a_variable_of_zeros": """
+        for inp, tgt in batches:
+            total = Variable(torch.zeros(1), requires_grad=True)
+            for head in net(inp):
+                total = total + crit(head, tgt)
+            opt.zero_grad()
+            total.backward()
+            opt.step()
+        """,
 }
 
 

@@ -14,12 +14,15 @@ from torchlint.analysis import AssignForm, EventKind, Event, FileModel
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.exprs import (
-    COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, keyword, names_in,
+    COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, names_in,
     positional_params, summand_names,
 )
 from torchlint.analysis.bindings import bound_values
+from torchlint.analysis.terms import (
+    COPYING_REWRAPPERS, lists_to_tensor, rewrapped, summand_detachments,
+)
 from torchlint.analysis.semantics import (
-    GRAPH_REDUCTIONS, LIST_TO_TENSOR, LOSS_FUNCTION_WORDS, TENSOR_REWRAPPERS, is_callable_name, is_module_name,
+    GRAPH_REDUCTIONS, LOSS_FUNCTION_WORDS, is_callable_name, is_module_name,
 )
 from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
@@ -28,9 +31,10 @@ from torchlint.verify.signs import Sign
 
 DETACHING = re.compile(r"\.\s*(?:data\b|(?:item|detach|tolist)\s*\()|f(?<!\wf)loat\s*\(")  # (see rules.base on \b)
 # A cut: a detaching wrapper, a list's values copied into a new tensor (`torch.tensor(losses)`), or a value
-# computed under `no_grad` / `inference_mode`.
+# computed under `no_grad` / `inference_mode`, a loss re-wrapped by `Variable(...)` or made a leaf
+# (`loss.requires_grad = True`).
 CUT = re.compile(DETACHING.pattern + r"|torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\("
-                 r"|no_grad|inference_mode")
+                 r"|no_grad|inference_mode|V(?<!\wV)ariable\s*\(|\.requires_grad\s*=\s*True")
 DEF_FORWARD = re.compile(r"def(?<!\wdef)\s+forward\s*\(")
 LIST_TO_TENSOR_CALL = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
 # `torch.tensor(aux_losses)`, `torch.Tensor(kept, device=d)`: a list copied, by its name, into a new tensor
@@ -101,7 +105,11 @@ The detached term may be weighted by a factor without graph (`ce + args.alpha * 
 generator (`sum(l.item() for l in losses)`) or stacked (`torch.stack([a.detach(), b]).sum()`). Also flagged: a
 detached loss value re-wrapped as a new leaf, `torch.tensor(loss.item(), requires_grad=True)` or
 `Variable(total.data, requires_grad=True)`, usually written to silence "element 0 of tensors does not require
-grad": the backward stops at that leaf and no parameter gets a gradient. And a helper of the same file that
+grad": the backward stops at that leaf and no parameter gets a gradient. The same for a loss that still has its
+graph: `Variable(loss, requires_grad=True)` and `torch.tensor(loss, requires_grad=True)` return a new leaf that
+copies the value and drops the graph (Variable no longer returns its argument). And `loss.requires_grad = True` on a
+back-propagated loss known to hold no graph (computed through `.numpy()` or a new tensor): it makes the loss a
+leaf, with the same effect; on a loss that has its graph, or one of unknown kind, it is not reported. And a helper of the same file that
 returns several losses as a tuple with one of them detached (`return ce, reg.item()`), when the caller adds that
 item into the back-propagated loss (`ce, reg = compute_losses(out, y)`; `loss = ce + 0.1 * reg`): reported in
 the helper, without a fix (other callers may rely on getting a number).
@@ -221,7 +229,7 @@ followed into the helper.
                 if no_grad:
                     yield from _no_grad_findings(model, scope, expr, at)
                 yield from _list_findings(model, scope, expr, at, "is added into a loss that is back-propagated")
-                for det in _summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)):
+                for det in summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)):
                     if not _carries_graph(model, scope, det.operand, at):
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
                     if _trained_by_another_backward(scope, det.operand, owner[id(expr)], backwards):
@@ -236,9 +244,34 @@ followed into the helper.
                     )
             for d in tuple_items:
                 yield from _helper_item_findings(model, scope, d)
+            for b in backwards:
+                yield from _made_leaf_findings(model, scope, b)
             if cuts and _holds_cut_argument(model, scope):
                 for b in backwards:
                     yield from _cut_input_findings(model, scope, b)
+
+
+def _made_leaf_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
+    """`loss.requires_grad = True` on a back-propagated loss known to hold no graph (computed through `.numpy()`, a
+    new tensor, ...): it silences 'element 0 of tensors does not require grad' by making the loss a leaf, and
+    backward() reaches no parameter. On a loss that does carry a graph, or one of unknown kind, it does nothing
+    we can tell: silent."""
+    if type(b.value) is not cst.Name:
+        return
+    defs = [d.value for d in scope.summand_defs(b.value, b) if d.value is not None]
+    if any(lists_to_tensor(v) or rewrapped(v) for v in defs):
+        return  # the copy into a new tensor is reported where it is made
+    for flag in scope.assignments(f"{b.value.value}.requires_grad"):
+        if (flag.value is None or not is_true(flag.value) or flag.seq > b.seq or not scope.may_follow(flag, b)
+                or not model.kinds.of(b.value, scope, b).graph_free):
+            continue
+        yield Finding(
+            flag.stmt,
+            f"`{b.value.value}` holds no graph here (its value was computed outside autograd), so setting "
+            f"`requires_grad` makes it a leaf: `{code_of(b.node)}` reaches no parameter and nothing trains (this "
+            f"silences 'element 0 of tensors does not require grad' instead of fixing it); compute the loss with "
+            f"torch operations on the model's output",
+        )
 
 
 def _helper_item_findings(model: FileModel, scope, d: Event) -> Iterator[Finding]:
@@ -258,7 +291,7 @@ def _helper_item_findings(model: FileModel, scope, d: Event) -> Iterator[Finding
         if not (type(value) is cst.Tuple or type(value) is cst.List) or d.index >= len(value.elements):
             continue
         item = value.elements[d.index].value
-        for det in _summand_detachments(item):
+        for det in summand_detachments(item):
             if not (_carries_graph(model, callee, det.operand, r)
                     or _from_graph_argument(model, scope, d, callee, det.operand, call)):
                 continue
@@ -421,13 +454,22 @@ def _added_terms(expr: cst.BaseExpression, graph) -> list[cst.BaseExpression]:
 def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
     """A detached loss value re-wrapped as a new leaf (`torch.tensor(loss.item(), requires_grad=True)`), to
     silence "element 0 of tensors does not require grad": the backward reaches no parameter."""
-    for call in _rewrapped(expr):
+    for call in rewrapped(expr):
         value = call.args[0].value
-        detached = _summand_detachments(value) + [
+        detached = summand_detachments(value) + [
             d for defn in scope.summand_defs(value, at) if defn.value is not None
-            for d in _summand_detachments(defn.value)
+            for d in summand_detachments(defn.value)
         ]
         if not detached:
+            if (dotted(call.func) or "") in COPYING_REWRAPPERS and _carries_graph(model, scope, value, at):
+                # `Variable(loss, requires_grad=True)`, `torch.tensor(loss, requires_grad=True)`: a new leaf that
+                # copies the loss's value and drops its graph (Variable no longer returns its argument)
+                yield Finding(
+                    call,
+                    f"`{code_of(call)}` copies `{code_of(value)}` into a new leaf tensor, without its graph: "
+                    f"backward() stops there and no parameter gets a gradient; back-propagate `{code_of(value)}` "
+                    f"itself",
+                )
             continue  # a learnable scalar made on purpose (`log_var = torch.tensor(0.0, requires_grad=True)`)
         yield Finding(
             call,
@@ -457,7 +499,7 @@ def _forward_list_findings(model: FileModel, scope) -> Iterator[Finding]:
 def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event, where: str) -> Iterator[Finding]:
     """`torch.tensor(losses)` among the terms of `expr`, where `losses` holds values that carry a graph (a list
     literal of them, or a list they are appended to): the new tensor holds their values, not their graphs."""
-    for call in _lists_to_tensor(expr):
+    for call in lists_to_tensor(expr):
         arg = call.args[0].value
         if type(arg) in (cst.List, cst.Tuple):
             held = [el.value for el in arg.elements if type(el) is cst.Element]  # type: ignore[attr-defined]
@@ -465,6 +507,8 @@ def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event,
         elif type(arg) is cst.Name:
             losses = [s.value for s in scope.stores(arg.value)
                       if s.value is not None and s.kind is EventKind.APPEND and _carries_graph(model, scope, s.value, s)]
+            losses += [d.value.elt for d in scope.summand_defs(arg, at)  # `losses = [crit(h, y) for h in heads]`
+                       if type(d.value) is cst.ListComp and _carries_graph(model, scope, d.value.elt, d)]
         else:
             continue
         if not losses:
@@ -475,78 +519,6 @@ def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event,
             f"{where}: it has no graph, so these losses train nothing; combine them with "
             f"`torch.stack(...)` instead",
         )
-
-
-def _lists_to_tensor(expr: cst.BaseExpression) -> list[cst.Call]:
-    """`torch.tensor(xs)` (`torch.Tensor([...])` ...) among the terms of `expr`, through arithmetic, reductions
-    (`torch.mean(...)`, `.mean()`) and moves (`.to(device)`)."""
-    def copies(node: cst.Call) -> bool:
-        return dotted(node.func) in LIST_TO_TENSOR and bool(node.args) and node.args[0].keyword is None \
-            and not node.args[0].star
-
-    def through(node: cst.Call) -> cst.BaseExpression | None:
-        if (dotted(node.func) or "") in COMBINING_CALLS and node.args:
-            return node.args[0].value
-        if type(node.func) is cst.Attribute and node.func.attr.value in (*GRAPH_REDUCTIONS, "to", "cuda"):
-            return node.func.value
-        return None
-
-    return _term_calls(expr, copies, through)
-
-
-def _term_calls(expr: cst.BaseExpression, wanted, through) -> list[cst.Call]:
-    """The calls among the terms of `expr` (through `+ - * /` and unary signs) that `wanted(call)` accepts;
-    another call is looked into where `through(call)` names the expression it passes on (a reduction's operand)."""
-    out = []
-    todo = [expr]
-    while todo:
-        node = todo.pop()
-        if type(node) is cst.BinaryOperation:
-            todo += [node.left, node.right]
-        elif type(node) is cst.UnaryOperation:
-            todo.append(node.expression)
-        elif type(node) is cst.Call:
-            if wanted(node):
-                out.append(node)
-            elif (inner := through(node)) is not None:
-                todo.append(inner)
-    return out
-
-
-def _summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> list[Detachment]:
-    """Detachments that are terms of `expr`: added, or multiplied by a factor that carries no graph (a weight such
-    as `args.alpha`); summed or stacked; not a factor next to a graph tensor (`ce * w.detach()` detaches the
-    weight, not a loss), not an argument of other calls. `graph(e)` says whether `e` carries a graph."""
-    found = as_detachment(expr)
-    if found is not None:
-        return [found]
-    if type(expr) is cst.BinaryOperation:
-        if type(expr.operator) in (cst.Add, cst.Subtract):
-            return _summand_detachments(expr.left, graph) + _summand_detachments(expr.right, graph)
-        if type(expr.operator) is cst.Multiply:
-            return ((_summand_detachments(expr.left, graph) if not _weighs(expr.right, expr.left, graph) else [])
-                    + (_summand_detachments(expr.right, graph) if not _weighs(expr.left, expr.right, graph) else []))
-        if type(expr.operator) is cst.Divide and not graph(expr.right):
-            return _summand_detachments(expr.left, graph)
-    if type(expr) is cst.UnaryOperation:
-        return _summand_detachments(expr.expression, graph)
-    if type(expr) is cst.Call:
-        func = dotted(expr.func)
-        if func in COMBINING_CALLS:
-            return [d for arg in expr.args for item in combined_items(arg.value) for d in _summand_detachments(item, graph)]
-        if type(expr.func) is cst.Attribute and expr.func.attr.value in GRAPH_REDUCTIONS and not expr.args:
-            return _summand_detachments(expr.func.value, graph)
-    return []
-
-
-def _weighs(factor: cst.BaseExpression, other: cst.BaseExpression, graph) -> bool:
-    """Is `other`, in the product `factor * other`, a weight of `factor` rather than a term of the loss: `factor`
-    carries a graph, or `other` is computed from `factor` itself (`log_prob * (log_prob - baseline).detach()`: the
-    score-function estimator differentiates `log_prob`, weighted by a value cut from the graph on purpose)."""
-    if graph(factor):
-        return True
-    name = dotted(factor) if type(factor) in (cst.Name, cst.Attribute) else None
-    return name is not None and name in names_in(other)
 
 
 def _trained_by_another_backward(scope, operand: cst.BaseExpression, b: Event, backwards: list[Event]) -> bool:
@@ -572,18 +544,3 @@ def _carries_graph(model: FileModel, scope, expr: cst.BaseExpression, at: Event)
     """Known to carry a graph, or of unknown kind and named like a loss."""
     kind = model.kinds.of(expr, scope, at)
     return kind is VKind.GRAPH or (kind is VKind.UNKNOWN and scope.is_loss(expr))
-
-
-def _rewrapped(expr: cst.BaseExpression) -> list[cst.Call]:
-    """`torch.tensor(value, requires_grad=True)` (or `Variable(value, requires_grad=True)`) among the terms of
-    `expr`: a new leaf made from a value, with no path back to the model."""
-    def leaf(node: cst.Call) -> bool:
-        grad = keyword(node, "requires_grad")
-        return (dotted(node.func) or "") in TENSOR_REWRAPPERS and grad is not None and is_true(grad.value) \
-            and bool(node.args) and node.args[0].keyword is None
-
-    def through(node: cst.Call) -> cst.BaseExpression | None:
-        reduces = type(node.func) is cst.Attribute and node.func.attr.value in GRAPH_REDUCTIONS and not node.args
-        return node.func.value if reduces else None  # type: ignore[attr-defined]  # an Attribute when it reduces
-
-    return _term_calls(expr, leaf, through)
