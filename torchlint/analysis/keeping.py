@@ -39,14 +39,18 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
     if not local and model.project is None:
         return
     body = loop.node if loop.node is not None else scope.node  # a step body: the function, once per step
-    quiet = _under_no_grad(body)
+    quiet: set[int] | None = None  # read only when a call keeps what it is given (the cheap tests first)
     for call in calls_in_evaluation_order(body):
         func = dotted(call.func) if type(call.func) is cst.Attribute else None
-        if func is None or func.count(".") != (2 if func.startswith("self.") else 1) or id(call) in quiet:
+        if func is None or func.count(".") != (2 if func.startswith("self.") else 1):
             continue
         obj, method = func.rsplit(".", 1)
         found = _keeps(model, scope, obj, method, local)
         if found is None or not _outlives(scope, loop, obj):
+            continue
+        if quiet is None:
+            quiet = _under_no_grad(body)
+        if id(call) in quiet:
             continue
         params, keeps = found
         positional = [a for a in call.args if a.keyword is None]
