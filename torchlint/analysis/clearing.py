@@ -113,13 +113,16 @@ def cleared_early(model: FileModel, loop: Loop, z: Event, steps: list[Event]) ->
     window's last micro-step only: just before its backward). Each step then applies the last micro-batch's
     gradient only."""
     in_accumulate = "accumulate" in z.contexts and z.variant is ZeroGradOf.OPTIMIZER
-    window = {code_of(g.test) for g in z.guards_within(loop.node) if not g.negated
-              and isinstance(g.test, cst.BaseExpression) and modulo_divisor(loop.scope.test_of(g, z)) is not None}
-    if not window and not in_accumulate:
+    gates = [g.test for g in z.guards_within(loop.node) if not g.negated
+             and isinstance(g.test, cst.BaseExpression) and modulo_divisor(loop.scope.test_of(g, z)) is not None]
+    if not gates and not in_accumulate:
         return None
+    window: set[str] | None = None  # the gates' code, written only once a step is cleared (the cheap tests first)
     for step in steps:
         if step.target is None or not clears_all(model, loop, step.target, z) or not loop.may_follow(z, step):
             continue
+        if window is None:
+            window = {code_of(test) for test in gates}
         step_window = {code_of(g.test) for g in step.guards_within(loop.node) if not g.negated
                        and isinstance(g.test, cst.BaseExpression)}
         if window and not window & step_window:
