@@ -5,6 +5,7 @@ bound before the loop and not rebound in it, so it outlives every iteration and 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -35,7 +36,7 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
     loop may be a step body (`FileModel.step_bodies`: no head, once per step of a loop elsewhere). A class of
     another file is asked of the project only here, for loops that back-propagate."""
     scope = loop.scope
-    local = {s.name for s in model.scopes if s.class_name is not None and model.summary(s).keeps}
+    local = _keeping_methods(model)
     if not local and model.project is None:
         return
     body = loop.node if loop.node is not None else scope.node  # a step body: the function, once per step
@@ -72,8 +73,20 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
                 yield KeptValue(e.node, e.value, f"{e.target}.{SET_ITEM}", e.target)
 
 
+def _keeping_methods(model: FileModel) -> frozenset[str]:
+    """The names of the methods of the file's classes that keep what they are given, read once per file."""
+    found = _KEEPING.get(model)
+    if found is None:
+        found = _KEEPING[model] = frozenset(
+            s.name for s in model.scopes if s.class_name is not None and model.summary(s).keeps)
+    return found
+
+
+_KEEPING: weakref.WeakKeyDictionary[FileModel, frozenset[str]] = weakref.WeakKeyDictionary()  # dies with its model
+
+
 def _keeps(model: FileModel, scope: Scope, obj: str, method: str,
-           local: set[str]) -> tuple[tuple[str, ...], frozenset[str]] | None:
+           local: frozenset[str]) -> tuple[tuple[str, ...], frozenset[str]] | None:
     """The parameters of `obj.method` past `self`, and those it keeps; None when it keeps none or is not known."""
     if method in local:
         callee = model.resolve(scope, f"{obj}.{method}")
