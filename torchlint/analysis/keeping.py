@@ -40,18 +40,18 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
     if not local and model.project is None:
         return
     body = loop.node if loop.node is not None else scope.node  # a step body: the function, once per step
-    quiet: set[int] | None = None  # read only when a call keeps what it is given (the cheap tests first)
+    quiet: set[int] | None = None  # read at the first call of an object's method (most loops call none)
     for call in calls_in_evaluation_order(body):
         func = dotted(call.func) if type(call.func) is cst.Attribute else None
         if func is None or func.count(".") != (2 if func.startswith("self.") else 1):
             continue
-        obj, method = func.rsplit(".", 1)
-        found = _keeps(model, scope, obj, method, local)
-        if found is None or not _outlives(scope, loop, obj):
-            continue
         if quiet is None:
             quiet = _under_no_grad(body)
         if id(call) in quiet:
+            continue
+        obj, method = func.rsplit(".", 1)
+        found = _keeps(model, scope, obj, method, local)
+        if found is None or not _outlives(scope, loop, obj):
             continue
         params, keeps = found
         positional = [a for a in call.args if a.keyword is None]
@@ -152,12 +152,24 @@ def _under_no_grad(loop: cst.CSTNode) -> set[int]:
     """The calls of the loop under `with torch.no_grad():` (or `inference_mode()`): what they compute has no
     graph, and what they are handed is not kept by them for a backward."""
     out: set[int] = set()
-    for node in walk(loop):
+    for node in walk(loop, _holds_no_with):
         if type(node) is cst.With and any(
                 context_of(dotted(item.item.func if type(item.item) is cst.Call else item.item) or "") == "no_grad"
                 for item in node.items):
             out.update(id(c) for c in calls_in_evaluation_order(node.body))
     return out
+
+
+def _holds_no_with(node: cst.CSTNode) -> bool:
+    """A `with` is a compound statement: no expression and no line of simple statements holds one."""
+    cls = type(node)
+    found = _NO_WITH.get(cls)
+    if found is None:
+        found = _NO_WITH[cls] = issubclass(cls, (cst.BaseExpression, cst.SimpleStatementLine, cst.SimpleStatementSuite))
+    return found
+
+
+_NO_WITH: dict[type, bool] = {}  # by type: isinstance() on libcst's abstract bases is slow
 
 
 def _outlives(scope: Scope, loop: Loop, obj: str) -> bool:
