@@ -714,6 +714,28 @@ POSITIVE = {
         """,
         [(8, 5)],
     ),
+    # a keeping call nested in an `if` and a `try` of the loop, under no grad-mode switch (the look-alike of
+    # NEGATIVE's keeping_call_under_a_nested_no_grad)
+    "keeping_call_nested_in_an_if_and_a_try": (
+        """
+        class Tally:
+            def add(self, val):
+                self.sum += val
+
+        tally = Tally()
+        for inp, tgt in batches:
+            err = crit(net(inp), tgt)
+            err.backward()
+            opt.step()
+            opt.zero_grad()
+            if verbose:
+                try:
+                    tally.add(err)
+                except RuntimeError:
+                    pass
+        """,
+        [(14, 13)],
+    ),
 }
 
 NEGATIVE = {
@@ -1271,6 +1293,26 @@ NEGATIVE = {
             opt.zero_grad()
             shown = 0.98 * shown + 0.02 * err.item()
         print(shown)
+        """,
+    # a keeping call under no_grad, the `with` nested in an `if` and a `try` of the loop (its calls are read through
+    # the statements only): what it is handed is not kept for a backward
+    "keeping_call_under_a_nested_no_grad": """
+        class Tally:
+            def add(self, val):
+                self.sum += val
+
+        tally = Tally()
+        for inp, tgt in batches:
+            err = crit(net(inp), tgt)
+            err.backward()
+            opt.step()
+            opt.zero_grad()
+            if verbose:
+                try:
+                    with torch.inference_mode():
+                        tally.add(err)
+                except RuntimeError:
+                    pass
         """,
 }
 

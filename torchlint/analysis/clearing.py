@@ -113,13 +113,16 @@ def cleared_early(model: FileModel, loop: Loop, z: Event, steps: list[Event]) ->
     window's last micro-step only: just before its backward). Each step then applies the last micro-batch's
     gradient only."""
     in_accumulate = "accumulate" in z.contexts and z.variant is ZeroGradOf.OPTIMIZER
-    window = {code_of(g.test) for g in z.guards_within(loop.node) if not g.negated
-              and isinstance(g.test, cst.BaseExpression) and modulo_divisor(loop.scope.test_of(g, z)) is not None}
-    if not window and not in_accumulate:
+    gates = [g.test for g in z.guards_within(loop.node) if not g.negated
+             and isinstance(g.test, cst.BaseExpression) and modulo_divisor(loop.scope.test_of(g, z)) is not None]
+    if not gates and not in_accumulate:
         return None
+    window: set[str] | None = None  # the gates' code, written only once a step may follow (the cheap tests first)
     for step in steps:
-        if step.target is None or not clears_all(model, loop, step.target, z) or not loop.may_follow(z, step):
+        if step.target is None or not loop.may_follow(z, step):
             continue
+        if window is None:
+            window = {code_of(test) for test in gates}
         step_window = {code_of(g.test) for g in step.guards_within(loop.node) if not g.negated
                        and isinstance(g.test, cst.BaseExpression)}
         if window and not window & step_window:
@@ -128,25 +131,31 @@ def cleared_early(model: FileModel, loop: Loop, z: Event, steps: list[Event]) ->
             continue
         every = [b for b in loop.backwards_into_grad() if not window & {
             code_of(g.test) for g in b.guards_within(loop.node) if isinstance(g.test, cst.BaseExpression)}]
-        if any(loop.may_follow(z, b) and loop.may_follow(b, step) and not loop.may_follow(b, z) for b in every):
+        if any(loop.may_follow(z, b) and loop.may_follow(b, step) and not loop.may_follow(b, z) for b in every) and (
+                clears_all(model, loop, step.target, z)):  # last: what the loop calls is read only if it matters
             return step
     return None
 
 
 def cleared_between(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, Event] | None:
     """backward ... zero_grad ... step, in one pass through the iteration: the step and the last backward before
-    the zero_grad `z`."""
-    for step in steps:
-        if step.target is None or not clears_all(model, loop, step.target, z) or not loop.may_follow(z, step):
-            continue
-        if not set(z.guards) <= set(step.guards):
-            return None
-        backwards = loop.backwards_into_grad()
-        if any(loop.may_follow(z, b) and loop.may_follow(b, step) and _refills(loop, z, b, step) for b in backwards):
-            return None  # a backward refills the gradients before the step (the usual zero_grad at the top)
-        before = [b for b in backwards if loop.may_follow(b, z) and (b.seq < z.seq or not loop.may_follow(z, b))]
-        return (step, before[-1]) if before else None
-    return None
+    the zero_grad `z`. The first step that `z` clears and may precede decides; what each such step would give is
+    asked first, so that whether `z` clears it (what the loop calls) is read only when one gives something."""
+    followed = [(step, _cleared_before(loop, z, step)) for step in steps
+                if step.target is not None and loop.may_follow(z, step)]
+    if all(found is None for _, found in followed):
+        return None
+    return next((found for step, found in followed if clears_all(model, loop, step.target or "", z)), None)
+
+
+def _cleared_before(loop: Loop, z: Event, step: Event) -> tuple[Event, Event] | None:
+    if not set(z.guards) <= set(step.guards):
+        return None
+    backwards = loop.backwards_into_grad()
+    if any(loop.may_follow(z, b) and loop.may_follow(b, step) and _refills(loop, z, b, step) for b in backwards):
+        return None  # a backward refills the gradients before the step (the usual zero_grad at the top)
+    before = [b for b in backwards if loop.may_follow(b, z) and (b.seq < z.seq or not loop.may_follow(z, b))]
+    return (step, before[-1]) if before else None
 
 
 def _refills(loop: Loop, z: Event, b: Event, step: Event) -> bool:

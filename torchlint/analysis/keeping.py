@@ -5,6 +5,7 @@ bound before the loop and not rebound in it, so it outlives every iteration and 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -35,14 +36,18 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
     loop may be a step body (`FileModel.step_bodies`: no head, once per step of a loop elsewhere). A class of
     another file is asked of the project only here, for loops that back-propagate."""
     scope = loop.scope
-    local = {s.name for s in model.scopes if s.class_name is not None and model.summary(s).keeps}
+    local = _keeping_methods(model)
     if not local and model.project is None:
         return
     body = loop.node if loop.node is not None else scope.node  # a step body: the function, once per step
-    quiet = _under_no_grad(body)
+    quiet: set[int] | None = None  # read at the first call of an object's method (most loops call none)
     for call in calls_in_evaluation_order(body):
         func = dotted(call.func) if type(call.func) is cst.Attribute else None
-        if func is None or func.count(".") != (2 if func.startswith("self.") else 1) or id(call) in quiet:
+        if func is None or func.count(".") != (2 if func.startswith("self.") else 1):
+            continue
+        if quiet is None:
+            quiet = _under_no_grad(body)
+        if id(call) in quiet:
             continue
         obj, method = func.rsplit(".", 1)
         found = _keeps(model, scope, obj, method, local)
@@ -68,8 +73,20 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
                 yield KeptValue(e.node, e.value, f"{e.target}.{SET_ITEM}", e.target)
 
 
+def _keeping_methods(model: FileModel) -> frozenset[str]:
+    """The names of the methods of the file's classes that keep what they are given, read once per file."""
+    found = _KEEPING.get(model)
+    if found is None:
+        found = _KEEPING[model] = frozenset(
+            s.name for s in model.scopes if s.class_name is not None and model.summary(s).keeps)
+    return found
+
+
+_KEEPING: weakref.WeakKeyDictionary[FileModel, frozenset[str]] = weakref.WeakKeyDictionary()  # dies with its model
+
+
 def _keeps(model: FileModel, scope: Scope, obj: str, method: str,
-           local: set[str]) -> tuple[tuple[str, ...], frozenset[str]] | None:
+           local: frozenset[str]) -> tuple[tuple[str, ...], frozenset[str]] | None:
     """The parameters of `obj.method` past `self`, and those it keeps; None when it keeps none or is not known."""
     if method in local:
         callee = model.resolve(scope, f"{obj}.{method}")
@@ -135,12 +152,24 @@ def _under_no_grad(loop: cst.CSTNode) -> set[int]:
     """The calls of the loop under `with torch.no_grad():` (or `inference_mode()`): what they compute has no
     graph, and what they are handed is not kept by them for a backward."""
     out: set[int] = set()
-    for node in walk(loop):
+    for node in walk(loop, _holds_no_with):
         if type(node) is cst.With and any(
                 context_of(dotted(item.item.func if type(item.item) is cst.Call else item.item) or "") == "no_grad"
                 for item in node.items):
             out.update(id(c) for c in calls_in_evaluation_order(node.body))
     return out
+
+
+def _holds_no_with(node: cst.CSTNode) -> bool:
+    """A `with` is a compound statement: no expression and no line of simple statements holds one."""
+    cls = type(node)
+    found = _NO_WITH.get(cls)
+    if found is None:
+        found = _NO_WITH[cls] = issubclass(cls, (cst.BaseExpression, cst.SimpleStatementLine, cst.SimpleStatementSuite))
+    return found
+
+
+_NO_WITH: dict[type, bool] = {}  # by type: isinstance() on libcst's abstract bases is slow
 
 
 def _outlives(scope: Scope, loop: Loop, obj: str) -> bool:

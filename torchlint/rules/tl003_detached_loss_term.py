@@ -24,7 +24,7 @@ from torchlint.analysis.terms import (
 from torchlint.analysis.semantics import (
     GRAPH_REDUCTIONS, LOSS_FUNCTION_WORDS, is_callable_name, is_module_name,
 )
-from torchlint.source.walk import walk
+from torchlint.source.walk import calls_in_evaluation_order, walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
@@ -357,10 +357,14 @@ def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
 
 
 def _holds_cut_argument(model: FileModel, scope) -> bool:
-    """A value the function binds or back-propagates calls a module with a cut argument: only those values are
-    what `_cut_input_findings` reads (a walk of the events' values, not of the whole body with its nested defs)."""
-    return any(_cut_args(n) and _module_call(model, scope, n, e) for e in scope.events
-               if e.scope is scope.node and e.value is not None for n in walk(e.value) if type(n) is cst.Call)
+    """A value the function binds or back-propagates calls a module with a cut argument, and a name cut there is
+    handed itself to a loss function in such a value (`l1(fake, real)`): only those values are what
+    `_cut_input_findings` reads (a walk of the events' values, not of the whole body). The syntactic tests first."""
+    pairs = [(n, e) for e in scope.events if e.scope is scope.node and e.value is not None
+             for n in calls_in_evaluation_order(e.value)]
+    cut = {dotted(d.operand) for n, _ in pairs for d in _cut_args(n)} - {None}
+    return bool(cut) and any(dotted(a.value) in cut and _loss_function(dotted(n.func) or "") for n, _ in pairs
+                             for a in n.args) and any(_cut_args(n) and _module_call(model, scope, n, e) for n, e in pairs)
 
 
 def _cut_args(call: cst.Call) -> list[Detachment]:
