@@ -701,6 +701,100 @@ POSITIVE = {
         """,
         [(13, 5)],
     ),
+    # `self.criterion = make_loss(0.1)` with `def make_loss(weight) -> PairLoss`: calling the object runs
+    # `PairLoss.__call__`, whose returned dict holds attached losses; the values of its `.items()` are kept
+    "dict_values_of_a_loss_object_made_by_an_annotated_factory": (
+        """
+        from collections import defaultdict
+
+
+        class PairLoss:
+            def __init__(self, weight):
+                self.mse = nn.MSELoss()
+                self.l1 = nn.L1Loss()
+                self.weight = weight
+
+            def __call__(self, out, target):
+                fit = self.mse(out, target)
+                reg = self.l1(out, target)
+                return fit + self.weight * reg, {"fit": fit, "reg": reg}
+
+
+        def make_loss(weight) -> PairLoss:
+            return PairLoss(weight)
+
+
+        class Trainer:
+            def __init__(self, net, opt):
+                self.net = net
+                self.opt = opt
+                self.criterion = make_loss(0.1)
+
+            def train_batch(self, inp, target):
+                self.opt.zero_grad()
+                total, parts = self.criterion(self.net(inp), target)
+                total.backward()
+                self.opt.step()
+                return parts
+
+            def train_epoch(self, batches):
+                sums = defaultdict(float)
+                for inp, target in batches:
+                    parts = self.train_batch(inp, target)
+                    for name, value in parts.items():
+                        sums[name] += value
+                return sums
+        """,
+        [(39, 17)],
+    ),
+    # the entry `"loss"` of the dict a helper returns is the loss it back-propagated; `"count"` is a number
+    "entry_of_a_returned_dict_by_its_key": (
+        """
+        def fit_step(model, opt, x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return {"loss": loss, "count": len(y)}
+
+
+        def train(model, opt, loader):
+            losses = []
+            counts = []
+            for x, y in loader:
+                out = fit_step(model, opt, x, y)
+                losses.append(out["loss"])
+                counts.append(out["count"])
+            return losses, counts
+        """,
+        [(15, 9)],
+    ),
+    # a loop variable reduced in place inside the loop (`dist.all_reduce(part)`) is not the one that later reads
+    # the totals (`for part in totals.values()` after the loop): nothing hands the kept graphs on
+    "dict_parts_reduced_in_place_then_averaged_after_the_loop": (
+        """
+        from collections import defaultdict
+
+
+        def train(model, opt, loader, world):
+            totals = defaultdict(float)
+            seen = 0
+            for x, y in loader:
+                opt.zero_grad()
+                parts = {"ce": F.cross_entropy(model(x), y), "l2": model(x).pow(2).mean()}
+                sum(parts.values()).backward()
+                opt.step()
+                for name, part in parts.items():
+                    if world > 1:
+                        dist.all_reduce(part)
+                    totals[name] += part
+                seen += 1
+            for part in totals.values():
+                part /= seen
+            return totals
+        """,
+        [(16, 13)],
+    ),
 }
 
 NEGATIVE = {
@@ -1248,6 +1342,111 @@ NEGATIVE = {
             opt.step()
             opt.zero_grad()
             meter.update(err)
+        """,
+    # the object a factory annotated `-> "ShownLoss"` makes returns a dict of numbers
+    "dict_of_numbers_from_a_loss_object_made_by_an_annotated_factory": """
+        from collections import defaultdict
+
+
+        class ShownLoss:
+            def __init__(self):
+                self.mse = nn.MSELoss()
+
+            def __call__(self, out, target):
+                fit = self.mse(out, target)
+                return fit, {"fit": fit.item(), "count": len(target)}
+
+
+        def make_loss() -> "ShownLoss":
+            return ShownLoss()
+
+
+        class Trainer:
+            def __init__(self, net, opt):
+                self.net = net
+                self.opt = opt
+                self.criterion = make_loss()
+
+            def train_epoch(self, batches):
+                sums = defaultdict(float)
+                for inp, target in batches:
+                    self.opt.zero_grad()
+                    total, parts = self.criterion(self.net(inp), target)
+                    total.backward()
+                    self.opt.step()
+                    for name, value in parts.items():
+                        sums[name] += value
+                return sums
+        """,
+    # the helper's dict holds the loss detached
+    "detached_entry_of_a_returned_dict": """
+        def fit_step(model, opt, x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return {"loss": loss.detach(), "count": len(y)}
+
+
+        def train(model, opt, loader):
+            losses = []
+            for x, y in loader:
+                out = fit_step(model, opt, x, y)
+                losses.append(out["loss"])
+            return losses
+        """,
+    # the values of the returned dict are added as `.item()`
+    "values_of_a_returned_dict_taken_as_numbers": """
+        from collections import defaultdict
+
+
+        class PairLoss:
+            def __init__(self):
+                self.mse = nn.MSELoss()
+                self.l1 = nn.L1Loss()
+
+            def __call__(self, out, target):
+                fit = self.mse(out, target)
+                reg = self.l1(out, target)
+                return fit + reg, {"fit": fit, "reg": reg}
+
+
+        def make_loss() -> PairLoss:
+            return PairLoss()
+
+
+        def train(net, opt, batches):
+            criterion = make_loss()
+            sums = defaultdict(float)
+            for inp, target in batches:
+                opt.zero_grad()
+                total, parts = criterion(net(inp), target)
+                total.backward()
+                opt.step()
+                for name, value in parts.items():
+                    sums[name] += value.item()
+            return sums
+        """,
+    # the collector is bound afresh in each iteration: one step's graphs only
+    "sums_of_a_returned_dict_bound_afresh_each_iteration": """
+        from collections import defaultdict
+
+
+        def fit_step(model, opt, x, y):
+            opt.zero_grad()
+            ce = F.cross_entropy(model(x), y)
+            l2 = model(x).pow(2).mean()
+            (ce + l2).backward()
+            opt.step()
+            return {"ce": ce, "l2": l2}
+
+
+        def train(model, opt, loader, log):
+            for x, y in loader:
+                sums = defaultdict(float)
+                for name, value in fit_step(model, opt, x, y).items():
+                    sums[name] += value
+                log(sum(v.item() for v in sums.values()))
         """,
 }
 

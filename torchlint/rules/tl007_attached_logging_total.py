@@ -78,6 +78,15 @@ back-propagates before returning the tuple by name (`out = self.forward(x)`, `ou
 (`res = runner.step(x)`, then `a, total = res`). Its other fields are not known that way, nor `res.total` read by
 attribute in the caller.
 
+The values of a dict a function returns are known by key, as a tuple's items are by position: `out["loss"]`
+after `out = fit_step(...)` where `fit_step` returns `{"loss": loss, "count": n}` (the loss, not the count), and
+the values of `parts.items()` where every value of the returned dict carries a graph (`return total, {"ce": ce,
+"kl": kl}`), through the helpers that hand the dict on. Calling an object runs its class's `__call__`; the class is
+known from its constructor, or from the return annotation of the function that makes it (`self.loss_fn =
+create_loss(cfg)` with `def create_loss(cfg) -> DualLoss:`), in the file or in another file of the project (a
+plain name or a string; `Optional[...]` and a factory without annotation are not followed). A dict whose values
+differ in kind (a loss and a count) tells nothing about a value of its `.items()`.
+
 An evaluation function that a training loop runs with grad enabled (not under `no_grad`, no
 `set_grad_enabled` in it or its caller) and that sums attached losses over the whole pass of its own loop into a
 total it returns attached (`total += crit(model(x), y)`; `return total / n`): the total holds the graph of every
@@ -119,8 +128,8 @@ holds no `self.x +=` or `.append(` keeps nothing; the flake8 plugin and the lang
 cached exports, do not read other files' classes and loss functions for this); a sibling of the loss in an unpacked result (`loss, sample =
 trainer.compute(batch)`) is not known by the loss's backward unless a function of the file returns it as a term of
 the loss, and a backward of an inner loop does not make what the outer loop keeps known (the total is judged where
-it grows). A total returned by a function that back-propagates nothing itself is left alone (its caller may
-back-propagate it). A total rebound to a value without a graph (`total = total.detach().cpu().numpy()`) before it
+it grows). A total returned by a function that back-propagates nothing, neither itself nor through a helper its
+loop calls, is left alone (its caller may back-propagate it). A total rebound to a value without a graph (`total = total.detach().cpu().numpy()`) before it
 is handed to a call is not handed on attached.
 
 ## Correct look-alikes (not flagged)
@@ -195,7 +204,7 @@ for x, y in loader:
                     part = _backpropagated_part(model, loop, scope, e) if not kind.graph_free else None
                     if part is None and (kind.graph_free or not term_of_backpropagated(model, scope, e.value)):
                         continue  # a number, a string, a detached tensor, or a value the analysis cannot see
-                if not loop.carries(e) or _escapes(model, scope, e.target) or loop.within_one_step(e):
+                if not loop.carries(e) or _escapes(model, loop, e.target) or loop.within_one_step(e):
                     continue
                 if loop.fills_local_buffer(e) or kind is VKind.GRAPH and loop.keeps_inner_total(
                         e, lambda name: kinds.of_name(name, scope, e).graph_free):
@@ -368,11 +377,13 @@ def _same_key(e: Event) -> bool:
     return False
 
 
-def _escapes(model: FileModel, scope: Scope, total: str) -> bool:
-    """The total leaves a function that back-propagates nothing itself (a loss builder: its caller may well
-    back-propagate the total), or another method of the class back-propagates it."""
-    if not scope.own_backwards() and any(total in scope.depends(r.value)  # type: ignore[arg-type]  # own_returns: each with a value
-                                         for r in scope.own_returns()):
+def _escapes(model: FileModel, loop: Loop, total: str) -> bool:
+    """The total leaves a function that back-propagates nothing itself, nor through a helper in the loop that sums
+    it (a loss builder: its caller may well back-propagate the total), or another method of the class
+    back-propagates it."""
+    scope = loop.scope
+    if not scope.own_backwards() and not loop.of(EventKind.BACKWARD) and any(
+            total in scope.depends(r.value) for r in scope.own_returns()):  # type: ignore[arg-type]  # own_returns: each with a value
         return True
     if total.startswith("self."):
         return any(total in s.backpropagated() for s in model.scopes if s.class_name == scope.class_name)
@@ -402,7 +413,8 @@ def _may_backpropagate(model: FileModel, scope: Scope, names: set[str], depth: i
     for stmt, call in _calls_by_statement(scope):
         if type(call) is not cst.Call:
             continue
-        handed = [a for a in call.args if names_in(a.value) & derived
+        handed = [a for a in call.args if names_in(a.value) & derived and _derived_there(scope, stmt, names_in(
+                  a.value) & derived, names, derived)
                   and not (depth == 0 and _detached_before(model, scope, stmt, names_in(a.value) & derived))]
         if not handed or _reads(call, derived):
             continue
@@ -445,6 +457,21 @@ def _detached_before(model: FileModel, scope: Scope, stmt: cst.CSTNode | None, n
         if any(id(d) in before or not model.kinds.of_def(d, scope).graph_free for d in found[0]):
             return False
     return True
+
+
+def _derived_there(scope: Scope, stmt: cst.CSTNode | None, used: set[str], names: set[str], derived: set[str]) -> bool:
+    """One of `used` holds a value computed from the kept values where `stmt` reads it: a kept name itself, or a
+    name one of whose definitions reaching `stmt` reads them (`for v in totals.values()` after the loop does not
+    make the loop's own `v` a kept value)."""
+    if used & names or stmt is None:
+        return True
+    for name in used:
+        found = scope.reaching_statement(name, stmt)
+        if found is None or found[1] and (name in scope.params or "." in name):
+            return True  # not known where it comes from
+        if any(d.value is None or names_in(d.value) & derived for d in found[0]):
+            return True
+    return False
 
 
 def _computed_from(scope: Scope, names: set[str]) -> set[str]:
