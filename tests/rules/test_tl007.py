@@ -795,6 +795,235 @@ POSITIVE = {
         """,
         [(16, 13)],
     ),
+    # a LightningModule's `training_step` runs once per batch of Lightning's loop, which back-propagates what it
+    # returns: a list attribute of the module keeps every step's loss, graph included
+    "pl_list_attr_is_flagged": (
+        """
+        import pytorch_lightning as pl
+
+        class Model(pl.LightningModule):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+                self.train_losses = []
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                loss = F.cross_entropy(self.net(x), y)
+                self.train_losses.append(loss)
+                return loss
+        """,
+        [(13, 9)],
+    ),
+    # the same, into a list held by a dict attribute
+    "pl_dict_attr_append_is_flagged": (
+        """
+        import pytorch_lightning as pl
+
+        class Model(pl.LightningModule):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+                self.history = {"loss": []}
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                loss = F.cross_entropy(self.net(x), y)
+                self.history["loss"].append(loss)
+                return loss
+        """,
+        [(13, 9)],
+    ),
+    # a list that is an entry of a dict outliving the loop (`defaultdict(list)`): the dict keeps it
+    "kept_defaultdict_list_append_is_flagged": (
+        """
+        from collections import defaultdict
+
+        def train(model, opt, loader):
+            hist = defaultdict(list)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                hist["loss"].append(loss)
+            return hist
+        """,
+        [(11, 9)],
+    ),
+    # the list `setdefault` puts into the dict
+    "kept_setdefault_append_is_flagged": (
+        """
+        def train(model, opt, loader):
+            hist = {}
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                hist.setdefault("loss", []).append(loss)
+            return hist
+        """,
+        [(9, 9)],
+    ),
+    # a per-step function adds its loss into a global: the total outlives every call
+    "kept_global_total_is_flagged": (
+        """
+        total = 0.0
+
+        def step(model, opt, x, y):
+            global total
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            total += loss
+
+        def train(model, opt, loader):
+            for x, y in loader:
+                step(model, opt, x, y)
+            print(total)
+        """,
+        [(10, 5)],
+    ),
+    # the same through `nonlocal`
+    "kept_nonlocal_total_is_flagged": (
+        """
+        def train(model, opt, loader):
+            total = 0.0
+
+            def step(x, y):
+                nonlocal total
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                total += loss
+
+            for x, y in loader:
+                step(x, y)
+            print(total)
+        """,
+        [(11, 9)],
+    ),
+    # a method run once per step adds its loss into an attribute of `self`
+    "kept_self_total_method_per_batch_is_flagged": (
+        """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model = model
+                self.opt = opt
+                self.total = 0.0
+
+            def step(self, x, y):
+                self.opt.zero_grad()
+                loss = F.cross_entropy(self.model(x), y)
+                loss.backward()
+                self.opt.step()
+                self.total += loss
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.step(x, y)
+                print(self.total)
+        """,
+        [(13, 9)],
+    ),
+    # kept for a mean taken only at the end of the epoch: every batch's graph stays alive until then
+    "kept_stack_at_epoch_end_is_flagged": (
+        """
+        def train(model, opt, loader, epochs):
+            for epoch in range(epochs):
+                kept = []
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = F.cross_entropy(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    kept.append(loss)
+                print(torch.stack(kept).mean())
+        """,
+        [(10, 13)],
+    ),
+    # `extend([loss])` keeps it as `append(loss)` does
+    "kept_extend_list_is_flagged": (
+        """
+        def train(model, opt, loader):
+            losses = []
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                losses.extend([loss])
+            print(losses)
+        """,
+        [(9, 9)],
+    ),
+    # `+= [loss]` too
+    "kept_iadd_list_is_flagged": (
+        """
+        def train(model, opt, loader):
+            losses = []
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                losses += [loss]
+            print(losses)
+        """,
+        [(9, 9)],
+    ),
+    # a deque without a bound keeps every item
+    "kept_unbounded_deque_is_flagged": (
+        """
+        import collections
+
+        def train(model, opt, loader):
+            recent = collections.deque()
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                recent.append(loss)
+            print(recent)
+        """,
+        [(11, 9)],
+    ),
+    # a record that holds the loss
+    "kept_history_dict_record_is_flagged": (
+        """
+        def train(model, opt, loader):
+            history = []
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                history.append({"loss": loss})
+            return history
+        """,
+        [(9, 9)],
+    ),
+    # `maxlen=None` is no bound
+    "kept_unbounded_deque_maxlen_none_is_flagged": (
+        """
+        from collections import deque
+
+        def train(model, opt, loader):
+            recent = deque(maxlen=None)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                recent.append(loss)
+            print(recent)
+        """,
+        [(11, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -1447,6 +1676,167 @@ NEGATIVE = {
                 for name, value in fit_step(model, opt, x, y).items():
                     sums[name] += value
                 log(sum(v.item() for v in sums.values()))
+        """,
+    # a list bound afresh in each iteration: one step's loss only
+    "kept_until_next_backward_is_not_flagged": """
+        def train(model, opt, loader):
+            for x, y in loader:
+                kept = []
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                kept.append(loss)
+                loss.backward()
+                opt.step()
+                print(kept)
+        """,
+    # `deque(maxlen=100)`: the oldest graphs are dropped, at most a hundred kept
+    "kept_bounded_deque_is_not_flagged": """
+        from collections import deque
+
+        def train(model, opt, loader):
+            recent = deque(maxlen=100)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                recent.append(loss)
+            print(recent)
+        """,
+    # `set_postfix` formats the value at once; nothing keeps it
+    "kept_set_postfix_is_not_flagged": """
+        from tqdm import tqdm
+
+        def train(model, opt, loader):
+            bar = tqdm(loader)
+            for x, y in bar:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                bar.set_postfix(loss=loss)
+        """,
+    # the bound given by position
+    "kept_bounded_deque_positional_is_not_flagged": """
+        from collections import deque
+
+        def train(model, opt, loader):
+            recent = deque([], 50)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                recent.append(loss)
+            print(recent)
+        """,
+    # a number kept in a dict's list
+    "kept_defaultdict_list_append_item_is_not_flagged": """
+        from collections import defaultdict
+
+        def train(model, opt, loader):
+            hist = defaultdict(list)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                hist["loss"].append(loss.item())
+            return hist
+        """,
+    # the Lightning step keeps a detached loss
+    "pl_list_attr_detached_is_not_flagged": """
+        import pytorch_lightning as pl
+
+        class Model(pl.LightningModule):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+                self.train_losses = []
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                loss = F.cross_entropy(self.net(x), y)
+                self.train_losses.append(loss.detach())
+                return loss
+        """,
+    # the Lightning step only logs the loss
+    "pl_logged_is_not_flagged": """
+        import pytorch_lightning as pl
+
+        class Model(pl.LightningModule):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+                self.train_losses = []
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                loss = F.cross_entropy(self.net(x), y)
+                self.log("train_loss", loss)
+                return loss
+        """,
+    # the per-step method binds its total afresh at each call
+    "kept_step_total_reset_each_call_is_not_flagged": """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model = model
+                self.opt = opt
+                self.total = 0.0
+
+            def step(self, x, y):
+                self.opt.zero_grad()
+                loss = F.cross_entropy(self.model(x), y)
+                loss.backward()
+                self.opt.step()
+                self.total = 0.0
+                self.total += loss
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.step(x, y)
+                print(self.total)
+        """,
+    # the global total adds a number
+    "kept_global_total_item_is_not_flagged": """
+        total = 0.0
+
+        def step(model, opt, x, y):
+            global total
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            total += loss.item()
+
+        def train(model, opt, loader):
+            for x, y in loader:
+                step(model, opt, x, y)
+            print(total)
+        """,
+    # another method of the class back-propagates the total (chunked accumulation)
+    "kept_step_total_back_propagated_by_another_method_is_not_flagged": """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model = model
+                self.opt = opt
+                self.pending = 0.0
+
+            def step(self, x, y):
+                self.opt.zero_grad()
+                loss = F.cross_entropy(self.model(x), y)
+                loss.backward()
+                self.opt.step()
+                self.pending += F.mse_loss(self.model(x), y)
+
+            def flush(self):
+                self.pending.backward()
+                self.pending = 0.0
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.step(x, y)
+                self.flush()
         """,
 }
 

@@ -152,3 +152,32 @@ def _outlives(scope: Scope, loop: Loop, obj: str) -> bool:
     if not defs:
         return obj in scope.params
     return not any(loop.node in a.loops for a in defs)
+
+
+def kept_by_steps(model: FileModel) -> Iterator[tuple[Loop, Event]]:
+    """Additions into what outlives one call of a function run once per training step (`FileModel.step_bodies`, a
+    LightningModule's `training_step`): an attribute of `self` (`self.total += loss`,
+    `self.history["loss"].append(loss)`), or a name the function declares `global` or `nonlocal`; not one the
+    function binds afresh itself (a buffer of one call)."""
+    for body in [*model.step_bodies(), *model.lightning_steps()]:
+        scope = body.scope
+        shared = None
+        for e in scope.events:
+            target = e.target
+            if e.scope is not scope.node or target is None or e.value is None or "no_grad" in e.contexts:
+                continue
+            if not (e.accumulates or e.kind is EventKind.APPEND) or e.variant is AssignForm.ITEM and not e.accumulates:
+                continue
+            if not (target.startswith("self.") and target.count(".") == 1 and scope.class_name):
+                shared = _declared_shared(scope) if shared is None else shared
+                if target not in shared:
+                    continue
+            if any(a.rebinds and not a.accumulates and a.kind is EventKind.ASSIGN for a in scope.assignments(target)):
+                continue
+            yield body, e
+
+
+def _declared_shared(scope: Scope) -> set[str]:
+    """The names the function declares `global` or `nonlocal` (its nested functions' declarations aside)."""
+    return {n.name.value for node in walk(scope.node) if type(node) in (cst.Global, cst.Nonlocal)
+            for n in node.names}  # type: ignore[attr-defined]  # Global / Nonlocal

@@ -12,8 +12,8 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
-from torchlint.analysis.bindings import runs_while_kept
-from torchlint.analysis.keeping import SET_ITEM, kept_by_objects, term_of_backpropagated
+from torchlint.analysis.bindings import bounded, runs_while_kept
+from torchlint.analysis.keeping import SET_ITEM, kept_by_objects, kept_by_steps, term_of_backpropagated
 from torchlint.analysis.semantics import (
     DISPLAY, DISPLAY_METHOD, GRAD_MODE_SWITCHES, NUMERIC_MODULES, READING_CALLS,
 )
@@ -23,7 +23,7 @@ from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import parenthesized
 from torchlint.source.lines import split_lines
-from torchlint.rules.base import Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, DEF_TRAINING_STEP, LOOP, TRAINING_STEP_TEXT, Finding, Rule
 from torchlint.verify.signs import Sign
 
 
@@ -37,6 +37,10 @@ class AttachedLoggingTotal(Rule):
     name = "attached-logging-total"
     summary = "a graph-attached loss kept across iterations only for logging (memory grows every step)"
     fix_safety = "safe"
+    # A loop that back-propagates, or Lightning's batch loop around `training_step` (its backward is Lightning's).
+    requires = ((BACKWARD_CALL, TRAINING_STEP_TEXT), (LOOP, TRAINING_STEP_TEXT))
+    scope_requires = (BACKWARD_CALL, LOOP)
+    scope_alternatives = ((DEF_TRAINING_STEP,),)
     runtime_signs = (Sign.GRAPH_GROWS,)
     fix_promise = "the graph held by the script's variables no longer grows from step to step"
     fixture_keeps_training = True
@@ -77,6 +81,12 @@ back-propagates before returning the tuple by name (`out = self.forward(x)`, `ou
 `return out`): the caller's item at that field's position, unpacked at once or from the name it bound first
 (`res = runner.step(x)`, then `a, total = res`). Its other fields are not known that way, nor `res.total` read by
 attribute in the caller.
+
+A function run once per training step (one that back-propagates and steps, called by a loop; a LightningModule's
+`training_step`, whose loss Lightning back-propagates) keeps what it adds into an attribute of `self`, or a name
+it declares `global` or `nonlocal`: `self.total += loss`, `self.outputs.append(loss)`. So does a list that is an
+entry of a container outliving the loop (`hist["loss"].append(loss)` over `defaultdict(list)`,
+`hist.setdefault("loss", []).append(loss)`). A `deque(maxlen=k)` keeps at most `k`: not reported.
 
 The values of a dict a function returns are known by key, as a tuple's items are by position: `out["loss"]`
 after `out = fit_step(...)` where `fit_step` returns `{"loss": loss, "count": n}` (the loss, not the count), and
@@ -129,8 +139,8 @@ cached exports, do not read other files' classes and loss functions for this); a
 trainer.compute(batch)`) is not known by the loss's backward unless a function of the file returns it as a term of
 the loss, and a backward of an inner loop does not make what the outer loop keeps known (the total is judged where
 it grows). A total returned by a function that back-propagates nothing, neither itself nor through a helper its
-loop calls, is left alone (its caller may back-propagate it). A total rebound to a value without a graph (`total = total.detach().cpu().numpy()`) before it
-is handed to a call is not handed on attached.
+loop calls, is left alone (its caller may back-propagate it). A total rebound to a value without a graph (`total =
+total.detach().cpu().numpy()`) before it is handed to a call is not handed on attached.
 
 ## Correct look-alikes (not flagged)
 A total that is later back-propagated (correct chunked accumulation, or TL001); values kept to be
@@ -174,6 +184,19 @@ for x, y in loader:
                                   f"`{k.obj}`, which outlives the iteration: every step's graph stays alive and memory "
                                   f"grows; pass `{code_of(k.value)}.item()` or `.detach()`", None)
         yield from _evaluated_with_grad(model)
+        displayed: dict[str, bool] = {}
+        for body, e in kept_by_steps(model):
+            scope, value = body.scope, e.value
+            assert value is not None and e.target is not None  # kept_by_steps: each with both
+            if id(e.node) in seen or model.kinds.of(value, scope, e) is not VKind.GRAPH or bounded(
+                    model, scope, e.target) or _escapes(model, body, e.target) or _handed_on(model, scope, e.target):
+                continue
+            seen.add(id(e.node))
+            yield Finding(e.node if e.kind is EventKind.APPEND else _small_statement(e),
+                          f"`{code_of(value)}` is still attached to its graph and is kept in `{e.target}`, which "
+                          f"outlives each call of `{scope.name}()`, run once per training step: every step's graph "
+                          f"stays alive and memory grows; store `{code_of(value)}.item()` or `.detach()`",
+                          _fix(model, scope, e, displayed))
 
     def _events(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
@@ -209,6 +232,8 @@ for x, y in loader:
                 if loop.fills_local_buffer(e) or kind is VKind.GRAPH and loop.keeps_inner_total(
                         e, lambda name: kinds.of_name(name, scope, e).graph_free):
                     continue  # one call's buffer of fixed shape; an inner loop's total (judged where it grows)
+                if e.kind is EventKind.APPEND and bounded(model, scope, e.target):
+                    continue  # `deque(maxlen=k)`: the oldest graphs are dropped, at most k are kept
                 runs = runs_while_kept(model, scope, e)
                 if runs is not None and runs <= FEW_ITERATIONS:
                     continue  # a test's mini-run: a bounded handful of graphs, freed with the container
