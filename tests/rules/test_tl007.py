@@ -1838,6 +1838,22 @@ NEGATIVE = {
                     self.step(x, y)
                 self.flush()
         """,
+    # a loss builder: its loop adapts weights through a helper's `autograd.grad` but steps nothing, and returns the
+    # sum for its caller to back-propagate
+    "meta_loss_summed_over_tasks_returned_by_a_loop_that_does_not_step": """
+        def adapted(net, x, y, lr):
+            loss = F.cross_entropy(net(x), y)
+            grads = torch.autograd.grad(loss, net.parameters())
+            return [p - lr * g for p, g in zip(net.parameters(), grads)]
+
+
+        def meta_loss(net, tasks, lr):
+            total = 0.0
+            for x, y in tasks:
+                fast = adapted(net, x, y, lr)
+                total += F.cross_entropy(net(x, fast), y)
+            return total / len(tasks)
+        """,
 }
 
 

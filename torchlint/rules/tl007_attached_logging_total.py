@@ -138,8 +138,8 @@ holds no `self.x +=` or `.append(` keeps nothing; the flake8 plugin and the lang
 cached exports, do not read other files' classes and loss functions for this); a sibling of the loss in an unpacked result (`loss, sample =
 trainer.compute(batch)`) is not known by the loss's backward unless a function of the file returns it as a term of
 the loss, and a backward of an inner loop does not make what the outer loop keeps known (the total is judged where
-it grows). A total returned by a function that back-propagates nothing, neither itself nor through a helper its
-loop calls, is left alone (its caller may back-propagate it). A total rebound to a value without a graph (`total =
+it grows). A total returned by a function that back-propagates nothing itself, and whose loop does not train through a
+helper (back-propagate and step), is left alone (its caller may back-propagate it). A total rebound to a value without a graph (`total =
 total.detach().cpu().numpy()`) before it is handed to a call is not handed on attached.
 
 ## Correct look-alikes (not flagged)
@@ -403,11 +403,12 @@ def _same_key(e: Event) -> bool:
 
 
 def _escapes(model: FileModel, loop: Loop, total: str) -> bool:
-    """The total leaves a function that back-propagates nothing itself, nor through a helper in the loop that sums
-    it (a loss builder: its caller may well back-propagate the total), or another method of the class
-    back-propagates it."""
+    """The total leaves a function that back-propagates nothing itself, nor trains through a helper in the loop that
+    sums it (back-propagates and steps: a per-batch training step), so a loss builder whose caller may well
+    back-propagate the total; or another method of the class back-propagates it."""
     scope = loop.scope
-    if not scope.own_backwards() and not loop.of(EventKind.BACKWARD) and any(
+    trains = loop.of(EventKind.BACKWARD) and loop.of(EventKind.STEP)
+    if not scope.own_backwards() and not trains and any(
             total in scope.depends(r.value) for r in scope.own_returns()):  # type: ignore[arg-type]  # own_returns: each with a value
         return True
     if total.startswith("self."):
