@@ -1024,6 +1024,29 @@ POSITIVE = {
         """,
         [(11, 9)],
     ),
+    # a method of the object itself adds its argument into an attribute of `self`, which outlives the loop
+    "kept_by_the_objects_own_method_is_flagged": (
+        """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model = model
+                self.opt = opt
+                self.total = 0.0
+
+            def record(self, loss):
+                self.total += loss
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.opt.zero_grad()
+                    loss = F.cross_entropy(self.model(x), y)
+                    loss.backward()
+                    self.opt.step()
+                    self.record(loss)
+                print(self.total)
+        """,
+        [(17, 13)],
+    ),
 }
 
 NEGATIVE = {
@@ -1853,6 +1876,66 @@ NEGATIVE = {
                 fast = adapted(net, x, y, lr)
                 total += F.cross_entropy(net(x, fast), y)
             return total / len(tasks)
+        """,
+    # the object's own method is given `loss.item()`
+    "own_method_given_a_number": """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model = model
+                self.opt = opt
+                self.total = 0.0
+
+            def record(self, loss):
+                self.total += loss
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.opt.zero_grad()
+                    loss = F.cross_entropy(self.model(x), y)
+                    loss.backward()
+                    self.opt.step()
+                    self.record(loss.item())
+                print(self.total)
+        """,
+    # the object's own method converts what it keeps
+    "own_method_that_converts": """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model = model
+                self.opt = opt
+                self.total = 0.0
+
+            def record(self, loss):
+                self.total += float(loss)
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.opt.zero_grad()
+                    loss = F.cross_entropy(self.model(x), y)
+                    loss.backward()
+                    self.opt.step()
+                    self.record(loss)
+                print(self.total)
+        """,
+    # the object's own method only replaces an attribute
+    "own_method_that_replaces": """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model = model
+                self.opt = opt
+                self.total = 0.0
+
+            def record(self, loss):
+                self.last = loss
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.opt.zero_grad()
+                    loss = F.cross_entropy(self.model(x), y)
+                    loss.backward()
+                    self.opt.step()
+                    self.record(loss)
+                print(self.total)
         """,
 }
 

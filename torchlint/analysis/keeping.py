@@ -42,9 +42,11 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
     quiet = _under_no_grad(body)
     for call in calls_in_evaluation_order(body):
         func = dotted(call.func) if type(call.func) is cst.Attribute else None
-        if func is None or func.count(".") != (2 if func.startswith("self.") else 1) or id(call) in quiet:
+        if func is None or id(call) in quiet:
             continue
         obj, method = func.rsplit(".", 1)
+        if obj != "self" and func.count(".") != (2 if func.startswith("self.") else 1):
+            continue  # `self.record(loss)`: the object's own method keeps it in the object
         found = _keeps(model, scope, obj, method, local)
         if found is None or not _outlives(scope, loop, obj):
             continue
@@ -144,10 +146,10 @@ def _under_no_grad(loop: cst.CSTNode) -> set[int]:
 
 
 def _outlives(scope: Scope, loop: Loop, obj: str) -> bool:
-    """The object is bound before the loop and not rebound in it (or is an attribute of `self`, a parameter); of a
-    step body (a function called once per step), an attribute of `self`."""
-    if obj.startswith("self.") or loop.node is None:
-        return obj.startswith("self.")
+    """The object is bound before the loop and not rebound in it (or is `self` or an attribute of it, a parameter);
+    of a step body (a function called once per step), `self` or an attribute of it."""
+    if obj == "self" or obj.startswith("self.") or loop.node is None:
+        return obj == "self" or obj.startswith("self.")
     defs = [a for a in scope.assignments(obj) if a.rebinds]
     if not defs:
         return obj in scope.params
