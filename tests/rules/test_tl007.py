@@ -1047,6 +1047,26 @@ POSITIVE = {
         """,
         [(17, 13)],
     ),
+    # a helper of the file adds its parameter into a global it declares: the total outlives every call
+    "kept_by_a_helper_into_a_global_is_flagged": (
+        """
+        total = 0.0
+
+        def record(loss):
+            global total
+            total += loss
+
+        def train(model, opt, loader):
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                record(loss)
+            print(total)
+        """,
+        [(14, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -1936,6 +1956,75 @@ NEGATIVE = {
                     self.opt.step()
                     self.record(loss)
                 print(self.total)
+        """,
+    # the helper adds `loss.item()` into the global
+    "global_helper_adds_a_number": """
+        total = 0.0
+
+        def record(loss):
+            global total
+            total += loss.item()
+
+        def train(model, opt, loader):
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                record(loss)
+            print(total)
+        """,
+    # the helper converts what it adds
+    "global_helper_converts": """
+        total = 0.0
+
+        def record(loss):
+            global total
+            total += float(loss)
+
+        def train(model, opt, loader):
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                record(loss)
+            print(total)
+        """,
+    # the helper rebinds its parameter detached before adding it
+    "global_helper_detaches_first": """
+        total = 0.0
+
+        def record(loss):
+            global total
+            loss = loss.detach()
+            total += loss
+
+        def train(model, opt, loader):
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                record(loss)
+            print(total)
+        """,
+    # the caller hands the helper a number
+    "global_helper_given_a_number": """
+        total = 0.0
+
+        def record(loss):
+            global total
+            total += loss
+
+        def train(model, opt, loader):
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                record(loss.item())
+            print(total)
         """,
 }
 

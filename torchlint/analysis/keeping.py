@@ -36,11 +36,16 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
     another file is asked of the project only here, for loops that back-propagate."""
     scope = loop.scope
     local = {s.name for s in model.scopes if s.class_name is not None and model.summary(s).keeps}
-    if not local and model.project is None:
+    if not local and model.project is None and "global" not in model.text and "nonlocal" not in model.text:
         return
     body = loop.node if loop.node is not None else scope.node  # a step body: the function, once per step
     quiet = _under_no_grad(body)
     for call in calls_in_evaluation_order(body):
+        if type(call.func) is cst.Name and id(call) not in quiet:
+            found_global = _kept_by_function(model, scope, call)
+            if found_global is not None:
+                yield found_global
+            continue
         func = dotted(call.func) if type(call.func) is cst.Attribute else None
         if func is None or id(call) in quiet:
             continue
@@ -68,6 +73,35 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
             if (found is not None and len(found[0]) == 2 and found[0][1] in found[1]
                     and _outlives(scope, loop, e.target) and _attached(model, scope, e.value, e) is not None):
                 yield KeptValue(e.node, e.value, f"{e.target}.{SET_ITEM}", e.target)
+
+
+def _kept_by_function(model: FileModel, scope: Scope, call: cst.Call) -> KeptValue | None:
+    """`record(loss)` where the function of the file adds its parameter, as a term, into a name it declares `global`
+    or `nonlocal` (`total += loss`): the name outlives every call. Not a function that back-propagates itself (a
+    step body: its own additions are judged there)."""
+    callee = model.resolve(scope, call.func.value)  # type: ignore[attr-defined]  # a Name (the caller checks)
+    if callee is None or callee.class_name is not None or callee.own_backwards():
+        return None
+    shared = _declared_shared(callee)
+    params = positional_params(callee.node)
+    kept: dict[str, str] = {}
+    for e in callee.events if shared else ():
+        if (e.scope is callee.node and e.target in shared and e.value is not None
+                and (e.accumulates or e.kind is EventKind.APPEND)):
+            for name in summand_names(e.value) & set(params):
+                defs, entry = callee.reaching(name, e)
+                if entry and not defs:
+                    kept.setdefault(name, e.target)
+    positional = [a for a in call.args if a.keyword is None]
+    for a in call.args if kept else ():
+        if a.star:
+            return None
+        param = a.keyword.value if a.keyword is not None else (
+            params[positional.index(a)] if positional.index(a) < len(params) else None)
+        attached = _attached(model, scope, a.value, None) if param in kept else None
+        if attached is not None:
+            return KeptValue(call, attached, callee.name, kept[param or ""])
+    return None
 
 
 def _keeps(model: FileModel, scope: Scope, obj: str, method: str,

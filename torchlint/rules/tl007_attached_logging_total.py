@@ -64,13 +64,14 @@ every earlier item's graph, which no backward reads again; not when the loop tak
 `del`), the list is a `deque`, or a backward reads more than the last item.
 
 An object of one of the file's classes, or of a class of another file of the project, that outlives the iteration
-(`self` too: `self.record(loss)`) keeps what its method adds into an attribute of `self`: `meter.update(loss, n)`
-with `def update(self, val, n): self.sum += val * n` (or `self.values.append(val)`, or `for i, v in
-enumerate(values): self.sums[i] += v` given `[loss_a, loss_b]`), and `stats["loss"] = loss` where the class's
-`__setitem__` appends its value to a list of `self`. So does a meter held by `self` in a method that
-back-propagates and steps once per call (a runner's `train_step`, called by a loop elsewhere). A part of a loss is
-known by the loss's backward when a function of the file returns both and the part is a term of the loss in every
-`return` (`total, part = self.losses(x)`, `total.backward()`, then `self.meter.update([part])`).
+(`self` too: `self.record(loss)`; a function of the file that adds its parameter into a `global` or `nonlocal`
+name, too) keeps what its method adds into an attribute of `self`: `meter.update(loss, n)` with `def update(self,
+val, n): self.sum += val * n` (or `self.values.append(val)`, or `for i, v in enumerate(values): self.sums[i] += v`
+given `[loss_a, loss_b]`), and `stats["loss"] = loss` where the class's `__setitem__` appends its value to a list
+of `self`. So does a meter held by `self` in a method that back-propagates and steps once per call (a runner's
+`train_step`, called by a loop elsewhere). A part of a loss is known by the loss's backward when a function of the
+file returns both and the part is a term of the loss in every `return` (`total, part = self.losses(x)`,
+`total.backward()`, then `self.meter.update([part])`).
 
 The loop that keeps may be an epoch loop around a function that trains (a run of its own): `a, b =
 run_epoch(...)` then `curve.append(b)`, where the run returns a total of attached losses. A function of another
@@ -179,7 +180,8 @@ for x, y in loader:
             for k in kept_by_objects(model, loop) if loop.of(EventKind.BACKWARD) else ():
                 if id(k.node) not in seen:
                     seen.add(id(k.node))
-                    what = "appends it to a list of" if k.method.endswith(SET_ITEM) else "adds it into an attribute of"
+                    what = "appends it to a list of" if k.method.endswith(SET_ITEM) else (
+                        "adds it into an attribute of" if "." in k.method else "adds it into")
                     yield Finding(k.node, f"`{code_of(k.value)}` is still attached to its graph and `{k.method}` {what} "
                                   f"`{k.obj}`, which outlives the iteration: every step's graph stays alive and memory "
                                   f"grows; pass `{code_of(k.value)}.item()` or `.detach()`", None)
