@@ -312,6 +312,23 @@ def test_values_returned_by_another_files_function_are_known_per_tuple_element(t
     assert alone == [], "\n".join(alone)
 
 
+MADE_OBJECTS = [
+    # `self.pair = build_pair(0.5)` with `def build_pair(weight) -> PairLoss` in criteria.py: calling the object runs
+    # `PairLoss.__call__`, whose returned dict holds attached losses; an entry and the values of `.items()` are kept
+    "runner.py:33:13: TL007 [*] `parts[\"fit\"]` is still attached to its graph",
+    "runner.py:35:17: TL007 [*] `value` is still attached to its graph",
+    # (`ShownLoss`, made by a factory annotated `-> "ShownLoss"`, returns a dict of numbers: silent)
+]
+
+
+def test_objects_made_by_another_files_factory_are_known_by_its_return_annotation(tmp_path, run_cli):
+    project = _copy("made_objects", tmp_path)
+    found = _lines(run_cli("-q", "--no-cache", ".", cwd=project).stdout)
+    assert _matches(found, MADE_OBJECTS), "\n".join(found)
+    alone = _lines(run_cli("-q", "--no-cache", "--no-project", ".", cwd=project).stdout)
+    assert alone == [], "\n".join(alone)
+
+
 KEPT_OBJECTS = [
     # `add` of another file's class adds its argument into `self.total`: the object outlives the loop
     "train.py:17:9: TL007 `err` is still attached to its graph and `mean.add` adds it into an attribute of `mean`",

@@ -42,7 +42,7 @@ from torchlint.source.digest import content_hash
 from torchlint.project_text import LR_WRITE, SignatureReader, class_text
 from torchlint.source.safe_read import read_regular
 
-EXPORTS_VERSION = "7"  # bumped when what `Exports.to_json` writes changes
+EXPORTS_VERSION = "8"  # bumped when what `Exports.to_json` writes changes
 
 
 class Project:
@@ -567,7 +567,7 @@ class ClassesOnly:
 
     def __init__(self, view: ProjectView) -> None:
         self._view = view
-        self.detaches = view.detaches  # what another file's class's `detach()` does (read from its text)
+        self.detaches, self.instance_returned = view.detaches, view.instance_returned  # read from their files
 
     def modules(self) -> set[str]:
         return set()

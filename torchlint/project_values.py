@@ -7,6 +7,9 @@
   holds such a write (a text search first);
 - `returned`: what a function of another file that cannot act returns (a loss function's `(loss, parts)`), per
   element of a returned tuple; asked only by a function that back-propagates;
+- `instance_returned`: what a method of the object another file's class or factory makes returns (calling a loss
+  object `self.loss_fn(...)` built by `create_loss(...) -> DualLoss`), per element of a returned tuple and the
+  values of a returned dict; asked only by a function that back-propagates;
 - `detaches`: whether a method of another file's class (`detach()`) cuts the state its object keeps from the
   graph; asked only for a class of the viewing file that overrides it with a body that does nothing.
 
@@ -24,6 +27,7 @@ from torchlint.analysis.exports import export
 from torchlint.analysis.exprs import positional_params
 from torchlint.analysis.foreign import FunctionExport, Resolved
 from torchlint.analysis.model import FileModel
+from torchlint.analysis.prescan import Imported
 from torchlint.analysis.overrides import detaches_state, method_of
 from torchlint.source.cstfast import parse_read_only
 
@@ -33,9 +37,11 @@ KEEPING_TEXT = re.compile(r"self\s*\.\s*\w+(?:\s*\[[^\]\n]*\])?\s*(?:\+=|\.\s*(?
 # the method's positional parameters (`self` included), and those it keeps in an attribute of `self`
 Kept = tuple[tuple[str, ...], frozenset[str]]
 
+_HOPS = 4  # imports followed from a factory to the class it makes
 _LIMIT = 4096  # entries kept per memo (a language server runs long)
 _KEPT: dict[tuple[str, tuple[str, ...], str], Kept | None] = {}  # by content hash, class lineage, method
 _RETURNED: dict[tuple[str, str], FunctionExport | None] = {}  # by content hash, function
+_INSTANCE: dict[tuple[str, tuple[str, ...], str], FunctionExport | None] = {}  # by content hash, lineage, method
 _DETACHES: dict[tuple[str, tuple[str, ...], str], bool] = {}  # by content hash, class lineage, method
 _MODELS: dict[str, FileModel | None] = {}  # by content hash: the last few files parsed
 
@@ -49,6 +55,9 @@ class OtherFilesValues:
         raise NotImplementedError
 
     def _lineage(self, path: Path, cls_name: str) -> list[str]:
+        raise NotImplementedError
+
+    def _record(self, path: Path) -> None:
         raise NotImplementedError
 
     def kept(self, cls: str, method: str) -> Kept | None:
@@ -99,6 +108,68 @@ class OtherFilesValues:
             _RETURNED[key] = _returned(_model(got), target[1])
         found = _RETURNED[key]
         return Resolved(found, self.project.display(target[0]), target[1]) if found is not None else None
+
+    def instance_returned(self, maker: str, method: str) -> Resolved | None:
+        """`method` of the object `maker(...)` gives: `maker` a class of another project file, or a function there
+        whose return annotation names a class (of its file, or one it imports from the project); the method
+        defined by the class or a base of its file."""
+        target = self._target(maker) if not self.project.cached_only else None
+        made = self._made_class(*target) if target is not None else None
+        got = self.project.text(made[0]) if made is not None else None
+        if made is None or got is None or not _defines(got[0], method):
+            return None
+        lineage = self._lineage(*made)
+        key = (got[1], tuple(lineage), method)
+        if key not in _INSTANCE:
+            _room(_INSTANCE)
+            _INSTANCE[key] = _method_export(_model(got), lineage, method)
+        found = _INSTANCE[key]
+        return Resolved(found, self.project.display(made[0]), method) if found is not None else None
+
+    def _made_class(self, path: Path, name: str) -> tuple[Path, str] | None:
+        """The file and name of the class whose instance `name(...)` of `path` is: the class itself, or the class a
+        function's return annotation names, followed through the project's imports (a few hops)."""
+        reader = self.project.signatures
+        annotated = False
+        for _ in range(_HOPS):
+            self._record(path)
+            got = reader.file(path)
+            if got is None:
+                return None
+            defs, imports = got
+            node = defs.get(name)
+            if isinstance(node, ast.ClassDef):
+                return path, name
+            if isinstance(node, ast.FunctionDef) and not annotated:
+                ann = node.returns
+                if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+                    name = ann.value  # `-> "DualLoss"`
+                elif isinstance(ann, ast.Name):
+                    name = ann.id
+                else:
+                    return None
+                annotated = True
+                continue
+            imp = imports.get(name)
+            if node is not None or imp is None or imp.name is None:
+                return None
+            found = self.project.module_file(path, Imported(imp.module, imp.level))
+            if found is None:
+                return None  # outside the project (`-> nn.Module`)
+            path, name = found, imp.name
+        return None
+
+
+def _method_export(model: FileModel | None, lineage: list[str], method: str) -> FunctionExport | None:
+    if model is None:
+        return None
+    try:
+        for owner in lineage:
+            if any(s.class_name == owner and s.name == method for s in model.scopes):
+                return export(model, frozenset({f"{owner}.{method}"})).classes[owner][method]
+    except Exception:  # a method that cannot be summarised returns nothing known
+        return None
+    return None
 
 
 def _model(got: tuple[str, str]) -> FileModel | None:

@@ -176,3 +176,46 @@ def test_a_loss_named_callable_is_not_a_graph_tensor():
 ])
 def test_parameters_of_a_module_carry_a_graph(src, name, expected):
     assert kind_of(src, name, "f") is expected
+
+
+DICT_RETURNED = """
+    class PairLoss:
+        def __init__(self):
+            self.mse = nn.MSELoss()
+
+        def __call__(self, out, y):
+            fit = self.mse(out, y)
+            return fit, {"fit": fit, "count": len(y)}
+
+
+    def make_loss() -> PairLoss:
+        return PairLoss()
+
+
+    def step(model, x, y):
+        crit = make_loss()
+        total, parts = crit(model(x), y)
+        fit = parts["fit"]
+        count = parts["count"]
+        either = parts[key]
+        return {"fit": fit, "count": count}
+
+
+    def train(model, x, y):
+        got = step(model, x, y)
+        kept = got["fit"]
+        for name, value in got.items():
+            seen = value
+    """
+
+
+@pytest.mark.parametrize("name, scope, expected", [
+    ("total", "step", VKind.GRAPH),  # the class a factory's return annotation names: its `__call__` runs
+    ("fit", "step", VKind.GRAPH),  # an entry of the returned dict, by its literal key
+    ("count", "step", VKind.NUMBER),
+    ("either", "step", VKind.UNKNOWN),  # a key not written as a literal: any entry, and they differ
+    ("kept", "train", VKind.GRAPH),  # through a function of the file that returns a dict literal
+    ("seen", "train", VKind.UNKNOWN),  # the values of `.items()` differ in kind: not known
+])
+def test_dict_entries_known_by_key(name, scope, expected):
+    assert kind_of(DICT_RETURNED, name, scope) is expected

@@ -736,6 +736,372 @@ POSITIVE = {
         """,
         [(14, 13)],
     ),
+    # `self.criterion = make_loss(0.1)` with `def make_loss(weight) -> PairLoss`: calling the object runs
+    # `PairLoss.__call__`, whose returned dict holds attached losses; the values of its `.items()` are kept
+    "dict_values_of_a_loss_object_made_by_an_annotated_factory": (
+        """
+        from collections import defaultdict
+
+
+        class PairLoss:
+            def __init__(self, weight):
+                self.mse = nn.MSELoss()
+                self.l1 = nn.L1Loss()
+                self.weight = weight
+
+            def __call__(self, out, target):
+                fit = self.mse(out, target)
+                reg = self.l1(out, target)
+                return fit + self.weight * reg, {"fit": fit, "reg": reg}
+
+
+        def make_loss(weight) -> PairLoss:
+            return PairLoss(weight)
+
+
+        class Trainer:
+            def __init__(self, net, opt):
+                self.net = net
+                self.opt = opt
+                self.criterion = make_loss(0.1)
+
+            def train_batch(self, inp, target):
+                self.opt.zero_grad()
+                total, parts = self.criterion(self.net(inp), target)
+                total.backward()
+                self.opt.step()
+                return parts
+
+            def train_epoch(self, batches):
+                sums = defaultdict(float)
+                for inp, target in batches:
+                    parts = self.train_batch(inp, target)
+                    for name, value in parts.items():
+                        sums[name] += value
+                return sums
+        """,
+        [(39, 17)],
+    ),
+    # the entry `"loss"` of the dict a helper returns is the loss it back-propagated; `"count"` is a number
+    "entry_of_a_returned_dict_by_its_key": (
+        """
+        def fit_step(model, opt, x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return {"loss": loss, "count": len(y)}
+
+
+        def train(model, opt, loader):
+            losses = []
+            counts = []
+            for x, y in loader:
+                out = fit_step(model, opt, x, y)
+                losses.append(out["loss"])
+                counts.append(out["count"])
+            return losses, counts
+        """,
+        [(15, 9)],
+    ),
+    # a loop variable reduced in place inside the loop (`dist.all_reduce(part)`) is not the one that later reads
+    # the totals (`for part in totals.values()` after the loop): nothing hands the kept graphs on
+    "dict_parts_reduced_in_place_then_averaged_after_the_loop": (
+        """
+        from collections import defaultdict
+
+
+        def train(model, opt, loader, world):
+            totals = defaultdict(float)
+            seen = 0
+            for x, y in loader:
+                opt.zero_grad()
+                parts = {"ce": F.cross_entropy(model(x), y), "l2": model(x).pow(2).mean()}
+                sum(parts.values()).backward()
+                opt.step()
+                for name, part in parts.items():
+                    if world > 1:
+                        dist.all_reduce(part)
+                    totals[name] += part
+                seen += 1
+            for part in totals.values():
+                part /= seen
+            return totals
+        """,
+        [(16, 13)],
+    ),
+    # a LightningModule's `training_step` runs once per batch of Lightning's loop, which back-propagates what it
+    # returns: a list attribute of the module keeps every step's loss, graph included
+    "pl_list_attr_is_flagged": (
+        """
+        import pytorch_lightning as pl
+
+        class Model(pl.LightningModule):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+                self.train_losses = []
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                loss = F.cross_entropy(self.net(x), y)
+                self.train_losses.append(loss)
+                return loss
+        """,
+        [(13, 9)],
+    ),
+    # the same, into a list held by a dict attribute
+    "pl_dict_attr_append_is_flagged": (
+        """
+        import pytorch_lightning as pl
+
+        class Model(pl.LightningModule):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+                self.history = {"loss": []}
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                loss = F.cross_entropy(self.net(x), y)
+                self.history["loss"].append(loss)
+                return loss
+        """,
+        [(13, 9)],
+    ),
+    # a list that is an entry of a dict outliving the loop (`defaultdict(list)`): the dict keeps it
+    "kept_defaultdict_list_append_is_flagged": (
+        """
+        from collections import defaultdict
+
+        def train(model, opt, loader):
+            hist = defaultdict(list)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                hist["loss"].append(loss)
+            return hist
+        """,
+        [(11, 9)],
+    ),
+    # the list `setdefault` puts into the dict
+    "kept_setdefault_append_is_flagged": (
+        """
+        def train(model, opt, loader):
+            hist = {}
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                hist.setdefault("loss", []).append(loss)
+            return hist
+        """,
+        [(9, 9)],
+    ),
+    # a per-step function adds its loss into a global: the total outlives every call
+    "kept_global_total_is_flagged": (
+        """
+        total = 0.0
+
+        def step(model, opt, x, y):
+            global total
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            total += loss
+
+        def train(model, opt, loader):
+            for x, y in loader:
+                step(model, opt, x, y)
+            print(total)
+        """,
+        [(10, 5)],
+    ),
+    # the same through `nonlocal`
+    "kept_nonlocal_total_is_flagged": (
+        """
+        def train(model, opt, loader):
+            total = 0.0
+
+            def step(x, y):
+                nonlocal total
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                total += loss
+
+            for x, y in loader:
+                step(x, y)
+            print(total)
+        """,
+        [(11, 9)],
+    ),
+    # a method run once per step adds its loss into an attribute of `self`
+    "kept_self_total_method_per_batch_is_flagged": (
+        """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model = model
+                self.opt = opt
+                self.total = 0.0
+
+            def step(self, x, y):
+                self.opt.zero_grad()
+                loss = F.cross_entropy(self.model(x), y)
+                loss.backward()
+                self.opt.step()
+                self.total += loss
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.step(x, y)
+                print(self.total)
+        """,
+        [(13, 9)],
+    ),
+    # kept for a mean taken only at the end of the epoch: every batch's graph stays alive until then
+    "kept_stack_at_epoch_end_is_flagged": (
+        """
+        def train(model, opt, loader, epochs):
+            for epoch in range(epochs):
+                kept = []
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = F.cross_entropy(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    kept.append(loss)
+                print(torch.stack(kept).mean())
+        """,
+        [(10, 13)],
+    ),
+    # `extend([loss])` keeps it as `append(loss)` does
+    "kept_extend_list_is_flagged": (
+        """
+        def train(model, opt, loader):
+            losses = []
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                losses.extend([loss])
+            print(losses)
+        """,
+        [(9, 9)],
+    ),
+    # `+= [loss]` too
+    "kept_iadd_list_is_flagged": (
+        """
+        def train(model, opt, loader):
+            losses = []
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                losses += [loss]
+            print(losses)
+        """,
+        [(9, 9)],
+    ),
+    # a deque without a bound keeps every item
+    "kept_unbounded_deque_is_flagged": (
+        """
+        import collections
+
+        def train(model, opt, loader):
+            recent = collections.deque()
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                recent.append(loss)
+            print(recent)
+        """,
+        [(11, 9)],
+    ),
+    # a record that holds the loss
+    "kept_history_dict_record_is_flagged": (
+        """
+        def train(model, opt, loader):
+            history = []
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                history.append({"loss": loss})
+            return history
+        """,
+        [(9, 9)],
+    ),
+    # `maxlen=None` is no bound
+    "kept_unbounded_deque_maxlen_none_is_flagged": (
+        """
+        from collections import deque
+
+        def train(model, opt, loader):
+            recent = deque(maxlen=None)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                recent.append(loss)
+            print(recent)
+        """,
+        [(11, 9)],
+    ),
+    # a method of the object itself adds its argument into an attribute of `self`, which outlives the loop
+    "kept_by_the_objects_own_method_is_flagged": (
+        """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model = model
+                self.opt = opt
+                self.total = 0.0
+
+            def record(self, loss):
+                self.total += loss
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.opt.zero_grad()
+                    loss = F.cross_entropy(self.model(x), y)
+                    loss.backward()
+                    self.opt.step()
+                    self.record(loss)
+                print(self.total)
+        """,
+        [(17, 13)],
+    ),
+    # a helper of the file adds its parameter into a global it declares: the total outlives every call
+    "kept_by_a_helper_into_a_global_is_flagged": (
+        """
+        total = 0.0
+
+        def record(loss):
+            global total
+            total += loss
+
+        def train(model, opt, loader):
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                record(loss)
+            print(total)
+        """,
+        [(14, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -1313,6 +1679,417 @@ NEGATIVE = {
                         tally.add(err)
                 except RuntimeError:
                     pass
+        """,
+    # the object a factory annotated `-> "ShownLoss"` makes returns a dict of numbers
+    "dict_of_numbers_from_a_loss_object_made_by_an_annotated_factory": """
+        from collections import defaultdict
+
+
+        class ShownLoss:
+            def __init__(self):
+                self.mse = nn.MSELoss()
+
+            def __call__(self, out, target):
+                fit = self.mse(out, target)
+                return fit, {"fit": fit.item(), "count": len(target)}
+
+
+        def make_loss() -> "ShownLoss":
+            return ShownLoss()
+
+
+        class Trainer:
+            def __init__(self, net, opt):
+                self.net = net
+                self.opt = opt
+                self.criterion = make_loss()
+
+            def train_epoch(self, batches):
+                sums = defaultdict(float)
+                for inp, target in batches:
+                    self.opt.zero_grad()
+                    total, parts = self.criterion(self.net(inp), target)
+                    total.backward()
+                    self.opt.step()
+                    for name, value in parts.items():
+                        sums[name] += value
+                return sums
+        """,
+    # the helper's dict holds the loss detached
+    "detached_entry_of_a_returned_dict": """
+        def fit_step(model, opt, x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return {"loss": loss.detach(), "count": len(y)}
+
+
+        def train(model, opt, loader):
+            losses = []
+            for x, y in loader:
+                out = fit_step(model, opt, x, y)
+                losses.append(out["loss"])
+            return losses
+        """,
+    # the values of the returned dict are added as `.item()`
+    "values_of_a_returned_dict_taken_as_numbers": """
+        from collections import defaultdict
+
+
+        class PairLoss:
+            def __init__(self):
+                self.mse = nn.MSELoss()
+                self.l1 = nn.L1Loss()
+
+            def __call__(self, out, target):
+                fit = self.mse(out, target)
+                reg = self.l1(out, target)
+                return fit + reg, {"fit": fit, "reg": reg}
+
+
+        def make_loss() -> PairLoss:
+            return PairLoss()
+
+
+        def train(net, opt, batches):
+            criterion = make_loss()
+            sums = defaultdict(float)
+            for inp, target in batches:
+                opt.zero_grad()
+                total, parts = criterion(net(inp), target)
+                total.backward()
+                opt.step()
+                for name, value in parts.items():
+                    sums[name] += value.item()
+            return sums
+        """,
+    # the collector is bound afresh in each iteration: one step's graphs only
+    "sums_of_a_returned_dict_bound_afresh_each_iteration": """
+        from collections import defaultdict
+
+
+        def fit_step(model, opt, x, y):
+            opt.zero_grad()
+            ce = F.cross_entropy(model(x), y)
+            l2 = model(x).pow(2).mean()
+            (ce + l2).backward()
+            opt.step()
+            return {"ce": ce, "l2": l2}
+
+
+        def train(model, opt, loader, log):
+            for x, y in loader:
+                sums = defaultdict(float)
+                for name, value in fit_step(model, opt, x, y).items():
+                    sums[name] += value
+                log(sum(v.item() for v in sums.values()))
+        """,
+    # a list bound afresh in each iteration: one step's loss only
+    "kept_until_next_backward_is_not_flagged": """
+        def train(model, opt, loader):
+            for x, y in loader:
+                kept = []
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                kept.append(loss)
+                loss.backward()
+                opt.step()
+                print(kept)
+        """,
+    # `deque(maxlen=100)`: the oldest graphs are dropped, at most a hundred kept
+    "kept_bounded_deque_is_not_flagged": """
+        from collections import deque
+
+        def train(model, opt, loader):
+            recent = deque(maxlen=100)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                recent.append(loss)
+            print(recent)
+        """,
+    # `set_postfix` formats the value at once; nothing keeps it
+    "kept_set_postfix_is_not_flagged": """
+        from tqdm import tqdm
+
+        def train(model, opt, loader):
+            bar = tqdm(loader)
+            for x, y in bar:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                bar.set_postfix(loss=loss)
+        """,
+    # the bound given by position
+    "kept_bounded_deque_positional_is_not_flagged": """
+        from collections import deque
+
+        def train(model, opt, loader):
+            recent = deque([], 50)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                recent.append(loss)
+            print(recent)
+        """,
+    # a number kept in a dict's list
+    "kept_defaultdict_list_append_item_is_not_flagged": """
+        from collections import defaultdict
+
+        def train(model, opt, loader):
+            hist = defaultdict(list)
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                hist["loss"].append(loss.item())
+            return hist
+        """,
+    # the Lightning step keeps a detached loss
+    "pl_list_attr_detached_is_not_flagged": """
+        import pytorch_lightning as pl
+
+        class Model(pl.LightningModule):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+                self.train_losses = []
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                loss = F.cross_entropy(self.net(x), y)
+                self.train_losses.append(loss.detach())
+                return loss
+        """,
+    # the Lightning step only logs the loss
+    "pl_logged_is_not_flagged": """
+        import pytorch_lightning as pl
+
+        class Model(pl.LightningModule):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+                self.train_losses = []
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                loss = F.cross_entropy(self.net(x), y)
+                self.log("train_loss", loss)
+                return loss
+        """,
+    # the per-step method binds its total afresh at each call
+    "kept_step_total_reset_each_call_is_not_flagged": """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model = model
+                self.opt = opt
+                self.total = 0.0
+
+            def step(self, x, y):
+                self.opt.zero_grad()
+                loss = F.cross_entropy(self.model(x), y)
+                loss.backward()
+                self.opt.step()
+                self.total = 0.0
+                self.total += loss
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.step(x, y)
+                print(self.total)
+        """,
+    # the global total adds a number
+    "kept_global_total_item_is_not_flagged": """
+        total = 0.0
+
+        def step(model, opt, x, y):
+            global total
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            total += loss.item()
+
+        def train(model, opt, loader):
+            for x, y in loader:
+                step(model, opt, x, y)
+            print(total)
+        """,
+    # another method of the class back-propagates the total (chunked accumulation)
+    "kept_step_total_back_propagated_by_another_method_is_not_flagged": """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model = model
+                self.opt = opt
+                self.pending = 0.0
+
+            def step(self, x, y):
+                self.opt.zero_grad()
+                loss = F.cross_entropy(self.model(x), y)
+                loss.backward()
+                self.opt.step()
+                self.pending += F.mse_loss(self.model(x), y)
+
+            def flush(self):
+                self.pending.backward()
+                self.pending = 0.0
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.step(x, y)
+                self.flush()
+        """,
+    # a loss builder: its loop adapts weights through a helper's `autograd.grad` but steps nothing, and returns the
+    # sum for its caller to back-propagate
+    "meta_loss_summed_over_tasks_returned_by_a_loop_that_does_not_step": """
+        def adapted(net, x, y, lr):
+            loss = F.cross_entropy(net(x), y)
+            grads = torch.autograd.grad(loss, net.parameters())
+            return [p - lr * g for p, g in zip(net.parameters(), grads)]
+
+
+        def meta_loss(net, tasks, lr):
+            total = 0.0
+            for x, y in tasks:
+                fast = adapted(net, x, y, lr)
+                total += F.cross_entropy(net(x, fast), y)
+            return total / len(tasks)
+        """,
+    # the object's own method is given `loss.item()`
+    "own_method_given_a_number": """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model = model
+                self.opt = opt
+                self.total = 0.0
+
+            def record(self, loss):
+                self.total += loss
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.opt.zero_grad()
+                    loss = F.cross_entropy(self.model(x), y)
+                    loss.backward()
+                    self.opt.step()
+                    self.record(loss.item())
+                print(self.total)
+        """,
+    # the object's own method converts what it keeps
+    "own_method_that_converts": """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model = model
+                self.opt = opt
+                self.total = 0.0
+
+            def record(self, loss):
+                self.total += float(loss)
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.opt.zero_grad()
+                    loss = F.cross_entropy(self.model(x), y)
+                    loss.backward()
+                    self.opt.step()
+                    self.record(loss)
+                print(self.total)
+        """,
+    # the object's own method only replaces an attribute
+    "own_method_that_replaces": """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model = model
+                self.opt = opt
+                self.total = 0.0
+
+            def record(self, loss):
+                self.last = loss
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.opt.zero_grad()
+                    loss = F.cross_entropy(self.model(x), y)
+                    loss.backward()
+                    self.opt.step()
+                    self.record(loss)
+                print(self.total)
+        """,
+    # the helper adds `loss.item()` into the global
+    "global_helper_adds_a_number": """
+        total = 0.0
+
+        def record(loss):
+            global total
+            total += loss.item()
+
+        def train(model, opt, loader):
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                record(loss)
+            print(total)
+        """,
+    # the helper converts what it adds
+    "global_helper_converts": """
+        total = 0.0
+
+        def record(loss):
+            global total
+            total += float(loss)
+
+        def train(model, opt, loader):
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                record(loss)
+            print(total)
+        """,
+    # the helper rebinds its parameter detached before adding it
+    "global_helper_detaches_first": """
+        total = 0.0
+
+        def record(loss):
+            global total
+            loss = loss.detach()
+            total += loss
+
+        def train(model, opt, loader):
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                record(loss)
+            print(total)
+        """,
+    # the caller hands the helper a number
+    "global_helper_given_a_number": """
+        total = 0.0
+
+        def record(loss):
+            global total
+            total += loss
+
+        def train(model, opt, loader):
+            for x, y in loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                record(loss.item())
+            print(total)
         """,
 }
 

@@ -13,6 +13,7 @@ from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.names import Role, family_named, role_of_value
 from torchlint.analysis.scopes import Scope
+from torchlint.analysis.semantics import BOUNDED_CONTAINERS
 
 
 def optimizer_calls(model: FileModel, scope: Scope | None, name: str | None, depth: int = 2,
@@ -56,6 +57,30 @@ def bound_values(model: FileModel, scope: Scope, name: str | None, depth: int = 
         known = binds and all(a.variant is AssignForm.PLAIN and a.value is not None for a in binds)
         return [a.value for a in binds] if known else None  # type: ignore[misc]  # no None (known)
     return _through_callers(model, scope, name, lambda caller, named: bound_values(model, caller, named, depth - 1))
+
+
+def bounded(model: FileModel, scope: Scope, name: str | None) -> bool:
+    """Every value `name` is bound to (in the function; for `self.x`, in any method of the class) is a container
+    that keeps at most a bound of items, given when built (`collections.deque(maxlen=100)`): what is appended past
+    it drops the oldest."""
+    if name is None or name.count(".") > name.startswith("self."):
+        return False
+    owners = [s for s in model.scopes if s.class_name == scope.class_name] if name.startswith("self.") else [scope]
+    binds = [a for s in owners for a in s.assignments(name) if a.scope is s.node and a.rebinds]
+    return bool(binds) and all(a.variant is AssignForm.PLAIN and a.value is not None and _bound_given(a.value)
+                               for a in binds)
+
+
+def _bound_given(value: cst.BaseExpression) -> bool:
+    func = dotted(value.func) if type(value) is cst.Call else None
+    bound = BOUNDED_CONTAINERS.get(func.rsplit(".", 1)[-1]) if func is not None else None
+    if bound is None:
+        return False
+    args = value.args  # type: ignore[attr-defined]  # a Call (func above)
+    given = [a.value for a in args if a.keyword is not None and a.keyword.value == bound[0]]
+    positional = [a.value for a in args if a.keyword is None and not a.star]
+    given += positional[bound[1]:bound[1] + 1]
+    return bool(given) and not (type(given[0]) is cst.Name and given[0].value == "None")
 
 
 def _through_callers(model: FileModel, scope: Scope, name: str, ask) -> list | None:

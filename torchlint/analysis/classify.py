@@ -55,6 +55,14 @@ def classify(e: Event, symbols: Symbols) -> Event | None:
         if method in IN_PLACE_DETACH and container is not None:
             # `hidden[0].detach_()`: the state's tensors are cut from their graph in place
             return e.but(kind=EventKind.RESET, target=container, variant=ResetOf.ITEMS)
+        if method in ("append", "extend") and call.args:
+            # `hist[k].append(v)`, `hist.setdefault(k, []).append(v)`: the list is an entry of `hist`, which keeps it
+            if type(recv) is cst.Call and type(recv.func) is cst.Attribute and recv.func.attr.value == "setdefault":
+                container = dotted(recv.func.value)
+            elif type(recv) is not cst.Subscript:
+                container = None
+            if container is not None:
+                return e.but(kind=EventKind.APPEND, target=container, value=call.args[-1].value)
         return None
     if method in ("append", "extend") and call.args:
         return e.but(kind=EventKind.APPEND, target=recv_name, value=call.args[-1].value)

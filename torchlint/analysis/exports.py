@@ -7,6 +7,7 @@ import ast
 
 import libcst as cst
 
+from torchlint.analysis.containers import dict_kinds, merged
 from torchlint.analysis.events import Event, EventKind, variant_word
 from torchlint.analysis.exprs import dotted, positional_params, summand_names
 from torchlint.analysis.foreign import ExportedEvent, Exports, FunctionExport
@@ -80,12 +81,13 @@ def export(model: FileModel, names: frozenset[str], tree: ast.Module | None = No
             rets = scope.own_returns()
             parts = [next((j for j in range(len(items)) if all(scope.returns_term(r, i, j) for r in rets)), -1)
                      for i in range(len(items))]
+            values, whole = _dict_values(model, scope, len(items))
         except Exception:
-            returns, items, parts = "UNKNOWN", [], []
+            returns, items, parts, values, whole = "UNKNOWN", [], [], [], {}
         return FunctionExport(
             line(scope.node), params, trains, steps, events,
             bool(summary.zeroes) or any(e.kind is EventKind.ZERO_GRAD for e in scope.events), handed, returns, items,
-            parts,
+            parts, values, whole,
         )
 
     out = Exports()
@@ -139,6 +141,26 @@ def _returned(model: FileModel, scope: Scope) -> tuple[str, list[str]]:
     if any(len(v.elements) != width or any(type(el) is cst.StarredElement for el in v.elements) for v in tuples):
         return returns.name, []
     return returns.name, [join(kind(v.elements[i].value, r) for r, v in zip(rets, tuples)).name for i in range(width)]
+
+
+def _dict_values(model: FileModel, scope: Scope, width: int) -> tuple[list[dict[str, str]], dict[str, str]]:
+    """The kind of each entry, by literal key, of the dict each element of the returned tuples is in every `return`
+    (`return total, {"ce": ce, "n": n}`), and of the dict every `return` gives whole: a literal, or a name bound to
+    one and filled by stores (`containers.dict_kinds`); {} where some `return` gives no such dict."""
+    rets = scope.own_returns()
+
+    def of(value: cst.BaseExpression | None, at: Event) -> dict[str, VKind] | None:
+        entries = scope.dict_entries(value, at) if value is not None else None
+        return dict_kinds(model.kinds, value, scope, at, 0) if entries and value is not None else None
+
+    def joined(found: list[dict[str, VKind] | None]) -> dict[str, str]:
+        kinds = merged(found) if found else None
+        return {key: kind.name for key, kind in kinds.items()} if kinds else {}
+
+    tuples = [r.value for r in rets if type(r.value) is cst.Tuple and len(r.value.elements) == width]
+    values = [joined([of(t.elements[i].value, r) for r, t in zip(rets, tuples)]) for i in range(width)] if (
+        len(tuples) == len(rets)) else []
+    return values, joined([of(r.value, r) for r in rets])
 
 
 def _backpropagated_before(scope: Scope, value: cst.BaseExpression, at: Event) -> bool:

@@ -34,6 +34,10 @@ class FunctionExport:
     items: list[str] = field(default_factory=list)
     # per element of `items`: the index of another element it is a term of in every `return` (-1: none)
     parts: list[int] = field(default_factory=list)
+    # per element of `items`: the VKind name of each entry of the dict it is in every `return`, by literal key
+    # ("*": entries whose key is not a literal); {} when not a dict
+    values: list[dict[str, str]] = field(default_factory=list)
+    dict_values: dict[str, str] = field(default_factory=dict)  # the same when every `return` gives a dict itself
 
 
 @dataclass
@@ -137,6 +141,12 @@ class ProjectLookup(Protocol):
         """The function of another project file that `dotted(...)` calls, whatever it does (one that cannot act
         too: a loss function), with what it returns; asked only where the answer matters (a function that
         back-propagates), since the callee's file is parsed for it."""
+        ...
+
+    def instance_returned(self, maker: str, method: str) -> Resolved | None:
+        """`method` (`__call__` for calling the object) of the object `maker(...)` gives, when `maker` (as written)
+        is a class of another project file or a function there whose return annotation names one, with what it
+        returns; parsed, like `returned`, only where the answer matters."""
         ...
 
 

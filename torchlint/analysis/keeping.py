@@ -37,19 +37,29 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
     another file is asked of the project only here, for loops that back-propagate."""
     scope = loop.scope
     local = _keeping_methods(model)
-    if not local and model.project is None:
+    if not local and model.project is None and "global" not in model.text and "nonlocal" not in model.text:
         return
     body = loop.node if loop.node is not None else scope.node  # a step body: the function, once per step
     quiet: set[int] | None = None  # read at the first call of an object's method (most loops call none)
     for call in calls_in_evaluation_order(body):
-        func = dotted(call.func) if type(call.func) is cst.Attribute else None
-        if func is None or func.count(".") != (2 if func.startswith("self.") else 1):
+        if type(call.func) is cst.Name:
+            found_global = _kept_by_function(model, scope, call)
+            if found_global is not None:
+                if quiet is None:
+                    quiet = _under_no_grad(body)
+                if id(call) not in quiet:
+                    yield found_global
             continue
+        func = dotted(call.func) if type(call.func) is cst.Attribute else None
+        if func is None:
+            continue
+        obj, method = func.rsplit(".", 1)
+        if obj != "self" and func.count(".") != (2 if func.startswith("self.") else 1):
+            continue  # `self.record(loss)`: the object's own method keeps it in the object
         if quiet is None:
             quiet = _under_no_grad(body)
         if id(call) in quiet:
             continue
-        obj, method = func.rsplit(".", 1)
         found = _keeps(model, scope, obj, method, local)
         if found is None or not _outlives(scope, loop, obj):
             continue
@@ -83,6 +93,35 @@ def _keeping_methods(model: FileModel) -> frozenset[str]:
 
 
 _KEEPING: weakref.WeakKeyDictionary[FileModel, frozenset[str]] = weakref.WeakKeyDictionary()  # dies with its model
+
+
+def _kept_by_function(model: FileModel, scope: Scope, call: cst.Call) -> KeptValue | None:
+    """`record(loss)` where the function of the file adds its parameter, as a term, into a name it declares `global`
+    or `nonlocal` (`total += loss`): the name outlives every call. Not a function that back-propagates itself (a
+    step body: its own additions are judged there)."""
+    callee = model.resolve(scope, call.func.value)  # type: ignore[attr-defined]  # a Name (the caller checks)
+    if callee is None or callee.class_name is not None or callee.own_backwards():
+        return None
+    shared = _declared_shared(callee)
+    params = positional_params(callee.node)
+    kept: dict[str, str] = {}
+    for e in callee.events if shared else ():
+        if (e.scope is callee.node and e.target in shared and e.value is not None
+                and (e.accumulates or e.kind is EventKind.APPEND)):
+            for name in summand_names(e.value) & set(params):
+                defs, entry = callee.reaching(name, e)
+                if entry and not defs:
+                    kept.setdefault(name, e.target)
+    positional = [a for a in call.args if a.keyword is None]
+    for a in call.args if kept else ():
+        if a.star:
+            return None
+        param = a.keyword.value if a.keyword is not None else (
+            params[positional.index(a)] if positional.index(a) < len(params) else None)
+        attached = _attached(model, scope, a.value, None) if param in kept else None
+        if attached is not None:
+            return KeptValue(call, attached, callee.name, kept[param or ""])
+    return None
 
 
 def _keeps(model: FileModel, scope: Scope, obj: str, method: str,
@@ -173,11 +212,40 @@ _NO_WITH: dict[type, bool] = {}  # by type: isinstance() on libcst's abstract ba
 
 
 def _outlives(scope: Scope, loop: Loop, obj: str) -> bool:
-    """The object is bound before the loop and not rebound in it (or is an attribute of `self`, a parameter); of a
-    step body (a function called once per step), an attribute of `self`."""
-    if obj.startswith("self.") or loop.node is None:
-        return obj.startswith("self.")
+    """The object is bound before the loop and not rebound in it (or is `self` or an attribute of it, a parameter);
+    of a step body (a function called once per step), `self` or an attribute of it."""
+    if obj == "self" or obj.startswith("self.") or loop.node is None:
+        return obj == "self" or obj.startswith("self.")
     defs = [a for a in scope.assignments(obj) if a.rebinds]
     if not defs:
         return obj in scope.params
     return not any(loop.node in a.loops for a in defs)
+
+
+def kept_by_steps(model: FileModel) -> Iterator[tuple[Loop, Event]]:
+    """Additions into what outlives one call of a function run once per training step (`FileModel.step_bodies`, a
+    LightningModule's `training_step`): an attribute of `self` (`self.total += loss`,
+    `self.history["loss"].append(loss)`), or a name the function declares `global` or `nonlocal`; not one the
+    function binds afresh itself (a buffer of one call)."""
+    for body in [*model.step_bodies(), *model.lightning_steps()]:
+        scope = body.scope
+        shared = None
+        for e in scope.events:
+            target = e.target
+            if e.scope is not scope.node or target is None or e.value is None or "no_grad" in e.contexts:
+                continue
+            if not (e.accumulates or e.kind is EventKind.APPEND) or e.variant is AssignForm.ITEM and not e.accumulates:
+                continue
+            if not (target.startswith("self.") and target.count(".") == 1 and scope.class_name):
+                shared = _declared_shared(scope) if shared is None else shared
+                if target not in shared:
+                    continue
+            if any(a.rebinds and not a.accumulates and a.kind is EventKind.ASSIGN for a in scope.assignments(target)):
+                continue
+            yield body, e
+
+
+def _declared_shared(scope: Scope) -> set[str]:
+    """The names the function declares `global` or `nonlocal` (its nested functions' declarations aside)."""
+    return {n.name.value for node in walk(scope.node) if type(node) in (cst.Global, cst.Nonlocal)
+            for n in node.names}  # type: ignore[attr-defined]  # Global / Nonlocal

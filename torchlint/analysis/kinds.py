@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis import semantics as sem
+from torchlint.analysis import containers, semantics as sem
 from torchlint.analysis.answers import Answers, question
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import dotted, last_part
@@ -154,49 +154,10 @@ class KindInference(Answers):
         return whole
 
     def _element(self, value: cst.BaseExpression, index: int, scope: Scope, at: Event, depth: int) -> VKind | None:
-        """The kind of item `index` of a tuple value: a literal, what a function returns there, or what the one
-        plain definition of a name holds (`res = step(batch)`, then `loss, acc = res`)."""
-        if index < 0:
-            return None
-        if type(value) is cst.Tuple or type(value) is cst.List:
-            if index < len(value.elements) and type(value.elements[index]) is not cst.StarredElement:
-                return self.of(value.elements[index].value, scope, at, depth)
-            return None
-        if type(value) is cst.Call:
-            name = dotted(value.func)
-            callee = self.model.resolve(scope, name) if name is not None else None
-            if callee is None:  # a function of another project file: the kinds its exports give each element
-                found = self.foreign(scope, name) if name is not None else None
-                items = found.export.items if found is not None else []
-                return VKind.__members__.get(items[index], VKind.UNKNOWN) if index < len(items) else None
-            kinds = []
-            for r in callee.own_returns():
-                assert r.value is not None  # own_returns keeps those with a value
-                kind = self._element(r.value, index, callee, r, depth + 1)
-                kinds.append(kind if kind is not None else VKind.UNKNOWN)
-            return join(kinds) if kinds else None
-        defs, outside = scope.reaching(value.value, at) if type(value) is cst.Name and depth < 4 else ((), True)
-        if len(defs) == 1 and not outside and defs[0].variant is AssignForm.PLAIN and defs[0].value is not None:
-            return self._element(defs[0].value, index, scope, defs[0], depth + 1)
-        return None
+        return containers.element(self, value, index, scope, at, depth)
 
     def _element_of_iterable(self, it: cst.BaseExpression, scope: Scope, at: Event, depth: int) -> VKind:
-        """A loop variable: a number over `range(...)`; a value of a dict the scope builds over `.values()`, or the
-        key or value of `.items()` (`for name, part in losses.items()`); anything else (batches, `enumerate`'s
-        tuples) unknown."""
-        if type(it) is cst.Call and dotted(it.func) == "range":
-            return VKind.NUMBER
-        if (type(it) is cst.Call and not it.args and type(it.func) is cst.Attribute
-                and it.func.attr.value in ("items", "values")):
-            method, index = it.func.attr.value, at.index
-            if method == "values" and index >= 0 or method == "items" and index not in (0, 1):
-                return VKind.UNKNOWN  # a value unpacked itself, or `.items()` not taken as (key, value)
-            entries = scope.dict_entries(it.func.value, at)
-            keys = method == "items" and index == 0
-            if entries is None or keys and any(key is None for key, _, _ in entries):
-                return VKind.UNKNOWN
-            return join(self.of(key if keys else value, scope, where, depth + 1) for key, value, where in entries)
-        return VKind.UNKNOWN
+        return containers.element_of_iterable(self, it, scope, at, depth)
 
     def _from_outside(self, name: str, scope: Scope, depth: int) -> VKind:
         """A name that reaches the scope from its entry: a parameter, a global, or an attribute of `self`."""
@@ -281,6 +242,10 @@ class KindInference(Answers):
             base = self.of(e.value, scope, at, depth + 1)  # type: ignore[attr-defined]  # by cls
             if type(e.value) is cst.Attribute and e.value.attr.value == "shape":  # type: ignore[attr-defined]  # by cls
                 return VKind.NUMBER
+            if base is VKind.CONTAINER and at is not None:  # an entry of a dict whose every value is known
+                found = containers.dict_values(self, e.value, scope, at, depth,  # type: ignore[attr-defined]  # by cls
+                                               containers.subscript_key(e))  # type: ignore[arg-type]  # by cls
+                return found if found is not None else VKind.UNKNOWN
             return base if base in (VKind.GRAPH, VKind.TENSOR, VKind.STRING) else VKind.UNKNOWN
         if cls is cst.BinaryOperation:
             left = self.of(e.left, scope, at, depth + 1)  # type: ignore[attr-defined]  # by cls
@@ -368,7 +333,7 @@ class KindInference(Answers):
             if prefix in sem.MODULE_NAMESPACES and method[:1].isupper():
                 return VKind.MODULE
             if name is not None and (name.count(".") == 1 or name.startswith("self.") and name.count(".") == 2):
-                callee = self.model.resolve(scope, name)  # `self.f(...)`, or a method of an object of known class
+                callee = self.callee(scope, name)  # `self.f(...)`, or a method of an object of known class
                 if callee is not None:
                     return self._summary(callee, depth)
             if name is not None and self.model.project is not None:
@@ -408,7 +373,7 @@ class KindInference(Answers):
                 return self._first_arg(call, scope, at, depth)
             if fname == "self" and scope.class_name is not None and self.model.is_module_class(scope.class_name):
                 return VKind.GRAPH  # `self(x)` in a method of a module: its own forward
-            callee = self.model.resolve(scope, fname)
+            callee = self.callee(scope, fname)
             if callee is not None:
                 return self._summary(callee, depth)
             if self.model.project is not None:
@@ -460,13 +425,27 @@ class KindInference(Answers):
         kind = VKind.__members__.get(found.export.returns, VKind.UNKNOWN)
         return VKind.UNKNOWN if kind is VKind.CYCLE else kind
 
+    def callee(self, scope: Scope, name: str) -> Scope | None:
+        """The function of the file `name(...)` runs: one it names, or the `__call__` of an object of a class of
+        the file (`self.criterion(out, y)` with `self.criterion = DualLoss(cfg)`)."""
+        found = self.model.resolve(scope, name)
+        if found is None and name.count(".") == (1 if name.startswith("self.") else 0):
+            found = self.model.resolve(scope, f"{name}.__call__")
+        return found
+
     def foreign(self, scope: Scope, name: str) -> Resolved | None:
         """A function of another project file: one that may act (`external`), or, asked only by a function that
-        back-propagates, any other (a loss function's file is parsed for it)."""
+        back-propagates, any other (a loss function's file is parsed for it), or a method of an object made by a
+        class or factory of another file (`self.loss_fn(...)` after `self.loss_fn = create_loss(cfg)`)."""
         project = self.model.project
         found = self.model.external(scope, name) if project is not None else None
-        if found is None and project is not None and scope.own_backwards() and not name.startswith("self."):
-            found = project.returned(name)
+        if found is None and project is not None and scope.own_backwards():
+            if not name.startswith("self."):
+                found = project.returned(name)
+            call = name.count(".") == (1 if name.startswith("self.") else 0)
+            receiver, method = (name, "__call__") if call else name.rsplit(".", 1)
+            maker = self.model.receivers.maker_of(scope, receiver) if found is None else None
+            found = project.instance_returned(maker, method) if maker is not None else found
         return found
 
     def _summary(self, callee: Scope, depth: int) -> VKind:

@@ -14,12 +14,23 @@ from torchlint.analysis.names import Symbols
 from torchlint.analysis.scopes import Scope
 
 
+class Makers(Protocol):
+    def maker_of(self, scope: Scope, receiver: str) -> str | None:
+        """The class or function imported from elsewhere that every binding of `receiver` calls (`receivers`)."""
+        ...
+
+
 class FileLookup(Protocol):
     scopes: list[Scope]  # the module body first, then every function and method
     classes: dict[str, cst.ClassDef]
     imported: set[str]  # names bound by import statements
     symbols: Symbols  # what names hold among optimizers, schedulers, scalers ...
     project: ProjectLookup | None  # the rest of the project; None when the file is checked alone
+
+    @property
+    def receivers(self) -> Makers:
+        """Which class an object is, or what made it."""
+        ...
 
     def resolve(self, caller: Scope, callee: str) -> Scope | None:
         """The function or method of this file that `callee(...)` called in `caller` reaches."""

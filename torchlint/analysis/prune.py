@@ -44,10 +44,11 @@ _DEF_START = re.compile(r"(?m)^(?=[ \t]{0,8}(?:@|(?:async[ \t]+)?def[ \t]|class[
 _Def = ast.FunctionDef | ast.AsyncFunctionDef  # what pruning may blank
 # Every call that torchlint.analysis.names.role_of_value recognises (optimizer classes and `optim.*`, scheduler
 # classes and `lr_scheduler.*`, GradScaler, Accelerator/Fabric, deepspeed.initialize) contains one of these;
-# `__init__` and `__setitem__` (run by `obj[key] = value`, never called by name) are always kept.
+# `__init__`, `__setitem__` (run by `obj[key] = value`) and `__call__` (run by `obj(x)`), never called by name, are
+# always kept.
 _DEFINES = re.compile(
     r"\boptim\.|\boptimizers\s*\(|lr_scheduler|LR\s*\(|ReduceLROnPlateau|_schedule\w*\s*\(|Schedule\w*\s*\("
-    r"|\b(?:GradScaler|Accelerator|Fabric)\s*\(|deepspeed\.initialize|\bdef __(?:init|setitem)__\b"
+    r"|\b(?:GradScaler|Accelerator|Fabric)\s*\(|deepspeed\.initialize|\bdef __(?:init|setitem|call)__\b"
     r"|\b(?:" + "|".join(sorted(OPTIMIZER_CLASSES)) + r")\s*\("
 )
 
@@ -164,6 +165,11 @@ def prune_with_tree(
             keep |= helpers
         elif _DEFINES.search(text, a, b):
             keep.add(i)
+    # A factory `__init__` binds an object with (`self.loss_fn = create_loss(cfg)`, `def create_loss(cfg) ->
+    # DualLoss`): the receivers read the object's class from its return annotation.
+    for i in [i for i in keep if defs[i][0].name == "__init__"]:
+        keep |= {j for j in calls[i] if isinstance(defs[j][0].returns, ast.Name) or isinstance(
+            defs[j][0].returns, ast.Constant) and isinstance(defs[j][0].returns.value, str)}  # type: ignore[union-attr]  # by isinstance
     # Module-level code and class bodies: always kept; their helpers too when they could hold a finding.
     outside, pos = [], 0
     for a, b in spans:

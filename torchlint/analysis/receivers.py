@@ -30,6 +30,7 @@ class Receivers:
         self.project = project
         self._binds: dict[int, dict[str, list[Event]]] = {}  # id(scope node) -> name -> rebinding assignments
         self._known: dict[tuple[int, str], str | None] = {}
+        self._made: dict[str, str] | None = None  # `_factories`
 
     def class_of(self, scope: RawScope, receiver: str) -> str | None:
         """The class (as this file names it) that `receiver` is an instance of in `scope`, or None."""
@@ -39,6 +40,15 @@ class Receivers:
         return self._known[key]
 
     def _infer(self, scope: RawScope, receiver: str) -> str | None:
+        return self._known_class(self._maker(scope, receiver))
+
+    def maker_of(self, scope: RawScope, receiver: str) -> str | None:
+        """The name (as written) of the one class or function imported from elsewhere whose call every binding of
+        `receiver` is (`self.loss_fn = create_loss(cfg)`), or of its annotation; None otherwise."""
+        name = self._maker(scope, receiver)
+        return name if name is not None and name.split(".", 1)[0] in self.imported else None
+
+    def _maker(self, scope: RawScope, receiver: str) -> str | None:
         if receiver.startswith("self."):
             if receiver.count(".") != 1 or scope.class_name is None:
                 return None
@@ -49,23 +59,38 @@ class Receivers:
             defs = self._bound(scope, receiver)
             if not defs and receiver in scope.params:
                 ann = scope.params[receiver].annotation
-                return self._known_class(dotted(ann.annotation) if ann is not None else None)
+                return dotted(ann.annotation) if ann is not None else None
             if not defs and scope is not self.scopes[0]:
                 defs = self._bound(self.scopes[0], receiver)  # a global of the module
         if not defs:
             return None
         names = {dotted(d.value.func) if d.variant is AssignForm.PLAIN and type(d.value) is cst.Call else None for d in defs}
-        if len(names) != 1:
-            return None
-        return self._known_class(names.pop())
+        return names.pop() if len(names) == 1 else None
 
-    def _known_class(self, name: str | None) -> str | None:
+    def _known_class(self, name: str | None, made: bool = True) -> str | None:
+        """`name` if it is a class of the file or imported; with `made`, also the class a function of the file
+        says it returns (`def create_trainer(cfg) -> Trainer:`)."""
         if name is None:
             return None
+        if made and name in self._factories():
+            return self._known_class(self._factories()[name], made=False)
         if name in self.classes or name.split(".", 1)[0] in self.imported and (
                 name[:1].isupper() or "." in name or name in self.star_bound):
             return name
         return None
+
+    def _factories(self) -> dict[str, str]:
+        """The file's top-level functions whose return annotation names a class: name -> that class as written."""
+        if self._made is None:
+            self._made = {}
+            for s in self.scopes[1:]:
+                node = s.node
+                if type(node) is cst.FunctionDef and s.class_name is None and "." not in s.name and node.returns:
+                    ann = node.returns.annotation
+                    written = ann.evaluated_value if type(ann) is cst.SimpleString else dotted(ann)
+                    if isinstance(written, str) and written not in ("None", s.name):
+                        self._made[s.name] = written
+        return self._made
 
     def _bound(self, scope: RawScope, name: str) -> list[Event]:
         index = self._binds.get(id(scope.node))

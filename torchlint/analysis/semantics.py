@@ -234,3 +234,7 @@ ITERATION_ENGINES = frozenset({("ignite.engine", "Engine"), ("ignite.engine.engi
 # nothing. (`import torch_xla.core.xla_model as xm`.)
 STEPPING_FUNCTIONS = frozenset({"torch_xla.core.xla_model.optimizer_step"})
 STEPPING_LAST_NAMES = frozenset(f.rsplit(".", 1)[-1] for f in STEPPING_FUNCTIONS)
+
+# Containers that drop their oldest items past a bound given when built: the constructor's last name -> the keyword
+# and position of that bound (`deque(maxlen=100)`, `deque([], 100)`); `None` as the bound leaves it unbounded.
+BOUNDED_CONTAINERS = {"deque": ("maxlen", 1)}

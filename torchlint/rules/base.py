@@ -32,6 +32,20 @@ class TextTest(Protocol):
     def search(self, string: str) -> object: ...
 
 
+class _TrainingStepText:
+    """Necessary text of a LightningModule's `training_step`, whose backward Lightning runs: a substring test first
+    (cheap on the files that lack it), then the definition."""
+
+    pattern = DEF_TRAINING_STEP.pattern
+    parts = (DEF_TRAINING_STEP,)  # the patterns it runs
+
+    def search(self, text: str) -> object:
+        return "training_step" in text and DEF_TRAINING_STEP.search(text) is not None or None
+
+
+TRAINING_STEP_TEXT = _TrainingStepText()  # one object: the prefilter searches each test once per file
+
+
 # One of `Rule.requires`: a text test, or a tuple of them of which one must hold (searched in order, each at most
 # once per file: a rule asks for a common pattern first and a rarer, costlier one only where that fails).
 Requirement = Union[TextTest, "tuple[TextTest, ...]"]

@@ -12,8 +12,8 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
-from torchlint.analysis.bindings import runs_while_kept
-from torchlint.analysis.keeping import SET_ITEM, kept_by_objects, term_of_backpropagated
+from torchlint.analysis.bindings import bounded, runs_while_kept
+from torchlint.analysis.keeping import SET_ITEM, kept_by_objects, kept_by_steps, term_of_backpropagated
 from torchlint.analysis.semantics import (
     DISPLAY, DISPLAY_METHOD, GRAD_MODE_SWITCHES, NUMERIC_MODULES, READING_CALLS,
 )
@@ -23,7 +23,7 @@ from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import parenthesized
 from torchlint.source.lines import split_lines
-from torchlint.rules.base import Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, DEF_TRAINING_STEP, LOOP, TRAINING_STEP_TEXT, Finding, Rule
 from torchlint.verify.signs import Sign
 
 
@@ -37,6 +37,10 @@ class AttachedLoggingTotal(Rule):
     name = "attached-logging-total"
     summary = "a graph-attached loss kept across iterations only for logging (memory grows every step)"
     fix_safety = "safe"
+    # A loop that back-propagates, or Lightning's batch loop around `training_step` (its backward is Lightning's).
+    requires = ((BACKWARD_CALL, TRAINING_STEP_TEXT), (LOOP, TRAINING_STEP_TEXT))
+    scope_requires = (BACKWARD_CALL, LOOP)
+    scope_alternatives = ((DEF_TRAINING_STEP,),)
     runtime_signs = (Sign.GRAPH_GROWS,)
     fix_promise = "the graph held by the script's variables no longer grows from step to step"
     fixture_keeps_training = True
@@ -60,10 +64,11 @@ every earlier item's graph, which no backward reads again; not when the loop tak
 `del`), the list is a `deque`, or a backward reads more than the last item.
 
 An object of one of the file's classes, or of a class of another file of the project, that outlives the iteration
-keeps what its method adds into an attribute of `self`: `meter.update(loss, n)` with `def update(self, val, n):
-self.sum += val * n` (or `self.values.append(val)`, or `for i, v in enumerate(values): self.sums[i] += v` given
-`[loss_a, loss_b]`), and `stats["loss"] = loss` where the class's `__setitem__` appends its value to a list of
-`self`. So does a meter held by `self` in a method that back-propagates and steps once per call (a runner's
+(`self` too: `self.record(loss)`; a function of the file that adds its parameter into a `global` or `nonlocal`
+name, too) keeps what its method adds into an attribute of `self`: `meter.update(loss, n)` with `def update(self,
+val, n): self.sum += val * n` (or `self.values.append(val)`, or `for i, v in enumerate(values): self.sums[i] += v`
+given `[loss_a, loss_b]`), and `stats["loss"] = loss` where the class's `__setitem__` appends its value to a list
+of `self`. So does a meter held by `self` in a method that back-propagates and steps once per call (a runner's
 `train_step`, called by a loop elsewhere). A part of a loss is known by the loss's backward when a function of the
 file returns both and the part is a term of the loss in every `return` (`total, part = self.losses(x)`,
 `total.backward()`, then `self.meter.update([part])`).
@@ -77,6 +82,21 @@ back-propagates before returning the tuple by name (`out = self.forward(x)`, `ou
 `return out`): the caller's item at that field's position, unpacked at once or from the name it bound first
 (`res = runner.step(x)`, then `a, total = res`). Its other fields are not known that way, nor `res.total` read by
 attribute in the caller.
+
+A function run once per training step (one that back-propagates and steps, called by a loop; a LightningModule's
+`training_step`, whose loss Lightning back-propagates) keeps what it adds into an attribute of `self`, or a name
+it declares `global` or `nonlocal`: `self.total += loss`, `self.outputs.append(loss)`. So does a list that is an
+entry of a container outliving the loop (`hist["loss"].append(loss)` over `defaultdict(list)`,
+`hist.setdefault("loss", []).append(loss)`). A `deque(maxlen=k)` keeps at most `k`: not reported.
+
+The values of a dict a function returns are known by key, as a tuple's items are by position: `out["loss"]`
+after `out = fit_step(...)` where `fit_step` returns `{"loss": loss, "count": n}` (the loss, not the count), and
+the values of `parts.items()` where every value of the returned dict carries a graph (`return total, {"ce": ce,
+"kl": kl}`), through the helpers that hand the dict on. Calling an object runs its class's `__call__`; the class is
+known from its constructor, or from the return annotation of the function that makes it (`self.loss_fn =
+create_loss(cfg)` with `def create_loss(cfg) -> DualLoss:`), in the file or in another file of the project (a
+plain name or a string; `Optional[...]` and a factory without annotation are not followed). A dict whose values
+differ in kind (a loss and a count) tells nothing about a value of its `.items()`.
 
 An evaluation function that a training loop runs with grad enabled (not under `no_grad`, no
 `set_grad_enabled` in it or its caller) and that sums attached losses over the whole pass of its own loop into a
@@ -119,9 +139,9 @@ holds no `self.x +=` or `.append(` keeps nothing; the flake8 plugin and the lang
 cached exports, do not read other files' classes and loss functions for this); a sibling of the loss in an unpacked result (`loss, sample =
 trainer.compute(batch)`) is not known by the loss's backward unless a function of the file returns it as a term of
 the loss, and a backward of an inner loop does not make what the outer loop keeps known (the total is judged where
-it grows). A total returned by a function that back-propagates nothing itself is left alone (its caller may
-back-propagate it). A total rebound to a value without a graph (`total = total.detach().cpu().numpy()`) before it
-is handed to a call is not handed on attached.
+it grows). A total returned by a function that back-propagates nothing itself, and whose loop does not train through a
+helper (back-propagate and step), is left alone (its caller may back-propagate it). A total rebound to a value without a graph (`total =
+total.detach().cpu().numpy()`) before it is handed to a call is not handed on attached.
 
 ## Correct look-alikes (not flagged)
 A total that is later back-propagated (correct chunked accumulation, or TL001); values kept to be
@@ -160,11 +180,25 @@ for x, y in loader:
             for k in kept_by_objects(model, loop) if loop.of(EventKind.BACKWARD) else ():
                 if id(k.node) not in seen:
                     seen.add(id(k.node))
-                    what = "appends it to a list of" if k.method.endswith(SET_ITEM) else "adds it into an attribute of"
+                    what = "appends it to a list of" if k.method.endswith(SET_ITEM) else (
+                        "adds it into an attribute of" if "." in k.method else "adds it into")
                     yield Finding(k.node, f"`{code_of(k.value)}` is still attached to its graph and `{k.method}` {what} "
                                   f"`{k.obj}`, which outlives the iteration: every step's graph stays alive and memory "
                                   f"grows; pass `{code_of(k.value)}.item()` or `.detach()`", None)
         yield from _evaluated_with_grad(model)
+        displayed: dict[str, bool] = {}
+        for body, e in kept_by_steps(model):
+            scope, value = body.scope, e.value
+            assert value is not None and e.target is not None  # kept_by_steps: each with both
+            if id(e.node) in seen or model.kinds.of(value, scope, e) is not VKind.GRAPH or bounded(
+                    model, scope, e.target) or _escapes(model, body, e.target) or _handed_on(model, scope, e.target):
+                continue
+            seen.add(id(e.node))
+            yield Finding(e.node if e.kind is EventKind.APPEND else _small_statement(e),
+                          f"`{code_of(value)}` is still attached to its graph and is kept in `{e.target}`, which "
+                          f"outlives each call of `{scope.name}()`, run once per training step: every step's graph "
+                          f"stays alive and memory grows; store `{code_of(value)}.item()` or `.detach()`",
+                          _fix(model, scope, e, displayed))
 
     def _events(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
@@ -195,11 +229,13 @@ for x, y in loader:
                     part = _backpropagated_part(model, loop, scope, e) if not kind.graph_free else None
                     if part is None and (kind.graph_free or not term_of_backpropagated(model, scope, e.value)):
                         continue  # a number, a string, a detached tensor, or a value the analysis cannot see
-                if not loop.carries(e) or _escapes(model, scope, e.target) or loop.within_one_step(e):
+                if not loop.carries(e) or _escapes(model, loop, e.target) or loop.within_one_step(e):
                     continue
                 if loop.fills_local_buffer(e) or kind is VKind.GRAPH and loop.keeps_inner_total(
                         e, lambda name: kinds.of_name(name, scope, e).graph_free):
                     continue  # one call's buffer of fixed shape; an inner loop's total (judged where it grows)
+                if e.kind is EventKind.APPEND and bounded(model, scope, e.target):
+                    continue  # `deque(maxlen=k)`: the oldest graphs are dropped, at most k are kept
                 runs = runs_while_kept(model, scope, e)
                 if runs is not None and runs <= FEW_ITERATIONS:
                     continue  # a test's mini-run: a bounded handful of graphs, freed with the container
@@ -368,11 +404,14 @@ def _same_key(e: Event) -> bool:
     return False
 
 
-def _escapes(model: FileModel, scope: Scope, total: str) -> bool:
-    """The total leaves a function that back-propagates nothing itself (a loss builder: its caller may well
-    back-propagate the total), or another method of the class back-propagates it."""
-    if not scope.own_backwards() and any(total in scope.depends(r.value)  # type: ignore[arg-type]  # own_returns: each with a value
-                                         for r in scope.own_returns()):
+def _escapes(model: FileModel, loop: Loop, total: str) -> bool:
+    """The total leaves a function that back-propagates nothing itself, nor trains through a helper in the loop that
+    sums it (back-propagates and steps: a per-batch training step), so a loss builder whose caller may well
+    back-propagate the total; or another method of the class back-propagates it."""
+    scope = loop.scope
+    trains = loop.of(EventKind.BACKWARD) and loop.of(EventKind.STEP)
+    if not scope.own_backwards() and not trains and any(
+            total in scope.depends(r.value) for r in scope.own_returns()):  # type: ignore[arg-type]  # own_returns: each with a value
         return True
     if total.startswith("self."):
         return any(total in s.backpropagated() for s in model.scopes if s.class_name == scope.class_name)
@@ -402,7 +441,8 @@ def _may_backpropagate(model: FileModel, scope: Scope, names: set[str], depth: i
     for stmt, call in _calls_by_statement(scope):
         if type(call) is not cst.Call:
             continue
-        handed = [a for a in call.args if names_in(a.value) & derived
+        handed = [a for a in call.args if names_in(a.value) & derived and _derived_there(scope, stmt, names_in(
+                  a.value) & derived, names, derived)
                   and not (depth == 0 and _detached_before(model, scope, stmt, names_in(a.value) & derived))]
         if not handed or _reads(call, derived):
             continue
@@ -445,6 +485,21 @@ def _detached_before(model: FileModel, scope: Scope, stmt: cst.CSTNode | None, n
         if any(id(d) in before or not model.kinds.of_def(d, scope).graph_free for d in found[0]):
             return False
     return True
+
+
+def _derived_there(scope: Scope, stmt: cst.CSTNode | None, used: set[str], names: set[str], derived: set[str]) -> bool:
+    """One of `used` holds a value computed from the kept values where `stmt` reads it: a kept name itself, or a
+    name one of whose definitions reaching `stmt` reads them (`for v in totals.values()` after the loop does not
+    make the loop's own `v` a kept value)."""
+    if used & names or stmt is None:
+        return True
+    for name in used:
+        found = scope.reaching_statement(name, stmt)
+        if found is None or found[1] and (name in scope.params or "." in name):
+            return True  # not known where it comes from
+        if any(d.value is None or names_in(d.value) & derived for d in found[0]):
+            return True
+    return False
 
 
 def _computed_from(scope: Scope, names: set[str]) -> set[str]:

@@ -1,0 +1,180 @@
+"""What a container holds, for the value kinds (`kinds.KindInference` asks): the item of a tuple at a position (a
+literal, what a function returns there, what the one plain definition of a name holds), a loop variable over
+`range` or over a dict's `.items()` / `.values()`, and the values of a dict: the entries a scope builds, or a dict
+a function returns (whole, or as an element of a returned tuple: `loss, parts = criterion(out, y)`), of this file
+or, through its exports, of another project file (a loss object's `__call__` too, when the object's class or the
+factory that made it is known). A value of a dict is known only when every entry the analysis sees agrees on it."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import libcst as cst
+
+from torchlint.analysis.events import AssignForm, Event
+from torchlint.analysis.exprs import dotted
+from torchlint.analysis.foreign import Resolved
+from torchlint.analysis.scopes import Scope
+from torchlint.analysis.vkind import VKind, join
+
+_MAX_HOPS = 8  # definitions and returns followed for the values of one dict
+ANY_KEY = "*"  # the entries of a dict whose key is not a literal
+
+
+class Asker(Protocol):
+    def of(self, expr: cst.BaseExpression, scope: Scope, at: Event | None, depth: int = 0) -> VKind: ...
+
+    def callee(self, scope: Scope, name: str) -> Scope | None: ...
+
+    def foreign(self, scope: Scope, name: str) -> Resolved | None: ...
+
+
+def element(k: Asker, value: cst.BaseExpression, index: int, scope: Scope, at: Event, depth: int) -> VKind | None:
+    """The kind of item `index` of a tuple value: a literal, what a function returns there, or what the one plain
+    definition of a name holds (`res = step(batch)`, then `loss, acc = res`)."""
+    if index < 0:
+        return None
+    if type(value) is cst.Tuple or type(value) is cst.List:
+        if index < len(value.elements) and type(value.elements[index]) is not cst.StarredElement:
+            return k.of(value.elements[index].value, scope, at, depth)
+        return None
+    if type(value) is cst.Call:
+        name = dotted(value.func)
+        callee = k.callee(scope, name) if name is not None else None
+        if callee is None:  # a function of another project file: the kinds its exports give each element
+            found = k.foreign(scope, name) if name is not None else None
+            items = found.export.items if found is not None else []
+            return VKind.__members__.get(items[index], VKind.UNKNOWN) if index < len(items) else None
+        kinds = []
+        for r in callee.own_returns():
+            assert r.value is not None  # own_returns keeps those with a value
+            kind = element(k, r.value, index, callee, r, depth + 1)
+            kinds.append(kind if kind is not None else VKind.UNKNOWN)
+        return join(kinds) if kinds else None
+    defs, outside = scope.reaching(value.value, at) if type(value) is cst.Name and depth < 4 else ((), True)
+    if len(defs) == 1 and not outside and defs[0].variant is AssignForm.PLAIN and defs[0].value is not None:
+        return element(k, defs[0].value, index, scope, defs[0], depth + 1)
+    return None
+
+
+def element_of_iterable(k: Asker, it: cst.BaseExpression, scope: Scope, at: Event, depth: int) -> VKind:
+    """A loop variable: a number over `range(...)`; a value of a dict over `.values()`, or the key or value of
+    `.items()` (`for name, part in losses.items()`): the entries the scope builds, or the values of a dict a call
+    returned (`dict_values`); anything else (batches, `enumerate`'s tuples) unknown."""
+    if type(it) is cst.Call and dotted(it.func) == "range":
+        return VKind.NUMBER
+    if (type(it) is cst.Call and not it.args and type(it.func) is cst.Attribute
+            and it.func.attr.value in ("items", "values")):
+        method, index = it.func.attr.value, at.index
+        if method == "values" and index >= 0 or method == "items" and index not in (0, 1):
+            return VKind.UNKNOWN  # a value unpacked itself, or `.items()` not taken as (key, value)
+        entries = scope.dict_entries(it.func.value, at)
+        keys = method == "items" and index == 0
+        if entries is None and not keys:
+            found = dict_values(k, it.func.value, scope, at, depth)
+            return found if found is not None else VKind.UNKNOWN
+        if entries is None or keys and any(key is None for key, _, _ in entries):
+            return VKind.UNKNOWN
+        return join(k.of(key if keys else value, scope, where, depth + 1) for key, value, where in entries)
+    return VKind.UNKNOWN
+
+
+def dict_values(k: Asker, expr: cst.BaseExpression, scope: Scope, at: Event, depth: int,
+                key: str | None = None) -> VKind | None:
+    """The kind of the values of the dict `expr` holds at `at` (`key`: of the entry with that literal key, and of
+    those whose key is not a literal), or None when not known (`dict_kinds`)."""
+    return pick(dict_kinds(k, expr, scope, at, depth), key)
+
+
+def pick(kinds: dict[str, VKind] | None, key: str | None) -> VKind | None:
+    """The join of the kinds of a dict's entries (`key`: of that entry and of those whose key is not known)."""
+    found = [v for name, v in kinds.items() if key is None or name in (key, ANY_KEY)] if kinds else []
+    return join(found) if found else None
+
+
+def subscript_key(node: cst.Subscript) -> str | None:
+    """`d["loss"]`: the literal key read; None for any other subscript (its entry may be any)."""
+    if len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
+        return None
+    key = literal_key(node.slice[0].slice.value)
+    return None if key == ANY_KEY else key
+
+
+def literal_key(key: cst.BaseExpression | None) -> str:
+    """The key of a dict entry as its exports write it: a string literal's value, else `ANY_KEY`."""
+    value = key.evaluated_value if type(key) is cst.SimpleString else None
+    return value if isinstance(value, str) and value != ANY_KEY else ANY_KEY
+
+
+def dict_kinds(k: Asker, expr: cst.BaseExpression, scope: Scope, at: Event, depth: int,
+               hops: int = 0) -> dict[str, VKind] | None:
+    """The kind of each entry of the dict `expr` holds at `at`, by literal key, or None when not known: entries the
+    scope builds (`Scope.dict_entries`), a name every reaching definition of which binds such a dict (a call's
+    result, an item of one it unpacked), or what a function returns (its `return`s, or another file's exports)."""
+    if hops > _MAX_HOPS:
+        return None
+    entries = scope.dict_entries(expr, at)
+    if entries is not None:
+        return merged([{literal_key(key): k.of(v, scope, where, depth + 1)} for key, v, where in entries])
+    if type(expr) is cst.Name:
+        defs, entry = scope.reaching(expr.value, at)
+        if entry or not defs:
+            return None
+        found: list[dict[str, VKind] | None] = []
+        for d in defs:
+            if d.value is None:
+                return None
+            if d.variant is AssignForm.PLAIN:
+                found.append(dict_kinds(k, d.value, scope, d, depth, hops + 1))
+            elif d.variant in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK):
+                found.append(_element_kinds(k, d.value, d.index, scope, d, depth, hops + 1))
+            else:
+                return None
+        return merged(found)
+    return _returned_kinds(k, expr, None, scope, depth, hops)
+
+
+def merged(maps: list[dict[str, VKind] | None]) -> dict[str, VKind] | None:
+    """The entries of dicts one of which a value is (definitions on two paths, several `return`s), by key."""
+    if not maps or any(m is None for m in maps):
+        return None
+    out: dict[str, VKind] = {}
+    for m in maps:
+        for key, kind in m.items():  # type: ignore[union-attr]  # None excluded above
+            out[key] = join([out[key], kind]) if key in out else kind
+    return out
+
+
+def _element_kinds(k: Asker, value: cst.BaseExpression, index: int, scope: Scope, at: Event,
+                   depth: int, hops: int) -> dict[str, VKind] | None:
+    """`dict_kinds` of item `index` of a tuple value (`loss, parts = criterion(out, y)`: `parts`)."""
+    if index < 0:
+        return None
+    if type(value) is cst.Tuple:
+        if index < len(value.elements) and type(value.elements[index]) is not cst.StarredElement:
+            return dict_kinds(k, value.elements[index].value, scope, at, depth, hops + 1)
+        return None
+    return _returned_kinds(k, value, index, scope, depth, hops)
+
+
+def _returned_kinds(k: Asker, call: cst.BaseExpression, index: int | None, scope: Scope,
+                    depth: int, hops: int) -> dict[str, VKind] | None:
+    """The entries of the dict a call returns (`index` None), or returns as item `index` of a tuple."""
+    name = dotted(call.func) if type(call) is cst.Call else None
+    if name is None:
+        return None
+    callee = k.callee(scope, name)
+    if callee is None:
+        found = k.foreign(scope, name)
+        if found is None:
+            return None
+        exp = found.export
+        written = exp.dict_values if index is None else exp.values[index] if index < len(exp.values) else {}
+        kinds = {key: VKind.__members__.get(v, VKind.UNKNOWN) for key, v in written.items()}
+        return kinds or None
+    each: list[dict[str, VKind] | None] = []
+    for r in callee.own_returns():
+        assert r.value is not None  # own_returns keeps those with a value
+        each.append(dict_kinds(k, r.value, callee, r, depth, hops + 1) if index is None
+                    else _element_kinds(k, r.value, index, callee, r, depth, hops + 1))
+    return merged(each)
