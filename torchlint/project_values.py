@@ -22,7 +22,7 @@ from typing import Any
 
 from torchlint.analysis.exports import export
 from torchlint.analysis.exprs import positional_params
-from torchlint.analysis.foreign import FunctionExport, Resolved
+from torchlint.analysis.foreign import CallerUse, FunctionExport, Resolved
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.overrides import detaches_state, method_of
 from torchlint.source.cstfast import parse_read_only
@@ -44,9 +44,20 @@ class OtherFilesValues:
     """The part of `ProjectView` that answers `kept` and `returned` (see the module's docstring)."""
 
     project: Any  # the `Project`: its `text(path)`, `display(path)` and `cached_only` are read here
+    file: Path  # the viewing file
 
     def _target(self, dotted: str) -> tuple[Path, str] | None:
         raise NotImplementedError
+
+    def _record(self, path: Path) -> None:
+        raise NotImplementedError
+
+    def callers(self, name: str) -> tuple[CallerUse, ...]:
+        """The calls of the viewing file's `name` (`Class.name`) in the files near it (`project_callers`), whose
+        files are recorded in the view's `reads`; none for a project that reads only cached exports."""
+        if self.project.cached_only:
+            return ()
+        return self.project.callers_index.uses(self.file, name, self._record)
 
     def _lineage(self, path: Path, cls_name: str) -> list[str]:
         raise NotImplementedError

@@ -11,15 +11,16 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import AssignForm, EventKind, Event, FileModel
+from torchlint.analysis.cuts import cut_for_callers, lists_to_tensor, rewrapped, summand_detachments
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.exprs import (
-    COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, keyword, names_in,
-    positional_params, summand_names,
+    COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, names_in, positional_params,
+    summand_names,
 )
 from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.semantics import (
-    GRAPH_REDUCTIONS, LIST_TO_TENSOR, LOSS_FUNCTION_WORDS, TENSOR_REWRAPPERS, is_callable_name, is_module_name,
+    GRAPH_REDUCTIONS, LOSS_FUNCTION_WORDS, is_callable_name, is_module_name,
 )
 from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
@@ -191,6 +192,12 @@ followed into the helper.
             yield from _forward_list_findings(model, scope)
             backwards = scope.own_backwards()
             if not backwards:
+                for c in cut_for_callers(model, scope) if cuts and model.project is not None else ():
+                    u = c.use
+                    yield Finding(c.cut.node, f"`{code_of(c.cut.node)}` cuts `{c.param}` out of the graph ({c.cut.how}) "
+                                  f"in `{scope.name}()`, yet {u.path}:{u.line} passes a model's output for it and "
+                                  f"back-propagates what this computes (line {u.backward_line}): the term trains "
+                                  f"nothing; use `{c.param}` itself")
                 continue
             candidates: list[tuple[cst.BaseExpression, Event]] = []
             owner: dict[int, Event] = {}  # the backward each candidate expression is first found for
@@ -221,7 +228,7 @@ followed into the helper.
                 if no_grad:
                     yield from _no_grad_findings(model, scope, expr, at)
                 yield from _list_findings(model, scope, expr, at, "is added into a loss that is back-propagated")
-                for det in _summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)):
+                for det in summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)):
                     if not _carries_graph(model, scope, det.operand, at):
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
                     if _trained_by_another_backward(scope, det.operand, owner[id(expr)], backwards):
@@ -258,7 +265,7 @@ def _helper_item_findings(model: FileModel, scope, d: Event) -> Iterator[Finding
         if not (type(value) is cst.Tuple or type(value) is cst.List) or d.index >= len(value.elements):
             continue
         item = value.elements[d.index].value
-        for det in _summand_detachments(item):
+        for det in summand_detachments(item):
             if not (_carries_graph(model, callee, det.operand, r)
                     or _from_graph_argument(model, scope, d, callee, det.operand, call)):
                 continue
@@ -421,11 +428,11 @@ def _added_terms(expr: cst.BaseExpression, graph) -> list[cst.BaseExpression]:
 def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
     """A detached loss value re-wrapped as a new leaf (`torch.tensor(loss.item(), requires_grad=True)`), to
     silence "element 0 of tensors does not require grad": the backward reaches no parameter."""
-    for call in _rewrapped(expr):
+    for call in rewrapped(expr):
         value = call.args[0].value
-        detached = _summand_detachments(value) + [
+        detached = summand_detachments(value) + [
             d for defn in scope.summand_defs(value, at) if defn.value is not None
-            for d in _summand_detachments(defn.value)
+            for d in summand_detachments(defn.value)
         ]
         if not detached:
             continue  # a learnable scalar made on purpose (`log_var = torch.tensor(0.0, requires_grad=True)`)
@@ -457,7 +464,7 @@ def _forward_list_findings(model: FileModel, scope) -> Iterator[Finding]:
 def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event, where: str) -> Iterator[Finding]:
     """`torch.tensor(losses)` among the terms of `expr`, where `losses` holds values that carry a graph (a list
     literal of them, or a list they are appended to): the new tensor holds their values, not their graphs."""
-    for call in _lists_to_tensor(expr):
+    for call in lists_to_tensor(expr):
         arg = call.args[0].value
         if type(arg) in (cst.List, cst.Tuple):
             held = [el.value for el in arg.elements if type(el) is cst.Element]  # type: ignore[attr-defined]
@@ -475,78 +482,6 @@ def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event,
             f"{where}: it has no graph, so these losses train nothing; combine them with "
             f"`torch.stack(...)` instead",
         )
-
-
-def _lists_to_tensor(expr: cst.BaseExpression) -> list[cst.Call]:
-    """`torch.tensor(xs)` (`torch.Tensor([...])` ...) among the terms of `expr`, through arithmetic, reductions
-    (`torch.mean(...)`, `.mean()`) and moves (`.to(device)`)."""
-    def copies(node: cst.Call) -> bool:
-        return dotted(node.func) in LIST_TO_TENSOR and bool(node.args) and node.args[0].keyword is None \
-            and not node.args[0].star
-
-    def through(node: cst.Call) -> cst.BaseExpression | None:
-        if (dotted(node.func) or "") in COMBINING_CALLS and node.args:
-            return node.args[0].value
-        if type(node.func) is cst.Attribute and node.func.attr.value in (*GRAPH_REDUCTIONS, "to", "cuda"):
-            return node.func.value
-        return None
-
-    return _term_calls(expr, copies, through)
-
-
-def _term_calls(expr: cst.BaseExpression, wanted, through) -> list[cst.Call]:
-    """The calls among the terms of `expr` (through `+ - * /` and unary signs) that `wanted(call)` accepts;
-    another call is looked into where `through(call)` names the expression it passes on (a reduction's operand)."""
-    out = []
-    todo = [expr]
-    while todo:
-        node = todo.pop()
-        if type(node) is cst.BinaryOperation:
-            todo += [node.left, node.right]
-        elif type(node) is cst.UnaryOperation:
-            todo.append(node.expression)
-        elif type(node) is cst.Call:
-            if wanted(node):
-                out.append(node)
-            elif (inner := through(node)) is not None:
-                todo.append(inner)
-    return out
-
-
-def _summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> list[Detachment]:
-    """Detachments that are terms of `expr`: added, or multiplied by a factor that carries no graph (a weight such
-    as `args.alpha`); summed or stacked; not a factor next to a graph tensor (`ce * w.detach()` detaches the
-    weight, not a loss), not an argument of other calls. `graph(e)` says whether `e` carries a graph."""
-    found = as_detachment(expr)
-    if found is not None:
-        return [found]
-    if type(expr) is cst.BinaryOperation:
-        if type(expr.operator) in (cst.Add, cst.Subtract):
-            return _summand_detachments(expr.left, graph) + _summand_detachments(expr.right, graph)
-        if type(expr.operator) is cst.Multiply:
-            return ((_summand_detachments(expr.left, graph) if not _weighs(expr.right, expr.left, graph) else [])
-                    + (_summand_detachments(expr.right, graph) if not _weighs(expr.left, expr.right, graph) else []))
-        if type(expr.operator) is cst.Divide and not graph(expr.right):
-            return _summand_detachments(expr.left, graph)
-    if type(expr) is cst.UnaryOperation:
-        return _summand_detachments(expr.expression, graph)
-    if type(expr) is cst.Call:
-        func = dotted(expr.func)
-        if func in COMBINING_CALLS:
-            return [d for arg in expr.args for item in combined_items(arg.value) for d in _summand_detachments(item, graph)]
-        if type(expr.func) is cst.Attribute and expr.func.attr.value in GRAPH_REDUCTIONS and not expr.args:
-            return _summand_detachments(expr.func.value, graph)
-    return []
-
-
-def _weighs(factor: cst.BaseExpression, other: cst.BaseExpression, graph) -> bool:
-    """Is `other`, in the product `factor * other`, a weight of `factor` rather than a term of the loss: `factor`
-    carries a graph, or `other` is computed from `factor` itself (`log_prob * (log_prob - baseline).detach()`: the
-    score-function estimator differentiates `log_prob`, weighted by a value cut from the graph on purpose)."""
-    if graph(factor):
-        return True
-    name = dotted(factor) if type(factor) in (cst.Name, cst.Attribute) else None
-    return name is not None and name in names_in(other)
 
 
 def _trained_by_another_backward(scope, operand: cst.BaseExpression, b: Event, backwards: list[Event]) -> bool:
@@ -572,18 +507,3 @@ def _carries_graph(model: FileModel, scope, expr: cst.BaseExpression, at: Event)
     """Known to carry a graph, or of unknown kind and named like a loss."""
     kind = model.kinds.of(expr, scope, at)
     return kind is VKind.GRAPH or (kind is VKind.UNKNOWN and scope.is_loss(expr))
-
-
-def _rewrapped(expr: cst.BaseExpression) -> list[cst.Call]:
-    """`torch.tensor(value, requires_grad=True)` (or `Variable(value, requires_grad=True)`) among the terms of
-    `expr`: a new leaf made from a value, with no path back to the model."""
-    def leaf(node: cst.Call) -> bool:
-        grad = keyword(node, "requires_grad")
-        return (dotted(node.func) or "") in TENSOR_REWRAPPERS and grad is not None and is_true(grad.value) \
-            and bool(node.args) and node.args[0].keyword is None
-
-    def through(node: cst.Call) -> cst.BaseExpression | None:
-        reduces = type(node.func) is cst.Attribute and node.func.attr.value in GRAPH_REDUCTIONS and not node.args
-        return node.func.value if reduces else None  # type: ignore[attr-defined]  # an Attribute when it reduces
-
-    return _term_calls(expr, leaf, through)

@@ -13,7 +13,7 @@ import libcst as cst
 
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.bindings import runs_while_kept
-from torchlint.analysis.keeping import SET_ITEM, kept_by_objects, term_of_backpropagated
+from torchlint.analysis.keeping import SET_ITEM, kept_by_objects, kept_for_callers, term_of_backpropagated
 from torchlint.analysis.semantics import (
     DISPLAY, DISPLAY_METHOD, GRAD_MODE_SWITCHES, NUMERIC_MODULES, READING_CALLS,
 )
@@ -165,6 +165,14 @@ for x, y in loader:
                                   f"`{k.obj}`, which outlives the iteration: every step's graph stays alive and memory "
                                   f"grows; pass `{code_of(k.value)}.item()` or `.detach()`", None)
         yield from _evaluated_with_grad(model)
+        if model.project is not None:
+            for scope in model.scopes:
+                for kept in kept_for_callers(model, scope) if scope.class_name is not None else ():
+                    u = kept.use
+                    yield Finding(kept.node, f"`{scope.name}()` keeps `{kept.param}` in `self`, and {u.path}:{u.line} "
+                                  f"calls it in a loop that back-propagates the value it passes, on an object that "
+                                  f"outlives the loop: every step's graph stays alive and memory grows; keep "
+                                  f"`.item()` or `.detach()` of it", None)
 
     def _events(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds

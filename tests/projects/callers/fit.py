@@ -1,0 +1,43 @@
+import torch
+from torch import nn
+
+from losses import box_loss, eval_loss, item_loss, logged_loss, pair_loss, target_loss
+from meters import Tracker, Window
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def make_targets(y):
+    return y * 2
+
+
+def main(loader, val_loader):
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    tracker = Tracker()
+    for x, y in loader:
+        out = net(x)
+        goal = make_targets(y)
+        losses = {"box": box_loss(out, goal, 0.5), "fit": target_loss(out, goal)}
+        aux = item_loss(out.detach(), goal)
+        main_part, side = pair_loss(out, goal)
+        losses["total"] = losses["box"] + losses["fit"] + aux + main_part
+        opt.zero_grad()
+        losses["total"].backward()
+        opt.step()
+        print(logged_loss(out, goal).item(), side.item())
+        tracker.add(losses)
+        window = Window()
+        window.push(losses)
+        window.put(losses["total"].item())
+    with torch.no_grad():
+        for x, y in val_loader:
+            out = net(x)
+            tracker.add_eval(eval_loss(out, y))
