@@ -48,6 +48,10 @@ def test_candidates_are_read_only_in_files_without_a_backward():
     assert candidates(rebound, ast.parse(rebound)) == []  # converted first
     counter = "class M:\n    def tick(self, v):\n        self.n += 1\n"
     assert candidates(counter, ast.parse(counter)) == []
+    plain = "class M:\n    def add(self, v):\n        self.total += v\n"
+    assert candidates(plain, ast.parse(plain)) == []  # not named like a loss: left to the callers' own check
+    named = "class M:\n    def add(self, loss):\n        self.total += loss\n"
+    assert candidates(named, ast.parse(named)) == ["M.add"]
 
 
 def test_no_caller_is_read_for_a_file_without_a_candidate(tmp_path):

@@ -26,10 +26,12 @@ from torchlint.analysis.prescan import Imported
 from torchlint.source import pyast
 
 BACKWARD_TEXT = re.compile(r"backward\s*\(")
-# `self.sum +=`, `self.sums[k] +=`, `self.values.append(`: a write into `self` that may keep what a method is given
-KEEPING = re.compile(r"self\s*\.\s*\w+(?:\s*\[[^\]\n]*\])?\s*(?:\+=|\.\s*append\s*\()")
+# `self.losses[k] += loss[k]`, `self.loss_sum += value`, `self.history.append(loss)`: a write of a loss into `self`
+# that may keep what a method is given (TL007's premise: a loss kept with its graph)
+KEEPING = re.compile(r"self\s*\.\s*\w+(?:\s*\[[^\]\n]*\])?\s*(?:\+=|\.\s*append\s*\()[^\n]*[Ll]oss"
+                     r"|self\s*\.\s*\w*[Ll]oss\w*(?:\s*\[[^\]\n]*\])?\s*(?:\+=|\.\s*append\s*\()")
 # a loss function (`def rpn_loss(`, `def criterion(`) whose text cuts a value (`.data`, `.detach()`)
-LOSS_DEF = re.compile(r"def\s+\w*(?:loss|criterion)\w*\s*\(", re.IGNORECASE)
+LOSS_DEF = re.compile(r"def\s+\w*(?:[Ll]oss|LOSS|[Cc]riterion)\w*\s*\(")
 CUT = re.compile(r"\.\s*(?:data\b|detach\s*\()")
 _SKIPPED_DIRS = frozenset({"site-packages", "node_modules", "__pycache__", "venv", "env"})
 _MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "train", "eval"})
@@ -106,7 +108,11 @@ def _keeps_parameter(fn: ast.AST, params: set[str]) -> bool:
             value = n.args[0]
         else:
             continue
-        if value is not None and _loads(value) & params:
+        target = n.target if isinstance(n, ast.AugAssign) else n.func.value  # type: ignore[attr-defined]
+        while isinstance(target, ast.Subscript):
+            target = target.value
+        given = _loads(value) & params if value is not None else set()
+        if given and any("loss" in x.lower() for x in given | {_last(target)}):  # a loss kept, by its name
             return True
     return False
 
@@ -435,7 +441,9 @@ def _model_output(name: str, assigns: Sequence[ast.AST], objects: set[str]) -> b
 def callers_text(index: CallersIndex, path: str | Path, text: str) -> str:
     """Text standing, for the prefilter, for what the callers of the file's helpers do: `.backward(` when a
     caller back-propagates through one of them (or keeps with one of them what it back-propagates); else ""."""
-    if not (KEEPING.search(text) is not None or CUT.search(text) is not None and LOSS_DEF.search(text) is not None):
+    if "loss" not in text and "Loss" not in text:
+        return ""  # nothing named like a loss (a substring test first: most files fail it)
+    if KEEPING.search(text) is None and (CUT.search(text) is None or LOSS_DEF.search(text) is None):
         return ""
     if BACKWARD_TEXT.search(text) is not None:
         return ""
