@@ -458,7 +458,9 @@ def _forward_list_findings(model: FileModel, scope) -> Iterator[Finding]:
         value = r.value
         items = [el.value for el in value.elements] if type(value) is cst.Tuple else [value]
         for item in items:
-            yield from _list_findings(model, scope, item, r, "is returned by the module's forward")
+            # the item itself, or a name bound to a sum with the copy among its terms (`loss = mse + b * aux`)
+            for expr, at in [(item, r)] + [(d.value, d) for d in scope.summand_defs(item, r) if d.value is not None]:
+                yield from _list_findings(model, scope, expr, at, "is returned by the module's forward")
 
 
 def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event, where: str) -> Iterator[Finding]:
@@ -470,8 +472,11 @@ def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event,
             held = [el.value for el in arg.elements if type(el) is cst.Element]  # type: ignore[attr-defined]
             losses = [e for e in held if _carries_graph(model, scope, e, at)]
         elif type(arg) is cst.Name:
-            losses = [s.value for s in scope.stores(arg.value)
-                      if s.value is not None and s.kind is EventKind.APPEND and _carries_graph(model, scope, s.value, s)]
+            # what is appended carries a graph, or, into a list named like a loss, is not known to be a number
+            named = scope.is_loss(arg)
+            losses = [s.value for s in scope.stores(arg.value) if s.value is not None and s.kind is EventKind.APPEND
+                      and (_carries_graph(model, scope, s.value, s)
+                           or named and model.kinds.of(s.value, scope, s) is VKind.UNKNOWN)]
         else:
             continue
         if not losses:
