@@ -119,7 +119,16 @@ them, or a list they are appended to): as a term of the back-propagated loss, or
 (a method `forward` of a class with a base), whose outputs its caller trains on. In a file that never
 back-propagates (a package of models, whose forwards mostly build `torch.tensor(...)` of constants), only a list
 the file appends to and copies by name (`aux.append(l)` ... `torch.tensor(aux)`) is followed, not a list literal.
-The new tensor holds the values, not the graphs: use `torch.stack(losses)`. Reported without a fix.
+The new tensor holds the values, not the graphs: use `torch.stack(losses)`. Reported without a fix. A returned
+name bound to a sum with such a copy among its terms is followed (`extra = torch.tensor(aux).mean()`; `loss = mse +
+beta * extra`; `return out, loss`), and a list named like a loss (`aux_loss`) holds losses unless what is appended
+is known to be a number.
+A loss function with no backward of its own (a file of losses) that cuts one of its parameters (`pred.data`,
+`pred.detach()`) in computing an item it returns, when a file of the project near it calls it with a model's
+output for that parameter (bound by calling a model object: `a, b = rpn(features)`) and back-propagates that
+item (`cls, reg, log = rpn_loss(...)`; `(cls + reg).backward()`): reported in the loss function, without a fix.
+Not a cut of a target (what the caller passes comes from a function, or from data), nor in an item only logged,
+nor where every caller runs under `no_grad`, passes a value already cut, or does not exist.
 
 ## Why it is wrong
 Those wrappers return a value outside the autograd graph. Added into the total, the term contributes nothing to

@@ -67,6 +67,13 @@ self.sum += val * n` (or `self.values.append(val)`, or `for i, v in enumerate(va
 `train_step`, called by a loop elsewhere). A part of a loss is known by the loss's backward when a function of the
 file returns both and the part is a term of the loss in every `return` (`total, part = self.losses(x)`,
 `total.backward()`, then `self.meter.update([part])`).
+Reported in the class's own file too, which holds no backward (a metrics module), when a method adds a parameter
+named like a loss into `self` (or into an attribute named like one: `self.train_losses[key] += loss[key]`) and a
+file of the project near it calls the method in a loop that back-propagates what it passes or an item of it
+(`loss["total"].backward()`, then `metrics.tracker.update_train_losses(loss)`), on an object bound outside that
+loop, not under `no_grad`; the method is found by its name in the files that import its module (the receiver's
+class is not resolved; an object the caller builds from another class is not it). A value back-propagated whole
+and given to an object the caller builds from the class by name is the caller's finding, not the method's.
 
 The loop that keeps may be an epoch loop around a function that trains (a run of its own): `a, b =
 run_epoch(...)` then `curve.append(b)`, where the run returns a total of attached losses. A function of another
