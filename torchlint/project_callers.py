@@ -10,7 +10,7 @@ answers, per call of the helper found in the project, with `foreign.CallerUse`.
 Gated hard: only a file that holds no backward and one of the shapes that can matter (`candidates`, read with
 `ast` on the file's own tree) asks at all; then only the files near it (its folder, the folders above it up to the
 project's root, and their direct subfolders) whose text back-propagates and names the helper are parsed (with
-`ast`, once per content: `trees`)."""
+`ast`, once per content: `project_trees`)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.prescan import Imported
+from torchlint.project_trees import tree_of
 from torchlint.source import pyast
 
 BACKWARD_TEXT = re.compile(r"backward\s*\(")
@@ -37,19 +38,6 @@ _SKIPPED_DIRS = frozenset({"site-packages", "node_modules", "__pycache__", "venv
 _MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "train", "eval"})
 _CUTTING = frozenset({"item", "detach", "tolist", "numpy", "cpu", "data"})
 _MAX_FILES = 400  # files near a helper read for its callers, at most
-_TREES: dict[str, ast.Module | None] = {}  # by content hash
-
-
-def tree_of(digest: str, text: str) -> ast.Module | None:
-    """The `ast` of a project file's text, once per content (None where CPython refuses it)."""
-    if digest not in _TREES:
-        if len(_TREES) >= 512:
-            _TREES.clear()
-        try:
-            _TREES[digest] = pyast.parse(text.removeprefix("\ufeff"))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            _TREES[digest] = None
-    return _TREES[digest]
 
 
 def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:

@@ -15,7 +15,6 @@ project that reads only cached exports (the flake8 plugin, the language server) 
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from torchlint.analysis.exprs import positional_params
 from torchlint.analysis.foreign import CallerUse, FunctionExport, Resolved
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.overrides import detaches_state, method_of
+from torchlint.project_trees import tree_of
 from torchlint.source.cstfast import parse_read_only
 
 # `self.sum +=`, `self.sums[i] +=`, `self.values.append(`, `self.stats[key].append(`: a write that keeps its value
@@ -90,10 +90,8 @@ class OtherFilesValues:
         key = (got[1], tuple(lineage), method)
         if key not in _DETACHES:
             _room(_DETACHES)
-            try:
-                fn = method_of(ast.parse(got[0]), lineage, method)
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                fn = None
+            tree = tree_of(got[1], got[0])
+            fn = method_of(tree, lineage, method) if tree is not None else None
             _DETACHES[key] = fn is not None and detaches_state(fn)
         return _DETACHES[key]
 
