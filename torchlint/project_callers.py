@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import os
+from bisect import bisect_left
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -66,18 +67,28 @@ def candidates(text: str, tree: ast.Module | None) -> list[str]:
     a method that adds a parameter into `self` or appends it there (a meter's `update(loss)`)."""
     if tree is None or BACKWARD_TEXT.search(text) is not None:
         return []
-    cut = CUT.search(text) is not None and LOSS_DEF.search(text) is not None
-    keeps = KEEPING.search(text) is not None
+    # the lines a cut, and a write keeping a loss, start on: only the functions holding one are read
+    cuts = _lines(CUT, text) if LOSS_DEF.search(text) is not None else []
+    kept = _lines(KEEPING, text)
     out = []
     for cls, fn in _definitions(tree):
-        params = set(_params(fn)[1 if cls else 0:])
-        if not params:
-            continue
-        if cut and re.search("loss|criterion", fn.name, re.IGNORECASE) and _cuts_parameter(fn, params):
+        last = fn.end_lineno or fn.lineno
+        if cuts and re.search("loss|criterion", fn.name, re.IGNORECASE) and _within(cuts, fn.lineno, last) \
+                and _cuts_parameter(fn, set(_params(fn)[1 if cls else 0:])):
             out.append(f"{cls}.{fn.name}" if cls else fn.name)
-        elif keeps and cls and fn.name != "__init__" and _keeps_parameter(fn, params - _rebound(fn)):
+        elif cls and fn.name != "__init__" and _within(kept, fn.lineno, last) \
+                and _keeps_parameter(fn, set(_params(fn)[1:]) - _rebound(fn)):
             out.append(f"{cls}.{fn.name}")
     return out
+
+
+def _lines(pattern: re.Pattern[str], text: str) -> list[int]:
+    return [text.count("\n", 0, m.start()) + 1 for m in pattern.finditer(text)]
+
+
+def _within(lines: list[int], first: int, last: int) -> bool:
+    k = bisect_left(lines, first)
+    return k < len(lines) and lines[k] <= last
 
 
 def _cuts_parameter(fn: ast.AST, params: set[str]) -> bool:
@@ -135,12 +146,19 @@ class CallersIndex:
         self._near: dict[str, list[Path]] = {}  # by folder
         self._uses: dict[tuple[Path, str], tuple[CallerUse, ...]] = {}
         self._read: dict[tuple[Path, str], list[Path]] = {}  # the caller files each answer read
+        self.approved: set[Path] = set()  # the files `wanted` said yes for: the only ones `answer` answers
 
     def wanted(self, path: str | Path, text: str, tree: ast.Module | None) -> bool:
         """Does a caller of one of the file's candidate helpers back-propagate through it (or keep with it)?"""
         file = Path(path).resolve()
-        return any(u.backpropagated or u.attached for name in candidates(text, tree)
-                   for u in self.uses(file, name))
+        if any(u.backpropagated or u.attached for name in candidates(text, tree) for u in self.uses(file, name)):
+            self.approved.add(file)
+            return True
+        return False
+
+    def answer(self, file: Path, name: str, record: Callable[[Path], None]) -> tuple[CallerUse, ...]:
+        """`uses`, for a file `wanted` approved (a file with a backward, or no candidate, asks nothing)."""
+        return self.uses(file, name, record) if file in self.approved else ()
 
     def uses(self, file: Path, name: str, record: Callable[[Path], None] | None = None) -> tuple[CallerUse, ...]:
         key = (file, name)
@@ -431,9 +449,9 @@ def callers_text(index: CallersIndex, path: str | Path, text: str) -> str:
     caller back-propagates through one of them (or keeps with one of them what it back-propagates); else ""."""
     if "loss" not in text and "Loss" not in text:
         return ""  # nothing named like a loss (a substring test first: most files fail it)
-    if KEEPING.search(text) is None and (CUT.search(text) is None or LOSS_DEF.search(text) is None):
-        return ""
     if BACKWARD_TEXT.search(text) is not None:
+        return ""  # the file answers itself
+    if KEEPING.search(text) is None and (CUT.search(text) is None or LOSS_DEF.search(text) is None):
         return ""
     try:
         tree = pyast.parse(text.removeprefix("\ufeff"))

@@ -54,10 +54,11 @@ class OtherFilesValues:
 
     def callers(self, name: str) -> tuple[CallerUse, ...]:
         """The calls of the viewing file's `name` (`Class.name`) in the files near it (`project_callers`), whose
-        files are recorded in the view's `reads`; none for a project that reads only cached exports."""
+        files are recorded in the view's `reads`; none for a project that reads only cached exports, nor for a
+        file the pipeline did not ask the callers for (`callers_text`)."""
         if self.project.cached_only:
             return ()
-        return self.project.callers_index.uses(self.file, name, self._record)
+        return self.project.callers_index.answer(self.file, name, self._record)
 
     def _lineage(self, path: Path, cls_name: str) -> list[str]:
         raise NotImplementedError

@@ -170,13 +170,14 @@ def kept_for_callers(model: FileModel, scope: Scope) -> Iterator[KeptForCallers]
     read with `.item()`, nor on an object the loop binds afresh; nor a value back-propagated whole (`err.backward()`)
     given to an object the caller builds from the class by name (`meter = Meter()`): that call is the caller's own
     finding (`kept_by_objects`); only an item of it back-propagated (`losses["total"]`) is left to the method."""
-    if model.project is None or scope.class_name is None or "." in scope.name or scope.own_backwards():
+    if model.project is None or scope.class_name is None or "." in scope.name:
         return
-    keeps = model.summary(scope).keeps
+    uses = model.project.callers(f"{scope.class_name}.{scope.name}")  # none unless the project asked them (cheap)
+    keeps = model.summary(scope).keeps if uses and not scope.own_backwards() else frozenset()
     if not keeps:
         return
     params = positional_params(scope.node)[1:]
-    for use in model.project.callers(f"{scope.class_name}.{scope.name}"):
+    for use in uses:
         given = {params[int(k)] if k.isdigit() and int(k) < len(params) else k for k in use.attached} & keeps
         if not use.looped or not use.outlives or not given:
             continue

@@ -197,8 +197,10 @@ followed into the helper.
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         cuts = ".detach()" in model.text or ".data" in model.text  # else no argument is cut (`D(fake.detach())`)
+        copies = LIST_TO_TENSOR_CALL.search(model.text) is not None  # else no forward returns a copy
         for scope in model.scopes:
-            yield from _forward_list_findings(model, scope)
+            if copies:
+                yield from _forward_list_findings(model, scope)
             backwards = scope.own_backwards()
             if not backwards:
                 for c in cut_for_callers(model, scope) if cuts and model.project is not None else ():
