@@ -60,3 +60,28 @@ def test_no_caller_is_read_for_a_file_without_a_candidate(tmp_path):
     project = Project(tmp_path)
     assert callers_text(project.callers_index, tmp_path / "a.py", (tmp_path / "a.py").read_text()) == ""
     assert project._texts == {}  # not even the caller's text was read
+
+
+def test_a_change_to_a_caller_reanalyses_the_helper(tmp_path):
+    """The caller files read for a helper are recorded with its cached result: a caller that stops passing its
+    losses makes the helper's finding go."""
+    from torchlint.batch import Job, run
+    from torchlint.rules import ALL_RULES
+
+    project = tmp_path / "callers"
+    shutil.copytree(PROJECTS / "callers", project)
+    codes = tuple(r.code for r in ALL_RULES)
+    files = sorted(str(p) for p in project.rglob("*.py"))
+
+    def check():
+        jobs = [Job(f, codes, project=str(project)) for f in files]
+        return {Path(o.path).relative_to(project).as_posix(): o for o in run(jobs, 1, project)}
+
+    assert [d.code for d in check()["meters.py"].diags] == ["TL007"]
+    assert check()["meters.py"].cached
+    fit = project / "fit.py"
+    fit.write_text(fit.read_text().replace("        tracker.add(losses)\n", ""))
+    third = check()
+    assert not third["meters.py"].cached and third["meters.py"].diags == ()
+    assert not third["losses.py"].cached  # it read fit.py too (its finding stays)
+    assert [d.code for d in third["losses.py"].diags] == ["TL003"]

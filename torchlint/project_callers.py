@@ -151,7 +151,13 @@ class CallersIndex:
     def wanted(self, path: str | Path, text: str, tree: ast.Module | None) -> bool:
         """Does a caller of one of the file's candidate helpers back-propagate through it (or keep with it)?"""
         file = Path(path).resolve()
-        if any(u.backpropagated or u.attached for name in candidates(text, tree) for u in self.uses(file, name)):
+        reads = self.project.reads.setdefault(file, {})  # the batch cache's: a change to a caller invalidates
+
+        def record(p: Path) -> None:
+            reads[self.project.display(p)] = p
+
+        if any(u.backpropagated or u.attached for name in candidates(text, tree)
+               for u in self.uses(file, name, record)):
             self.approved.add(file)
             return True
         return False
