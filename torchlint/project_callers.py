@@ -394,7 +394,8 @@ def _use(call: ast.Call, body: ast.AST, loops: list[ast.AST], quiet: bool, objec
     reached: set[str] = set()  # names whose values (or items) are back-propagated
     line = 0
     for b in backwards:
-        what = [b.func, *b.args[:1]]  # `loss.backward()`, `accelerator.backward(loss)`
+        # `loss.backward()`, `accelerator.backward(loss)` (not the accelerator, nor an optimizer's `backward(loss)`)
+        what = [b.args[0]] if b.args else [b.func.value]  # type: ignore[attr-defined]  # an Attribute (above)
         names = set().union(*(_loads(w) for w in what))
         reached |= names
         got = set().union(*(held.get(n, set()) for n in names))

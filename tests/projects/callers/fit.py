@@ -41,3 +41,14 @@ def main(loader, val_loader):
         for x, y in val_loader:
             out = net(x)
             tracker.add_eval(eval_loss(out, y))
+
+
+def main_amp(loader, amp_opt):
+    net = Net()
+    tracker = Tracker()
+    for x, y in loader:
+        loss = net(x).sum()
+        amp_opt.backward(loss)
+        amp_opt.step()
+        amp_opt.zero_grad()
+        tracker.log_step(float(loss), amp_opt.param_groups[0]["lr"])

@@ -10,6 +10,10 @@ class Tracker:
     def add_eval(self, value):
         self.seen += value
 
+    def log_step(self, loss_value, lr):
+        self.loss_sum += loss_value
+        self.lr_sum += lr
+
 
 class Window:
     def __init__(self):
