@@ -21,7 +21,8 @@ CALLERS = [
     # whose "total" the loop back-propagates, on an object bound before the loop
     "meters.py:8:13: TL007 `add()` keeps `losses` in `self`, and fit.py:36",
     # silent: `.data` on a target (the caller passes what a function made), a result only logged, a caller under
-    # no_grad, a helper no file calls, a caller passing `out.detach()`, an item of a returned pair only logged;
+    # no_grad, a helper no file calls, a caller passing `out.detach()`, an item of a returned pair only logged, a
+    # teacher's output cut beside the student's (a target on purpose), a feature cut for a probe the loss runs;
     # a method called under no_grad, on an object the loop builds afresh, or given `.item()`; given `float(loss)`
     # and an optimizer's learning rate, in a loop whose backward is the optimizer's own (`amp_opt.backward(loss)`)
 ]

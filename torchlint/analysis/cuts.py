@@ -16,7 +16,7 @@ from torchlint.analysis.exprs import (
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import GRAPH_REDUCTIONS, LIST_TO_TENSOR, TENSOR_REWRAPPERS
+from torchlint.analysis.semantics import GRAPH_REDUCTIONS, LIST_TO_TENSOR, SHAPE_READS, TENSOR_REWRAPPERS
 from torchlint.source.walk import walk
 
 LOSS_NAME = re.compile(r"loss|criterion", re.IGNORECASE)  # a function computing a loss, by its name
@@ -33,8 +33,10 @@ def cut_for_callers(model: FileModel, scope: Scope) -> Iterator[CutForCallers]:
     """A loss function with no backward of its own (`def rpn_loss(pred, target, w)`) that cuts one of its
     parameters (`pred.data`, `pred.detach()`) in computing an item it returns, where a caller in another project
     file passes a model's output for that parameter and back-propagates that item (`ProjectLookup.callers`): the
-    term computed from the cut prediction trains nothing. Not a parameter the function rebinds first, nor one it
-    also uses uncut in that item; not a cut only in an item the callers do not back-propagate (a count logged)."""
+    term computed from the cut prediction trains nothing. Not a parameter the function rebinds first, nor where
+    another model output (or the same) is used uncut in that item (a student beside its cut teacher), nor where the
+    item runs a module of `self` or a parameter (a probe trained on a cut feature); not a cut only in an item the
+    callers do not back-propagate (a count logged)."""
     node = scope.node
     if model.project is None or type(node) is not cst.FunctionDef or "." in scope.name \
             or not LOSS_NAME.search(scope.name) or scope.own_backwards():
@@ -58,14 +60,22 @@ def cut_for_callers(model: FileModel, scope: Scope) -> Iterator[CutForCallers]:
                    if (det := as_detachment(n)) is not None and det.how in (".data", ".detach()")
                    and type(det.operand) is cst.Name and det.operand.value in params
                    and scope.reaching(det.operand.value, at) == ((), True)]
-            cut_ids = {id(det.operand) for det, _ in cut}
+            if not cut or any(type(n) is cst.Call and ((f := dotted(n.func) or "") in params
+                              or f.startswith("self.") and f.count(".") == 1) for expr, _ in pairs for n in walk(expr)):
+                continue  # a module the loss runs (`self.head(pred.detach())`, a probe) is what the cut value trains
+            # not a use: the cut operands, and what only a shape is read of (`h, w = pred.size()[-2:]`)
+            cut_ids = {id(det.operand) for det, _ in cut} | {
+                id(n.value) for expr, _ in pairs for n in walk(expr)
+                if type(n) is cst.Attribute and n.attr.value in SHAPE_READS}
             uncut = {n.value for expr, at in pairs for n in walk(expr) if type(n) is cst.Name
                      and id(n) not in cut_ids and n.value in params and scope.reaching(n.value, at) == ((), True)}
             for det, _ in cut:
                 param = det.operand.value  # type: ignore[attr-defined]  # a Name (above)
                 k = str(params.index(param))
                 use = next((u for u in back if k in u.outputs or param in u.outputs), None)
-                if use is not None and param not in uncut and id(det.node) not in reported:
+                # another model output used uncut in the item (a student beside its cut teacher): a target, on purpose
+                fed = {params[int(o)] if o.isdigit() and int(o) < len(params) else o for o in use.outputs} if use else set()
+                if use is not None and not uncut & fed and id(det.node) not in reported:
                     reported.add(id(det.node))
                     yield CutForCallers(det, param, use)
 

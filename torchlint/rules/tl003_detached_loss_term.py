@@ -128,7 +128,9 @@ A loss function with no backward of its own (a file of losses) that cuts one of 
 output for that parameter (bound by calling a model object: `a, b = rpn(features)`) and back-propagates that
 item (`cls, reg, log = rpn_loss(...)`; `(cls + reg).backward()`): reported in the loss function, without a fix.
 Not a cut of a target (what the caller passes comes from a function, or from data), nor in an item only logged,
-nor where every caller runs under `no_grad`, passes a value already cut, or does not exist.
+nor where every caller runs under `no_grad`, passes a value already cut, or does not exist; nor where another
+model output is used uncut in the same item (`kl(student, teacher.detach())`: a target on purpose), nor where the
+item runs a module of `self` or one passed in (`head(feat.detach())`: a probe).
 
 ## Why it is wrong
 Those wrappers return a value outside the autograd graph. Added into the total, the term contributes nothing to

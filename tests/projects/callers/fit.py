@@ -1,7 +1,7 @@
 import torch
 from torch import nn
 
-from losses import box_loss, eval_loss, item_loss, logged_loss, pair_loss, target_loss
+from losses import box_loss, distill_loss, eval_loss, item_loss, logged_loss, pair_loss, probe_loss, target_loss
 from meters import Tracker, Window
 
 
@@ -52,3 +52,16 @@ def main_amp(loader, amp_opt):
         amp_opt.step()
         amp_opt.zero_grad()
         tracker.log_step(float(loss), amp_opt.param_groups[0]["lr"])
+
+
+def main_distill(loader):
+    net = Net()
+    teacher = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for x, y in loader:
+        student_out = net(x)
+        teacher_out = teacher(x)
+        loss = distill_loss(student_out, teacher_out) + probe_loss(student_out, y, net.body)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()

@@ -30,3 +30,11 @@ def item_loss(pred, target):
 
 def pair_loss(pred, target):
     return F.l1_loss(pred, target), F.l1_loss(pred.data, target)
+
+
+def distill_loss(student, teacher):
+    return F.kl_div(student.log_softmax(1), teacher.detach().softmax(1))
+
+
+def probe_loss(feat, target, head):
+    return F.cross_entropy(head(feat.detach()), target)
