@@ -28,7 +28,7 @@ KNOWN_MISSES = frozenset({
     "rb76", "rb77", "rb78",
 })
 KNOWN_MISSES_MINED = frozenset({
-    "mb00", "mb01", "mb02", "mb04", "mb06", "mb11", "mb16", "mc00",
+    "mb00", "mb01", "mb06", "mb11", "mc00",
     "mc02", "mc04", "mc08", "mc09", "mc12", "mc13",
 })
 

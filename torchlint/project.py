@@ -10,8 +10,7 @@ its line in the other file, so that a message can name it.
 - Exports are computed from the exporting file alone (its own helpers inlined, as for any file), so they never
   depend on the order files are visited in, and a cycle of imports needs no special case: calls that file cannot
   resolve are marked opaque, and a caller stays silent where they could matter, as it does today.
-- They are cached by content hash (in memory, and on disk beside the results), so a file imported by twenty
-  others is parsed once.
+- They are cached by content hash (in memory, and on disk beside the results): a file imported by twenty is parsed once.
 - A file is only followed when its text can hold events at all (a backward, a step, a zero_grad ...): the rest of
   a project (models, data, utilities) costs one text search, never a parse.
 - Every project file a check looked at, and every file an import was looked for at and not found, is recorded
@@ -19,8 +18,7 @@ its line in the other file, so that a message can name it.
   unchanged (and the missing ones still missing).
 
 Imports are read from the text (`scan_imports`), before parsing: the prefilter needs to know whether a file that
-holds no training events itself calls a helper that does.
-"""
+holds no training events itself calls a helper that does. (The reverse, callers: `project_callers`.)"""
 
 from __future__ import annotations
 
@@ -36,6 +34,7 @@ from torchlint.analysis.prescan import (
     scan_imports, star_imports, top_level_names,
 )
 from torchlint.analysis.semantics import MODULE_BASES
+from torchlint.project_callers import CallersIndex
 from torchlint.project_values import Kept, OtherFilesValues
 from torchlint.source.decode import SourceError, decode
 from torchlint.source.digest import content_hash
@@ -71,7 +70,7 @@ class Project:
         self._root_prefix = str(self.root).rstrip(os.sep) + os.sep
         self._classes: dict[str, dict[str, list[str]]] = {}  # by content hash: each class's bases, as written
         self.reads: dict[Path, dict[str, Path | str]] = {}  # for each file viewed: the project files it looked at
-        self.signatures = SignatureReader(self)  # ProjectView.instance_call
+        self.signatures, self.callers_index = SignatureReader(self), CallersIndex(self)  # instance_call, callers
 
     # -- files -----------------------------------------------------------------------------------------------
     def text(self, path: Path, data: bytes | None = None) -> tuple[str, str] | None:
@@ -270,10 +269,10 @@ class Project:
             return None
         return view if view.relevant(text) else None
 
-    def classes_view(self, path: str | Path, text: str) -> "ClassesOnly | None":
-        """For a file whose `view` is None: only what its imported classes are (its events stay its own)."""
+    def classes_view(self, path: str | Path, text: str, called: bool = False) -> "ClassesOnly | None":
+        """For a file whose `view` is None: what its imported classes are, and its helpers' `called` callers."""
         bound = scan_imports(text)
-        if not bound:
+        if not bound and not called:
             return None
         file = Path(path).resolve()
         return ClassesOnly(ProjectView(self, file, bound, self.reads.setdefault(file, {})))
@@ -568,6 +567,7 @@ class ClassesOnly:
     def __init__(self, view: ProjectView) -> None:
         self._view = view
         self.detaches, self.instance_returned = view.detaches, view.instance_returned  # read from their files
+        self.callers = view.callers  # what the project's files do with the calls of this file's helpers
 
     def modules(self) -> set[str]:
         return set()

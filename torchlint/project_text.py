@@ -19,6 +19,7 @@ from typing import Callable, Protocol, Union
 
 from torchlint.analysis.foreign import Signature
 from torchlint.analysis.prescan import Imported, scan_imports
+from torchlint.project_trees import tree_of
 from torchlint.analysis.semantics import LR_KEY, MODULE_BASES, MODULE_METHODS_RETURNING_MODULE, MODULE_WRAPPERS
 
 # `group["lr"] = ...`: a learning rate written into an optimizer's param group.
@@ -68,9 +69,8 @@ class SignatureReader:
             return None
         text, digest = got
         if digest not in self._files:
-            try:
-                tree = ast.parse(text)
-            except (SyntaxError, ValueError, RecursionError):
+            tree = tree_of(digest, text)
+            if tree is None:
                 self._files[digest] = None
             else:
                 defs = {n.name: n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}

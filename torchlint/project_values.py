@@ -25,10 +25,11 @@ from typing import Any
 
 from torchlint.analysis.exports import export
 from torchlint.analysis.exprs import positional_params
-from torchlint.analysis.foreign import FunctionExport, Resolved
+from torchlint.analysis.foreign import CallerUse, FunctionExport, Resolved
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.prescan import Imported
 from torchlint.analysis.overrides import detaches_state, method_of
+from torchlint.project_trees import tree_of
 from torchlint.source.cstfast import parse_read_only
 
 # `self.sum +=`, `self.sums[i] +=`, `self.values.append(`, `self.stats[key].append(`: a write that keeps its value
@@ -50,14 +51,23 @@ class OtherFilesValues:
     """The part of `ProjectView` that answers `kept` and `returned` (see the module's docstring)."""
 
     project: Any  # the `Project`: its `text(path)`, `display(path)` and `cached_only` are read here
+    file: Path  # the viewing file
 
     def _target(self, dotted: str) -> tuple[Path, str] | None:
         raise NotImplementedError
 
-    def _lineage(self, path: Path, cls_name: str) -> list[str]:
+    def _record(self, path: Path) -> None:
         raise NotImplementedError
 
-    def _record(self, path: Path) -> None:
+    def callers(self, name: str) -> tuple[CallerUse, ...]:
+        """The calls of the viewing file's `name` (`Class.name`) in the files near it (`project_callers`), whose
+        files are recorded in the view's `reads`; none for a project that reads only cached exports, nor for a
+        file the pipeline did not ask the callers for (`callers_text`)."""
+        if self.project.cached_only:
+            return ()
+        return self.project.callers_index.answer(self.file, name, self._record)
+
+    def _lineage(self, path: Path, cls_name: str) -> list[str]:
         raise NotImplementedError
 
     def kept(self, cls: str, method: str) -> Kept | None:
@@ -88,10 +98,8 @@ class OtherFilesValues:
         key = (got[1], tuple(lineage), method)
         if key not in _DETACHES:
             _room(_DETACHES)
-            try:
-                fn = method_of(ast.parse(got[0]), lineage, method)
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                fn = None
+            tree = tree_of(got[1], got[0])
+            fn = method_of(tree, lineage, method) if tree is not None else None
             _DETACHES[key] = fn is not None and detaches_state(fn)
         return _DETACHES[key]
 

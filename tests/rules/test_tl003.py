@@ -816,3 +816,38 @@ def test_a_copied_list_that_is_appended_to_under_another_name_is_not_read():
     assert APPENDED_LIST_COPIED.search(text) is None
     assert APPENDED_LIST_COPIED.search(text.replace("my.sizes", "sizes")) is not None
     assert APPENDED_LIST_COPIED.search(text.replace("my.sizes", "sizes").replace("forward", "fwd")) is None
+
+
+FORWARD_SUM_OF_COPY = """\
+import torch
+from torch import nn
+
+
+class Recurrent(nn.Module):
+    def forward(self, frames, target):
+        {name} = []
+        outs = []
+        for t in range(frames.shape[1]):
+            step = self.cell(frames[:, t])
+            outs.append(step)
+            {name}.append({value})
+        extra = torch.mean(torch.tensor({name}).to(frames.device))
+        pred = torch.stack(outs, 1)
+        loss = self.mse(pred, target) + self.beta * extra
+        return pred, loss
+"""
+
+
+def test_a_forward_returning_a_sum_of_a_copied_list_of_losses_is_reported():
+    """The copy is a term of a name the forward returns (`loss = mse + beta * extra`, `extra` the mean of the
+    copy), and the list, named like a loss, gets values of unknown kind: the penalty trains nothing."""
+    src = FORWARD_SUM_OF_COPY.format(name="sep_loss", value="torch.abs(self.gap(step)).mean()")
+    assert findings(src, "TL003") == [(13, 28)]
+
+
+@pytest.mark.parametrize("name, value", [
+    ("sep_loss", "torch.abs(self.gap(step)).mean().item()"),  # numbers: nothing to train
+    ("gaps", "torch.abs(self.gap(step)).mean()"),  # a list not named like a loss, of values of unknown kind
+])
+def test_a_forward_copying_numbers_or_values_not_known_as_losses_is_not_reported(name, value):
+    assert findings(FORWARD_SUM_OF_COPY.format(name=name, value=value), "TL003") == []

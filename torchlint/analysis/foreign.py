@@ -85,6 +85,24 @@ class Resolved:
     name: str
 
 
+@dataclass(frozen=True)
+class CallerUse:
+    """A call, in another project file, of a function or method of the viewing file (`ProjectLookup.callers`).
+    Arguments are named by their position among the call's arguments (`"0"`, `"1"` ...) or by their keyword."""
+
+    path: str  # the caller's file, as shown in messages
+    line: int  # the call's
+    looped: bool  # inside a loop of its function, not under `no_grad` / `inference_mode`
+    outlives: bool  # a method's receiver is not rebound in that loop (it keeps what each iteration gives it)
+    backpropagated: frozenset[int]  # the items of the result (-1: the whole result) that reach a backward there
+    attached: frozenset[str]  # arguments whose value (or an item of it) a backward of the call's loop reaches
+    outputs: frozenset[str]  # arguments bound only to what calling a model object returned (`out = net(x)`)
+    backward_line: int  # the backward that reaches the result, if any (0: none)
+    # a method called on a name (or `self.name`) the caller binds to an instance of its class (`attached` then
+    # leaves out a value back-propagated whole: the caller's own check, `keeping.kept_by_objects`, reports it)
+    direct: bool = False
+
+
 class ProjectLookup(Protocol):
     """The questions a file model asks of the rest of its project (`project.ProjectView` answers them)."""
 
@@ -147,6 +165,11 @@ class ProjectLookup(Protocol):
         """`method` (`__call__` for calling the object) of the object `maker(...)` gives, when `maker` (as written)
         is a class of another project file or a function there whose return annotation names one, with what it
         returns; parsed, like `returned`, only where the answer matters."""
+        ...
+
+    def callers(self, name: str) -> tuple[CallerUse, ...]:
+        """The calls of the viewing file's function `name` (or method `Class.name`) in the project's other files
+        near it (`project_callers`); asked only for a file with no backward, of a helper that may need them."""
         ...
 
 

@@ -12,7 +12,8 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, Event, EventKind
-from torchlint.analysis.exprs import dotted, positional_params, summand_names
+from torchlint.analysis.exprs import dotted, names_in, positional_params, summand_names
+from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
@@ -249,3 +250,40 @@ def _declared_shared(scope: Scope) -> set[str]:
     """The names the function declares `global` or `nonlocal` (its nested functions' declarations aside)."""
     return {n.name.value for node in walk(scope.node) if type(node) in (cst.Global, cst.Nonlocal)
             for n in node.names}  # type: ignore[attr-defined]  # Global / Nonlocal
+
+
+@dataclass(frozen=True)
+class KeptForCallers:
+    node: cst.CSTNode  # the statement (or `append` call) of the method that keeps the value
+    param: str  # the parameter kept
+    use: CallerUse  # a call of the method whose loop back-propagates what it passes
+
+
+def kept_for_callers(model: FileModel, scope: Scope) -> Iterator[KeptForCallers]:
+    """A method of the file with no backward of its own that adds a parameter into an attribute of `self`
+    (`Summary.keeps`: `self.totals[k] += losses[k]`), called in another project file by a loop that
+    back-propagates what it passes (`losses["total"].backward()`), on an object bound outside that loop
+    (`ProjectLookup.callers`): the object keeps every iteration's graph. Not a call under `no_grad`, with a value
+    read with `.item()`, nor on an object the loop binds afresh; nor a value back-propagated whole (`err.backward()`)
+    given to an object the caller builds from the class by name (`meter = Meter()`): that call is the caller's own
+    finding (`kept_by_objects`); only an item of it back-propagated (`losses["total"]`) is left to the method."""
+    if model.project is None or scope.class_name is None or "." in scope.name:
+        return
+    uses = model.project.callers(f"{scope.class_name}.{scope.name}")  # none unless the project asked them (cheap)
+    keeps = model.summary(scope).keeps if uses and not scope.own_backwards() else frozenset()
+    if not keeps:
+        return
+    params = positional_params(scope.node)[1:]
+    for use in uses:
+        given = {params[int(k)] if k.isdigit() and int(k) < len(params) else k for k in use.attached} & keeps
+        if not use.looped or not use.outlives or not given:
+            continue
+        over = set(given) | {e.target for e in scope.events if e.kind is EventKind.ASSIGN and e.target
+                             and e.variant is AssignForm.FOR and e.value is not None and names_in(e.value) & given}
+        for e in scope.events:
+            if e.scope is not scope.node or e.value is None or not (e.target or "").startswith("self."):
+                continue
+            if (e.kind is EventKind.APPEND or e.kind is EventKind.ASSIGN and e.accumulates) \
+                    and names_in(e.value) & over:
+                yield KeptForCallers(e.node, next(iter(sorted(given))), use)
+        return

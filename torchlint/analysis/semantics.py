@@ -79,6 +79,9 @@ _VERB_PREFIX = re.compile(
 
 
 # Words in the name of a function whose result is a loss (`criterion(out, y)`, `F.cross_entropy(...)`).
+# A tensor's attributes and methods that read its shape or placement: what they give carries no graph
+SHAPE_READS = frozenset({"size", "shape", "dim", "ndim", "numel", "device", "dtype"})
+
 LOSS_FUNCTION_WORDS = ("loss", "criterion", "crit", "cross_entropy", "mse", "nll", "bce", "l1", "huber", "kl_div")
 
 

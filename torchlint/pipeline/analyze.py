@@ -17,6 +17,7 @@ from torchlint.analysis import FileModel
 from torchlint.analysis.expected import expected_regions
 from torchlint.analysis.foreign import ProjectLookup
 from torchlint.project import Project, ProjectView
+from torchlint.project_callers import callers_text
 from torchlint.codes import INTERNAL_ERROR, SYNTAX_ERROR
 from torchlint.diagnostic import Diagnostic
 from torchlint.pipeline.prefilter import rules_that_may_fire
@@ -87,12 +88,17 @@ def analyze(
     With a `project`, calls into its other files are answered by their exports (torchlint.project):
     the prefilter reads the file's text together with the events of the callees it reaches."""
     view = project.view(path, text) if project is not None else None
+    # A helper file with no backward whose callers back-propagate through its functions (`project_callers`).
+    called = callers_text(project.callers_index, path, text) if view is None and project is not None \
+        and not project.cached_only else ""
     firing = rules_that_may_fire(text if view is None else f"{text}\n{view.text}", rules)
+    if called:
+        firing = rules_that_may_fire(f"{text}\n{called}", rules)
     if not firing or other_framework(text):
         return Analysis(None, [], [])  # nothing to check, or not PyTorch code (Paddle, TensorFlow ...)
     with _collector_paused():
-        lookup = view if view is not None or project is None else project.classes_view(path, text)
-        return _analyze(text, path, firing, whole, view, lookup)
+        lookup = view if view is not None or project is None else project.classes_view(path, text, bool(called))
+        return _analyze(text, path, firing, whole, view, lookup, keep=bool(called))
 
 
 @contextmanager
@@ -110,9 +116,10 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool, view: ProjectView | None,
-             lookup: ProjectLookup | None = None) -> Analysis:
-    # A call to another file's function counts as the text of that function's events (ProjectView.stand_ins).
-    source, tree = (text, None) if whole else prune_with_tree(
+             lookup: ProjectLookup | None = None, keep: bool = False) -> Analysis:
+    # A call to another file's function counts as the text of that function's events (ProjectView.stand_ins);
+    # `keep`: a helper file whose callers back-propagate through it keeps every function (none holds a backward).
+    source, tree = (text, None) if whole or keep else prune_with_tree(
         text, {c for rule in firing for c in rule.scope_conditions()}, view.stand_ins if view is not None else None
     )
     if tree is None:

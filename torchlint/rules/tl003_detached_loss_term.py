@@ -11,6 +11,9 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import AssignForm, EventKind, Event, FileModel
+from torchlint.analysis.cuts import (
+    COPYING_REWRAPPERS, cut_for_callers, lists_to_tensor, rewrapped, summand_detachments,
+)
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.exprs import (
@@ -18,9 +21,6 @@ from torchlint.analysis.exprs import (
     positional_params, summand_names,
 )
 from torchlint.analysis.bindings import bound_values
-from torchlint.analysis.terms import (
-    COPYING_REWRAPPERS, lists_to_tensor, rewrapped, summand_detachments,
-)
 from torchlint.analysis.semantics import (
     GRAPH_REDUCTIONS, LOSS_FUNCTION_WORDS, is_callable_name, is_module_name,
 )
@@ -126,7 +126,18 @@ them, or a list they are appended to): as a term of the back-propagated loss, or
 (a method `forward` of a class with a base), whose outputs its caller trains on. In a file that never
 back-propagates (a package of models, whose forwards mostly build `torch.tensor(...)` of constants), only a list
 the file appends to and copies by name (`aux.append(l)` ... `torch.tensor(aux)`) is followed, not a list literal.
-The new tensor holds the values, not the graphs: use `torch.stack(losses)`. Reported without a fix.
+The new tensor holds the values, not the graphs: use `torch.stack(losses)`. Reported without a fix. A returned
+name bound to a sum with such a copy among its terms is followed (`extra = torch.tensor(aux).mean()`; `loss = mse +
+beta * extra`; `return out, loss`), and a list named like a loss (`aux_loss`) holds losses unless what is appended
+is known to be a number.
+A loss function with no backward of its own (a file of losses) that cuts one of its parameters (`pred.data`,
+`pred.detach()`) in computing an item it returns, when a file of the project near it calls it with a model's
+output for that parameter (bound by calling a model object: `a, b = rpn(features)`) and back-propagates that
+item (`cls, reg, log = rpn_loss(...)`; `(cls + reg).backward()`): reported in the loss function, without a fix.
+Not a cut of a target (what the caller passes comes from a function, or from data), nor in an item only logged,
+nor where every caller runs under `no_grad`, passes a value already cut, or does not exist; nor where another
+model output is used uncut in the same item (`kl(student, teacher.detach())`: a target on purpose), nor where the
+item runs a module of `self` or one passed in (`head(feat.detach())`: a probe).
 
 ## Why it is wrong
 Those wrappers return a value outside the autograd graph. Added into the total, the term contributes nothing to
@@ -195,10 +206,18 @@ followed into the helper.
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         cuts = ".detach()" in model.text or ".data" in model.text  # else no argument is cut (`D(fake.detach())`)
+        copies = LIST_TO_TENSOR_CALL.search(model.text) is not None  # else no forward returns a copy
         for scope in model.scopes:
-            yield from _forward_list_findings(model, scope)
+            if copies:
+                yield from _forward_list_findings(model, scope)
             backwards = scope.own_backwards()
             if not backwards:
+                for c in cut_for_callers(model, scope) if cuts and model.project is not None else ():
+                    u = c.use
+                    yield Finding(c.cut.node, f"`{code_of(c.cut.node)}` cuts `{c.param}` out of the graph ({c.cut.how}) "
+                                  f"in `{scope.name}()`, yet {u.path}:{u.line} passes a model's output for it and "
+                                  f"back-propagates what this computes (line {u.backward_line}): the term trains "
+                                  f"nothing; use `{c.param}` itself")
                 continue
             candidates: list[tuple[cst.BaseExpression, Event]] = []
             owner: dict[int, Event] = {}  # the backward each candidate expression is first found for
@@ -497,7 +516,9 @@ def _forward_list_findings(model: FileModel, scope) -> Iterator[Finding]:
         value = r.value
         items = [el.value for el in value.elements] if type(value) is cst.Tuple else [value]
         for item in items:
-            yield from _list_findings(model, scope, item, r, "is returned by the module's forward")
+            # the item itself, or a name bound to a sum with the copy among its terms (`loss = mse + b * aux`)
+            for expr, at in [(item, r)] + [(d.value, d) for d in scope.summand_defs(item, r) if d.value is not None]:
+                yield from _list_findings(model, scope, expr, at, "is returned by the module's forward")
 
 
 def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event, where: str) -> Iterator[Finding]:
@@ -509,8 +530,11 @@ def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event,
             held = [el.value for el in arg.elements if type(el) is cst.Element]  # type: ignore[attr-defined]
             losses = [e for e in held if _carries_graph(model, scope, e, at)]
         elif type(arg) is cst.Name:
-            losses = [s.value for s in scope.stores(arg.value)
-                      if s.value is not None and s.kind is EventKind.APPEND and _carries_graph(model, scope, s.value, s)]
+            # what is appended carries a graph, or, into a list named like a loss, is not known to be a number
+            named = scope.is_loss(arg)
+            losses = [s.value for s in scope.stores(arg.value) if s.value is not None and s.kind is EventKind.APPEND
+                      and (_carries_graph(model, scope, s.value, s)
+                           or named and model.kinds.of(s.value, scope, s) is VKind.UNKNOWN)]
             losses += [d.value.elt for d in scope.summand_defs(arg, at)  # `losses = [crit(h, y) for h in heads]`
                        if type(d.value) is cst.ListComp and _carries_graph(model, scope, d.value.elt, d)]
         else:

@@ -13,11 +13,12 @@ import libcst as cst
 
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.bindings import bounded, runs_while_kept
-from torchlint.analysis.keeping import SET_ITEM, kept_by_objects, kept_by_steps, term_of_backpropagated
-from torchlint.analysis.semantics import (
-    DISPLAY, DISPLAY_METHOD, GRAD_MODE_SWITCHES, NUMERIC_MODULES, READING_CALLS,
+from torchlint.analysis.handing import handed_on
+from torchlint.analysis.keeping import (
+    SET_ITEM, kept_by_objects, kept_by_steps, kept_for_callers, term_of_backpropagated,
 )
-from torchlint.analysis.exprs import code_of, dotted, names_in, positional_params, summand_names
+from torchlint.analysis.semantics import DISPLAY, GRAD_MODE_SWITCHES
+from torchlint.analysis.exprs import code_of, dotted, names_in, summand_names
 from torchlint.source.walk import walk
 from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
@@ -72,6 +73,13 @@ of `self`. So does a meter held by `self` in a method that back-propagates and s
 `train_step`, called by a loop elsewhere). A part of a loss is known by the loss's backward when a function of the
 file returns both and the part is a term of the loss in every `return` (`total, part = self.losses(x)`,
 `total.backward()`, then `self.meter.update([part])`).
+Reported in the class's own file too, which holds no backward (a metrics module), when a method adds a parameter
+named like a loss into `self` (or into an attribute named like one: `self.train_losses[key] += loss[key]`) and a
+file of the project near it calls the method in a loop that back-propagates what it passes or an item of it
+(`loss["total"].backward()`, then `metrics.tracker.update_train_losses(loss)`), on an object bound outside that
+loop, not under `no_grad`; the method is found by its name in the files that import its module (the receiver's
+class is not resolved; an object the caller builds from another class is not it). A value back-propagated whole
+and given to an object the caller builds from the class by name is the caller's finding, not the method's.
 
 The loop that keeps may be an epoch loop around a function that trains (a run of its own): `a, b =
 run_epoch(...)` then `curve.append(b)`, where the run returns a total of attached losses. A function of another
@@ -191,7 +199,7 @@ for x, y in loader:
             scope, value = body.scope, e.value
             assert value is not None and e.target is not None  # kept_by_steps: each with both
             if id(e.node) in seen or model.kinds.of(value, scope, e) is not VKind.GRAPH or bounded(
-                    model, scope, e.target) or _escapes(model, body, e.target) or _handed_on(model, scope, e.target):
+                    model, scope, e.target) or _escapes(model, body, e.target) or handed_on(model, scope, e.target):
                 continue
             seen.add(id(e.node))
             yield Finding(e.node if e.kind is EventKind.APPEND else _small_statement(e),
@@ -199,6 +207,14 @@ for x, y in loader:
                           f"outlives each call of `{scope.name}()`, run once per training step: every step's graph "
                           f"stays alive and memory grows; store `{code_of(value)}.item()` or `.detach()`",
                           _fix(model, scope, e, displayed))
+        if model.project is not None:
+            for scope in model.scopes:
+                for kept in kept_for_callers(model, scope) if scope.class_name is not None else ():
+                    u = kept.use
+                    yield Finding(kept.node, f"`{scope.name}()` keeps `{kept.param}` in `self`, and {u.path}:{u.line} "
+                                  f"calls it in a loop that back-propagates the value it passes, on an object that "
+                                  f"outlives the loop: every step's graph stays alive and memory grows; keep "
+                                  f"`.item()` or `.detach()` of it", None)
 
     def _events(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
@@ -241,7 +257,7 @@ for x, y in loader:
                     continue  # a test's mini-run: a bounded handful of graphs, freed with the container
                 key = (id(scope.node), e.target)
                 if part is None and key not in handed:
-                    handed[key] = _handed_on(model, scope, e.target)
+                    handed[key] = handed_on(model, scope, e.target)
                 if part is None and handed[key]:
                     continue  # kept for a backward later, or handed to code whose use of it is not known
                 reported.add(e.target)
@@ -416,145 +432,6 @@ def _escapes(model: FileModel, loop: Loop, total: str) -> bool:
     if total.startswith("self."):
         return any(total in s.backpropagated() for s in model.scopes if s.class_name == scope.class_name)
     return False
-
-
-_HELPER_DEPTH = 3
-
-
-def _handed_on(model: FileModel, scope: Scope, total: str) -> bool:
-    """A use of the kept values other than showing them may back-propagate them later: the container, an item
-    popped from it or a value computed from it is handed to a helper of the file that back-propagates (a pipeline
-    schedule's queue of micro-batch outputs, each popped into `backward_step(...)`), or to a call whose use of it
-    is not known. Detaching them then breaks that backward, and the report is false."""
-    if total.startswith("self."):
-        scopes = [s for s in model.scopes if s.class_name == scope.class_name] if scope.class_name else [scope]
-    else:
-        scopes = [scope]
-    return any(_may_backpropagate(model, s, {total}, 0) for s in scopes)
-
-
-def _may_backpropagate(model: FileModel, scope: Scope, names: set[str], depth: int) -> bool:
-    """Some use of `names` in `scope`, or of a value computed from them, may back-propagate them."""
-    derived = _computed_from(scope, names)
-    if derived & scope.backpropagated():
-        return True
-    for stmt, call in _calls_by_statement(scope):
-        if type(call) is not cst.Call:
-            continue
-        handed = [a for a in call.args if names_in(a.value) & derived and _derived_there(scope, stmt, names_in(
-                  a.value) & derived, names, derived)
-                  and not (depth == 0 and _detached_before(model, scope, stmt, names_in(a.value) & derived))]
-        if not handed or _reads(call, derived):
-            continue
-        func = dotted(call.func)
-        callee = model.resolve(scope, func) if func is not None else None
-        if callee is None or depth >= _HELPER_DEPTH:
-            return True  # a call the analysis cannot follow: what it does with the values is not known
-        if any(e.kind is EventKind.BACKWARD for e in callee.events):
-            return True  # a helper that back-propagates: the values are kept for it
-        params = _parameters_given(callee, call, handed)
-        if params is None or _may_backpropagate(model, callee, params, depth + 1):
-            return True
-    return False
-
-
-def _calls_by_statement(scope: Scope) -> Iterator[tuple[cst.CSTNode | None, cst.CSTNode]]:
-    """Every node of the function, with the simple statement line holding it (None outside one)."""
-    todo: list[tuple[cst.CSTNode | None, cst.CSTNode]] = [(None, scope.node)]
-    while todo:
-        stmt, node = todo.pop()
-        yield stmt, node
-        line = node if type(node) is cst.SimpleStatementLine else stmt
-        todo.extend((line, child) for child in reversed(node.children))
-
-
-def _detached_before(model: FileModel, scope: Scope, stmt: cst.CSTNode | None, names: set[str]) -> bool:
-    """Each of `names` is a running total rebound to a value without a graph before `stmt` (`total =
-    total.detach().cpu()` after the batch loop, then `animator.add(total)`): the call gets no kept graph. Only
-    rebindings that the accumulations never see count: the total's initialisation reaches them too."""
-    # A name the scope assigns is unbound on a path from its entry (a local, or a global of the module body),
-    # unless it is a parameter or an attribute.
-    if stmt is None:
-        return False
-    for name in names:
-        sums = [a for a in scope.assignments(name) if a.accumulates and a.kind is EventKind.ASSIGN]
-        found = scope.reaching_statement(name, stmt)
-        if not sums or found is None or not found[0] or found[1] and (name in scope.params or "." in name):
-            return False
-        before = {id(d) for a in sums for d in scope.reaching(name, a)[0]}
-        if any(id(d) in before or not model.kinds.of_def(d, scope).graph_free for d in found[0]):
-            return False
-    return True
-
-
-def _derived_there(scope: Scope, stmt: cst.CSTNode | None, used: set[str], names: set[str], derived: set[str]) -> bool:
-    """One of `used` holds a value computed from the kept values where `stmt` reads it: a kept name itself, or a
-    name one of whose definitions reaching `stmt` reads them (`for v in totals.values()` after the loop does not
-    make the loop's own `v` a kept value)."""
-    if used & names or stmt is None:
-        return True
-    for name in used:
-        found = scope.reaching_statement(name, stmt)
-        if found is None or found[1] and (name in scope.params or "." in name):
-            return True  # not known where it comes from
-        if any(d.value is None or names_in(d.value) & derived for d in found[0]):
-            return True
-    return False
-
-
-def _computed_from(scope: Scope, names: set[str]) -> set[str]:
-    """`names` and every name of the scope assigned a value that reads one of them (`out = outputs.pop(0)`, a
-    loop variable over them, another list they are appended to)."""
-    out = set(names)
-    assigns = [(e.target, e.value) for e in scope.events
-               if e.scope is scope.node and e.kind in (EventKind.ASSIGN, EventKind.APPEND) and e.target
-               and e.value is not None]
-    grown = True
-    while grown:
-        grown = False
-        for target, value in assigns:
-            if target not in out and names_in(value) & out:
-                out.add(target)
-                grown = True
-    return out
-
-
-def _reads(call: cst.Call, derived: set[str]) -> bool:
-    """The call reads what it is given and back-propagates nothing: a reader above, or a method of the kept values
-    themselves (`outputs.append(...)`, `total.add_(...)`; their `.backward()` is a backward the scope already
-    counts)."""
-    func = dotted(call.func) or ""
-    if func.startswith("torch.autograd"):
-        return False
-    if type(call.func) is cst.Attribute and dotted(call.func.value) in derived:
-        return True
-    strings = (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)
-    if type(call.func) is cst.Attribute and isinstance(call.func.value, strings):
-        return True  # `"{:.3f}".format(total)`, `" ".join(...)`: a string's method makes a string
-    parts = func.split(".")
-    return (parts[-1] in READING_CALLS or (len(parts) > 1 and parts[0] in NUMERIC_MODULES)
-            or DISPLAY_METHOD.fullmatch(parts[-1]) is not None)
-
-
-def _parameters_given(callee: Scope, call: cst.Call, handed: list[cst.Arg]) -> set[str] | None:
-    """The parameters of the helper that receive the arguments `handed`; None when one is passed in a way not
-    followed (`*args`, `**kwargs`, more positional arguments than parameters)."""
-    names = positional_params(callee.node)
-    if type(call.func) is cst.Attribute and (dotted(call.func) or "").startswith("self."):
-        names = names[1:]
-    positional = [a for a in call.args if a.keyword is None]
-    out: set[str] = set()
-    for a in handed:
-        if a.star:
-            return None
-        if a.keyword is not None:
-            out.add(a.keyword.value)
-            continue
-        index = positional.index(a)
-        if index >= len(names):
-            return None
-        out.add(names[index])
-    return out
 
 
 def _scalar(scope: Scope, value: cst.BaseExpression) -> bool:

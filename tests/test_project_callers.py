@@ -1,0 +1,89 @@
+"""The callers index (`torchlint.project_callers`): a helper file with no backward of its own is checked with what
+the project's other files do with its functions and methods."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+from tests.conftest import ROOT
+from torchlint.project import Project
+from torchlint.project_callers import callers_text, candidates
+
+PROJECTS = ROOT / "tests" / "projects"
+
+CALLERS = [
+    # a loss function cutting its prediction (`pred.data`), given a model's output by a caller that
+    # back-propagates what it returns
+    "losses.py:6:24: TL003 `pred.data` cuts `pred` out of the graph (.data) in `box_loss()`, yet fit.py:28",
+    # a meter's method adding each item of the dict it is given into `self`, called per iteration with the dict
+    # whose "total" the loop back-propagates, on an object bound before the loop
+    "meters.py:8:13: TL007 `add()` keeps `losses` in `self`, and fit.py:36",
+    # silent: `.data` on a target (the caller passes what a function made), a result only logged, a caller under
+    # no_grad, a helper no file calls, a caller passing `out.detach()`, an item of a returned pair only logged, a
+    # teacher's output cut beside the student's (a target on purpose), a feature cut for a probe the loss runs;
+    # a method called under no_grad, on an object the loop builds afresh, or given `.item()`; given `float(loss)`
+    # and an optimizer's learning rate, in a loop whose backward is the optimizer's own (`amp_opt.backward(loss)`)
+]
+
+
+def _lines(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if ": TL" in line]
+
+
+def test_helpers_are_checked_with_what_their_callers_do(tmp_path, run_cli):
+    project = tmp_path / "callers"
+    shutil.copytree(PROJECTS / "callers", project)
+    found = _lines(run_cli("-q", "--no-cache", ".", cwd=project).stdout)
+    assert len(found) == len(CALLERS) and all(f.startswith(e) for f, e in zip(found, CALLERS)), "\n".join(found)
+    alone = _lines(run_cli("-q", "--no-cache", "--no-project", ".", cwd=project).stdout)
+    assert alone == [], "\n".join(alone)
+
+
+def test_candidates_are_read_only_in_files_without_a_backward():
+    loss = "def my_loss(pred, y):\n    return ((pred.data - y) ** 2).mean()\n"
+    assert candidates(loss, ast.parse(loss)) == ["my_loss"]
+    trained = loss + "\ndef fit(x):\n    my_loss(x, x).backward()\n"
+    assert candidates(trained, ast.parse(trained)) == []
+    rebound = "class M:\n    def add(self, v):\n        v = float(v)\n        self.t += v\n"
+    assert candidates(rebound, ast.parse(rebound)) == []  # converted first
+    counter = "class M:\n    def tick(self, v):\n        self.n += 1\n"
+    assert candidates(counter, ast.parse(counter)) == []
+    plain = "class M:\n    def add(self, v):\n        self.total += v\n"
+    assert candidates(plain, ast.parse(plain)) == []  # not named like a loss: left to the callers' own check
+    named = "class M:\n    def add(self, loss):\n        self.total += loss\n"
+    assert candidates(named, ast.parse(named)) == ["M.add"]
+
+
+def test_no_caller_is_read_for_a_file_without_a_candidate(tmp_path):
+    (tmp_path / "a.py").write_text("def f(x):\n    return x.data\n")
+    (tmp_path / "b.py").write_text("from a import f\nf(1).backward()\n")
+    project = Project(tmp_path)
+    assert callers_text(project.callers_index, tmp_path / "a.py", (tmp_path / "a.py").read_text()) == ""
+    assert project._texts == {}  # not even the caller's text was read
+
+
+def test_a_change_to_a_caller_reanalyses_the_helper(tmp_path):
+    """The caller files read for a helper are recorded with its cached result: a caller that stops passing its
+    losses makes the helper's finding go."""
+    from torchlint.batch import Job, run
+    from torchlint.rules import ALL_RULES
+
+    project = tmp_path / "callers"
+    shutil.copytree(PROJECTS / "callers", project)
+    codes = tuple(r.code for r in ALL_RULES)
+    files = sorted(str(p) for p in project.rglob("*.py"))
+
+    def check():
+        jobs = [Job(f, codes, project=str(project)) for f in files]
+        return {Path(o.path).relative_to(project).as_posix(): o for o in run(jobs, 1, project)}
+
+    assert [d.code for d in check()["meters.py"].diags] == ["TL007"]
+    assert check()["meters.py"].cached
+    fit = project / "fit.py"
+    fit.write_text(fit.read_text().replace("        tracker.add(losses)\n", ""))
+    third = check()
+    assert not third["meters.py"].cached and third["meters.py"].diags == ()
+    assert not third["losses.py"].cached  # it read fit.py too (its finding stays)
+    assert [d.code for d in third["losses.py"].diags] == ["TL003"]

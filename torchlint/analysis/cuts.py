@@ -1,0 +1,169 @@
+"""Where a value is cut from its graph among the terms of an expression (`loss + aux.item()`, `torch.tensor(
+losses)`, `torch.tensor(x.item(), requires_grad=True)`), and where a helper with no backward of its own cuts what
+its callers in other project files give it and back-propagate (`cut_for_callers`)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+import libcst as cst
+
+from torchlint.analysis.exprs import (
+    COMBINING_CALLS, Detachment, as_detachment, combined_items, dotted, is_true, keyword, names_in, positional_params,
+)
+from torchlint.analysis.foreign import CallerUse
+from torchlint.analysis.model import FileModel
+from torchlint.analysis.scopes import Scope
+from torchlint.analysis.semantics import GRAPH_REDUCTIONS, LIST_TO_TENSOR, SHAPE_READS, TENSOR_REWRAPPERS
+from torchlint.source.walk import walk
+
+LOSS_NAME = re.compile(r"loss|criterion", re.IGNORECASE)  # a function computing a loss, by its name
+# Wrappers that copy a tensor argument into a new leaf (`torch.as_tensor` may return the tensor itself).
+COPYING_REWRAPPERS = ("torch.tensor", "Variable", "torch.autograd.Variable")
+
+
+@dataclass(frozen=True)
+class CutForCallers:
+    cut: Detachment  # `pred.data`
+    param: str  # the parameter cut
+    use: CallerUse  # a call passing a model's output for it and back-propagating what the cut computes
+
+
+def cut_for_callers(model: FileModel, scope: Scope) -> Iterator[CutForCallers]:
+    """A loss function with no backward of its own (`def rpn_loss(pred, target, w)`) that cuts one of its
+    parameters (`pred.data`, `pred.detach()`) in computing an item it returns, where a caller in another project
+    file passes a model's output for that parameter and back-propagates that item (`ProjectLookup.callers`): the
+    term computed from the cut prediction trains nothing. Not a parameter the function rebinds first, nor where
+    another model output (or the same) is used uncut in that item (a student beside its cut teacher), nor where the
+    item runs a module of `self` or a parameter (a probe trained on a cut feature); not a cut only in an item the
+    callers do not back-propagate (a count logged)."""
+    node = scope.node
+    if model.project is None or type(node) is not cst.FunctionDef or "." in scope.name \
+            or not LOSS_NAME.search(scope.name) or scope.own_backwards():
+        return
+    uses = [u for u in model.project.callers(f"{scope.class_name}.{scope.name}" if scope.class_name else scope.name)
+            if u.backpropagated and u.outputs]
+    if not uses:
+        return
+    params = positional_params(node)[1 if scope.class_name else 0:]
+    reported: set[int] = set()
+    for r in scope.own_returns():
+        value = r.value
+        assert value is not None  # own_returns: each with a value
+        items = [el.value for el in value.elements] if type(value) is cst.Tuple else [value]
+        for i, item in enumerate(items):
+            back = [u for u in uses if -1 in u.backpropagated or i in u.backpropagated]
+            if not back:
+                continue
+            pairs = [(item, r)] + [(d.value, d) for d in scope.operand_defs(item, r) if d.value is not None]
+            cut = [(det, at) for expr, at in pairs for n in walk(expr)
+                   if (det := as_detachment(n)) is not None and det.how in (".data", ".detach()")
+                   and type(det.operand) is cst.Name and det.operand.value in params
+                   and scope.reaching(det.operand.value, at) == ((), True)]
+            if not cut or any(type(n) is cst.Call and ((f := dotted(n.func) or "") in params
+                              or f.startswith("self.") and f.count(".") == 1) for expr, _ in pairs for n in walk(expr)):
+                continue  # a module the loss runs (`self.head(pred.detach())`, a probe) is what the cut value trains
+            # not a use: the cut operands, and what only a shape is read of (`h, w = pred.size()[-2:]`)
+            cut_ids = {id(det.operand) for det, _ in cut} | {
+                id(n.value) for expr, _ in pairs for n in walk(expr)
+                if type(n) is cst.Attribute and n.attr.value in SHAPE_READS}
+            uncut = {n.value for expr, at in pairs for n in walk(expr) if type(n) is cst.Name
+                     and id(n) not in cut_ids and n.value in params and scope.reaching(n.value, at) == ((), True)}
+            for det, _ in cut:
+                param = det.operand.value  # type: ignore[attr-defined]  # a Name (above)
+                k = str(params.index(param))
+                use = next((u for u in back if k in u.outputs or param in u.outputs), None)
+                # another model output used uncut in the item (a student beside its cut teacher): a target, on purpose
+                fed = {params[int(o)] if o.isdigit() and int(o) < len(params) else o for o in use.outputs} if use else set()
+                if use is not None and not uncut & fed and id(det.node) not in reported:
+                    reported.add(id(det.node))
+                    yield CutForCallers(det, param, use)
+
+
+def summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> list[Detachment]:
+    """Detachments that are terms of `expr`: added, or multiplied by a factor that carries no graph (a weight such
+    as `args.alpha`); summed or stacked; not a factor next to a graph tensor (`ce * w.detach()` detaches the
+    weight, not a loss), not an argument of other calls. `graph(e)` says whether `e` carries a graph."""
+    found = as_detachment(expr)
+    if found is not None:
+        return [found]
+    if type(expr) is cst.BinaryOperation:
+        if type(expr.operator) in (cst.Add, cst.Subtract):
+            return summand_detachments(expr.left, graph) + summand_detachments(expr.right, graph)
+        if type(expr.operator) is cst.Multiply:
+            return ((summand_detachments(expr.left, graph) if not weighs(expr.right, expr.left, graph) else [])
+                    + (summand_detachments(expr.right, graph) if not weighs(expr.left, expr.right, graph) else []))
+        if type(expr.operator) is cst.Divide and not graph(expr.right):
+            return summand_detachments(expr.left, graph)
+    if type(expr) is cst.UnaryOperation:
+        return summand_detachments(expr.expression, graph)
+    if type(expr) is cst.Call:
+        func = dotted(expr.func)
+        if func in COMBINING_CALLS:
+            return [d for arg in expr.args for item in combined_items(arg.value) for d in summand_detachments(item, graph)]
+        if type(expr.func) is cst.Attribute and expr.func.attr.value in GRAPH_REDUCTIONS and not expr.args:
+            return summand_detachments(expr.func.value, graph)
+    return []
+
+
+def weighs(factor: cst.BaseExpression, other: cst.BaseExpression, graph) -> bool:
+    """Is `other`, in the product `factor * other`, a weight of `factor` rather than a term of the loss: `factor`
+    carries a graph, or `other` is computed from `factor` itself (`log_prob * (log_prob - baseline).detach()`: the
+    score-function estimator differentiates `log_prob`, weighted by a value cut from the graph on purpose)."""
+    if graph(factor):
+        return True
+    name = dotted(factor) if type(factor) in (cst.Name, cst.Attribute) else None
+    return name is not None and name in names_in(other)
+
+
+def lists_to_tensor(expr: cst.BaseExpression) -> list[cst.Call]:
+    """`torch.tensor(xs)` (`torch.Tensor([...])` ...) among the terms of `expr`, through arithmetic, reductions
+    (`torch.mean(...)`, `.mean()`) and moves (`.to(device)`)."""
+    def copies(node: cst.Call) -> bool:
+        return dotted(node.func) in LIST_TO_TENSOR and bool(node.args) and node.args[0].keyword is None \
+            and not node.args[0].star
+
+    def through(node: cst.Call) -> cst.BaseExpression | None:
+        if (dotted(node.func) or "") in COMBINING_CALLS and node.args:
+            return node.args[0].value
+        if type(node.func) is cst.Attribute and node.func.attr.value in (*GRAPH_REDUCTIONS, "to", "cuda"):
+            return node.func.value
+        return None
+
+    return term_calls(expr, copies, through)
+
+
+def rewrapped(expr: cst.BaseExpression) -> list[cst.Call]:
+    """`torch.tensor(value, requires_grad=True)` (or `Variable(value, requires_grad=True)`) among the terms of
+    `expr`: a new leaf made from a value, with no path back to the model."""
+    def leaf(node: cst.Call) -> bool:
+        grad = keyword(node, "requires_grad")
+        return (dotted(node.func) or "") in TENSOR_REWRAPPERS and grad is not None and is_true(grad.value) \
+            and bool(node.args) and node.args[0].keyword is None
+
+    def through(node: cst.Call) -> cst.BaseExpression | None:
+        reduces = type(node.func) is cst.Attribute and node.func.attr.value in GRAPH_REDUCTIONS and not node.args
+        return node.func.value if reduces else None  # type: ignore[attr-defined]  # an Attribute when it reduces
+
+    return term_calls(expr, leaf, through)
+
+
+def term_calls(expr: cst.BaseExpression, wanted, through) -> list[cst.Call]:
+    """The calls among the terms of `expr` (through `+ - * /` and unary signs) that `wanted(call)` accepts;
+    another call is looked into where `through(call)` names the expression it passes on (a reduction's operand)."""
+    out = []
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        if type(node) is cst.BinaryOperation:
+            todo += [node.left, node.right]
+        elif type(node) is cst.UnaryOperation:
+            todo.append(node.expression)
+        elif type(node) is cst.Call:
+            if wanted(node):
+                out.append(node)
+            elif (inner := through(node)) is not None:
+                todo.append(inner)
+    return out
