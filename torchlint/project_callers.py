@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.prescan import Imported
-from torchlint.project_trees import tree_of
+from torchlint.project_trees import dotted_name, tree_of
 from torchlint.source import pyast
 
 BACKWARD_TEXT = re.compile(r"backward\s*\(")
@@ -262,22 +262,22 @@ def _calls(tree: ast.Module, local: set[str], method: str, cls: str, shown: str)
     # the classes names are bound to instances of (`meter = Meter()`, `self.meter = Meter()`)
     built: dict[str | None, set[str]] = {}
     for n in ast.walk(tree) if cls else ():
-        made = (_dotted(n.value.func) or "").rpartition(".")[2] if isinstance(n, ast.Assign) \
+        made = (dotted_name(n.value.func) or "").rpartition(".")[2] if isinstance(n, ast.Assign) \
             and isinstance(n.value, ast.Call) else ""
         for t in n.targets if made[:1].isupper() else ():  # type: ignore[attr-defined]  # an Assign (above)
-            built.setdefault(_dotted(t), set()).add(made)
+            built.setdefault(dotted_name(t), set()).add(made)
 
     def match(call: ast.Call) -> bool:
         if cls:
             return isinstance(call.func, ast.Attribute) and call.func.attr == method
-        return _dotted(call.func) in local
+        return dotted_name(call.func) in local
 
     finder = _Finder(match)
     finder.visit(tree)
     for call, fn, loops, quiet in finder.found:
         body = fn if fn is not None else tree
         use = _use(call, body, loops, quiet, objects, shown)
-        receiver = _dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+        receiver = dotted_name(call.func.value) if isinstance(call.func, ast.Attribute) else None
         if receiver is None or receiver not in built:
             yield use
             continue
@@ -290,15 +290,6 @@ def _calls(tree: ast.Module, local: set[str], method: str, cls: str, shown: str)
         given = {str(k): a for k, a in enumerate(call.args)} | {kw.arg: kw.value for kw in call.keywords if kw.arg}
         yield replace(use, direct=True, attached=frozenset(
             k for k in use.attached if not (isinstance(a := given.get(k), ast.Name) and a.id in whole)))
-
-
-def _dotted(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        inner = _dotted(node.value)
-        return f"{inner}.{node.attr}" if inner is not None else None
-    return None
 
 
 class _Finder(ast.NodeVisitor):
@@ -349,9 +340,9 @@ def _objects(tree: ast.Module) -> set[str]:
             v = a.value
             while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in _MOVES:
                 v = v.func.value
-            last = (_dotted(v.func) or "").rpartition(".")[2] if isinstance(v, ast.Call) else ""
+            last = (dotted_name(v.func) or "").rpartition(".")[2] if isinstance(v, ast.Call) else ""
             held = last[:1].isupper() or (isinstance(v, (ast.Name, ast.Attribute))
-                                          and (_dotted(v) or "").rpartition(".")[2] in found)
+                                          and (dotted_name(v) or "").rpartition(".")[2] in found)
             if held:
                 found.update(_last(t) for t in a.targets if _last(t))
     return found

@@ -19,7 +19,7 @@ from typing import Callable, Protocol, Union
 
 from torchlint.analysis.foreign import Signature
 from torchlint.analysis.prescan import Imported, scan_imports
-from torchlint.project_trees import tree_of
+from torchlint.project_trees import dotted_name, tree_of
 from torchlint.analysis.semantics import LR_KEY, MODULE_BASES, MODULE_METHODS_RETURNING_MODULE, MODULE_WRAPPERS
 
 # `group["lr"] = ...`: a learning rate written into an optimizer's param group.
@@ -131,7 +131,7 @@ class _Question:
                     return None
             if len(node.bases) != 1 or node.keywords:
                 return None
-            base = _dotted(node.bases[0])
+            base = dotted_name(node.bases[0])
             if base is None:
                 return None
             found = self.locate(path, base) if "." not in base else None
@@ -176,7 +176,7 @@ def _unwrap(expr: ast.expr) -> ast.expr:
     """The module inside wrappers (`nn.DataParallel(m)`) and methods that hand it back (`m.to(device)`)."""
     while isinstance(expr, ast.Call):
         func = expr.func
-        name = _dotted(func)
+        name = dotted_name(func)
         if isinstance(func, ast.Attribute) and func.attr in MODULE_METHODS_RETURNING_MODULE:
             expr = func.value
         elif name is not None and (name in MODULE_WRAPPERS or name.rsplit(".", 1)[-1] in MODULE_WRAPPERS) \
@@ -194,7 +194,7 @@ def _built(fn: ast.FunctionDef, expr: ast.expr | None, depth: int = 0) -> str | 
         return None
     expr = _unwrap(expr)
     if isinstance(expr, ast.Call):
-        name = _dotted(expr.func)
+        name = dotted_name(expr.func)
         return name if name is not None and "." not in name else None
     if not isinstance(expr, ast.Name) or depth >= 2:
         return None
@@ -211,12 +211,3 @@ def _built(fn: ast.FunctionDef, expr: ast.expr | None, depth: int = 0) -> str | 
     inner = [v for v in map(_unwrap, values) if not (isinstance(v, ast.Name) and v.id == expr.id)]
     classes = {_built(fn, v, depth + 1) for v in inner}
     return classes.pop() if len(classes) == 1 else None
-
-
-def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        head = _dotted(node.value)
-        return f"{head}.{node.attr}" if head is not None else None
-    return None

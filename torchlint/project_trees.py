@@ -23,3 +23,13 @@ def tree_of(digest: str, text: str) -> ast.Module | None:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             _TREES[digest] = None
     return _TREES[digest]
+
+
+def dotted_name(node: ast.AST) -> str | None:
+    """`a.b.c` of a name or an attribute chain of names, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = dotted_name(node.value)
+        return f"{head}.{node.attr}" if head is not None else None
+    return None
