@@ -38,13 +38,14 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
     another file is asked of the project only here, for loops that back-propagate."""
     scope = loop.scope
     local = _keeping_methods(model)
-    if not local and model.project is None and "global" not in model.text and "nonlocal" not in model.text:
+    shares = "global" in model.text or "nonlocal" in model.text  # a function of the file may declare one
+    if not local and model.project is None and not shares:
         return
     body = loop.node if loop.node is not None else scope.node  # a step body: the function, once per step
     quiet: set[int] | None = None  # read at the first call of an object's method (most loops call none)
     for call in calls_in_evaluation_order(body):
         if type(call.func) is cst.Name:
-            found_global = _kept_by_function(model, scope, call)
+            found_global = _kept_by_function(model, scope, call) if shares else None
             if found_global is not None:
                 if quiet is None:
                     quiet = _under_no_grad(body)

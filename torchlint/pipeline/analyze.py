@@ -91,9 +91,8 @@ def analyze(
     # A helper file with no backward whose callers back-propagate through its functions (`project_callers`).
     called = callers_text(project.callers_index, path, text) if view is None and project is not None \
         and not project.cached_only else ""
-    firing = rules_that_may_fire(text if view is None else f"{text}\n{view.text}", rules)
-    if called:
-        firing = rules_that_may_fire(f"{text}\n{called}", rules)
+    extra = view.text if view is not None else called
+    firing = rules_that_may_fire(f"{text}\n{extra}" if extra else text, rules)
     if not firing or other_framework(text):
         return Analysis(None, [], [])  # nothing to check, or not PyTorch code (Paddle, TensorFlow ...)
     with _collector_paused():
