@@ -5,6 +5,22 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "optimizer_bound_in_init_not_handed_to_the_base": (
+        """
+        class Runner(BaseRunner):
+            def __init__(self, net, opt_a, loader):
+                super().__init__(net, opt_a)
+                self.loader = loader
+                self.extra_opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+            def run(self):
+                for x in self.loader:
+                    self.optimizer.zero_grad()
+                    self.net(x).mean().backward()
+                    self.extra_opt.step()
+        """,
+        [(12, 13)],
+    ),
     "torch_code_that_also_imports_paddle": (
         """
         import paddle
@@ -490,6 +506,19 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "stepped_optimizer_handed_to_the_base_that_clears_it_by_another_name": """
+        class Runner(BaseRunner):
+            def __init__(self, net, opt_a, loader):
+                super().__init__(net, opt_a)
+                self.loader = loader
+                self.critic_opt = opt_a
+
+            def run(self):
+                for x in self.loader:
+                    self.optimizer.zero_grad()
+                    self.net(x).mean().backward()
+                    self.critic_opt.step()
+        """,
     "zero_grad_in_the_first_micro_batch_of_each_batch": """
         for batch in loader:
             for micro, chunk in enumerate(batch.split(4)):

@@ -11,6 +11,7 @@ from torchlint.analysis.exprs import calls_anything, code_of, dotted, modulo_div
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.semantics import ACCUMULATION_NAME
+from torchlint.source.walk import calls_in_evaluation_order
 
 
 def clears(model: FileModel, opt: str, z: Event) -> bool:
@@ -19,10 +20,43 @@ def clears(model: FileModel, opt: str, z: Event) -> bool:
         return True
     target = z.target or ""
     if z.variant is ZeroGradOf.OPTIMIZER:
-        return target == opt or target.rsplit(".", 1)[-1] == opt.rsplit(".", 1)[-1]
+        return (target == opt or target.rsplit(".", 1)[-1] == opt.rsplit(".", 1)[-1]
+                or handed_to_base(model, opt, target))
     # model.zero_grad(): clears the optimizer unless we know it optimizes other models.
     owned = model.symbols.optimizer_models.get(opt) or model.symbols.optimizer_models.get(opt.rsplit(".", 1)[-1])
     return not owned or target == "self" or any(_related(target, m) for m in owned)
+
+
+def handed_to_base(model: FileModel, opt: str, target: str) -> bool:
+    """May `self.<target>` be the optimizer `self.<opt>` under another name? When the file never binds the cleared
+    attribute (a base class of another file does) and the `__init__` that binds the stepped one from a parameter
+    also hands that parameter to the base's `__init__` (`super().__init__(model, optimizer)`; `self.opt_d =
+    optimizer`), the base may keep the same object as `self.optimizer`: which one it is, is not known here."""
+    if not (opt.startswith("self.") and target.startswith("self.")):
+        return False
+    if any(e.kind is EventKind.ASSIGN and e.target == target for scope in model.scopes for e in scope.events):
+        return False
+    for scope in model.scopes:
+        if scope.name != "__init__" or scope.class_name is None:
+            continue
+        params = {e.value.value for e in scope.events if e.kind is EventKind.ASSIGN and e.target == opt
+                  and type(e.value) is cst.Name and e.value.value in scope.params}
+        if params and params & _handed_to_base_init(scope.node):
+            return True
+    return False
+
+
+def _handed_to_base_init(function: cst.CSTNode) -> set[str]:
+    """The names passed to a base class's `__init__` in `function` (`super().__init__(a, b)`, `Base.__init__(self,
+    a)`)."""
+    found: set[str] = set()
+    for call in calls_in_evaluation_order(function):
+        name = dotted(call.func) if type(call.func) is cst.Attribute else None
+        via_super = (type(call.func) is cst.Attribute and call.func.attr.value == "__init__"
+                     and type(call.func.value) is cst.Call and dotted(call.func.value.func) == "super")
+        if via_super or (name is not None and name.endswith(".__init__")):
+            found |= {a.value.value for a in call.args if type(a.value) is cst.Name}
+    return found
 
 
 def reaches_step(loop: Loop, z: Event, step: Event) -> bool:

@@ -101,7 +101,9 @@ via `model.zero_grad()` or `set_to_none=True` (also when the optimizer's name is
 another model's parameters: a model.zero_grad() of any of them counts); `env.step(action)`, `scheduler.step()`, `prof.step()`; DeepSpeed
 engines (`engine.step()` zeroes gradients itself); an ignite process function that clears, or whose optimizer a
 handler of the file clears; a per-step function handed to nothing (its caller may clear); a class named `Engine`
-imported from anywhere but ignite.
+imported from anywhere but ignite. An optimizer attribute of `self` that `__init__` binds from a parameter it also hands
+to the base class (`super().__init__(model, opt_d)`; `self.disc_opt = opt_d`), when the loop clears an attribute
+the file never binds (`self.optimizer_d.zero_grad()`): the base may keep the same object under that name.
 
 ```python
 for x, y in loader:
