@@ -28,6 +28,32 @@ for epoch in range(1, 5):
 """
 
 POSITIVE = {
+    "total_in_self_of_a_per_step_method": (
+        """
+        class Learner:
+            def __init__(self, net, opt):
+                self.net, self.opt = net, opt
+                self.running = 0
+
+            def update(self, x, y):
+                self.opt.zero_grad()
+                self.running = self.running + F.mse_loss(self.net(x), y)
+                self.running.backward()
+                self.opt.step()
+        """,
+        [(10, 9)],
+    ),
+    "dict_entry_total": (
+        """
+        stats = {"loss": 0.0}
+        for x, y in loader:
+            opt.zero_grad()
+            stats["loss"] += crit(model(x), y)
+            stats["loss"].backward()
+            opt.step()
+        """,
+        [(6, 5)],
+    ),
     "seed_manual_batching": (SEED, [(15, 13)]),
     "augassign_every_iteration": (
         """
@@ -166,6 +192,60 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "self_total_reset_after_the_step": """
+        class Learner:
+            def __init__(self, net, opt):
+                self.net, self.opt = net, opt
+                self.running = 0
+
+            def update(self, x, y):
+                self.opt.zero_grad()
+                self.running = self.running + F.mse_loss(self.net(x), y)
+                self.running.backward()
+                self.opt.step()
+                self.running = 0
+        """,
+    "self_total_reset_by_another_method": """
+        class Learner:
+            def __init__(self, net, opt):
+                self.net, self.opt = net, opt
+                self.running = 0
+
+            def begin(self):
+                self.running = 0
+
+            def update(self, x, y):
+                self.opt.zero_grad()
+                self.running = self.running + F.mse_loss(self.net(x), y)
+                self.running.backward()
+                self.opt.step()
+        """,
+    "self_total_started_fresh_each_call": """
+        class Learner:
+            def __init__(self, net, opt):
+                self.net, self.opt = net, opt
+                self.running = 0
+
+            def update(self, x, y, aux):
+                self.opt.zero_grad()
+                self.running = F.mse_loss(self.net(x), y)
+                self.running += aux(x)
+                self.running.backward()
+                self.opt.step()
+        """,
+    "self_total_of_numbers_in_a_per_step_method": """
+        class Learner:
+            def __init__(self, net, opt):
+                self.net, self.opt = net, opt
+                self.seen = 0
+
+            def update(self, x, y):
+                self.opt.zero_grad()
+                loss = F.mse_loss(self.net(x), y)
+                self.seen += loss.item()
+                loss.backward()
+                self.opt.step()
+        """,
     "fresh_total_per_iteration": """
         for x, y in loader:
             outputs = model(x)

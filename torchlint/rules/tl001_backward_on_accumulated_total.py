@@ -6,6 +6,7 @@ Each backward walks the graph of every earlier batch added into the total again:
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 import libcst as cst
@@ -15,8 +16,11 @@ from torchlint.analysis.exprs import code_of
 from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after, statements
-from torchlint.rules.base import Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
+
+# `self.total += loss` / `self.total = self.total + loss`: a total a per-step method keeps in `self`.
+SELF_ADD = re.compile(r"self\.[\w.]+\s*(?:\+=|=\s*self\.)")
 
 
 class BackwardOnAccumulatedTotal(Rule):
@@ -24,6 +28,9 @@ class BackwardOnAccumulatedTotal(Rule):
     name = "backward-on-accumulated-total"
     summary = "backward() on a loss total that keeps the graphs of earlier iterations"
     fix_safety = "unsafe"
+    requires = (BACKWARD_CALL, (LOOP, SELF_ADD))  # no loop: a per-step method's attribute total
+    scope_requires = (BACKWARD_CALL, LOOP)
+    scope_alternatives = ((BACKWARD_CALL, STEP_CALL, SELF_ADD),)
     runtime_signs = (Sign.TOTAL_BACKPROPAGATED_AGAIN, Sign.BACKWARD_THROUGH_FREED_GRAPH)
     runtime_also = (Sign.SAVED_TENSOR_MODIFIED,)
     runtime_same_line = True
@@ -37,6 +44,11 @@ is — or is computed from — a running total that the loop keeps adding to (`t
 when nothing rebinds the total between that backward and the next addition. A rebinding under the total's own
 `is None` test (`if avg is None: avg = loss`) only seeds it: it runs once and drops no graph.
 `total.data.zero_()` is not a reset: it zeroes the value and keeps the graph.
+
+Also in a method run once per training step (it back-propagates outside any loop of its own and steps an
+optimizer): a total kept in an attribute of `self` that `__init__` binds and the method adds to and
+back-propagates (`self.total = self.total + loss`; `self.total.backward()`), when no method but `__init__` binds
+it again: each call's backward re-walks every earlier call's graph. Reported without a fix.
 
 ## Why it is wrong
 The total's autograd graph reaches back through every batch ever added to it. The first backward frees those
@@ -89,12 +101,13 @@ for x, y in loader:
 ```
 
 ## Limits
-The total must be a plain name or attribute; totals kept in dict entries are not followed.
+The total must be a plain name, an attribute or a dict entry (`stats["loss"] += loss`). A total that a module's
+`forward` keeps adding into (an auxiliary loss attribute) and the loop reads is not followed.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
-        for loop in model.loops:
+        for loop in [*model.loops, *_self_total_bodies(model)]:
             if not any(e.accumulates or e.kind is EventKind.APPEND for e in loop.events):
                 continue  # no running total in this loop
             for backward in loop.of(EventKind.BACKWARD):
@@ -108,14 +121,14 @@ The total must be a plain name or attribute; totals kept in dict entries are not
                         continue
                     if kinds.of(acc.value, scope, acc) is not VKind.GRAPH:
                         continue  # nothing with a graph is added (a counter, a detached term: TL003's concern)
-                    if not _carried(scope, loop, acc):
+                    if not (_carried(scope, loop, acc) if loop.node is not None else _kept_by_self(model, scope, acc)):
                         continue
                     yield Finding(
                         backward.node,
                         f"`{code_of(backward.node)}` back-propagates `{acc.target}`, a running total carried across "
                         f"iterations: each backward re-walks the graphs of earlier batches ('Trying to backward "
                         f"through the graph a second time'); rebind `{acc.target}` after the step",
-                        _fix(loop, backward, acc),
+                        _fix(loop, backward, acc) if loop.node is not None else None,
                     )
                     break
 
@@ -126,7 +139,7 @@ def _accumulations(loop: Loop, defs: list[Event]) -> list[Event]:
     seen: set[str] = set()
     out = []
     for e in sorted(defs, key=lambda d: d.seq):
-        if e.target in seen or e.value is None or loop.node not in e.loops:
+        if e.target in seen or e.value is None or (e.loops if loop.node is None else loop.node not in e.loops):
             continue
         if not (e.accumulates or e.kind is EventKind.APPEND):
             continue
@@ -144,6 +157,36 @@ def _carried(scope, loop: Loop, acc: Event) -> bool:
     return any(d.accumulates for d in defs) or any(
         loop.node not in d.loops for d in defs
     ) and not any(d.rebinds and loop.node in d.loops and not _seeds(d, acc.target or "") for d in defs)
+
+
+def _self_total_bodies(model: FileModel) -> list[Loop]:
+    """The per-step methods (`FileModel.step_bodies`) that add into an attribute of `self` outside any loop of
+    their own."""
+    if "self." not in model.text:
+        return []
+    return [b for b in model.step_bodies()
+            if any(e.accumulates and not e.loops and (e.target or "").startswith("self.") for e in b.events)]
+
+
+def _kept_by_self(model: FileModel, scope, acc: Event) -> bool:
+    """In a per-step method, the attribute total `acc` adds to holds what the previous call left in it: nothing in
+    the method binds it before this addition, `__init__` of the same class binds it, and no other method does."""
+    target = acc.target or ""
+    if not target.startswith("self."):
+        return False
+    defs, entry = scope.reaching(target, acc)
+    if not entry or any(d.rebinds and not d.accumulates for d in defs):
+        return False
+    initialised = False
+    for other in model.scopes:
+        if other.class_name != scope.class_name or other is scope:
+            continue
+        binds = any(e.kind is EventKind.ASSIGN and e.target == target and e.rebinds and not e.accumulates
+                    for e in other.events)
+        if binds and other.name != "__init__":
+            return False  # reset by another method (a per-epoch hook, a `reset()` the caller may run each step)
+        initialised = initialised or binds
+    return initialised
 
 
 def _seeds(rebinding: Event, target: str) -> bool:
