@@ -7,6 +7,21 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "per_step_method_clears_between_backward_and_step": (
+        """
+        class Agent:
+            def __init__(self, net):
+                self.net = net
+                self.optimizer = torch.optim.Adam(net.parameters())
+
+            def learn(self, batch):
+                loss = self.net(batch).mean()
+                loss.backward()
+                self.optimizer.zero_grad()
+                self.optimizer.step()
+        """,
+        [(10, 9)],
+    ),
     # -- a clearing that covers everything the step applies ----------------------------------------------------
     "whole_model_cleared_between_backward_and_step_of_a_shared_optimizer": (
         """
@@ -229,6 +244,79 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "per_step_method_whose_second_backward_is_beyond_the_inlined_depth": """
+        class Pair:
+            def __init__(self, gen, disc):
+                self.gen, self.disc = gen, disc
+                self.opt_g = torch.optim.Adam(gen.parameters())
+                self.opt_d = torch.optim.Adam(disc.parameters())
+
+            def _disc_loss(self, real, fake):
+                loss = self.disc(real).mean() - self.disc(fake.detach()).mean()
+                loss.backward()
+                return loss
+
+            def _backward_d(self):
+                self.loss_d = self._disc_loss(self.real, self.fake)
+
+            def _backward_g(self):
+                self.loss_g = -self.disc(self.fake).mean()
+                self.loss_g.backward()
+
+            def optimize(self):
+                self.opt_g.zero_grad()
+                self._backward_g()
+                self.opt_g.step()
+                self.opt_d.zero_grad()
+                self._backward_d()
+                self.opt_d.step()
+
+            def train(self, real, noise):
+                self.real, self.fake = real, self.gen(noise)
+                self.optimize()
+        """,
+    "per_step_method_clears_the_other_network_between_its_steps": """
+        class ActorCritic:
+            def __init__(self, actor, critic):
+                self.actor, self.critic = actor, critic
+                self.a_opt = torch.optim.Adam(actor.parameters())
+                self.c_opt = torch.optim.Adam(critic.parameters())
+
+            def update(self, s, r):
+                v = self.critic(s)
+                (r - v).pow(2).mean().backward()
+                self.a_opt.zero_grad()
+                self.c_opt.step()
+                (-(self.actor(s) * (r - v.detach())).mean()).backward()
+                self.a_opt.step()
+                self.c_opt.zero_grad()
+        """,
+    "per_step_method_with_a_closure_that_clears": """
+        class Fitter:
+            def __init__(self, net):
+                self.net = net
+                self.opt = torch.optim.LBFGS(net.parameters())
+
+            def step(self, x, y):
+                def closure():
+                    self.opt.zero_grad()
+                    loss = F.mse_loss(self.net(x), y)
+                    loss.backward()
+                    return loss
+                self.opt.step(closure)
+        """,
+    "per_step_method_clears_before_and_after": """
+        class Agent:
+            def __init__(self, net):
+                self.net = net
+                self.optimizer = torch.optim.Adam(net.parameters())
+
+            def learn(self, batch):
+                self.optimizer.zero_grad()
+                self.net(batch).mean().backward()
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+        """,
     "window_that_clips_and_steps": """
         for i, batch in enumerate(loader):
             net(batch).backward()

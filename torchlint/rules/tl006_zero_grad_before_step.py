@@ -29,9 +29,10 @@ class ZeroGradBeforeStep(Rule):
     fix_safety = "unsafe"
     requires = (BACKWARD_CALL, STEP_CALL, ZERO_GRAD)
     scope_requires = (BACKWARD_CALL, LOOP, STEP_CALL, ZERO_GRAD)
-    # Lightning's training_step with manual optimization: one iteration of Lightning's own batch loop
+    # Lightning's training_step with manual optimization: one iteration of Lightning's own batch loop; a function
+    # that back-propagates and steps outside any loop of its own: one iteration of its caller's loop
     scope_alternatives = ((DEF_TRAINING_STEP, re.compile(r"manual_backward\s*\("), STEP_CALL,
-                           ZERO_GRAD),)
+                           ZERO_GRAD), (BACKWARD_CALL, STEP_CALL, ZERO_GRAD))
     runtime_signs = (Sign.ZERO_GRAD_BETWEEN_BACKWARD_AND_STEP, Sign.GRADIENTS_CLEARED_BEFORE_STEP)
     runtime_also = (Sign.SCALER_REFUSED,)
     runtime_same_line = True
@@ -63,6 +64,10 @@ class ZeroGradBeforeStep(Rule):
 
 Lightning's `training_step` with manual optimization is checked as one iteration of Lightning's batch loop
 (`self.manual_backward(loss)`, then `opt.zero_grad(); opt.step()` under `if (batch_idx + 1) % k == 0:`).
+So is a function that back-propagates and steps outside any loop of its own (an agent's `learn(batch)`, a
+model's `optimize_parameters()`), once per step of whatever loop calls it: `loss.backward();
+self.optimizer.zero_grad(); self.optimizer.step()` there. Not when a helper it calls, past the depth helpers are
+followed to, back-propagates: that backward may refill what the clearing wiped.
 
 ## Why it is wrong
 `step()` updates with whatever is in `.grad`. Cleared just before, the update is zero (plain SGD) or driven only
@@ -105,13 +110,18 @@ for x, y in loader:
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
-        for loop in [*model.loops, *model.lightning_steps()]:
+        lightning = model.lightning_steps()
+        bodies = [Loop(None, b.scope, [e for e in b.events if not e.loops])  # type: ignore[arg-type]  # no head
+                  for b in model.step_bodies() if all(b.scope is not t.scope for t in lightning)]
+        for loop in [*model.loops, *lightning, *bodies]:
             steps = loop.of(EventKind.STEP)
             if not steps or not loop.of(EventKind.BACKWARD):
                 continue
             for z in loop.of(EventKind.ZERO_GRAD):
                 if z.variant is ZeroGradOf.PARAM:
                     continue
+                if loop.node is None and _backward_unseen(model, loop):
+                    break  # a helper past the inlining depth back-propagates: what refills the step is not known
                 found = _between(model, loop, z, steps)
                 if found is None and loop.node is not None:  # (a training_step has no loop of its own to count)
                     found = _every_micro_step(model, loop, z, steps) or _cleared_early(model, loop, z, steps)
@@ -121,6 +131,27 @@ for x, y in loader:
                 if found is not None:
                     step, why = found
                     yield Finding(z.node, f"`{code_of(z.node)}` {why}", _fix(loop, z, step))
+
+
+def _backward_unseen(model: FileModel, loop: Loop) -> bool:
+    """Does a function of the file that the iteration calls, directly or through others, back-propagate where
+    the iteration's events do not show it (past the depth helpers are inlined to)? `optimize()` calling
+    `backward_d()` calling `backward_basic(net)`: the discriminator's backward refills the gradients that
+    `opt_d.zero_grad()` cleared before `opt_d.step()`."""
+    shown = {id(e.node) for e in loop.events if e.kind is EventKind.BACKWARD}
+    stack, visited = [loop.scope], set()
+    while stack:
+        scope = stack.pop()
+        if id(scope.node) in visited:
+            continue
+        visited.add(id(scope.node))
+        if scope is not loop.scope and model.summary(scope).backprops and any(
+                e.kind is EventKind.BACKWARD and id(e.node) not in shown for e in scope.events):
+            return True
+        for e in scope.raw:
+            if e.kind is EventKind.LOCAL_CALL and (callee := model.resolve(scope, e.callee or "")) is not None:
+                stack.append(callee)
+    return False
 
 
 def _between(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
