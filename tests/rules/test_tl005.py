@@ -585,6 +585,29 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "summed_micro_batch_losses_divided_by_the_full_batch": """
+        crit = nn.CrossEntropyLoss(reduction="sum")
+
+        def train(model, loader, opt, micro):
+            for x, y in loader:
+                opt.zero_grad()
+                for xs, ys in zip(x.split(micro), y.split(micro)):
+                    loss = crit(model(xs), ys) / len(x)
+                    loss.backward()
+                opt.step()
+        """,
+    "summed_micro_batch_losses_divided_at_the_backward": """
+        crit = nn.CrossEntropyLoss(reduction="sum")
+
+        def train(model, loader, opt, micro):
+            for x, y in loader:
+                opt.zero_grad()
+                n = x.size(0)
+                for j in range(0, n, micro):
+                    loss = crit(model(x[j:j + micro]), y[j:j + micro])
+                    (loss / n).backward()
+                opt.step()
+        """,
     "divided_with_the_div_method": """
         for i, (x, y) in enumerate(loader):
             criterion(model(x), y).div(grad_steps).backward()
