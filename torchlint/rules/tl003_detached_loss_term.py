@@ -277,13 +277,14 @@ def _made_leaf_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
     we can tell: silent."""
     if type(b.value) is not cst.Name:
         return
+    flags = [f for f in scope.assignments(f"{b.value.value}.requires_grad")
+             if f.value is not None and is_true(f.value) and f.seq < b.seq and scope.may_follow(f, b)]
+    if not flags or not model.kinds.of(b.value, scope, b).graph_free:
+        return  # (the cheap questions first: the definitions are read only for a loss made a leaf)
     defs = [d.value for d in scope.summand_defs(b.value, b) if d.value is not None]
     if any(lists_to_tensor(v) or rewrapped(v) for v in defs):
         return  # the copy into a new tensor is reported where it is made
-    for flag in scope.assignments(f"{b.value.value}.requires_grad"):
-        if (flag.value is None or not is_true(flag.value) or flag.seq > b.seq or not scope.may_follow(flag, b)
-                or not model.kinds.of(b.value, scope, b).graph_free):
-            continue
+    for flag in flags:
         yield Finding(
             flag.stmt,
             f"`{b.value.value}` holds no graph here (its value was computed outside autograd), so setting "
