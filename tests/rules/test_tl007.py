@@ -7,6 +7,34 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "outputs_grown_by_concatenation": (
+        """
+        def fit(net, batches, opt):
+            seen = torch.empty(0)
+            for x, y in batches:
+                opt.zero_grad()
+                out = net(x)
+                F.mse_loss(out, y).backward()
+                opt.step()
+                seen = torch.cat([seen, out], dim=0)
+            return seen
+        """,
+        [(9, 9)],
+    ),
+    "moving_average_seeded_in_a_conditional_expression": (
+        """
+        def fit(net, batches, opt):
+            shown = None
+            for x, y in batches:
+                opt.zero_grad()
+                loss = F.mse_loss(net(x), y)
+                loss.backward()
+                opt.step()
+                shown = loss if shown is None else 0.98 * shown + 0.02 * loss
+                print(f"{float(shown):.3f}")
+        """,
+        [(9, 9)],
+    ),
     # -- a tuple bound to a name, unpacked after --------------------------------------------------------------------
     "tuple_result_bound_then_unpacked": (
         """
@@ -1105,6 +1133,28 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "outputs_concatenated_detached": """
+        def fit(net, batches, opt):
+            seen = torch.empty(0)
+            for x, y in batches:
+                opt.zero_grad()
+                out = net(x)
+                F.mse_loss(out, y).backward()
+                opt.step()
+                seen = torch.cat([seen, out.detach()], dim=0)
+            return seen
+        """,
+    "numpy_concatenation_of_numbers": """
+        def fit(net, batches, opt):
+            seen = np.zeros(0)
+            for x, y in batches:
+                opt.zero_grad()
+                out = net(x)
+                F.mse_loss(out, y).backward()
+                opt.step()
+                seen = np.concatenate([seen, out.detach().numpy()])
+            return seen
+        """,
     # a name bound on two paths before it is unpacked: what it holds is not taken from either definition; the count
     # beside the loss is a number
     "tuple_result_bound_on_two_paths_then_unpacked": """

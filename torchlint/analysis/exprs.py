@@ -179,7 +179,13 @@ def _link(node: cst.CSTNode) -> tuple[cst.BaseExpression, str, bool] | None:
 
 
 def is_self_accumulation(target: str, value: cst.BaseExpression) -> cst.BaseExpression | None:
-    """For `t = t + x` (or `x + t`, `t + a + b`) return the added part's top expression, else None."""
+    """For `t = t + x` (or `x + t`, `t + a + b`) return the added part's top expression, else None. Also
+    `t = torch.cat([t, x])` (a tensor grown by concatenation keeps every part, graph included) and a conditional
+    whose arm accumulates (`t = x if t is None else t + x`)."""
+    if type(value) is cst.IfExp:
+        return is_self_accumulation(target, value.orelse) or is_self_accumulation(target, value.body)
+    if type(value) is cst.Call:
+        return _concatenated(target, value)
     if type(value) is not cst.BinaryOperation or type(value.operator) is not cst.Add:
         return None
     node: cst.BaseExpression = value
@@ -194,6 +200,24 @@ def is_self_accumulation(target: str, value: cst.BaseExpression) -> cst.BaseExpr
             rest = summands[:i] + summands[i + 1 :]
             return rest[0] if len(rest) == 1 else value
     return None
+
+
+_CONCATENATIONS = frozenset({"cat", "concat", "concatenate", "hstack", "vstack", "row_stack", "column_stack", "dstack"})
+
+
+def _concatenated(target: str, call: cst.Call) -> cst.BaseExpression | None:
+    """`torch.cat([t, x], 0)`: the part joined to `t` (the whole sequence when it holds more than one other)."""
+    name = dotted(call.func) or ""
+    if not name.startswith("torch.") or name.rsplit(".", 1)[-1] not in _CONCATENATIONS or not call.args:
+        return None
+    parts = call.args[0].value
+    if type(parts) is not cst.List and type(parts) is not cst.Tuple:
+        return None
+    elements = [e.value for e in parts.elements if type(e) is cst.Element]
+    others = [e for e in elements if dotted(e) != target]
+    if len(others) == len(elements) or not others:
+        return None
+    return others[0] if len(others) == 1 else parts
 
 
 def _scaled(summand: cst.BaseExpression, target: str) -> bool:

@@ -53,7 +53,10 @@ a running total, dict entry or list that outlives the iteration and is never bac
 `outputs.append({"loss": loss, "n": len(y)})` (a record that holds the loss), `total += train_step(batch)` (a
 helper of the file that returns its attached loss), `running += model.compute_loss(x, y)` (a method of a module
 class of the file whose loss comes from `self(x)` or a submodule assigned in `__init__`), `logs[name] += part`
-over `parts.items()` or `.values()` of a dict the loop builds (a literal, or entries stored one by one).
+over `parts.items()` or `.values()` of a dict the loop builds (a literal, or entries stored one by one). A tensor grown by
+concatenation keeps every part too (`seen = torch.cat([seen, out])`, `torch.vstack`), and so does a total whose
+conditional keeps adding (`shown = loss if shown is None else 0.98 * shown + 0.02 * loss`; no fix there: the
+other arm keeps a graph too).
 
 A value is also known by its use: one back-propagated in the same iteration (`loss.backward()`,
 `scaler.scale(loss).backward()`, `accelerator.backward(loss)`, `manual_backward`) carries a graph there, whoever
@@ -465,6 +468,9 @@ def _only_displayed(model: FileModel, e: Event) -> bool:
 def _fix(model: FileModel, scope: Scope, e: Event, displayed: dict[str, bool]) -> Fix | None:
     value = e.value
     assert value is not None
+    if type(e.stmt) is cst.SimpleStatementLine and any(
+            type(small) is cst.Assign and type(small.value) is cst.IfExp for small in e.stmt.body):
+        return None  # `t = x if t is None else t + x`: the other arm keeps the graph too
     numeric_start = any(
         a.rebinds and type(a.value) in (cst.Integer, cst.Float) for a in scope.assignments(e.target or "")
     )
