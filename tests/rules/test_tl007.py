@@ -7,6 +7,23 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "epoch_total_over_batches_drawn_with_next": (
+        """
+        def fit(net, batches, opt, epochs, steps):
+            for epoch in range(epochs):
+                seen = iter(batches)
+                total = 0
+                for _ in range(steps):
+                    x, y = next(seen)
+                    opt.zero_grad()
+                    loss = F.mse_loss(net(x), y)
+                    loss.backward()
+                    opt.step()
+                    total += loss
+                print(epoch, total / steps)
+        """,
+        [(12, 13)],
+    ),
     "outputs_grown_by_concatenation": (
         """
         def fit(net, batches, opt):
@@ -1133,6 +1150,19 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "total_of_repeated_critic_updates_on_one_batch": """
+        def fit(gen, critic, batches, opt_c, repeats):
+            for real, noise in batches:
+                fake = gen(noise).detach()
+                critic_sum = 0.0
+                for _ in range(repeats):
+                    opt_c.zero_grad()
+                    loss_c = critic(fake).mean() - critic(real).mean()
+                    loss_c.backward()
+                    opt_c.step()
+                    critic_sum += loss_c
+                print((critic_sum / repeats).item())
+        """,
     "outputs_concatenated_detached": """
         def fit(net, batches, opt):
             seen = torch.empty(0)

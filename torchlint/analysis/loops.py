@@ -285,6 +285,22 @@ class Loop:
         return all(not a.loops for a in defs if a.rebinds) and any(
             s.kind is EventKind.STEP and not s.loops and s.seq > last for s in scope.events)
 
+    def repeats_one_batch(self, e: Event) -> bool:
+        """The container `e` adds into is bound afresh by an enclosing loop (once per batch), and this loop, the
+        innermost around `e`, repeats work on that batch: a `for` whose body never reads its target (`for _ in
+        range(n_critic)`: the critic's updates on one batch; not one that draws `next(...)`). It keeps the graphs
+        of one batch's repetitions, dropped at the next batch: as many as the repetitions, not a number that grows
+        with training."""
+        node = self.node
+        if type(node) is not cst.For or not e.loops or e.loops[-1] is not node:
+            return False
+        if names_in(node.target) - {"_"} & names_in(node.body) or any(
+                type(c.func) is cst.Name and c.func.value == "next" for c in calls_in_evaluation_order(node.body)):
+            return False  # (`x, y = next(batches)`: a new batch each round, not the same one again)
+        target = e.target or ""
+        return any(a.rebinds and a.loops and node not in a.loops and any(outer in e.loops for outer in a.loops)
+                   for a in self.scope.assignments(target))
+
     def backpropagates_latest(self, e: Event) -> Event | None:
         """`history.append(loss)`, then `history[-1].backward()`: the backward of this iteration that reads only the
         item `e` just appended, while the list keeps every earlier one. What is back-propagated carries a graph,

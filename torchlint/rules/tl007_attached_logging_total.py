@@ -142,7 +142,9 @@ A container that keeps at most 30 graphs, counted from constant trip counts (`fo
 mini training run over `range(steps)` with `steps=20` as the parameter's default and in every call of the file,
 or over `range(STEPS)` with a module constant; the loops the container outlives multiply), is not reported: it
 keeps a bounded handful of graphs, freed with it, not a growing number. A default is trusted as the file sees it:
-a caller in another file may pass more. It reports only values the analysis knows to
+a caller in another file may pass more. Nor is a total bound afresh for each batch and added to by an inner loop
+that repeats work on that batch (`for _ in range(n_critic)`, whose target the body never reads and which draws no
+`next(...)`): it keeps one batch's repetitions, whatever their number. It reports only values the analysis knows to
 carry a graph: the output of a model or criterion, arithmetic on one, a loss handed in as a parameter, a value
 back-propagated in the iteration or a term of one. A value from a call it cannot resolve is otherwise left alone
 (of another file's class, only methods the project's files define are read, not a library's; a class whose file
@@ -248,7 +250,8 @@ for x, y in loader:
                     part = _backpropagated_part(model, loop, scope, e) if not kind.graph_free else None
                     if part is None and (kind.graph_free or not term_of_backpropagated(model, scope, e.value)):
                         continue  # a number, a string, a detached tensor, or a value the analysis cannot see
-                if not loop.carries(e) or _escapes(model, loop, e.target) or loop.within_one_step(e):
+                if (not loop.carries(e) or _escapes(model, loop, e.target) or loop.within_one_step(e)
+                        or loop.repeats_one_batch(e)):
                     continue
                 if loop.fills_local_buffer(e) or kind is VKind.GRAPH and loop.keeps_inner_total(
                         e, lambda name: kinds.of_name(name, scope, e).graph_free):
