@@ -245,6 +245,20 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "second_update_sets_the_scale_by_hand": """
+        scaler = torch.cuda.amp.GradScaler()
+        for i, (x, y) in enumerate(loader):
+            with torch.autocast("cuda"):
+                loss = crit(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+            if i % 100 == 0:
+                current = scaler.get_scale()
+                if current < 1.0:
+                    scaler.update(current * 2.0)
+        """,
     "two_training_steps_in_one_pass": """
         class Adapt:
             def one_step(self, batch):

@@ -92,7 +92,9 @@ The documented AMP recipe (`scale → backward → unscale_ → clip → scaler.
 `scaler.step` is still used the same way; the plain arm of `if use_amp: ... else: loss.backward();
 optimizer.step()` (exclusive branches are never sequenced), also when the scaled backward sits in a helper
 under `if scaler is not None:` and the step in the caller's `else:`; two training functions called one after
-the other (an AMP run, then a plain run); `scaler.update()` after a step skipped under `if torch.isfinite(norm):`;
+the other (an AMP run, then a plain run); `scaler.update()` after a step skipped under `if torch.isfinite(norm):`; a
+second `scaler.update(new_scale)` that sets the scale by hand (`if scale < 1.0: scaler.update(scale * 2.0)`), which
+counts nothing toward growth;
 the update under the same window test as the unscale, tested again, or under a flag set before the unscale;
 one `scaler.update()` after the last of several `scaler.step(...)`, or after a loop over the optimizers; one
 scaler per network, each updated once; a loop over the optimizers that takes each its own scaler (`for opt,
@@ -251,8 +253,11 @@ def _update_skipped_after_unscale(loop: Loop) -> Iterator[Finding]:
 def _updated_twice(loop: Loop) -> Iterator[Finding]:
     """`scaler.update()` twice in one iteration: two updates of the same scaler, one after the other (one after each
     optimizer's `scaler.step`), or one inside a loop over the optimizers (`for opt in optimizers: scaler.step(opt);
-    scaler.update()`). PyTorch's GradScaler wants one `update()` per iteration, after every optimizer has stepped."""
-    updates = [u for u in loop.of(EventKind.SCALER_UPDATE) if u.target and "[" not in u.target]
+    scaler.update()`). PyTorch's GradScaler wants one `update()` per iteration, after every optimizer has stepped.
+    An update given the new scale (`scaler.update(scale * 2.0)`) sets it and counts nothing toward growth: it is
+    no second update."""
+    updates = [u for u in loop.of(EventKind.SCALER_UPDATE) if u.target and "[" not in u.target
+               and not (type(u.node) is cst.Call and u.node.args)]
     for u in updates:
         again = [v for v in updates if v is not u and v.target == u.target and _level(v) is _level(u)
                  and _level(u) is loop.node and loop.may_follow(u, v) and not loop.may_follow(v, u)
