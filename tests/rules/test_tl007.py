@@ -7,6 +7,22 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "epoch_total_over_batches_a_sampler_draws": (
+        """
+        def fit(net, sampler, opt, epochs, n_batches):
+            for epoch in range(epochs):
+                total = 0.0
+                for _ in range(n_batches):
+                    x, y = sampler.draw()
+                    opt.zero_grad()
+                    loss = F.mse_loss(net(x), y)
+                    loss.backward()
+                    opt.step()
+                    total += loss
+                print(epoch, total / n_batches)
+        """,
+        [(11, 13)],
+    ),
     "epoch_total_over_batches_drawn_with_next": (
         """
         def fit(net, batches, opt, epochs, steps):

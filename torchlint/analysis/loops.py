@@ -288,18 +288,30 @@ class Loop:
     def repeats_one_batch(self, e: Event) -> bool:
         """The container `e` adds into is bound afresh by an enclosing loop (once per batch), and this loop, the
         innermost around `e`, repeats work on that batch: a `for` whose body never reads its target (`for _ in
-        range(n_critic)`: the critic's updates on one batch; not one that draws `next(...)`). It keeps the graphs
+        range(n_critic)`: the critic's updates on one batch; not one that draws data, `next(it)`). It keeps the graphs
         of one batch's repetitions, dropped at the next batch: as many as the repetitions, not a number that grows
         with training."""
         node = self.node
         if type(node) is not cst.For or not e.loops or e.loops[-1] is not node:
             return False
-        if names_in(node.target) - {"_"} & names_in(node.body) or any(
-                type(c.func) is cst.Name and c.func.value == "next" for c in calls_in_evaluation_order(node.body)):
-            return False  # (`x, y = next(batches)`: a new batch each round, not the same one again)
+        if names_in(node.target) - {"_"} & names_in(node.body) or self._draws_data(node):
+            return False  # (`x, y = next(batches)`, `users = sampler.sample()`: a new batch each round)
         target = e.target or ""
         return any(a.rebinds and a.loops and node not in a.loops and any(outer in e.loops for outer in a.loops)
                    for a in self.scope.assignments(target))
+
+    def _draws_data(self, node: cst.CSTNode) -> bool:
+        """Does the loop `node` bind a name to what a call other than a model's, a criterion's or torch's returns
+        (`batch = next(it)`, `users, items = sampler.sample()`): data that may be new each round?"""
+        for e in self.events:
+            if (e.kind is not EventKind.ASSIGN or node not in e.loops or type(e.value) is not cst.Call
+                    or e.variant is AssignForm.FOR):
+                continue  # (an inner loop's own target: what it iterates is judged where it accumulates)
+            name = dotted(e.value.func) or ""
+            if name.split(".", 1)[0] in ("torch", "F", "nn") or is_module_name(name) or is_criterion_name(name):
+                continue
+            return True
+        return False
 
     def backpropagates_latest(self, e: Event) -> Event | None:
         """`history.append(loss)`, then `history[-1].backward()`: the backward of this iteration that reads only the
