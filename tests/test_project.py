@@ -347,3 +347,12 @@ def test_objects_of_another_files_class_keep_what_their_methods_store(tmp_path, 
     assert _matches(found, KEPT_OBJECTS), "\n".join(found)
     alone = _lines(run_cli("-q", "--no-cache", "--no-project", ".", cwd=project).stdout)
     assert alone == [], "\n".join(alone)
+
+
+def test_a_helper_of_another_file_updating_the_scaler_is_placed_at_each_call(tmp_path, run_cli):
+    """amp_utils.py's `apply_update(net, opt, clip, grad_scaler)` steps and updates: two_nets.py calls it for two
+    optimizers with one scaler (two updates per iteration, reported at the first call); one_net.py once (silent).
+    The update stands at the call, whose arguments are the helper's, not a scale given to `update(new_scale)`."""
+    project = _copy("scaler_helper", tmp_path)
+    found = _lines(run_cli("-q", "--no-cache", ".", cwd=project).stdout)
+    assert [line.split(" ", 2)[:2] for line in found] == [["two_nets.py:7:9:", "TL010"]], found

@@ -242,6 +242,67 @@ POSITIVE = {
         """,
         [(8, 5)],
     ),
+    "update_only_on_periodic_iterations": (
+        """
+        def fit(net, batches, opt, crit, amp_scaler, cfg):
+            for it, (inp, tgt) in enumerate(batches):
+                with torch.autocast("cuda", enabled=cfg.fp16):
+                    err = crit(net(inp), tgt)
+                opt.zero_grad()
+                amp_scaler.scale(err).backward()
+                amp_scaler.step(opt)
+                if it % 50 == 0 and cfg.fp16:
+                    amp_scaler.update(amp_scaler.get_scale() * 2)
+        """,
+        [(8, 9)],
+    ),
+    "update_under_a_periodic_flag_computed_ahead": (
+        """
+        class Runner:
+            def run(self, data):
+                for n, batch in enumerate(data):
+                    refresh = (n + 1) % self.every == 0
+                    self.grad_scaler.scale(self.net(batch).sum()).backward()
+                    self.grad_scaler.step(self.opt)
+                    self.opt.zero_grad()
+                    if refresh:
+                        self.grad_scaler.update()
+        """,
+        [(7, 13)],
+    ),
+    "update_skipped_on_logging_iterations": (
+        """
+        for k, (a, b) in enumerate(pairs):
+            grad_scaler.scale(mse(net(a), b)).backward()
+            grad_scaler.step(sgd)
+            sgd.zero_grad()
+            if k % 20 == 0:
+                print(k)
+            else:
+                grad_scaler.update()
+        """,
+        [(4, 5)],
+    ),
+    "helpers_each_updating_after_their_optimizer_called_with_arguments": (
+        """
+        def critic_update(scaler):
+            scaler.step(opt_d)
+            opt_d.zero_grad()
+            scaler.update()
+
+        def generator_update(scaler):
+            scaler.step(opt_g)
+            opt_g.zero_grad()
+            scaler.update()
+
+        for real in loader:
+            scaler.scale(d_loss(real)).backward()
+            critic_update(scaler)
+            scaler.scale(g_loss(real)).backward()
+            generator_update(scaler)
+        """,
+        [(5, 5)],
+    ),
 }
 
 NEGATIVE = {
@@ -582,6 +643,56 @@ NEGATIVE = {
                 amp_scaler.step(opt)
                 amp_scaler.update()
         """,
+    "update_under_the_same_window_test_as_the_step": """
+        for i, (x, y) in enumerate(loader):
+            scaler.scale(crit(model(x), y) / accum).backward()
+            if (i + 1) % accum == 0:
+                scaler.step(opt)
+                opt.zero_grad()
+            if (i + 1) % accum == 0:
+                scaler.update()
+        """,
+    "update_under_a_flag_fixed_for_the_loop": """
+        for x, y in loader:
+            if use_amp:
+                scaler.scale(crit(model(x), y)).backward()
+                scaler.step(opt)
+            else:
+                crit(model(x), y).backward()
+                opt.step()
+            if use_amp:
+                scaler.update()
+            opt.zero_grad()
+        """,
+    "step_every_iteration_update_under_a_fixed_flag": """
+        for x, y in loader:
+            scaler.scale(crit(model(x), y)).backward()
+            scaler.step(opt)
+            if args.amp:
+                scaler.update()
+            opt.zero_grad()
+        """,
+    "update_in_a_helper_called_every_iteration": """
+        def finish(grad_scaler, o):
+            grad_scaler.update()
+            o.zero_grad()
+
+        for x, y in loader:
+            scaler.scale(crit(model(x), y)).backward()
+            scaler.step(opt)
+            finish(scaler, opt)
+        """,
+    "update_every_step_and_a_periodic_scale_set": """
+        for it, (x, y) in enumerate(loader):
+            scaler.scale(crit(model(x), y)).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+            if it % 100 == 0 and use_fp16:
+                cur = scaler.get_scale()
+                if cur < 8.0:
+                    scaler.update(cur * 2.0)
+        """,
 }
 
 
@@ -650,3 +761,13 @@ def test_no_fix_naming_an_optimizer_bound_by_a_later_loop():
     import textwrap
     src = POSITIVE["per_step_method_clips_before_unscale"][0]
     assert fixed(src, "TL010") == textwrap.dedent(src)
+
+
+def test_message_update_only_on_periodic_iterations():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["update_only_on_periodic_iterations"][0], "TL010") == [(
+        8, 9,
+        "`amp_scaler.step(opt)` runs on iterations that skip `amp_scaler.update(amp_scaler.get_scale() * 2)` (only "
+        "when `it % 50 == 0 and cfg.fp16` holds): GradScaler needs an update after every step, so the next step raises "
+        "'step() has already been called since the last update()'; call `amp_scaler.update()` after every step",
+    )]
