@@ -303,6 +303,24 @@ POSITIVE = {
         """,
         [(5, 5)],
     ),
+    "plain_step_after_the_scalers_step_in_a_helper": (
+        """
+        class Loop:
+            def apply(self):
+                self.grad_scaler.unscale_(self.opt)
+                clip_grad_norm_(self.net.parameters(), 1.0)
+                self.grad_scaler.step(self.opt)
+                self.grad_scaler.update()
+
+            def run(self, data):
+                for x in data:
+                    self.grad_scaler.scale(self.net(x).sum()).backward()
+                    self.apply()
+                    self.opt.step()
+                    self.opt.zero_grad()
+        """,
+        [(13, 13)],
+    ),
 }
 
 NEGATIVE = {
@@ -693,6 +711,41 @@ NEGATIVE = {
                 if cur < 8.0:
                     scaler.update(cur * 2.0)
         """,
+    "plain_step_only_when_the_scaler_is_absent_in_another_method": """
+        class Fitter:
+            def back(self, loss):
+                if self.grad_scaler is None:
+                    loss.backward()
+                    return
+                self.grad_scaler.scale(loss).backward()
+
+            def apply(self):
+                if self.grad_scaler is None:
+                    self.opt.step()
+                    return
+                self.grad_scaler.step(self.opt)
+                self.grad_scaler.update()
+
+            def fit(self, data):
+                for x in data:
+                    self.back(self.net(x).mean())
+                    self.apply()
+                    self.opt.zero_grad()
+        """,
+    "plain_step_in_the_else_of_a_scaler_test": """
+        for x in data:
+            loss = net(x).mean()
+            if grad_scaler is not None:
+                grad_scaler.scale(loss).backward()
+            else:
+                loss.backward()
+            if grad_scaler is not None:
+                grad_scaler.step(opt)
+                grad_scaler.update()
+            else:
+                opt.step()
+            opt.zero_grad()
+        """,
 }
 
 
@@ -771,3 +824,17 @@ def test_message_update_only_on_periodic_iterations():
         "when `it % 50 == 0 and cfg.fp16` holds): GradScaler needs an update after every step, so the next step raises "
         "'step() has already been called since the last update()'; call `amp_scaler.update()` after every step",
     )]
+
+
+def test_message_plain_step_after_the_scalers_step():
+    """The gradients were unscaled by the scaler's step: the second step is what is wrong, and no fix is offered
+    (a second `scaler.step` in the iteration raises)."""
+    src = POSITIVE["plain_step_after_the_scalers_step_in_a_helper"][0]
+    assert messages(src, "TL010") == [(
+        13, 13,
+        "`self.opt.step()` after `self.grad_scaler.step(self.opt)` steps `self.opt` a second time in the iteration, "
+        "bypassing the scaler's inf/nan check: a step the scaler skipped for inf/nan gradients is taken anyway; "
+        "remove it",
+    )]
+    import textwrap
+    assert fixed(src, "TL010") == textwrap.dedent(src)

@@ -38,7 +38,8 @@ class GradScalerMisuse(Rule):
     doc = """
 ## What it flags
 In a loop that back-propagates through a GradScaler (`scaler.scale(loss).backward()`):
-1. `optimizer.step()` called directly instead of `scaler.step(optimizer)`;
+1. `optimizer.step()` called directly instead of `scaler.step(optimizer)`, or a second time after
+   `scaler.step(optimizer)` in the same iteration (the message says so; no fix);
 2. `clip_grad_norm_` / `clip_grad_value_` with no `scaler.unscale_(optimizer)` between the backward and the clip;
 3. `scaler.step(...)` with no `scaler.update()` in the iteration, or with updates after it only under a periodic
    test the step does not share (`if i % 100 == 0:`, or its `else:`), so that most iterations step without one;
@@ -61,7 +62,8 @@ A function that back-propagates outside any loop of its own and steps an optimiz
 
 ## Why it is wrong
 1. The gradients are still multiplied by the loss scale (65536 at first): the update is tens of thousands of
-   times too large, and the step is not skipped when the gradients contain inf/nan.
+   times too large, and the step is not skipped when the gradients contain inf/nan. After `scaler.step`, they
+   are unscaled, but a second plain step applies them twice and takes the steps the scaler skipped.
 2. The clipping threshold is compared with scaled gradients, so it clips far too hard (effectively always).
 3. The scale never shrinks after an overflow nor grows back: steps keep being skipped, or precision is lost; an
    enabled GradScaler also refuses a second `step()` before an `update()` ("step() has already been called since
@@ -94,10 +96,12 @@ The documented AMP recipe (`scale → backward → unscale_ → clip → scaler.
 `accelerator.clip_grad_norm_` (it unscales); loops that do not use a GradScaler; a disabled scaler's
 `scaler.step` is still used the same way; the plain arm of `if use_amp: ... else: loss.backward();
 optimizer.step()` (exclusive branches are never sequenced), also when the scaled backward sits in a helper
-under `if scaler is not None:` and the step in the caller's `else:`; two training functions called one after
-the other (an AMP run, then a plain run); `scaler.update()` after a step skipped under `if torch.isfinite(norm):`; a
-second `scaler.update(new_scale)` that sets the scale by hand (`if scale < 1.0: scaler.update(scale * 2.0)`), which
-counts nothing toward growth;
+under `if scaler is not None:` and the step in the caller's `else:`; a plain step under `if self.scaler is None:`
+(or the `else:` of `if self.scaler is not None:`), also when the backward is in another method that scales only
+past `if self.scaler is None: loss.backward(); return` (with no scaler, `scaler.scale(...)` cannot have run); two
+training functions called one after the other (an AMP run, then a plain run); `scaler.update()` after a step
+skipped under `if torch.isfinite(norm):`; a second `scaler.update(new_scale)` that sets the scale by hand
+(`if scale < 1.0: scaler.update(scale * 2.0)`), which counts nothing toward growth;
 the update under the same window test as the unscale, tested again, or under a flag set before the unscale;
 an update under the step's own window test (`if (i + 1) % k == 0:` twice), under a flag fixed for the loop
 (`if use_amp:`: a disabled scaler needs none), under a test that is not periodic, or in a helper called every
@@ -167,6 +171,18 @@ def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Find
         call = step.node
         if _handed_scaler(call, scaled, scaler):
             continue  # `opt.step(name, scaler=scaler)`: a wrapper that steps through the scaler, not a plain step
+        if _without_scaler(step, scaled, scaler):
+            continue
+        stepped = [s for s in loop.of(EventKind.STEP) if s.via is not None and s.target == step.target
+                   and loop.may_follow(s, step) and s.seq < step.seq]
+        if stepped:
+            yield Finding(
+                call,
+                f"`{code_of(call)}` after `{code_of(stepped[-1].node)}` steps `{step.target}` a second time in the "
+                f"iteration, bypassing the scaler's inf/nan check: a step the scaler skipped for inf/nan gradients "
+                f"is taken anyway; remove it",
+            )
+            continue
         fix = None
         if type(call) is cst.Call and not call.args:
             new = expression(f"{scaler}.step({step.target})")
@@ -177,6 +193,14 @@ def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Find
             f"scale and skips the inf/nan check; call `{scaler}.step({step.target})`",
             fix,
         )
+
+
+def _without_scaler(step: Event, scaled: list[Event], scaler: str) -> bool:
+    """The plain step runs only when the scaler is absent (`if self.scaler is None: self.optimizer.step()`, in
+    the method that steps, while the one that back-propagates scales only when there is a scaler): a scaled
+    backward cannot have run in that pass, `None.scale(...)` would have raised."""
+    names = {b.via for b in scaled if b.via} | {scaler}
+    return any(g.condition() in {(n, False) for n in names} for g in step.guards)
 
 
 def _handed_scaler(call: cst.CSTNode, scaled: list[Event], scaler: str) -> bool:
