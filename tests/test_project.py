@@ -239,13 +239,16 @@ def test_a_scheduler_of_the_projects_own_plain_class_is_not_held_to_pytorchs_ord
     file, through a base of the same file too): it sets the rate for the coming step, and PyTorch's order does not
     apply. warmup.py's derives from torch's `_LRScheduler`, and delegate.py's plain wrapper sets no rate itself (it
     steps a torch scheduler it holds): both reported. Alone, a class imported from elsewhere is not known to be
-    the project's own: all three are reported."""
+    the project's own: all three are reported. chosen.py's scheduler is built by a function of schedulers.py that
+    chooses among that file's own classes by configuration (silent); mixed.py's by one that may return the torch
+    derived one (reported)."""
     project = _copy("own_scheduler", tmp_path)
     found = _lines(run_cli("-q", "--no-cache", ".", cwd=project).stdout)
-    assert sorted(line.split(" ", 1)[0] for line in found) == ["delegate.py:10:9:", "warmup.py:10:9:"], found
+    assert sorted(line.split(" ", 1)[0] for line in found) == [
+        "delegate.py:10:9:", "mixed.py:16:13:", "warmup.py:10:9:"], found
     alone = _lines(run_cli("-q", "--no-cache", "--no-project", ".", cwd=project).stdout)
     assert sorted(line.split(" ", 1)[0] for line in alone) == [
-        "cycle.py:11:13:", "delegate.py:10:9:", "warmup.py:10:9:"], alone
+        "chosen.py:16:13:", "cycle.py:11:13:", "delegate.py:10:9:", "mixed.py:16:13:", "warmup.py:10:9:"], alone
 
 
 def test_inert_functions_touch_no_gradient_and_call_nothing_unknown():
@@ -347,3 +350,12 @@ def test_objects_of_another_files_class_keep_what_their_methods_store(tmp_path, 
     assert _matches(found, KEPT_OBJECTS), "\n".join(found)
     alone = _lines(run_cli("-q", "--no-cache", "--no-project", ".", cwd=project).stdout)
     assert alone == [], "\n".join(alone)
+
+
+def test_a_helper_of_another_file_updating_the_scaler_is_placed_at_each_call(tmp_path, run_cli):
+    """amp_utils.py's `apply_update(net, opt, clip, grad_scaler)` steps and updates: two_nets.py calls it for two
+    optimizers with one scaler (two updates per iteration, reported at the first call); one_net.py once (silent).
+    The update stands at the call, whose arguments are the helper's, not a scale given to `update(new_scale)`."""
+    project = _copy("scaler_helper", tmp_path)
+    found = _lines(run_cli("-q", "--no-cache", ".", cwd=project).stdout)
+    assert [line.split(" ", 2)[:2] for line in found] == [["two_nets.py:7:9:", "TL010"]], found

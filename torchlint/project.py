@@ -38,7 +38,7 @@ from torchlint.project_callers import CallersIndex
 from torchlint.project_values import Kept, OtherFilesValues
 from torchlint.source.decode import SourceError, decode
 from torchlint.source.digest import content_hash
-from torchlint.project_text import LR_WRITE, SignatureReader, class_text
+from torchlint.project_text import SignatureReader, rate_setter
 from torchlint.source.safe_read import read_regular
 
 EXPORTS_VERSION = "8"  # bumped when what `Exports.to_json` writes changes
@@ -521,25 +521,10 @@ class ProjectView(OtherFilesValues):
         return out
 
     def rate_setter(self, dotted: str) -> bool:
-        """Is `dotted` a class of another project file that derives from nothing outside that file (no base,
-        `object`, or classes of the same file that do the same) and writes a learning rate into param groups
-        itself (`group["lr"] = lr`)? Read from its file's text."""
+        """Is `dotted` a scheduler class of another project file, or a function there that builds only such classes
+        (`project_text.rate_setter`)? Read from its file's text."""
         target = self._target(dotted)
-        got = self.project.text(target[0]) if target is not None else None
-        if target is None or got is None:
-            return False
-        path, name = target
-        todo, seen = [name], set()
-        while todo:
-            cls = todo.pop()
-            if cls in seen:
-                continue
-            seen.add(cls)
-            bases = self.project.class_bases(path, cls)
-            if bases is None or any(not b.isidentifier() for b in bases):
-                return False  # not a class of that file, or a base elsewhere (`lr_scheduler._LRScheduler`)
-            todo.extend(b for b in bases if b != "object")
-        return any(LR_WRITE.search(class_text(got[0], cls)) for cls in seen)
+        return target is not None and rate_setter(self.project, self.project.signatures, *target)
 
     def instance_call(self, dotted: str, forward: Signature | None) -> Signature | None:
         """What calling the object `dotted(...)` gives runs, when a project file defines it (`project_text`)."""

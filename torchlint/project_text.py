@@ -47,6 +47,55 @@ class Files(Protocol):
     def module_file(self, importer: Path, imp: Imported) -> Path | None: ...
 
 
+class ClassFiles(Files, Protocol):
+    """And the bases a top-level class of a file names (None when the file defines no such class)."""
+
+    def class_bases(self, path: Path, cls_name: str) -> list[str] | None: ...
+
+
+def rate_setter(project: ClassFiles, reader: "SignatureReader", path: Path, name: str) -> bool:
+    """Is `name` of `path` a scheduler of the project's own: a class that derives from nothing outside its file (no
+    base, `object`, or classes of the same file that do the same) and writes a learning rate into param groups
+    itself (`group["lr"] = lr`), or a plain function of that file every return of which builds such a class
+    (`def get_scheduler(cfg): if cfg["type"] == "linear": return LinearSchedule(cfg) ...`)?"""
+    got = project.text(path)
+    if got is None:
+        return False
+    names = [name] if project.class_bases(path, name) is not None else _factory_classes(reader, path, name)
+    return bool(names) and all(_sets_rate(project, path, got[0], cls) for cls in names)
+
+
+def _sets_rate(project: ClassFiles, path: Path, text: str, name: str) -> bool:
+    todo, seen = [name], set()
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        bases = project.class_bases(path, cls)
+        if bases is None or any(not b.isidentifier() for b in bases):
+            return False  # not a class of that file, or a base elsewhere (`lr_scheduler._LRScheduler`)
+        todo.extend(b for b in bases if b != "object")
+    return any(LR_WRITE.search(class_text(text, cls)) for cls in seen)
+
+
+def _factory_classes(reader: "SignatureReader", path: Path, name: str) -> list[str]:
+    """The classes of `path` that its top-level function `name` returns, when every return builds one
+    (`return Schedule(cfg)`); [] otherwise (a decorator, a return of anything else, none)."""
+    got = reader.file(path)
+    node = got[0].get(name) if got is not None else None
+    if not isinstance(node, ast.FunctionDef) or node.decorator_list:
+        return []
+    out: list[str] = []
+    for r in _returns(node):
+        value = r.value
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                and isinstance(got[0].get(value.func.id), ast.ClassDef)):  # type: ignore[index]  # got: not None
+            return []
+        out.append(value.func.id)
+    return out
+
+
 _HOPS = 16  # files and classes visited for one question
 _Def = Union[ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef]
 

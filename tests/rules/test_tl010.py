@@ -242,6 +242,85 @@ POSITIVE = {
         """,
         [(8, 5)],
     ),
+    "update_only_on_periodic_iterations": (
+        """
+        def fit(net, batches, opt, crit, amp_scaler, cfg):
+            for it, (inp, tgt) in enumerate(batches):
+                with torch.autocast("cuda", enabled=cfg.fp16):
+                    err = crit(net(inp), tgt)
+                opt.zero_grad()
+                amp_scaler.scale(err).backward()
+                amp_scaler.step(opt)
+                if it % 50 == 0 and cfg.fp16:
+                    amp_scaler.update(amp_scaler.get_scale() * 2)
+        """,
+        [(8, 9)],
+    ),
+    "update_under_a_periodic_flag_computed_ahead": (
+        """
+        class Runner:
+            def run(self, data):
+                for n, batch in enumerate(data):
+                    refresh = (n + 1) % self.every == 0
+                    self.grad_scaler.scale(self.net(batch).sum()).backward()
+                    self.grad_scaler.step(self.opt)
+                    self.opt.zero_grad()
+                    if refresh:
+                        self.grad_scaler.update()
+        """,
+        [(7, 13)],
+    ),
+    "update_skipped_on_logging_iterations": (
+        """
+        for k, (a, b) in enumerate(pairs):
+            grad_scaler.scale(mse(net(a), b)).backward()
+            grad_scaler.step(sgd)
+            sgd.zero_grad()
+            if k % 20 == 0:
+                print(k)
+            else:
+                grad_scaler.update()
+        """,
+        [(4, 5)],
+    ),
+    "helpers_each_updating_after_their_optimizer_called_with_arguments": (
+        """
+        def critic_update(scaler):
+            scaler.step(opt_d)
+            opt_d.zero_grad()
+            scaler.update()
+
+        def generator_update(scaler):
+            scaler.step(opt_g)
+            opt_g.zero_grad()
+            scaler.update()
+
+        for real in loader:
+            scaler.scale(d_loss(real)).backward()
+            critic_update(scaler)
+            scaler.scale(g_loss(real)).backward()
+            generator_update(scaler)
+        """,
+        [(5, 5)],
+    ),
+    "plain_step_after_the_scalers_step_in_a_helper": (
+        """
+        class Loop:
+            def apply(self):
+                self.grad_scaler.unscale_(self.opt)
+                clip_grad_norm_(self.net.parameters(), 1.0)
+                self.grad_scaler.step(self.opt)
+                self.grad_scaler.update()
+
+            def run(self, data):
+                for x in data:
+                    self.grad_scaler.scale(self.net(x).sum()).backward()
+                    self.apply()
+                    self.opt.step()
+                    self.opt.zero_grad()
+        """,
+        [(13, 13)],
+    ),
 }
 
 NEGATIVE = {
@@ -596,6 +675,91 @@ NEGATIVE = {
                 amp_scaler.step(opt)
                 amp_scaler.update()
         """,
+    "update_under_the_same_window_test_as_the_step": """
+        for i, (x, y) in enumerate(loader):
+            scaler.scale(crit(model(x), y) / accum).backward()
+            if (i + 1) % accum == 0:
+                scaler.step(opt)
+                opt.zero_grad()
+            if (i + 1) % accum == 0:
+                scaler.update()
+        """,
+    "update_under_a_flag_fixed_for_the_loop": """
+        for x, y in loader:
+            if use_amp:
+                scaler.scale(crit(model(x), y)).backward()
+                scaler.step(opt)
+            else:
+                crit(model(x), y).backward()
+                opt.step()
+            if use_amp:
+                scaler.update()
+            opt.zero_grad()
+        """,
+    "step_every_iteration_update_under_a_fixed_flag": """
+        for x, y in loader:
+            scaler.scale(crit(model(x), y)).backward()
+            scaler.step(opt)
+            if args.amp:
+                scaler.update()
+            opt.zero_grad()
+        """,
+    "update_in_a_helper_called_every_iteration": """
+        def finish(grad_scaler, o):
+            grad_scaler.update()
+            o.zero_grad()
+
+        for x, y in loader:
+            scaler.scale(crit(model(x), y)).backward()
+            scaler.step(opt)
+            finish(scaler, opt)
+        """,
+    "update_every_step_and_a_periodic_scale_set": """
+        for it, (x, y) in enumerate(loader):
+            scaler.scale(crit(model(x), y)).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+            if it % 100 == 0 and use_fp16:
+                cur = scaler.get_scale()
+                if cur < 8.0:
+                    scaler.update(cur * 2.0)
+        """,
+    "plain_step_only_when_the_scaler_is_absent_in_another_method": """
+        class Fitter:
+            def back(self, loss):
+                if self.grad_scaler is None:
+                    loss.backward()
+                    return
+                self.grad_scaler.scale(loss).backward()
+
+            def apply(self):
+                if self.grad_scaler is None:
+                    self.opt.step()
+                    return
+                self.grad_scaler.step(self.opt)
+                self.grad_scaler.update()
+
+            def fit(self, data):
+                for x in data:
+                    self.back(self.net(x).mean())
+                    self.apply()
+                    self.opt.zero_grad()
+        """,
+    "plain_step_in_the_else_of_a_scaler_test": """
+        for x in data:
+            loss = net(x).mean()
+            if grad_scaler is not None:
+                grad_scaler.scale(loss).backward()
+            else:
+                loss.backward()
+            if grad_scaler is not None:
+                grad_scaler.step(opt)
+                grad_scaler.update()
+            else:
+                opt.step()
+            opt.zero_grad()
+        """,
 }
 
 
@@ -663,4 +827,28 @@ def test_message_names_the_scaler_of_the_backward_before_the_clip():
 def test_no_fix_naming_an_optimizer_bound_by_a_later_loop():
     import textwrap
     src = POSITIVE["per_step_method_clips_before_unscale"][0]
+    assert fixed(src, "TL010") == textwrap.dedent(src)
+
+
+def test_message_update_only_on_periodic_iterations():
+    """The full text of the finding, so a change of wording is seen here."""
+    assert messages(POSITIVE["update_only_on_periodic_iterations"][0], "TL010") == [(
+        8, 9,
+        "`amp_scaler.step(opt)` runs on iterations that skip `amp_scaler.update(amp_scaler.get_scale() * 2)` (only "
+        "when `it % 50 == 0 and cfg.fp16` holds): GradScaler needs an update after every step, so the next step raises "
+        "'step() has already been called since the last update()'; call `amp_scaler.update()` after every step",
+    )]
+
+
+def test_message_plain_step_after_the_scalers_step():
+    """The gradients were unscaled by the scaler's step: the second step is what is wrong, and no fix is offered
+    (a second `scaler.step` in the iteration raises)."""
+    src = POSITIVE["plain_step_after_the_scalers_step_in_a_helper"][0]
+    assert messages(src, "TL010") == [(
+        13, 13,
+        "`self.opt.step()` after `self.grad_scaler.step(self.opt)` steps `self.opt` a second time in the iteration, "
+        "bypassing the scaler's inf/nan check: a step the scaler skipped for inf/nan gradients is taken anyway; "
+        "remove it",
+    )]
+    import textwrap
     assert fixed(src, "TL010") == textwrap.dedent(src)

@@ -13,7 +13,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel, Loop
-from torchlint.analysis.exprs import code_of, names_in
+from torchlint.analysis.exprs import code_of, modulo_divisor, names_in
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, insert_after, insert_before, movable
 from torchlint.rules.base import BACKWARD_CALL, STEP_CALL, Finding, Rule
@@ -38,9 +38,11 @@ class GradScalerMisuse(Rule):
     doc = """
 ## What it flags
 In a loop that back-propagates through a GradScaler (`scaler.scale(loss).backward()`):
-1. `optimizer.step()` called directly instead of `scaler.step(optimizer)`;
+1. `optimizer.step()` called directly instead of `scaler.step(optimizer)`, or a second time after
+   `scaler.step(optimizer)` in the same iteration (the message says so; no fix);
 2. `clip_grad_norm_` / `clip_grad_value_` with no `scaler.unscale_(optimizer)` between the backward and the clip;
-3. `scaler.step(...)` with no `scaler.update()` in the iteration;
+3. `scaler.step(...)` with no `scaler.update()` in the iteration, or with updates after it only under a periodic
+   test the step does not share (`if i % 100 == 0:`, or its `else:`), so that most iterations step without one;
 4. `scaler.update()` under a condition decided after `scaler.unscale_(optimizer)` (`if not skip:` with `skip`
    set when the clipped norm is too large, `if torch.isfinite(norm):`);
 5. `scaler.update()` more than once per iteration: after each optimizer's `scaler.step` (a GAN's generator, then
@@ -60,9 +62,12 @@ A function that back-propagates outside any loop of its own and steps an optimiz
 
 ## Why it is wrong
 1. The gradients are still multiplied by the loss scale (65536 at first): the update is tens of thousands of
-   times too large, and the step is not skipped when the gradients contain inf/nan.
+   times too large, and the step is not skipped when the gradients contain inf/nan. After `scaler.step`, they
+   are unscaled, but a second plain step applies them twice and takes the steps the scaler skipped.
 2. The clipping threshold is compared with scaled gradients, so it clips far too hard (effectively always).
-3. The scale never shrinks after an overflow nor grows back: steps keep being skipped, or precision is lost.
+3. The scale never shrinks after an overflow nor grows back: steps keep being skipped, or precision is lost; an
+   enabled GradScaler also refuses a second `step()` before an `update()` ("step() has already been called since
+   the last update()"), so a step on iterations the update skips raises.
 4. Only `update()` resets the optimizer's unscaled state: on an iteration that skips it, the next `unscale_`
    raises "unscale_() has already been called on this optimizer since the last update()".
 5. PyTorch's GradScaler wants one `update()` per iteration, after every optimizer used in it has stepped: each
@@ -91,11 +96,16 @@ The documented AMP recipe (`scale → backward → unscale_ → clip → scaler.
 `accelerator.clip_grad_norm_` (it unscales); loops that do not use a GradScaler; a disabled scaler's
 `scaler.step` is still used the same way; the plain arm of `if use_amp: ... else: loss.backward();
 optimizer.step()` (exclusive branches are never sequenced), also when the scaled backward sits in a helper
-under `if scaler is not None:` and the step in the caller's `else:`; two training functions called one after
-the other (an AMP run, then a plain run); `scaler.update()` after a step skipped under `if torch.isfinite(norm):`; a
-second `scaler.update(new_scale)` that sets the scale by hand (`if scale < 1.0: scaler.update(scale * 2.0)`), which
-counts nothing toward growth;
+under `if scaler is not None:` and the step in the caller's `else:`; a plain step under `if self.scaler is None:`
+(or the `else:` of `if self.scaler is not None:`), also when the backward is in another method that scales only
+past `if self.scaler is None: loss.backward(); return` (with no scaler, `scaler.scale(...)` cannot have run); two
+training functions called one after the other (an AMP run, then a plain run); `scaler.update()` after a step
+skipped under `if torch.isfinite(norm):`; a second `scaler.update(new_scale)` that sets the scale by hand
+(`if scale < 1.0: scaler.update(scale * 2.0)`), which counts nothing toward growth;
 the update under the same window test as the unscale, tested again, or under a flag set before the unscale;
+an update under the step's own window test (`if (i + 1) % k == 0:` twice), under a flag fixed for the loop
+(`if use_amp:`: a disabled scaler needs none), under a test that is not periodic, or in a helper called every
+iteration;
 one `scaler.update()` after the last of several `scaler.step(...)`, or after a loop over the optimizers; one
 scaler per network, each updated once; a loop over the optimizers that takes each its own scaler (`for opt,
 scaler in zip(optimizers, scalers)`, `scaler = scalers[i]`); an inner loop over micro-batches that steps and updates
@@ -161,6 +171,18 @@ def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Find
         call = step.node
         if _handed_scaler(call, scaled, scaler):
             continue  # `opt.step(name, scaler=scaler)`: a wrapper that steps through the scaler, not a plain step
+        if _without_scaler(step, scaled, scaler):
+            continue
+        stepped = [s for s in loop.of(EventKind.STEP) if s.via is not None and s.target == step.target
+                   and loop.may_follow(s, step) and s.seq < step.seq]
+        if stepped:
+            yield Finding(
+                call,
+                f"`{code_of(call)}` after `{code_of(stepped[-1].node)}` steps `{step.target}` a second time in the "
+                f"iteration, bypassing the scaler's inf/nan check: a step the scaler skipped for inf/nan gradients "
+                f"is taken anyway; remove it",
+            )
+            continue
         fix = None
         if type(call) is cst.Call and not call.args:
             new = expression(f"{scaler}.step({step.target})")
@@ -171,6 +193,14 @@ def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Find
             f"scale and skips the inf/nan check; call `{scaler}.step({step.target})`",
             fix,
         )
+
+
+def _without_scaler(step: Event, scaled: list[Event], scaler: str) -> bool:
+    """The plain step runs only when the scaler is absent (`if self.scaler is None: self.optimizer.step()`, in
+    the method that steps, while the one that back-propagates scales only when there is a scaler): a scaled
+    backward cannot have run in that pass, `None.scale(...)` would have raised."""
+    names = {b.via for b in scaled if b.via} | {scaler}
+    return any(g.condition() in {(n, False) for n in names} for g in step.guards)
 
 
 def _handed_scaler(call: cst.CSTNode, scaled: list[Event], scaler: str) -> bool:
@@ -211,20 +241,47 @@ def _clip_before_unscale(loop: Loop, scaled: list[Event], scaler: str) -> Iterat
 
 def _no_update(loop: Loop, scaler: str) -> Iterator[Finding]:
     steps = [s for s in loop.of(EventKind.STEP) if s.via is not None]
-    if not steps or loop.of(EventKind.SCALER_UPDATE):
-        return
-    if steps[-1].loops[-1] is not loop.node:
+    if not steps or steps[-1].loops[-1] is not loop.node:
         return  # stepped in an inner loop; judged there
     last = steps[-1]
+    updates = loop.of(EventKind.SCALER_UPDATE)
+    periodic = None
+    if updates:
+        periodic = _periodic_update(loop, last, updates)
+        if periodic is None:
+            return
     fix = None
     if movable(last.stmt) and last.inlined_from is None:
         fix = Fix("unsafe", f"insert `{last.via}.update()` after the step", (insert_after(last.stmt, f"{last.via}.update()\n"),))
-    yield Finding(
-        last.node,
-        f"`{code_of(last.node)}` without `{last.via}.update()` in the iteration: the loss scale never adapts, so "
-        f"overflowing steps keep being skipped; call `{last.via}.update()` after the step",
-        fix,
-    )
+    if periodic is not None:
+        update, test, negated = periodic
+        message = (f"`{code_of(last.node)}` runs on iterations that skip `{code_of(update.node)}` (only when "
+                   f"`{code_of(test)}` {'fails' if negated else 'holds'}): GradScaler needs an update after every "
+                   f"step, so the next step raises 'step() has already been called since the last update()'; call "
+                   f"`{last.via}.update()` after every step")
+    else:
+        message = (f"`{code_of(last.node)}` without `{last.via}.update()` in the iteration: the loss scale never "
+                   f"adapts, so overflowing steps keep being skipped; call `{last.via}.update()` after the step")
+    yield Finding(last.node, message, fix)
+
+
+def _periodic_update(loop: Loop, step: Event, updates: list[Event]) -> tuple[Event, cst.CSTNode, bool] | None:
+    """The scaler's updates after `step` run only on some iterations, by a periodic test the step does not share
+    (`if i % 100 == 0:`), so that the iteration may end after the step with no update: `(an update, its test,
+    whether it runs when the test fails)`. An update under the step's own condition, under a test fixed for the
+    loop, or in a helper called every iteration runs whenever the step does."""
+    after = [u for u in updates if u.target == step.via and loop.may_follow(step, u)]
+    if not after or not loop.ends_iteration_after(step, after):
+        return None
+    shared = {g.condition() for g in step.guards}
+    tests = []
+    for u in after:
+        periodic = [(t, g.negated) for g in u.guards_within(loop.node) if g.condition() not in shared
+                    and modulo_divisor(t := loop.scope.test_of(g, u)) is not None]
+        if not periodic:
+            return None
+        tests.append(periodic[0])
+    return after[0], *tests[0]
 
 
 def _update_skipped_after_unscale(loop: Loop) -> Iterator[Finding]:
@@ -257,7 +314,7 @@ def _updated_twice(loop: Loop) -> Iterator[Finding]:
     An update given the new scale (`scaler.update(scale * 2.0)`) sets it and counts nothing toward growth: it is
     no second update."""
     updates = [u for u in loop.of(EventKind.SCALER_UPDATE) if u.target and "[" not in u.target
-               and not (type(u.node) is cst.Call and u.node.args)]
+               and not _sets_scale(u)]
     for u in updates:
         again = [v for v in updates if v is not u and v.target == u.target and _level(v) is _level(u)
                  and _level(u) is loop.node and loop.may_follow(u, v) and not loop.may_follow(v, u)
@@ -278,6 +335,13 @@ def _updated_twice(loop: Loop) -> Iterator[Finding]:
                 f"optimizers `{u.target}` steps, runs once per optimizer: the loss scale is adjusted several times per iteration; call "
                 f"`{u.target}.update()` once, after the loop",
             )
+
+
+def _sets_scale(update: Event) -> bool:
+    """`scaler.update(new_scale)` itself, given the scale: not another file's helper whose update is placed at its
+    call (`update_network(net, opt, clip, scaler)`: the event stands at the call, whose arguments are the helper's)."""
+    node = update.node
+    return update.origin is None and type(node) is cst.Call and bool(node.args)
 
 
 def _steps_again(loop: Loop, u: Event, v: Event) -> bool:

@@ -100,11 +100,13 @@ a guard the scheduler's step does not share.
 
 A scheduler of the project's own class that derives from nothing outside its file (`class CycleScheduler:`, or
 `(object)`, or a base of the same file that does the same) and writes the learning rate into the optimizer's param
-groups itself (`group["lr"] = lr`): its `step()` sets the rate for the step about to run. Every binding of the
-stepped name (followed into the callers of the file for a parameter; `None` aside) must build such a class, of
-this file or, with project analysis, of the file it is imported from. A subclass of a torch scheduler, a plain
-wrapper that sets no rate itself (it may step a torch scheduler it holds), a factory, or any binding not known is
-still reported.
+groups itself (`group["lr"] = lr`, in its `step()` or another method such as `set_lr(optimizer)`): its `step()`
+sets the rate for the step about to run. Every binding of the stepped name (followed into the callers of the file
+for a parameter; `None` aside) must build such a class, of this file or, with project analysis, of the file it is
+imported from, or call a function of that file every return of which builds one (`schedule.get_scheduler(cfg)`
+choosing among the file's own classes by configuration). A subclass of a torch scheduler, a plain wrapper that
+sets no rate itself (it may step a torch scheduler it holds), a factory of this file or one that may return
+anything else, or any binding not known is still reported.
 
 An LR range test: each iteration records the rate the optimizer applied (`rates.append(optimizer.param_groups[0]
 ["lr"])`, or `get_last_lr()`) and the loop leaves with `break` when the loss it back-propagates diverges (`if

@@ -41,3 +41,19 @@ class Delegating:
 
     def step(self):
         self.inner.step()
+
+
+def make_cycle(kind, optimizer, steps):
+    """Chooses one of this file's own schedulers by configuration."""
+    if kind == "warm":
+        return WarmCosine(optimizer, 0.1, steps)
+    elif kind == "cycle":
+        return CosineCycle(optimizer, 0.1, steps)
+    raise ValueError(kind)
+
+
+def make_any(kind, optimizer, steps):
+    """Chooses between an own scheduler and one derived from torch's."""
+    if kind == "warmup":
+        return Warmup(optimizer)
+    return CosineCycle(optimizer, 0.1, steps)
