@@ -1147,6 +1147,47 @@ POSITIVE = {
         """,
         [(14, 9)],
     ),
+    "total_all_reduced_by_a_collective_after_the_loop": (
+        """
+        import torch
+        import torch.distributed as dist
+        import torch.nn.functional as F
+
+
+        def fit(net, opt, loader, epochs):
+            for epoch in range(epochs):
+                total = torch.zeros(())
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = F.mse_loss(net(x), y)
+                    loss.backward()
+                    opt.step()
+                    total += loss
+                dist.all_reduce(total)
+                dist.barrier()
+                print(epoch, total.item())
+        """,
+        [(15, 13)],
+    ),
+    "epoch_list_whose_mean_is_stored_into_a_dict_rebound_every_batch": (
+        """
+        import torch
+
+
+        def fit(net, opt, loader, epochs):
+            for epoch in range(epochs):
+                losses = []
+                for batch in loader:
+                    out = net(batch)
+                    opt.zero_grad()
+                    out["loss"].backward()
+                    opt.step()
+                    losses.append(out["loss"])
+                out["mean"] = torch.stack(losses).mean()
+                print(epoch, out["mean"].item())
+        """,
+        [(13, 13)],
+    ),
 }
 
 NEGATIVE = {
@@ -2313,6 +2354,39 @@ KEPT_FOR_A_LATER_BACKWARD = {
             pending.append(out)
             if len(pending) > 2:
                 send_for_backward(pending.pop(0))
+        """,
+    "total_back_propagated_through_torch_autograd_imported_by_name": """
+        import torch
+        from torch import autograd
+        import torch.nn.functional as F
+
+
+        def fit(net, opt, loader, epochs):
+            for epoch in range(epochs):
+                total = torch.zeros(())
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = F.mse_loss(net(x), y)
+                    loss.backward(retain_graph=True)
+                    opt.step()
+                    total += loss
+                autograd.backward(total)
+        """,
+    "epoch_mean_stored_into_a_dict_the_next_backwards_read": """
+        import torch
+
+
+        def fit(net, opt, loader, epochs):
+            carry = {}
+            for epoch in range(epochs):
+                losses = []
+                for batch in loader:
+                    out = net(batch)
+                    opt.zero_grad()
+                    (out["loss"] + sum(carry.values())).backward(retain_graph=True)
+                    opt.step()
+                    losses.append(out["loss"])
+                carry["mean"] = torch.stack(losses).mean()
         """,
 }
 

@@ -248,6 +248,19 @@ class Scope(RawScope):
             self._backpropagated = frozenset(names)
         return self._backpropagated
 
+    def feeds_backward(self, kept: set[str], derived: set[str]) -> bool:
+        """Does a value the containers `kept` hold, or one of the names `derived` computed from them, flow into a
+        backward of this scope where it runs? Flow-sensitive, unlike `backpropagated`: the definitions reaching
+        each backward, followed through their operands and the stores into the containers involved, of `kept` or
+        reading `derived` (`output = model(batch)` rebound every batch cuts what an earlier epoch stored into
+        `output` from the epoch's list of losses)."""
+        for b in self.own_backwards():
+            assert b.value is not None  # own_backwards: each with a value
+            if names_in(b.value) & kept or any(d.target in kept or d.value is not None and self._names(d.value) & derived
+                                               for d in self.operand_defs(b.value, b)):
+                return True
+        return False
+
     def summand_defs(self, expr: cst.BaseExpression, at: Event, terms=None) -> list[Event]:
         """The definitions whose values are terms of `expr` at `at` (reaching definitions followed through
         arithmetic, sums and stacks, appends into the lists involved; not through the arguments of a forward).

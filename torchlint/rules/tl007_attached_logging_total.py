@@ -160,7 +160,17 @@ total.detach().cpu().numpy()`) before it is handed to a call is not handed on at
 A total that is later back-propagated (correct chunked accumulation, or TL001); values kept to be
 back-propagated later (a pipeline schedule's queue of micro-batch outputs, each popped into a helper that runs the
 backward): the container, its items or a value computed from them handed to a helper of the file that
-back-propagates, or to a call the analysis cannot follow (what it does with them is not known); anything under
+back-propagates, or to a call the analysis cannot follow (what it does with them is not known); a backward that
+reads them is judged by the definitions reaching it (an epoch's mean stored into `out`, which each batch rebinds
+to the model's output before `out["loss"].backward()`, does not reach it). Calls known not to back-propagate
+what they are given are followed past: a reader (builtins, display, numerics, torch's functions, named in full
+through the file's imports: `dist.all_reduce(total)` with `import torch.distributed as dist`, a collective
+working in place), a scheduler's `step(metric)` (a name whose role is a scheduler, of no class of the project
+that acts), and a method of a class of the file or of another project file that neither back-propagates the
+value, nor hands it to a call not followed, nor stores it for another method of its class that may
+(`board.record("total", total)`); the object's class is known from its constructor, or from the default or
+annotation of the parameter an attribute of `self` is bound to (`def __init__(self, hooks=Hooks()): self.hooks =
+hooks`). A method meant to be overridden is judged by the class the code names. Anything under
 `torch.no_grad()` / `inference_mode()`; `loss.item()` / `.detach()` already; a model's forward that collects
 features of one call in a list; loops without a backward (evaluation code); a list of the totals an inner loop
 summed (reported once, where the sum grows); an object built afresh in each call of a method that steps; the
@@ -240,8 +250,9 @@ for x, y in loader:
                     continue  # `loss_dict["d"] = d_loss`: each iteration replaces the last one's value
                 if "no_grad" in e.contexts:
                     continue
-                latest = loop.backpropagates_latest(e) if e.target in backprop else None
-                if e.target in backprop and latest is None:
+                fed = e.target in backprop and scope.feeds_backward({e.target}, {e.target})
+                latest = loop.backpropagates_latest(e) if fed else None
+                if fed and latest is None:
                     continue
                 attached = _attached_items(model, scope, e) if latest is None else []
                 part = latest.value if latest is not None else None
