@@ -1188,6 +1188,53 @@ POSITIVE = {
         """,
         [(13, 13)],
     ),
+    "loss_a_helper_of_the_file_back_propagates_and_returns_in_a_tuple": (
+        """
+        import torch
+
+
+        def finish(policy, opt):
+            opt.zero_grad()
+            loss = torch.cat(policy.saved_log_probs).sum()
+            loss.backward()
+            opt.step()
+            del policy.saved_log_probs[:]
+            return policy, loss, len(policy.rewards)
+
+
+        def train(policy, opt, env, episodes):
+            shown = 0
+            for episode in range(episodes):
+                policy.play(env)
+                policy, loss, steps = finish(policy, opt)
+                shown += loss
+                print(episode, steps)
+            print(shown)
+        """,
+        [(19, 9)],
+    ),
+    "loss_a_helper_of_the_file_back_propagates_and_returns": (
+        """
+        import torch
+
+
+        def finish(policy, opt):
+            opt.zero_grad()
+            loss = torch.cat(policy.saved_log_probs).sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+
+        def train(policy, opt, env, episodes):
+            curve = []
+            for episode in range(episodes):
+                policy.play(env)
+                curve.append(finish(policy, opt))
+            print(curve)
+        """,
+        [(17, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -2211,6 +2258,28 @@ NEGATIVE = {
                 opt.step()
                 record(loss.item())
             print(total)
+        """,
+    "loss_a_helper_detaches_after_its_backward_before_returning_it": """
+        import torch
+
+
+        def finish(policy, opt):
+            opt.zero_grad()
+            loss = torch.cat(policy.saved_log_probs).sum()
+            loss.backward()
+            opt.step()
+            loss = loss.detach()
+            return policy, loss, len(policy.rewards)
+
+
+        def train(policy, opt, env, episodes):
+            shown = 0
+            for episode in range(episodes):
+                policy.play(env)
+                policy, loss, steps = finish(policy, opt)
+                shown += loss
+                print(episode, steps)
+            print(shown)
         """,
 }
 

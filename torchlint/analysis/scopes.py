@@ -261,6 +261,20 @@ class Scope(RawScope):
                 return True
         return False
 
+    def backpropagated_before(self, value: cst.BaseExpression, at: Event) -> bool:
+        """A term of `value` is what a backward of the function back-propagated before `at`, with the same
+        definitions reaching both (no rebinding between): it carries a graph, whoever built it (`loss =
+        self.compute(batch); loss.backward(); opt.step(); return loss`)."""
+        for name in summand_names(value):
+            defs = self.reaching(name, at)
+            if not defs[0] and not defs[1]:
+                continue
+            for b in self.own_backwards():
+                assert b.value is not None  # own_backwards: each with a value
+                if b.seq < at.seq and name in summand_names(b.value) and self.reaching(name, b) == defs:
+                    return True
+        return False
+
     def summand_defs(self, expr: cst.BaseExpression, at: Event, terms=None) -> list[Event]:
         """The definitions whose values are terms of `expr` at `at` (reaching definitions followed through
         arithmetic, sums and stacks, appends into the lists involved; not through the arguments of a forward).

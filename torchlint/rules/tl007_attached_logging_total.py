@@ -86,8 +86,9 @@ and given to an object the caller builds from the class by name is the caller's 
 
 The loop that keeps may be an epoch loop around a function that trains (a run of its own): `a, b =
 run_epoch(...)` then `curve.append(b)`, where the run returns a total of attached losses. A function of another
-file of the project is known by what it returns, per element of a returned tuple: its kinds, and a value it
-back-propagates before returning it (`loss.backward(); opt.step(); return loss`) carries a graph. So does the
+file of the project, or of the file itself, is known by what it returns, per element of a returned tuple: its
+kinds, and a value it back-propagates before returning it (`loss.backward(); opt.step(); return loss`, or
+`return policy, loss, steps`) carries a graph. So does the
 field of a named tuple (`collections.namedtuple`, `typing.NamedTuple`, defined in that file) that the function
 back-propagates before returning the tuple by name (`out = self.forward(x)`, `out.total.backward()`,
 `return out`): the caller's item at that field's position, unpacked at once or from the name it bound first
