@@ -1235,6 +1235,25 @@ POSITIVE = {
         """,
         [(17, 9)],
     ),
+    "iterates_returned_after_gradients_taken_without_a_graph": (
+        """
+        import torch
+
+
+        def unroll(score, weights, labels, steps):
+            iterates = [weights]
+            for _ in range(steps):
+                weights.requires_grad_(True)
+                out = score(weights)
+                residual = out - labels
+                grad = torch.autograd.grad(out, weights, residual)[0] + weights * 0.01
+                curvature = torch.autograd.grad(grad, residual, grad)[0]
+                weights = weights - grad / (curvature.sum() + 1e-8)
+                iterates.append(weights)
+            return weights, iterates
+        """,
+        [(14, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -2280,6 +2299,22 @@ NEGATIVE = {
                 shown += loss
                 print(episode, steps)
             print(shown)
+        """,
+    "unrolled_optimizer_returning_its_differentiable_iterates": """
+        import torch
+
+
+        def unroll(score, weights, labels, steps):
+            iterates = [weights]
+            for _ in range(steps):
+                weights.requires_grad_(True)
+                out = score(weights)
+                residual = out - labels
+                grad = torch.autograd.grad(out, weights, residual, create_graph=True)[0] + weights * 0.01
+                curvature = torch.autograd.grad(grad, residual, grad, create_graph=True)[0]
+                weights = weights - grad / (curvature.sum() + 1e-8)
+                iterates.append(weights)
+            return weights, iterates
         """,
 }
 

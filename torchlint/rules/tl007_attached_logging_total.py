@@ -154,7 +154,9 @@ cached exports, do not read other files' classes and loss functions for this); a
 trainer.compute(batch)`) is not known by the loss's backward unless a function of the file returns it as a term of
 the loss, and a backward of an inner loop does not make what the outer loop keeps known (the total is judged where
 it grows). A total returned by a function that back-propagates nothing itself, and whose loop does not train through a
-helper (back-propagate and step), is left alone (its caller may back-propagate it). A total rebound to a value without a graph (`total =
+helper (back-propagate and step), is left alone (its caller may back-propagate it); gradients taken with
+`torch.autograd.grad(..., create_graph=True)` are no backward there (an unrolled inner optimizer returning its
+differentiable iterates). A total rebound to a value without a graph (`total =
 total.detach().cpu().numpy()`) before it is handed to a call is not handed on attached.
 
 ## Correct look-alikes (not flagged)
@@ -441,15 +443,23 @@ def _same_key(e: Event) -> bool:
 def _escapes(model: FileModel, loop: Loop, total: str) -> bool:
     """The total leaves a function that back-propagates nothing itself, nor trains through a helper in the loop that
     sums it (back-propagates and steps: a per-batch training step), so a loss builder whose caller may well
-    back-propagate the total; or another method of the class back-propagates it."""
+    back-propagate the total; or another method of the class back-propagates it. Gradients taken with
+    `torch.autograd.grad(..., create_graph=True)` are differentiable values, not a backward: an unrolled inner
+    optimizer returning its iterates is a forward whose caller differentiates them."""
     scope = loop.scope
     trains = loop.of(EventKind.BACKWARD) and loop.of(EventKind.STEP)
-    if not scope.own_backwards() and not trains and any(
+    if all(_differentiable_grad(b) for b in scope.own_backwards()) and not trains and any(
             total in scope.depends(r.value) for r in scope.own_returns()):  # type: ignore[arg-type]  # own_returns: each with a value
         return True
     if total.startswith("self."):
         return any(total in s.backpropagated() for s in model.scopes if s.class_name == scope.class_name)
     return False
+
+
+def _differentiable_grad(b: Event) -> bool:
+    """`torch.autograd.grad(out, x, create_graph=True)`: the gradients come back with a graph of their own."""
+    return b.variant is BackwardVia.AUTOGRAD_GRAD and type(b.node) is cst.Call and any(
+        a.keyword is not None and a.keyword.value == "create_graph" and dotted(a.value) == "True" for a in b.node.args)
 
 
 def _scalar(scope: Scope, value: cst.BaseExpression) -> bool:
