@@ -332,6 +332,28 @@ def test_objects_made_by_another_files_factory_are_known_by_its_return_annotatio
     assert alone == [], "\n".join(alone)
 
 
+HANDED_TOTALS = [
+    # `board.record("total", total, ...)`: a method of another file's class that stores the total and hands it to
+    # nothing unknown does not back-propagate it (`Deferred.hold`, whose value `release` back-propagates,
+    # `Courier.send`, handing it to a library call, and `Sink.take`, back-propagating it: silent)
+    "train.py:17:9: TL007 [*] `loss` is still attached to its graph and is kept in `total`",
+    # the epoch's mean handed to `self.hooks.on_epoch` (`hooks=Hooks()`, a parameter's default, of hooks.py: does
+    # nothing) and to `ReduceLROnPlateau.step`, a scheduler reading a number
+    "train.py:71:13: TL007 [*] `loss` is still attached to its graph and is kept in `losses`",
+    # (a scheduler-named object of the file's class whose step back-propagates, an object of unknown class, and a
+    # parameter's default of the file whose method back-propagates: silent) a default of the file that prints it
+    "train.py:140:13: TL007 [*] `loss` is still attached to its graph and is kept in `losses`",
+]
+
+
+def test_totals_handed_to_methods_known_not_to_back_propagate_them(tmp_path, run_cli):
+    project = _copy("handed_totals", tmp_path)
+    found = _lines(run_cli("-q", "--no-cache", ".", cwd=project).stdout)
+    assert _matches(found, HANDED_TOTALS), "\n".join(found)
+    alone = _lines(run_cli("-q", "--no-cache", "--no-project", ".", cwd=project).stdout)
+    assert _matches(alone, HANDED_TOTALS[2:]), "\n".join(alone)  # the other files' methods are not known alone
+
+
 KEPT_OBJECTS = [
     # `add` of another file's class adds its argument into `self.total`: the object outlives the loop
     "train.py:17:9: TL007 `err` is still attached to its graph and `mean.add` adds it into an attribute of `mean`",

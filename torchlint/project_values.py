@@ -11,7 +11,9 @@
   object `self.loss_fn(...)` built by `create_loss(...) -> DualLoss`), per element of a returned tuple and the
   values of a returned dict; asked only by a function that back-propagates;
 - `detaches`: whether a method of another file's class (`detach()`) cuts the state its object keeps from the
-  graph; asked only for a class of the viewing file that overrides it with a body that does nothing.
+  graph; asked only for a class of the viewing file that overrides it with a body that does nothing;
+- `passed_on`: which arguments a method of the object another file's class or factory makes never back-propagates
+  (`meter.update(total)` that stores it); asked only by TL007 for a running total handed to it (`handing`).
 
 Each file is parsed once per content (in memory); the files looked at are recorded in the view's `reads`. A
 project that reads only cached exports (the flake8 plugin, the language server) parses nothing here."""
@@ -25,6 +27,7 @@ from typing import Any
 
 from torchlint.analysis.exports import export
 from torchlint.analysis.exprs import positional_params
+from torchlint.analysis.handing import passive_params
 from torchlint.analysis.foreign import CallerUse, FunctionExport, Resolved
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.prescan import Imported
@@ -38,17 +41,21 @@ KEEPING_TEXT = re.compile(r"self\s*\.\s*\w+(?:\s*\[[^\]\n]*\])?\s*(?:\+=|\.\s*(?
 # the method's positional parameters (`self` included), and those it keeps in an attribute of `self`
 Kept = tuple[tuple[str, ...], frozenset[str]]
 
+# the method's positional parameters (`self` included), and those it never back-propagates
+Passed = tuple[tuple[str, ...], frozenset[str]]
+
 _HOPS = 4  # imports followed from a factory to the class it makes
 _LIMIT = 4096  # entries kept per memo (a language server runs long)
 _KEPT: dict[tuple[str, tuple[str, ...], str], Kept | None] = {}  # by content hash, class lineage, method
 _RETURNED: dict[tuple[str, str], FunctionExport | None] = {}  # by content hash, function
 _INSTANCE: dict[tuple[str, tuple[str, ...], str], FunctionExport | None] = {}  # by content hash, lineage, method
+_PASSED: dict[tuple[str, tuple[str, ...], str], Passed | None] = {}  # by content hash, class lineage, method
 _DETACHES: dict[tuple[str, tuple[str, ...], str], bool] = {}  # by content hash, class lineage, method
 _MODELS: dict[str, FileModel | None] = {}  # by content hash: the last few files parsed
 
 
 class OtherFilesValues:
-    """The part of `ProjectView` that answers `kept` and `returned` (see the module's docstring)."""
+    """The part of `ProjectView` that answers `kept`, `returned`, `passed_on` ... (see the module's docstring)."""
 
     project: Any  # the `Project`: its `text(path)`, `display(path)` and `cached_only` are read here
     file: Path  # the viewing file
@@ -133,6 +140,21 @@ class OtherFilesValues:
             _INSTANCE[key] = _method_export(_model(got), lineage, method)
         found = _INSTANCE[key]
         return Resolved(found, self.project.display(made[0]), method) if found is not None else None
+
+    def passed_on(self, maker: str, method: str) -> Passed | None:
+        """`method` of the object `maker(...)` gives (a class of another project file, or a function there whose
+        return annotation names one): its positional parameters and those it never back-propagates."""
+        target = self._target(maker) if not self.project.cached_only else None
+        made = self._made_class(*target) if target is not None else None
+        got = self.project.text(made[0]) if made is not None else None
+        if made is None or got is None or not _defines(got[0], method):
+            return None
+        lineage = self._lineage(*made)
+        key = (got[1], tuple(lineage), method)
+        if key not in _PASSED:
+            _room(_PASSED)
+            _PASSED[key] = _passed(_model(got), lineage, method)
+        return _PASSED[key]
 
     def _made_class(self, path: Path, name: str) -> tuple[Path, str] | None:
         """The file and name of the class whose instance `name(...)` of `path` is: the class itself, or the class a
@@ -220,5 +242,18 @@ def _kept(model: FileModel | None, lineage: list[str], method: str) -> Kept | No
             if scope is not None:
                 return tuple(positional_params(scope.node)), model.summary(scope).keeps
     except Exception:  # a method that cannot be summarised keeps nothing known
+        return None
+    return None
+
+
+def _passed(model: FileModel | None, lineage: list[str], method: str) -> Passed | None:
+    if model is None:
+        return None
+    try:
+        for owner in lineage:
+            scope = next((s for s in model.scopes if s.class_name == owner and s.name == method), None)
+            if scope is not None:
+                return tuple(positional_params(scope.node)), passive_params(model, scope)
+    except Exception:  # a method that cannot be summarised passes on anything
         return None
     return None

@@ -1163,6 +1163,113 @@ POSITIVE = {
         """,
         [(14, 9)],
     ),
+    "total_all_reduced_by_a_collective_after_the_loop": (
+        """
+        import torch
+        import torch.distributed as dist
+        import torch.nn.functional as F
+
+
+        def fit(net, opt, loader, epochs):
+            for epoch in range(epochs):
+                total = torch.zeros(())
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = F.mse_loss(net(x), y)
+                    loss.backward()
+                    opt.step()
+                    total += loss
+                dist.all_reduce(total)
+                dist.barrier()
+                print(epoch, total.item())
+        """,
+        [(15, 13)],
+    ),
+    "epoch_list_whose_mean_is_stored_into_a_dict_rebound_every_batch": (
+        """
+        import torch
+
+
+        def fit(net, opt, loader, epochs):
+            for epoch in range(epochs):
+                losses = []
+                for batch in loader:
+                    out = net(batch)
+                    opt.zero_grad()
+                    out["loss"].backward()
+                    opt.step()
+                    losses.append(out["loss"])
+                out["mean"] = torch.stack(losses).mean()
+                print(epoch, out["mean"].item())
+        """,
+        [(13, 13)],
+    ),
+    "loss_a_helper_of_the_file_back_propagates_and_returns_in_a_tuple": (
+        """
+        import torch
+
+
+        def finish(policy, opt):
+            opt.zero_grad()
+            loss = torch.cat(policy.saved_log_probs).sum()
+            loss.backward()
+            opt.step()
+            del policy.saved_log_probs[:]
+            return policy, loss, len(policy.rewards)
+
+
+        def train(policy, opt, env, episodes):
+            shown = 0
+            for episode in range(episodes):
+                policy.play(env)
+                policy, loss, steps = finish(policy, opt)
+                shown += loss
+                print(episode, steps)
+            print(shown)
+        """,
+        [(19, 9)],
+    ),
+    "loss_a_helper_of_the_file_back_propagates_and_returns": (
+        """
+        import torch
+
+
+        def finish(policy, opt):
+            opt.zero_grad()
+            loss = torch.cat(policy.saved_log_probs).sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+
+        def train(policy, opt, env, episodes):
+            curve = []
+            for episode in range(episodes):
+                policy.play(env)
+                curve.append(finish(policy, opt))
+            print(curve)
+        """,
+        [(17, 9)],
+    ),
+    "iterates_returned_after_gradients_taken_without_a_graph": (
+        """
+        import torch
+
+
+        def unroll(score, weights, labels, steps):
+            iterates = [weights]
+            for _ in range(steps):
+                weights.requires_grad_(True)
+                out = score(weights)
+                residual = out - labels
+                grad = torch.autograd.grad(out, weights, residual)[0] + weights * 0.01
+                curvature = torch.autograd.grad(grad, residual, grad)[0]
+                weights = weights - grad / (curvature.sum() + 1e-8)
+                iterates.append(weights)
+            return weights, iterates
+        """,
+        [(14, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -2187,6 +2294,44 @@ NEGATIVE = {
                 record(loss.item())
             print(total)
         """,
+    "loss_a_helper_detaches_after_its_backward_before_returning_it": """
+        import torch
+
+
+        def finish(policy, opt):
+            opt.zero_grad()
+            loss = torch.cat(policy.saved_log_probs).sum()
+            loss.backward()
+            opt.step()
+            loss = loss.detach()
+            return policy, loss, len(policy.rewards)
+
+
+        def train(policy, opt, env, episodes):
+            shown = 0
+            for episode in range(episodes):
+                policy.play(env)
+                policy, loss, steps = finish(policy, opt)
+                shown += loss
+                print(episode, steps)
+            print(shown)
+        """,
+    "unrolled_optimizer_returning_its_differentiable_iterates": """
+        import torch
+
+
+        def unroll(score, weights, labels, steps):
+            iterates = [weights]
+            for _ in range(steps):
+                weights.requires_grad_(True)
+                out = score(weights)
+                residual = out - labels
+                grad = torch.autograd.grad(out, weights, residual, create_graph=True)[0] + weights * 0.01
+                curvature = torch.autograd.grad(grad, residual, grad, create_graph=True)[0]
+                weights = weights - grad / (curvature.sum() + 1e-8)
+                iterates.append(weights)
+            return weights, iterates
+        """,
 }
 
 
@@ -2329,6 +2474,39 @@ KEPT_FOR_A_LATER_BACKWARD = {
             pending.append(out)
             if len(pending) > 2:
                 send_for_backward(pending.pop(0))
+        """,
+    "total_back_propagated_through_torch_autograd_imported_by_name": """
+        import torch
+        from torch import autograd
+        import torch.nn.functional as F
+
+
+        def fit(net, opt, loader, epochs):
+            for epoch in range(epochs):
+                total = torch.zeros(())
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = F.mse_loss(net(x), y)
+                    loss.backward(retain_graph=True)
+                    opt.step()
+                    total += loss
+                autograd.backward(total)
+        """,
+    "epoch_mean_stored_into_a_dict_the_next_backwards_read": """
+        import torch
+
+
+        def fit(net, opt, loader, epochs):
+            carry = {}
+            for epoch in range(epochs):
+                losses = []
+                for batch in loader:
+                    out = net(batch)
+                    opt.zero_grad()
+                    (out["loss"] + sum(carry.values())).backward(retain_graph=True)
+                    opt.step()
+                    losses.append(out["loss"])
+                carry["mean"] = torch.stack(losses).mean()
         """,
 }
 

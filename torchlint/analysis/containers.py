@@ -49,6 +49,9 @@ def element(k: Asker, value: cst.BaseExpression, index: int, scope: Scope, at: E
         for r in callee.own_returns():
             assert r.value is not None  # own_returns keeps those with a value
             kind = element(k, r.value, index, callee, r, depth + 1)
+            if kind in (None, VKind.UNKNOWN) and type(r.value) is cst.Tuple and index < len(r.value.elements) and (
+                    callee.backpropagated_before(r.value.elements[index].value, r)):
+                kind = VKind.GRAPH  # back-propagated by the helper before it returns it: it carries a graph
             kinds.append(kind if kind is not None else VKind.UNKNOWN)
         return join(kinds) if kinds else None
     defs, outside = scope.reaching(value.value, at) if type(value) is cst.Name and depth < 4 else ((), True)

@@ -9,7 +9,7 @@ import libcst as cst
 
 from torchlint.analysis.containers import dict_kinds, merged
 from torchlint.analysis.events import Event, EventKind, variant_word
-from torchlint.analysis.exprs import dotted, positional_params, summand_names
+from torchlint.analysis.exprs import dotted, positional_params
 from torchlint.analysis.foreign import ExportedEvent, Exports, FunctionExport
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.prescan import EVENT_TEXT
@@ -128,7 +128,7 @@ def _returned(model: FileModel, scope: Scope) -> tuple[str, list[str]]:
     def kind(value: cst.BaseExpression | None, at: Event) -> VKind:
         assert value is not None  # own_returns: each with a value
         found = model.kinds.of(value, scope, at)
-        return VKind.GRAPH if found is VKind.UNKNOWN and _backpropagated_before(scope, value, at) else found
+        return VKind.GRAPH if found is VKind.UNKNOWN and scope.backpropagated_before(value, at) else found
 
     returns = model.kinds.returns(scope)
     if returns is VKind.UNKNOWN and rets and all(kind(r.value, r) is VKind.GRAPH for r in rets):
@@ -161,17 +161,3 @@ def _dict_values(model: FileModel, scope: Scope, width: int) -> tuple[list[dict[
     values = [joined([of(t.elements[i].value, r) for r, t in zip(rets, tuples)]) for i in range(width)] if (
         len(tuples) == len(rets)) else []
     return values, joined([of(r.value, r) for r in rets])
-
-
-def _backpropagated_before(scope: Scope, value: cst.BaseExpression, at: Event) -> bool:
-    """A term of `value` is what a backward of the function back-propagated before `at`, with the same
-    definitions reaching both (no rebinding between)."""
-    for name in summand_names(value):
-        defs = scope.reaching(name, at)
-        if not defs[0] and not defs[1]:
-            continue
-        for b in scope.own_backwards():
-            assert b.value is not None  # own_backwards: each with a value
-            if b.seq < at.seq and name in summand_names(b.value) and scope.reaching(name, b) == defs:
-                return True
-    return False

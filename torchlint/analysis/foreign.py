@@ -167,6 +167,13 @@ class ProjectLookup(Protocol):
         returns; parsed, like `returned`, only where the answer matters."""
         ...
 
+    def passed_on(self, maker: str, method: str) -> tuple[tuple[str, ...], frozenset[str]] | None:
+        """`method` of the object `maker(...)` gives (as `instance_returned` finds it): its positional parameters
+        (`self` included) and those it never back-propagates, itself, through its file's helpers, by handing them
+        to calls its file cannot follow or by storing them for another method of its class that may
+        (`handing.passive_params`); None when not known."""
+        ...
+
     def callers(self, name: str) -> tuple[CallerUse, ...]:
         """The calls of the viewing file's function `name` (or method `Class.name`) in the project's other files
         near it (`project_callers`); asked only for a file with no backward, of a helper that may need them."""

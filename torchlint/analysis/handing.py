@@ -11,6 +11,7 @@ import libcst as cst
 from torchlint.analysis.events import EventKind
 from torchlint.analysis.exprs import dotted, names_in, positional_params
 from torchlint.analysis.model import FileModel
+from torchlint.analysis.names import Role
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import DISPLAY_METHOD, NUMERIC_MODULES, READING_CALLS
 
@@ -33,18 +34,24 @@ def handed_on(model: FileModel, scope: Scope, total: str) -> bool:
 def _may_backpropagate(model: FileModel, scope: Scope, names: set[str], depth: int) -> bool:
     """Some use of `names` in `scope`, or of a value computed from them, may back-propagate them."""
     derived = _computed_from(scope, names)
-    if derived & scope.backpropagated():
+    if derived & scope.backpropagated() and scope.feeds_backward(names, derived):
         return True
+    if depth and any(_stored_for_backward(model, scope, d, depth) for d in derived - names if d.startswith("self.")):
+        return True  # a helper storing them in its object, which another of its methods may back-propagate
     for stmt, call in _calls_by_statement(scope):
         if type(call) is not cst.Call:
             continue
         handed = [a for a in call.args if names_in(a.value) & derived and _derived_there(scope, stmt, names_in(
                   a.value) & derived, names, derived)
                   and not (depth == 0 and _detached_before(model, scope, stmt, names_in(a.value) & derived))]
-        if not handed or _reads(call, derived):
+        if not handed or _reads(model, call, derived):
             continue
         func = dotted(call.func)
         callee = model.resolve(scope, func) if func is not None else None
+        if callee is None and func is not None and depth < _HELPER_DEPTH:
+            callee = _defaulted_method(model, scope, func)
+            if callee is None and _passive_elsewhere(model, scope, func, call, handed):
+                continue  # a scheduler reading a number; another file's method that keeps it for no backward
         if callee is None or depth >= _HELPER_DEPTH:
             return True  # a call the analysis cannot follow: what it does with the values is not known
         if any(e.kind is EventKind.BACKWARD for e in callee.events):
@@ -116,11 +123,14 @@ def _computed_from(scope: Scope, names: set[str]) -> set[str]:
     return out
 
 
-def _reads(call: cst.Call, derived: set[str]) -> bool:
+def _reads(model: FileModel, call: cst.Call, derived: set[str]) -> bool:
     """The call reads what it is given and back-propagates nothing: a reader above, or a method of the kept values
     themselves (`outputs.append(...)`, `total.add_(...)`; their `.backward()` is a backward the scope already
-    counts)."""
+    counts). A library's function is named in full through the file's imports (`import torch.distributed as
+    dist`: `dist.reduce(total)`, a collective, works on the tensor in place)."""
     func = dotted(call.func) or ""
+    head, dot, rest = func.partition(".")
+    func = model.imported_as.get(head, head) + dot + rest
     if func.startswith("torch.autograd"):
         return False
     if type(call.func) is cst.Attribute and dotted(call.func.value) in derived:
@@ -152,3 +162,82 @@ def _parameters_given(callee: Scope, call: cst.Call, handed: list[cst.Arg]) -> s
             return None
         out.add(names[index])
     return out
+
+
+def passive_params(model: FileModel, scope: Scope) -> frozenset[str]:
+    """The parameters of a function (`self` left out) that it never back-propagates: not itself, not through a
+    helper, not by handing them to a call the analysis cannot follow, nor by storing them into its object for
+    another of its methods that may (asked of a method of another file's class, `ProjectLookup.passed_on`)."""
+    return frozenset(p for p in scope.params if p != "self" and not _may_backpropagate(model, scope, {p}, 1))
+
+
+def _stored_for_backward(model: FileModel, scope: Scope, name: str, depth: int) -> bool:
+    """`name`, an attribute of `self` a method stores the values into, may be back-propagated by a method of its
+    class (`def update(self, v): self.last = v` with `def flush(self): self.last.backward()`)."""
+    if scope.class_name is None or depth >= _HELPER_DEPTH:
+        return True
+    attr = ".".join(name.split(".")[:2])
+    return any(_may_backpropagate(model, s, {attr}, depth + 1) for s in model.scopes if s.class_name == scope.class_name)
+
+
+def _maker(model: FileModel, scope: Scope, receiver: str) -> str | None:
+    """The class (or factory) an object is made by: known to the receivers (`self.meter = Meter()`), or, for an
+    attribute of `self` bound only to a parameter of a method, the class that parameter's default makes or its
+    annotation names (`def __init__(self, callback=Callback()): self.callback = callback`)."""
+    found = model.receivers.class_of(scope, receiver) or model.receivers.maker_of(scope, receiver)
+    if found is not None or not receiver.startswith("self.") or receiver.count(".") != 1 or scope.class_name is None:
+        return found
+    makers: set[str | None] = set()
+    for s in model.scopes:
+        if s.class_name != scope.class_name:
+            continue
+        for a in s.assignments(receiver):
+            param = s.params.get(a.value.value) if type(a.value) is cst.Name and a.rebinds else None
+            if param is None:
+                return None
+            default = param.default
+            made = dotted(default.func) if type(default) is cst.Call else None
+            makers.add(dotted(param.annotation.annotation) if param.annotation is not None else made)
+    found = makers.pop() if len(makers) == 1 else None
+    head = (found or "").split(".", 1)[0]
+    return found if found in model.classes or head in model.imported else None
+
+
+def _defaulted_method(model: FileModel, scope: Scope, func: str) -> Scope | None:
+    """The method of a class of this file that `obj.method(...)` calls, `obj` made by it through a parameter's
+    default or annotation (`_maker`; the receivers answer the other cases)."""
+    receiver, _, method = func.rpartition(".")
+    if not receiver.startswith("self.") or model.receivers.class_of(scope, receiver) is not None:
+        return None
+    cls = _maker(model, scope, receiver)
+    if cls is None or cls not in model.classes:
+        return None
+    return next((s for s in model.scopes if s.class_name == cls and s.name == method), None)
+
+
+def _passive_elsewhere(model: FileModel, scope: Scope, func: str, call: cst.Call, handed: list[cst.Arg]) -> bool:
+    """The call, which the file cannot follow, does not back-propagate what it is handed: a scheduler's `step(metric)`
+    (a name whose role is a scheduler, of no class of the project that acts: `ReduceLROnPlateau` reads a number),
+    or a method of another project file's class that neither back-propagates its parameters nor hands them on
+    (`meter.update(total)` storing it: `ProjectLookup.passed_on`)."""
+    receiver, _, method = func.rpartition(".")
+    if not receiver:
+        return False
+    if method == "step" and model.role(receiver) is Role.SCHEDULER:
+        cls = model.receivers.class_of(scope, receiver)
+        return cls not in model.classes and model.external(scope, func) is None
+    maker = _maker(model, scope, receiver)
+    if maker is None or maker in model.classes or model.project is None:
+        return False
+    found = model.project.passed_on(maker, method)
+    if found is None:
+        return False
+    params, passive = found
+    names = list(params[1:])
+    positional = [a for a in call.args if a.keyword is None]
+    for a in handed:
+        if a.star or a.keyword is None and positional.index(a) >= len(names):
+            return False
+        if (a.keyword.value if a.keyword is not None else names[positional.index(a)]) not in passive:
+            return False
+    return True

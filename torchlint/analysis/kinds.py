@@ -121,7 +121,9 @@ class KindInference(Answers):
         frame = self._enter(key, (None, callee))
         try:
             rets = callee.own_returns()
-            kind = join(self.of(e.value, callee, e, depth + 1) for e in rets)
+            # a value the function back-propagates before returning it carries a graph, whoever built it
+            kind = join(VKind.GRAPH if found is VKind.UNKNOWN and e.value is not None and callee.backpropagated_before(
+                e.value, e) else found for e in rets for found in (self.of(e.value, callee, e, depth + 1),))
             if not rets:
                 kind = VKind.NONE
         finally:

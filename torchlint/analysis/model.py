@@ -48,7 +48,7 @@ class FileModel:
         self.top_of = walker.top_of
         self.statement_of = walker.statement_of
         self.classes = walker.classes
-        self.imported = walker.imported  # names bound by import statements
+        self.imported, self.imported_as = walker.imported, walker.imported_as  # import-bound names; their full names
         for scope in self.scopes:
             for e in scope.raw:
                 if e.kind is EventKind.ASSIGN and e.rebinds and e.target and e.value:  # `=`, unpacking

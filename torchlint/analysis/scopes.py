@@ -248,6 +248,33 @@ class Scope(RawScope):
             self._backpropagated = frozenset(names)
         return self._backpropagated
 
+    def feeds_backward(self, kept: set[str], derived: set[str]) -> bool:
+        """Does a value the containers `kept` hold, or one of the names `derived` computed from them, flow into a
+        backward of this scope where it runs? Flow-sensitive, unlike `backpropagated`: the definitions reaching
+        each backward, followed through their operands and the stores into the containers involved, of `kept` or
+        reading `derived` (`output = model(batch)` rebound every batch cuts what an earlier epoch stored into
+        `output` from the epoch's list of losses)."""
+        backwards = self.own_backwards()
+        if any(self._names(b.value) & kept for b in backwards):  # type: ignore[arg-type]  # each with a value
+            return True
+        return any(d.target in kept or d.value is not None and self._names(d.value) & derived
+                   for b in backwards for d in self.operand_defs(b.value, b))  # type: ignore[arg-type]  # as above
+
+    def backpropagated_before(self, value: cst.BaseExpression, at: Event) -> bool:
+        """A term of `value` is what a backward of the function back-propagated before `at`, with the same
+        definitions reaching both (no rebinding between): it carries a graph, whoever built it (`loss =
+        self.compute(batch); loss.backward(); opt.step(); return loss`)."""
+        backwards = [b for b in self.own_backwards() if b.seq < at.seq]
+        for name in summand_names(value) if backwards else ():
+            defs = self.reaching(name, at)
+            if not defs[0] and not defs[1]:
+                continue
+            for b in backwards:
+                assert b.value is not None  # own_backwards: each with a value
+                if name in summand_names(b.value) and self.reaching(name, b) == defs:
+                    return True
+        return False
+
     def summand_defs(self, expr: cst.BaseExpression, at: Event, terms=None) -> list[Event]:
         """The definitions whose values are terms of `expr` at `at` (reaching definitions followed through
         arithmetic, sums and stacks, appends into the lists involved; not through the arguments of a forward).

@@ -86,8 +86,9 @@ and given to an object the caller builds from the class by name is the caller's 
 
 The loop that keeps may be an epoch loop around a function that trains (a run of its own): `a, b =
 run_epoch(...)` then `curve.append(b)`, where the run returns a total of attached losses. A function of another
-file of the project is known by what it returns, per element of a returned tuple: its kinds, and a value it
-back-propagates before returning it (`loss.backward(); opt.step(); return loss`) carries a graph. So does the
+file of the project, or of the file itself, is known by what it returns, per element of a returned tuple: its
+kinds, and a value it back-propagates before returning it (`loss.backward(); opt.step(); return loss`, or
+`return policy, loss, steps`) carries a graph. So does the
 field of a named tuple (`collections.namedtuple`, `typing.NamedTuple`, defined in that file) that the function
 back-propagates before returning the tuple by name (`out = self.forward(x)`, `out.total.backward()`,
 `return out`): the caller's item at that field's position, unpacked at once or from the name it bound first
@@ -153,14 +154,26 @@ cached exports, do not read other files' classes and loss functions for this); a
 trainer.compute(batch)`) is not known by the loss's backward unless a function of the file returns it as a term of
 the loss, and a backward of an inner loop does not make what the outer loop keeps known (the total is judged where
 it grows). A total returned by a function that back-propagates nothing itself, and whose loop does not train through a
-helper (back-propagate and step), is left alone (its caller may back-propagate it). A total rebound to a value without a graph (`total =
+helper (back-propagate and step), is left alone (its caller may back-propagate it); gradients taken with
+`torch.autograd.grad(..., create_graph=True)` are no backward there (an unrolled inner optimizer returning its
+differentiable iterates). A total rebound to a value without a graph (`total =
 total.detach().cpu().numpy()`) before it is handed to a call is not handed on attached.
 
 ## Correct look-alikes (not flagged)
 A total that is later back-propagated (correct chunked accumulation, or TL001); values kept to be
 back-propagated later (a pipeline schedule's queue of micro-batch outputs, each popped into a helper that runs the
 backward): the container, its items or a value computed from them handed to a helper of the file that
-back-propagates, or to a call the analysis cannot follow (what it does with them is not known); anything under
+back-propagates, or to a call the analysis cannot follow (what it does with them is not known); a backward that
+reads them is judged by the definitions reaching it (an epoch's mean stored into `out`, which each batch rebinds
+to the model's output before `out["loss"].backward()`, does not reach it). Calls known not to back-propagate
+what they are given are followed past: a reader (builtins, display, numerics, torch's functions, named in full
+through the file's imports: `dist.all_reduce(total)` with `import torch.distributed as dist`, a collective
+working in place), a scheduler's `step(metric)` (a name whose role is a scheduler, of no class of the project
+that acts), and a method of a class of the file or of another project file that neither back-propagates the
+value, nor hands it to a call not followed, nor stores it for another method of its class that may
+(`board.record("total", total)`); the object's class is known from its constructor, or from the default or
+annotation of the parameter an attribute of `self` is bound to (`def __init__(self, hooks=Hooks()): self.hooks =
+hooks`). A method meant to be overridden is judged by the class the code names. Anything under
 `torch.no_grad()` / `inference_mode()`; `loss.item()` / `.detach()` already; a model's forward that collects
 features of one call in a list; loops without a backward (evaluation code); a list of the totals an inner loop
 summed (reported once, where the sum grows); an object built afresh in each call of a method that steps; the
@@ -240,8 +253,9 @@ for x, y in loader:
                     continue  # `loss_dict["d"] = d_loss`: each iteration replaces the last one's value
                 if "no_grad" in e.contexts:
                     continue
-                latest = loop.backpropagates_latest(e) if e.target in backprop else None
-                if e.target in backprop and latest is None:
+                fed = e.target in backprop and scope.feeds_backward({e.target}, {e.target})
+                latest = loop.backpropagates_latest(e) if fed else None
+                if fed and latest is None:
                     continue
                 attached = _attached_items(model, scope, e) if latest is None else []
                 part = latest.value if latest is not None else None
@@ -429,15 +443,23 @@ def _same_key(e: Event) -> bool:
 def _escapes(model: FileModel, loop: Loop, total: str) -> bool:
     """The total leaves a function that back-propagates nothing itself, nor trains through a helper in the loop that
     sums it (back-propagates and steps: a per-batch training step), so a loss builder whose caller may well
-    back-propagate the total; or another method of the class back-propagates it."""
+    back-propagate the total; or another method of the class back-propagates it. Gradients taken with
+    `torch.autograd.grad(..., create_graph=True)` are differentiable values, not a backward: an unrolled inner
+    optimizer returning its iterates is a forward whose caller differentiates them."""
     scope = loop.scope
     trains = loop.of(EventKind.BACKWARD) and loop.of(EventKind.STEP)
-    if not scope.own_backwards() and not trains and any(
+    if all(_differentiable_grad(b) for b in scope.own_backwards()) and not trains and any(
             total in scope.depends(r.value) for r in scope.own_returns()):  # type: ignore[arg-type]  # own_returns: each with a value
         return True
     if total.startswith("self."):
         return any(total in s.backpropagated() for s in model.scopes if s.class_name == scope.class_name)
     return False
+
+
+def _differentiable_grad(b: Event) -> bool:
+    """`torch.autograd.grad(out, x, create_graph=True)`: the gradients come back with a graph of their own."""
+    return b.variant is BackwardVia.AUTOGRAD_GRAD and type(b.node) is cst.Call and any(
+        a.keyword is not None and a.keyword.value == "create_graph" and dotted(a.value) == "True" for a in b.node.args)
 
 
 def _scalar(scope: Scope, value: cst.BaseExpression) -> bool:
