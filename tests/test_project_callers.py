@@ -87,3 +87,26 @@ def test_a_change_to_a_caller_reanalyses_the_helper(tmp_path):
     assert not third["meters.py"].cached and third["meters.py"].diags == ()
     assert not third["losses.py"].cached  # it read fit.py too (its finding stays)
     assert [d.code for d in third["losses.py"].diags] == ["TL003"]
+
+
+def test_callers_are_not_searched_in_folders_the_file_walk_skips(tmp_path):
+    """A copy of the project under `build/` or in a `*.egg-info` folder is skipped by the file walk's default
+    excludes; the callers' search skips the same folders."""
+    from torchlint.excluded import DEFAULT_EXCLUDE, excluded_by_default
+    from torchlint.config import Config
+
+    assert Config().exclude == DEFAULT_EXCLUDE
+    assert excluded_by_default("build") and excluded_by_default("pkg.egg-info") and excluded_by_default(".venv")
+    assert not excluded_by_default("models")
+    meter = "class Meter:\n    def add(self, loss):\n        self.total += loss\n"
+    caller = ("from meters import Meter\nm = Meter()\nfor x in xs:\n    losses = net(x)\n    m.add(losses)\n"
+              "    losses['total'].backward()\n")
+    (tmp_path / "meters.py").write_text(meter)
+    for folder in ("build", "dist", "pkg.egg-info"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "fit.py").write_text(caller)
+    project = Project(tmp_path)
+    assert callers_text(project.callers_index, tmp_path / "meters.py", meter) == ""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "fit.py").write_text(caller)
+    assert callers_text(Project(tmp_path).callers_index, tmp_path / "meters.py", meter) == ".backward("

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.prescan import Imported
+from torchlint.excluded import excluded_by_default
 from torchlint.project_trees import dotted_name, tree_of
 from torchlint.source import pyast
 
@@ -35,7 +36,6 @@ KEEPING = re.compile(r"self\s*\.\s*\w+(?:\s*\[[^\]\n]*\])?\s*(?:\+=|\.\s*append\
 # a loss function (`def rpn_loss(`, `def criterion(`) whose text cuts a value (`.data`, `.detach()`)
 LOSS_DEF = re.compile(r"def\s+\w*(?:[Ll]oss|LOSS|[Cc]riterion)\w*\s*\(")
 CUT = re.compile(r"\.\s*(?:data\b|detach\s*\()")
-_SKIPPED_DIRS = frozenset({"site-packages", "node_modules", "__pycache__", "venv", "env"})
 _MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "train", "eval"})
 _CUTTING = frozenset({"item", "detach", "tolist", "numpy", "cpu", "data"})
 _MAX_FILES = 400  # files near a helper read for its callers, at most
@@ -189,7 +189,7 @@ class CallersIndex:
             dirs.append(here)
             for sub in sorted(self.project._listing(here)):
                 full = os.path.join(here, sub)
-                if not sub.startswith(".") and sub not in _SKIPPED_DIRS and "." not in sub and full not in dirs:
+                if not sub.startswith(".") and not excluded_by_default(sub) and "." not in sub and full not in dirs:
                     dirs.append(full)
             if here == root:
                 break
