@@ -567,7 +567,7 @@ class ClassesOnly:
     def __init__(self, view: ProjectView) -> None:
         self._view = view
         self.detaches, self.instance_returned = view.detaches, view.instance_returned  # read from their files
-        self.callers = view.callers  # what the project's files do with the calls of this file's helpers
+        self.callers, self.runs = view.callers, view.runs  # what the project's files do with this file's helpers
 
     def modules(self) -> set[str]:
         return set()

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator, Sequence
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.prescan import Imported
 from torchlint.excluded import excluded_by_default
+from torchlint.project_runs import RunsIndex
 from torchlint.project_trees import dotted_name, tree_of
 from torchlint.source import pyast
 
@@ -147,6 +148,7 @@ class CallersIndex:
         self._uses: dict[tuple[Path, str], tuple[CallerUse, ...]] = {}
         self._read: dict[tuple[Path, str], list[Path]] = {}  # the caller files each answer read
         self.approved: set[Path] = set()  # the files `wanted` said yes for: the only ones `answer` answers
+        self.runs = RunsIndex(project)  # the reverse for a file's training-step methods: where a loop runs them
 
     def wanted(self, path: str | Path, text: str, tree: ast.Module | None) -> bool:
         """Does a caller of one of the file's candidate helpers back-propagate through it (or keep with it)?"""

@@ -67,6 +67,14 @@ class OtherFilesValues:
             return ()
         return self.project.callers_index.answer(self.file, name, self._record)
 
+    def runs(self, name: str) -> tuple[CallerUse, ...]:
+        """The calls of the viewing file's method `Class.name` on an instance of the class in the project's files
+        (`project_runs`), whose files are recorded in the view's `reads`; none for a project that reads only cached
+        exports."""
+        if self.project.cached_only:
+            return ()
+        return self.project.callers_index.runs.runs(self.file, name, self._record)
+
     def _lineage(self, path: Path, cls_name: str) -> list[str]:
         raise NotImplementedError
 

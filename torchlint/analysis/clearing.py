@@ -21,8 +21,20 @@ def clears(model: FileModel, opt: str, z: Event) -> bool:
     if z.variant is ZeroGradOf.OPTIMIZER:
         return target == opt or target.rsplit(".", 1)[-1] == opt.rsplit(".", 1)[-1]
     # model.zero_grad(): clears the optimizer unless we know it optimizes other models.
-    owned = model.symbols.optimizer_models.get(opt) or model.symbols.optimizer_models.get(opt.rsplit(".", 1)[-1])
+    owned = _owned(model, opt)
     return not owned or target == "self" or any(_related(target, m) for m in owned)
+
+
+def _owned(model: FileModel, opt: str) -> set[str]:
+    """The models optimizer `opt` is known to optimize. An optimizer held by another object (`self.netD.optimizer`)
+    whose attribute every class of the file builds over that object's own parameters (`self.optimizer =
+    Adam(self.parameters())`) optimizes that object (`self.netD`)."""
+    known = model.symbols.optimizer_models
+    owned = known.get(opt) or known.get(opt.rsplit(".", 1)[-1])
+    if owned or opt.count(".") < 2:
+        return owned or set()
+    holder, _, attr = opt.rpartition(".")
+    return {holder} if known.get(f"self.{attr}") == {"self"} else set()
 
 
 def reaches_step(loop: Loop, z: Event, step: Event) -> bool:
@@ -74,7 +86,7 @@ def clears_all(model: FileModel, loop: Loop, opt: str, z: Event) -> bool:
     if z.variant is not ZeroGradOf.MODEL or not z.target or z.target == "self":
         return True
     target = z.target
-    owned = model.symbols.optimizer_models.get(opt) or model.symbols.optimizer_models.get(opt.rsplit(".", 1)[-1])
+    owned = _owned(model, opt)
     if owned:
         return all(_inside(m, target) for m in owned)  # the cleared module holds every model the optimizer owns
     return loop.node is None or not (loop.called & _enclosing(target))
