@@ -566,7 +566,7 @@ class ClassesOnly:
 
     def __init__(self, view: ProjectView) -> None:
         self._view = view
-        self.detaches, self.instance_returned = view.detaches, view.instance_returned  # read from their files
+        self.detaches, self.instance_returned, self.kept_in = view.detaches, view.instance_returned, view.kept_in
         self.callers, self.runs = view.callers, view.runs  # what the project's files do with this file's helpers
 
     def modules(self) -> set[str]:
