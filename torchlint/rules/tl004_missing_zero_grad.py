@@ -66,8 +66,9 @@ Also a copy of the counter the loop's body makes before the test, unconditionall
 then `if k == 0:`; `self.batch_index = i` then a method of `self` that tests `self.batch_index == 0`).
 Not followed: a first-pass flag (`if first:`), a counter a helper receives as a parameter.
 Also flagged, with project analysis (the command, pre-commit), on the method's first backward before the step: a
-training-step method of a class (`def step(self, batch)` that back-propagates and steps outside any loop of its own,
-with no clearing of that optimizer before the step, nor in any other function of its file) that no function of its
+training-step method of a class (`def step(self, batch)` that back-propagates and steps an optimizer the object holds,
+`self.opt` or `self.critic.optimizer`, outside any loop of its own, with no clearing of that optimizer before the
+step, nor in any other function of its file) that no function of its
 file calls, and that another project file runs once per iteration of a loop that clears no gradients: the caller
 imports the class from the method's file (or from a package's `__init__` that imports it from there), binds a name
 to an instance of it and to nothing else (`gan = GAN(...)`), and calls the method on it in the loop (`gan.step(data)`;
@@ -197,7 +198,8 @@ def _run_by_callers(model: FileModel) -> Iterator[Finding]:
         zero_grads = body.of(EventKind.ZERO_GRAD)
         for step in body.of(EventKind.STEP):
             opt = step.target
-            if opt is None or step.variant is StepVia.DIST_CONTEXT or step.scope is not scope.node \
+            if opt is None or not opt.startswith("self.") or step.variant is StepVia.DIST_CONTEXT \
+                    or step.scope is not scope.node \
                     or _cleared(model, body, opt, step, zero_grads) or body.handed_to_unknown(opt) \
                     or _cleared_elsewhere(model, body, opt):
                 continue
