@@ -69,3 +69,14 @@ def test_runs_are_not_searched_for_a_method_no_rule_asks_about(tmp_path):
     project = Project(tmp_path)
     lint_source(text, str(tmp_path / "agent.py"), project=project)
     assert tmp_path / "run.py" not in project._texts
+
+
+def test_runs_are_searched_where_the_file_walk_goes(tmp_path):
+    """Breadth first from the root, skipping the folders the file walk skips by default (`build/`, `.venv/`)."""
+    (tmp_path / "agent.py").write_text("class Agent:\n    def step(self, x):\n        return x\n")
+    caller = "from agent import Agent\na = Agent()\nfor x in xs:\n    a.step(x)\n"
+    for folder in ("build", ".venv", "deep/er/still"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "run.py").write_text(caller)
+    uses = Project(tmp_path).callers_index.runs.runs(tmp_path / "agent.py", "Agent.step", lambda p: None)
+    assert [u.path for u in uses] == ["deep/er/still/run.py"]
