@@ -87,3 +87,60 @@ def test_a_change_to_a_caller_reanalyses_the_helper(tmp_path):
     assert not third["meters.py"].cached and third["meters.py"].diags == ()
     assert not third["losses.py"].cached  # it read fit.py too (its finding stays)
     assert [d.code for d in third["losses.py"].diags] == ["TL003"]
+
+
+def test_callers_are_not_searched_in_folders_the_file_walk_skips(tmp_path):
+    """A copy of the project under `build/` or in a `*.egg-info` folder is skipped by the file walk's default
+    excludes; the callers' search skips the same folders."""
+    from torchlint.excluded import DEFAULT_EXCLUDE, excluded_by_default
+    from torchlint.config import Config
+
+    assert Config().exclude == DEFAULT_EXCLUDE
+    assert excluded_by_default("build") and excluded_by_default("pkg.egg-info") and excluded_by_default(".venv")
+    assert not excluded_by_default("models")
+    meter = "class Meter:\n    def add(self, loss):\n        self.total += loss\n"
+    caller = ("from meters import Meter\nm = Meter()\nfor x in xs:\n    losses = net(x)\n    m.add(losses)\n"
+              "    losses['total'].backward()\n")
+    (tmp_path / "meters.py").write_text(meter)
+    for folder in ("build", "dist", "pkg.egg-info"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "fit.py").write_text(caller)
+    project = Project(tmp_path)
+    assert callers_text(project.callers_index, tmp_path / "meters.py", meter) == ""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "fit.py").write_text(caller)
+    assert callers_text(Project(tmp_path).callers_index, tmp_path / "meters.py", meter) == "for .backward("
+
+
+STORED = [
+    # `Base.evaluate` stores the loss it returns into `stats`; online.py's loop back-propagates what it returns and
+    # hands `self.stats`, which its base class (trainer.py) binds to a `Collector` whose `__setitem__` appends
+    "workers/base.py:4:9: TL007 `stats[\"loss\"] = loss` stores into `stats`, which workers/online.py:9 hands in as "
+    "a `Collector` bound outside its loop",
+    # silent: `score`, handed a `Latest` whose `__setitem__` overwrites; `measure`, handed a collector the loop
+    # builds afresh; `note`, handed a `Collector` by one loop and an unknown object by another; `shown`, whose caller
+    # back-propagates nothing of what it returns
+]
+
+
+def test_a_parameter_is_known_by_the_objects_its_callers_hand_in(tmp_path, run_cli):
+    project = tmp_path / "stored"
+    shutil.copytree(PROJECTS / "stored", project)
+    found = _lines(run_cli("-q", "--no-cache", ".", cwd=project).stdout)
+    assert len(found) == len(STORED) and all(f.startswith(e) for f, e in zip(found, STORED)), "\n".join(found)
+    alone = _lines(run_cli("-q", "--no-cache", "--no-project", ".", cwd=project).stdout)
+    assert alone == [], "\n".join(alone)
+
+
+def test_a_loss_stored_into_a_parameters_item_is_a_candidate():
+    stored = "class W:\n    def run(self, m, x, stats):\n        loss = m(x)\n        stats['loss'] = loss\n" \
+             "        return loss\n"
+    assert candidates(stored, ast.parse(stored)) == ["W.run"]
+    kept = "def run(stats, loss):\n    stats['loss'] = loss\n"
+    assert candidates(kept, ast.parse(kept)) == ["run"]
+    local = "def run(m, x):\n    stats = {}\n    loss = m(x)\n    stats['loss'] = loss\n    return loss\n"
+    assert candidates(local, ast.parse(local)) == []  # a dict of its own
+    unnamed = "def run(m, x, stats):\n    out = m(x)\n    stats['out'] = out\n    return out\n"
+    assert candidates(unnamed, ast.parse(unnamed)) == []  # not named like a loss
+    kept_not_returned = "def run(m, x, stats):\n    loss = m(x)\n    stats['loss'] = loss\n    return 0\n"
+    assert candidates(kept_not_returned, ast.parse(kept_not_returned)) == []

@@ -14,13 +14,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from torchlint.codes import META_RULES
+from torchlint.excluded import DEFAULT_EXCLUDE
 from torchlint.rules import rule_codes
 
-DEFAULT_EXCLUDE = (
-    ".git", ".hg", ".svn", ".venv", "venv", ".env", "env", ".tox", ".nox", "__pycache__", "build", "dist",
-    ".eggs", "*.egg-info", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".torchlint_cache", "node_modules",
-    "site-packages",
-)
 KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores",
               "respect-gitignore", "unsafe-fixes", "docs-url"}
 

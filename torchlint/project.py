@@ -551,8 +551,9 @@ class ClassesOnly:
 
     def __init__(self, view: ProjectView) -> None:
         self._view = view
-        self.detaches, self.instance_returned, self.passed_on = view.detaches, view.instance_returned, view.passed_on
-        self.callers = view.callers  # what the project's files do with the calls of this file's helpers
+        self.detaches, self.instance_returned = view.detaches, view.instance_returned
+        self.passed_on, self.kept_in = view.passed_on, view.kept_in
+        self.callers, self.runs = view.callers, view.runs  # what the project's files do with this file's helpers
 
     def modules(self) -> set[str]:
         return set()

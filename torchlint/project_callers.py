@@ -24,6 +24,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.prescan import Imported
+from torchlint.excluded import excluded_by_default
+from torchlint.project_runs import RunsIndex
 from torchlint.project_trees import dotted_name, tree_of
 from torchlint.source import pyast
 
@@ -32,10 +34,11 @@ BACKWARD_TEXT = re.compile(r"backward\s*\(")
 # that may keep what a method is given (TL007's premise: a loss kept with its graph)
 KEEPING = re.compile(r"self\s*\.\s*\w+(?:\s*\[[^\]\n]*\])?\s*(?:\+=|\.\s*append\s*\()[^\n]*[Ll]oss"
                      r"|self\s*\.\s*\w*[Ll]oss\w*(?:\s*\[[^\]\n]*\])?\s*(?:\+=|\.\s*append\s*\()")
+# `stats["loss"] = loss`: a loss stored into an item of something (a parameter: a collector the caller hands in)
+ITEM_KEEP = re.compile(r"^[ \t]+\w+\s*\[[^\]\n]*\]\s*=\s*\w*[Ll]oss\w*[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
 # a loss function (`def rpn_loss(`, `def criterion(`) whose text cuts a value (`.data`, `.detach()`)
 LOSS_DEF = re.compile(r"def\s+\w*(?:[Ll]oss|LOSS|[Cc]riterion)\w*\s*\(")
 CUT = re.compile(r"\.\s*(?:data\b|detach\s*\()")
-_SKIPPED_DIRS = frozenset({"site-packages", "node_modules", "__pycache__", "venv", "env"})
 _MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "train", "eval"})
 _CUTTING = frozenset({"item", "detach", "tolist", "numpy", "cpu", "data"})
 _MAX_FILES = 400  # files near a helper read for its callers, at most
@@ -64,12 +67,14 @@ def _definitions(tree: ast.Module) -> Iterator[tuple[str | None, ast.FunctionDef
 def candidates(text: str, tree: ast.Module | None) -> list[str]:
     """The functions (`name`) and methods (`Class.name`) of a file with no backward whose callers can make a bug
     of them: a loss function that cuts one of its parameters (`pred.data`, `pred.detach()`) and returns a value;
-    a method that adds a parameter into `self` or appends it there (a meter's `update(loss)`)."""
+    a method that adds a parameter into `self` or appends it there (a meter's `update(loss)`); one that stores a
+    loss it returns, or is given, into an item of a parameter (`stat_col["loss"] = loss`: the caller's collector)."""
     if tree is None or BACKWARD_TEXT.search(text) is not None:
         return []
     # the lines a cut, and a write keeping a loss, start on: only the functions holding one are read
     cuts = _lines(CUT, text) if LOSS_DEF.search(text) is not None else []
     kept = _lines(KEEPING, text)
+    stored = _lines(ITEM_KEEP, text)
     out = []
     for cls, fn in _definitions(tree):
         last = fn.end_lineno or fn.lineno
@@ -79,7 +84,23 @@ def candidates(text: str, tree: ast.Module | None) -> list[str]:
         elif cls and fn.name != "__init__" and _within(kept, fn.lineno, last) \
                 and _keeps_parameter(fn, set(_params(fn)[1:]) - _rebound(fn)):
             out.append(f"{cls}.{fn.name}")
+        elif _within(stored, fn.lineno, last) and _stores_into_parameter(fn, set(_params(fn)[1 if cls else 0:])):
+            out.append(f"{cls}.{fn.name}" if cls else fn.name)
     return out
+
+
+def _stores_into_parameter(fn: ast.AST, params: set[str]) -> bool:
+    """`stats[key] = loss`: a parameter's item given a loss the function returns (alone or in a tuple) or is given,
+    the parameter not rebound."""
+    returned = {n.id for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None
+                for n in ([r.value] if not isinstance(r.value, ast.Tuple) else r.value.elts) if isinstance(n, ast.Name)}
+    held = params - {x.id for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                     for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                     for x in ([t] if not isinstance(t, (ast.Tuple, ast.List)) else t.elts) if isinstance(x, ast.Name)}
+    return any(isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(t := n.targets[0], ast.Subscript)
+               and isinstance(t.value, ast.Name) and t.value.id in held and isinstance(n.value, ast.Name)
+               and "loss" in n.value.id.lower() and (n.value.id in returned or n.value.id in held)
+               for n in ast.walk(fn))
 
 
 def _lines(pattern: re.Pattern[str], text: str) -> list[int]:
@@ -147,6 +168,7 @@ class CallersIndex:
         self._uses: dict[tuple[Path, str], tuple[CallerUse, ...]] = {}
         self._read: dict[tuple[Path, str], list[Path]] = {}  # the caller files each answer read
         self.approved: set[Path] = set()  # the files `wanted` said yes for: the only ones `answer` answers
+        self.runs = RunsIndex(project)  # the reverse for a file's training-step methods: where a loop runs them
 
     def wanted(self, path: str | Path, text: str, tree: ast.Module | None) -> bool:
         """Does a caller of one of the file's candidate helpers back-propagate through it (or keep with it)?"""
@@ -189,7 +211,7 @@ class CallersIndex:
             dirs.append(here)
             for sub in sorted(self.project._listing(here)):
                 full = os.path.join(here, sub)
-                if not sub.startswith(".") and sub not in _SKIPPED_DIRS and "." not in sub and full not in dirs:
+                if not sub.startswith(".") and not excluded_by_default(sub) and "." not in sub and full not in dirs:
                     dirs.append(full)
             if here == root:
                 break
@@ -204,21 +226,96 @@ class CallersIndex:
         cls, _, method = name.rpartition(".")
         called = re.compile((r"\.\s*" if cls else r"(?<![\w.])") + re.escape(method) + r"\s*\(")
         stem = file.stem if file.name != "__init__.py" else file.parent.name
+        inherited = re.compile(r"\bself\s*\.\s*" + re.escape(method) + r"\s*\(") if cls else None
         for path in self._nearby(file):
             got = self.project.text(path)
             if got is None:
                 continue
             text, digest = got
-            if BACKWARD_TEXT.search(text) is None or stem not in text or called.search(text) is None:
-                continue
+            if BACKWARD_TEXT.search(text) is None or called.search(text) is None \
+                    or stem not in text and (inherited is None or inherited.search(text) is None):
+                continue  # (a method a caller's class inherits is called on `self`, its module never named)
             read.append(path)
             tree = tree_of(digest, text)
             if tree is None:
                 continue
             local = self._bound(path, tree, file, method if not cls else None)
-            if local is None:
+            if local is None and (not cls or not self._derives(path, tree, file, cls, 2)):
                 continue
-            yield from _calls(tree, local, method, cls, self.project.display(path))
+
+            def held(call: ast.Call, body: ast.AST, loops: list[ast.AST], p: Path = path,
+                     t: ast.Module = tree) -> tuple[tuple[str, str, str], ...]:
+                return self._held(p, t, call, body, loops)
+
+            yield from _calls(tree, local or set(), method, cls, self.project.display(path), held)
+
+    def _held(self, path: Path, tree: ast.Module, call: ast.Call, body: ast.AST,
+              loops: list[ast.AST]) -> tuple[tuple[str, str, str], ...]:
+        """The arguments that are objects outliving the call's loop (`self.stats`, a name the loop does not bind),
+        each bound only to an instance of one class of a project file: (argument, the class's file, the class)."""
+        fresh = {dotted_name(t) for n in ast.walk(loops[-1]) if isinstance(n, ast.Assign) for t in n.targets}
+        out = []
+        given = [(str(k), a) for k, a in enumerate(call.args)] + [(kw.arg, kw.value) for kw in call.keywords if kw.arg]
+        for key, arg in given:
+            name = dotted_name(arg)
+            if name is None or name in fresh or not isinstance(arg, ast.Name) and name.count(".") != 1 \
+                    or "." in name and not name.startswith("self."):
+                continue
+            found = self._class_of(path, tree, name, tree if "." in name else body, _enclosing(tree, body), 1)
+            if found is not None:
+                out.append((key, str(found[0]), found[1]))
+        return tuple(out)
+
+    def _class_of(self, path: Path, tree: ast.Module, name: str, within: ast.AST, cls: ast.ClassDef | None,
+                  hops: int) -> tuple[Path, str] | None:
+        """The class of a project file every binding of `name` in `within` makes an instance of; for `self.x`
+        bound nowhere in its class, as a base of another project file binds it (`hops` bases deep)."""
+        makers = {dotted_name(n.value.func) if isinstance(n.value, ast.Call) else None for n in ast.walk(within)
+                  if isinstance(n, ast.Assign) and any(dotted_name(t) == name for t in n.targets)}
+        if len(makers) == 1 and (made := makers.pop()) is not None and "." not in made:
+            return self._class_file(path, tree, made)
+        if makers or not hops or cls is None or not name.startswith("self."):
+            return None
+        for base in cls.bases:
+            found = self._class_file(path, tree, base.id) if isinstance(base, ast.Name) else None
+            got = self.project.text(found[0]) if found is not None else None
+            other = tree_of(got[1], got[0]) if got is not None else None
+            node = next((c for c in other.body if isinstance(c, ast.ClassDef) and c.name == found[1]), None) \
+                if other is not None and found is not None else None
+            if node is not None and found is not None and other is not None:
+                return self._class_of(found[0], other, name, node, node, hops - 1)
+        return None
+
+    def _derives(self, path: Path, tree: ast.Module, target: Path, cls: str, hops: int) -> bool:
+        """A class of the file derives, through bases of project files (`hops` files deep), from `cls` of `target`
+        (a trainer's `self.predict(...)` reaching its base worker's method)."""
+        for node in tree.body:
+            for base in node.bases if isinstance(node, ast.ClassDef) else ():
+                found = self._class_file(path, tree, base.id) if isinstance(base, ast.Name) else None
+                if found is None or found[0] == path:
+                    continue
+                if found == (target, cls):
+                    return True
+                got = self.project.text(found[0]) if hops > 1 else None
+                other = tree_of(got[1], got[0]) if got is not None else None
+                if other is not None and self._derives(found[0], other, target, cls, hops - 1):
+                    return True
+        return False
+
+    def _class_file(self, path: Path, tree: ast.Module, name: str) -> tuple[Path, str] | None:
+        """The project file defining the class `name` names in `path` (its own, or the one it imports it from)."""
+        if any(isinstance(c, ast.ClassDef) and c.name == name for c in tree.body):
+            return path, name
+        for node in tree.body:
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    found = self.project.module_file(path, Imported(node.module or "", node.level))
+                    got = self.project.text(found) if found is not None else None
+                    if got is not None and re.search(rf"^class\s+{re.escape(alias.name)}\b", got[0], re.M):
+                        return found, alias.name
+        return None
 
     def _bound(self, path: Path, tree: ast.Module, target: Path, function: str | None) -> set[str] | None:
         """The names the caller calls the helper by (`rpn_loss`, `loss.rpn_loss`), or, for a method, an empty set
@@ -257,7 +354,9 @@ class CallersIndex:
         return str(target).endswith(os.sep + str(tail)) and str(importer).startswith(str(folder) + os.sep)
 
 
-def _calls(tree: ast.Module, local: set[str], method: str, cls: str, shown: str) -> Iterator[CallerUse]:
+def _calls(tree: ast.Module, local: set[str], method: str, cls: str, shown: str,
+           held: Callable[[ast.Call, ast.AST, list[ast.AST]], tuple[tuple[str, str, str], ...]] | None = None,
+           ) -> Iterator[CallerUse]:
     objects = _objects(tree)
     # the classes names are bound to instances of (`meter = Meter()`, `self.meter = Meter()`)
     built: dict[str | None, set[str]] = {}
@@ -277,6 +376,8 @@ def _calls(tree: ast.Module, local: set[str], method: str, cls: str, shown: str)
     for call, fn, loops, quiet in finder.found:
         body = fn if fn is not None else tree
         use = _use(call, body, loops, quiet, objects, shown)
+        if held is not None and use.looped and (use.backpropagated or use.attached):
+            use = replace(use, objects=held(call, body, loops))
         receiver = dotted_name(call.func.value) if isinstance(call.func, ast.Attribute) else None
         if receiver is None or receiver not in built:
             yield use
@@ -346,6 +447,11 @@ def _objects(tree: ast.Module) -> set[str]:
             if held:
                 found.update(_last(t) for t in a.targets if _last(t))
     return found
+
+
+def _enclosing(tree: ast.Module, fn: ast.AST) -> ast.ClassDef | None:
+    """The top-level class whose method `fn` is."""
+    return next((c for c in tree.body if isinstance(c, ast.ClassDef) and any(f is fn for f in c.body)), None)
 
 
 def _last(target: ast.AST) -> str:
@@ -443,16 +549,18 @@ def _model_output(name: str, assigns: Sequence[ast.AST], objects: set[str]) -> b
 
 
 def callers_text(index: CallersIndex, path: str | Path, text: str) -> str:
-    """Text standing, for the prefilter, for what the callers of the file's helpers do: `.backward(` when a
-    caller back-propagates through one of them (or keeps with one of them what it back-propagates); else ""."""
+    """Text standing, for the prefilter, for what the callers of the file's helpers do: a loop and `.backward(`
+    when a caller back-propagates through one of them (or keeps with one of them what it back-propagates, in a
+    loop); else ""."""
     if "loss" not in text and "Loss" not in text:
         return ""  # nothing named like a loss (a substring test first: most files fail it)
     if BACKWARD_TEXT.search(text) is not None:
         return ""  # the file answers itself
-    if KEEPING.search(text) is None and (CUT.search(text) is None or LOSS_DEF.search(text) is None):
+    if KEEPING.search(text) is None and ITEM_KEEP.search(text) is None \
+            and (CUT.search(text) is None or LOSS_DEF.search(text) is None):
         return ""
     try:
         tree = pyast.parse(text.removeprefix("\ufeff"))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ""
-    return ".backward(" if index.wanted(path, text, tree) else ""
+    return "for .backward(" if index.wanted(path, text, tree) else ""

@@ -74,6 +74,14 @@ class OtherFilesValues:
             return ()
         return self.project.callers_index.answer(self.file, name, self._record)
 
+    def runs(self, name: str) -> tuple[CallerUse, ...]:
+        """The calls of the viewing file's method `Class.name` on an instance of the class in the project's files
+        (`project_runs`), whose files are recorded in the view's `reads`; none for a project that reads only cached
+        exports."""
+        if self.project.cached_only:
+            return ()
+        return self.project.callers_index.runs.runs(self.file, name, self._record)
+
     def _lineage(self, path: Path, cls_name: str) -> list[str]:
         raise NotImplementedError
 
@@ -81,9 +89,18 @@ class OtherFilesValues:
         """`cls.method` of a class of another project file (`cls` as written in the viewing file), defined by the
         class or by one of its bases of that file."""
         target = self._target(cls) if not self.project.cached_only else None  # flake8, the server: parse nothing
-        if target is None:
+        return None if target is None else self._kept_at(target[0], target[1], method)
+
+    def kept_in(self, path: str, cls: str, method: str) -> Kept | None:
+        """`cls.method` of the class `cls` of the project file at `path` (a caller's object: `CallerUse.objects`)."""
+        if self.project.cached_only:
             return None
-        got = self.project.text(target[0])
+        self._record(Path(path))
+        return self._kept_at(Path(path), cls, method)
+
+    def _kept_at(self, file: Path, cls: str, method: str) -> Kept | None:
+        target = (file, cls)
+        got = self.project.text(file)
         if got is None or KEEPING_TEXT.search(got[0]) is None or not _defines(got[0], method):
             return None
         lineage = self._lineage(*target)

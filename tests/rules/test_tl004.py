@@ -503,6 +503,26 @@ POSITIVE = {
         """,
         [(8, 9)],
     ),
+    "another_modules_clearing_leaves_an_optimizer_its_holder_builds_over_itself": (
+        """
+        class Critic(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(4, 1)
+                self.optimizer = torch.optim.Adam(self.parameters())
+
+        class Pair:
+            def __init__(self):
+                self.critic, self.painter = Critic(), Critic()
+
+            def fit(self, loader):
+                for x in loader:
+                    self.painter.zero_grad()
+                    self.critic.net(x).mean().backward()
+                    self.critic.optimizer.step()
+        """,
+        [(16, 13)],
+    ),
 }
 
 NEGATIVE = {
@@ -518,6 +538,34 @@ NEGATIVE = {
                     self.optimizer.zero_grad()
                     self.net(x).mean().backward()
                     self.critic_opt.step()
+        """,
+    "the_holders_own_clearing_clears_the_optimizer_it_builds_over_itself": """
+        class Critic(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(4, 1)
+                self.optimizer = torch.optim.Adam(self.parameters())
+
+        class Pair:
+            def __init__(self):
+                self.critic, self.painter = Critic(), Critic()
+
+            def fit(self, loader):
+                for x in loader:
+                    self.critic.zero_grad()
+                    self.critic.net(x).mean().backward()
+                    self.critic.optimizer.step()
+        """,
+    "a_training_step_method_no_loop_of_the_project_runs": """
+        class Critic(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(4, 1)
+                self.optimizer = torch.optim.Adam(self.parameters())
+
+            def step(self, x):
+                self.net(x).mean().backward()
+                self.optimizer.step()
         """,
     "zero_grad_in_the_first_micro_batch_of_each_batch": """
         for batch in loader:

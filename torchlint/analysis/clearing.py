@@ -23,7 +23,7 @@ def clears(model: FileModel, opt: str, z: Event) -> bool:
         return (target == opt or target.rsplit(".", 1)[-1] == opt.rsplit(".", 1)[-1]
                 or handed_to_base(model, opt, target))
     # model.zero_grad(): clears the optimizer unless we know it optimizes other models.
-    owned = model.symbols.optimizer_models.get(opt) or model.symbols.optimizer_models.get(opt.rsplit(".", 1)[-1])
+    owned = _owned(model, opt)
     return not owned or target == "self" or any(_related(target, m) for m in owned)
 
 
@@ -57,6 +57,18 @@ def _handed_to_base_init(function: cst.CSTNode) -> set[str]:
         if via_super or (name is not None and name.endswith(".__init__")):
             found |= {a.value.value for a in call.args if type(a.value) is cst.Name}
     return found
+
+
+def _owned(model: FileModel, opt: str) -> set[str]:
+    """The models optimizer `opt` is known to optimize. An optimizer held by another object (`self.netD.optimizer`)
+    whose attribute every class of the file builds over that object's own parameters (`self.optimizer =
+    Adam(self.parameters())`) optimizes that object (`self.netD`)."""
+    known = model.symbols.optimizer_models
+    owned = known.get(opt) or known.get(opt.rsplit(".", 1)[-1])
+    if owned or opt.count(".") < 2:
+        return owned or set()
+    holder, _, attr = opt.rpartition(".")
+    return {holder} if known.get(f"self.{attr}") == {"self"} else set()
 
 
 def reaches_step(loop: Loop, z: Event, step: Event) -> bool:
@@ -108,7 +120,7 @@ def clears_all(model: FileModel, loop: Loop, opt: str, z: Event) -> bool:
     if z.variant is not ZeroGradOf.MODEL or not z.target or z.target == "self":
         return True
     target = z.target
-    owned = model.symbols.optimizer_models.get(opt) or model.symbols.optimizer_models.get(opt.rsplit(".", 1)[-1])
+    owned = _owned(model, opt)
     if owned:
         return all(_inside(m, target) for m in owned)  # the cleared module holds every model the optimizer owns
     return loop.node is None or not (loop.called & _enclosing(target))

@@ -1,12 +1,15 @@
 """The loops a framework runs around a function of the file: ignite's `Engine(process_function)` calls that function
 once per iteration and never touches the gradients, so the function is a whole iteration (a `Loop` with no head of
-its own), for rules that ask what an iteration clears. Read only for files that import such an engine."""
+its own), for rules that ask what an iteration clears. Read only for files that import such an engine.
+Likewise the loops of the project's other files that run a training-step method of a class of the file once per
+iteration (`run_by_callers`), asked by a rule only once the method shows its premise."""
 
 from __future__ import annotations
 
 import libcst as cst
 
 from torchlint.analysis.exprs import dotted, keyword, last_part
+from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.prescan import scan_imports
@@ -75,3 +78,21 @@ def _function(model: FileModel, name: str | None, within: str | None) -> Scope |
     owner, _, method = name.rpartition(".")
     cls = within if owner == "self" else last_part(owner)
     return next((s for s in model.scopes if s.class_name == cls and last_part(s.name) == method), None)
+
+
+def run_by_callers(model: FileModel, scope: Scope) -> list[CallerUse]:
+    """The calls in the project's other files that run a method of a class of the file once per iteration of a loop
+    (`ProjectLookup.runs`): on an instance of the class, or through another method of the class that no function of
+    the file calls either (`__call__` dispatching to `self._softmax(...)`). None when a function of the file calls it
+    otherwise (the file's own loops answer for it), nor without a project."""
+    if model.project is None or scope.class_name is None or "." in scope.name:
+        return []
+    entries = [scope]
+    callers = {id(c): c for c, _ in model.callers_naming(scope, "self")}
+    if callers:
+        hop = list(callers.values())
+        if any(c.class_name != scope.class_name or "." in c.name or c is scope or model.callers_naming(c, "self")
+               for c in hop):
+            return []
+        entries = hop
+    return [u for e in entries for u in model.project.runs(f"{scope.class_name}.{e.name}") if u.looped]

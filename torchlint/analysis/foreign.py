@@ -101,6 +101,11 @@ class CallerUse:
     # a method called on a name (or `self.name`) the caller binds to an instance of its class (`attached` then
     # leaves out a value back-propagated whole: the caller's own check, `keeping.kept_by_objects`, reports it)
     direct: bool = False
+    # `project_runs`: the loop around the call clears gradients itself, or hands the instance to another call
+    clears: bool = False
+    # arguments bound (every binding the caller has) to an instance of a class of a project file, an object that
+    # outlives the call's loop (`self.stats`, a name bound before it): (argument, the class's file, the class)
+    objects: tuple[tuple[str, str, str], ...] = ()
 
 
 class ProjectLookup(Protocol):
@@ -177,6 +182,16 @@ class ProjectLookup(Protocol):
     def callers(self, name: str) -> tuple[CallerUse, ...]:
         """The calls of the viewing file's function `name` (or method `Class.name`) in the project's other files
         near it (`project_callers`); asked only for a file with no backward, of a helper that may need them."""
+        ...
+
+    def kept_in(self, path: str, cls: str, method: str) -> tuple[tuple[str, ...], frozenset[str]] | None:
+        """`kept` for the class `cls` of the project file at `path` (`CallerUse.objects`)."""
+        ...
+
+    def runs(self, name: str) -> tuple[CallerUse, ...]:
+        """The calls of the viewing file's method `Class.name` on an instance of the class in the project's other
+        files, each in a loop (`project_runs`: a training-step method run once per iteration); asked only for a
+        method whose own file shows a rule's premise and that no function of its file calls."""
         ...
 
 

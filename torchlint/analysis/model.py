@@ -146,15 +146,15 @@ class FileModel:
         """A function that back-propagates outside any loop of its own and steps an optimizer (an optimizer
         wrapper's `step(loss)`, an agent's `_train(batch)`) runs once per training step of whatever loop calls it,
         in this file or another: each, as one iteration of that loop (a Loop with no head, `node` None), for rules
-        whose question is about one iteration's order. Its events in loops of its own are in those loops."""
-        bodies = []
-        for scope in self.scopes:
-            if type(scope.node) is not cst.FunctionDef:
-                continue
-            events = scope.events
-            if (any(e.kind is EventKind.BACKWARD and not e.loops for e in events)
-                    and any(e.kind is EventKind.STEP for e in events)):
-                bodies.append(Loop(None, scope, events))  # type: ignore[arg-type]  # no head of its own
+        whose question is about one iteration's order. Its events in loops of its own are in those loops. Computed
+        once per model (several rules ask)."""
+        bodies = self.__dict__.get("_step_bodies")
+        if bodies is None:
+            bodies = self.__dict__["_step_bodies"] = [
+                Loop(None, scope, scope.events) for scope in self.scopes  # type: ignore[arg-type]  # no head
+                if type(scope.node) is cst.FunctionDef and any(e.kind is EventKind.BACKWARD and not e.loops
+                                                               for e in scope.events)
+                and any(e.kind is EventKind.STEP for e in scope.events)]
         return bodies
 
     def role(self, name: str | None) -> Role:

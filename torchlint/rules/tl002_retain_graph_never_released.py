@@ -15,13 +15,14 @@ import libcst as cst
 
 from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.bindings import trip_count
+from torchlint.analysis.engines import run_by_callers
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.semantics import FUNCTIONAL_MODULES, GRAPH_PRESERVING_METHODS, NOT_A_FORWARD
 from torchlint.analysis.exprs import code_of, dotted, positional_params
 from torchlint.analysis.gradmode import leaf_grads_read
 from torchlint.source.walk import children, walk
 from torchlint.diagnostic import Fix
-from torchlint.rules.base import BACKWARD_CALL, LOOP, Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
 
 RETAIN = re.compile(r"retain_graph|create_graph|,(?:\s|#[^\n]*\n)*True\b")  # also `backward(g, True)`
@@ -38,7 +39,8 @@ class RetainGraphNeverReleased(Rule):
     requires = (BACKWARD_CALL, RETAIN)
     scope_requires = (BACKWARD_CALL, LOOP, RETAIN)
     # Or a function that takes an input gradient with `backward(create_graph=True)` and reads `x.grad` (no loop).
-    scope_alternatives = ((BACKWARD_CALL, CREATE_GRAPH, GRAD_READ),)
+    # Or a training-step method that keeps the graph, run per iteration by another file's loop (no loop of its own).
+    scope_alternatives = ((BACKWARD_CALL, CREATE_GRAPH, GRAD_READ), (BACKWARD_CALL, RETAIN, STEP_CALL))
     runtime_signs = (Sign.RETAINED_GRAPH_OUTLIVES_STEP,)
     fix_promise = "no graph kept by retain_graph=True outlives its step in the fixed run"
     fixture_keeps_training = True
@@ -130,6 +132,17 @@ whose backward runs once per call, outside any loop of the helper: when the loss
 nothing that may hold a graph from outside (an attribute of `self` read as a value, a global, a parameter the loop
 passes a value not known to be graph-free) and nothing computed from it leaves the call (`return loss.item()` is a
 number), the graph is freed when the helper returns, before the loop's next forward.
+
+With project analysis (the command, pre-commit), a training-step method of a class (it back-propagates and steps
+outside any loop of its own) that no function of its file calls is checked as one iteration of the loops of other
+project files that run it: a caller that imports the class from the method's file (or through a package's
+`__init__`), binds a name to an instance of it and to nothing else, and calls the method on it in a loop
+(`scheduler = LossScheduler(model)`, then `losses = scheduler(preds, labels)` per batch, reaching the method through
+the class's `__call__`, which nothing in the file calls either). Its last backward with `retain_graph=True` is
+reported when something computed from the graph leaves the call (a loss returned, alone or in a dict; stored on
+`self`) and the caller's loop back-propagates nothing itself (a later backward there may need the graph). Not
+followed: a method whose graph dies with the call, a caller that binds the name to anything else too, a call
+under `no_grad`.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -147,6 +160,39 @@ number), the graph is freed when the helper returns, before the loop's next forw
                     reported.add(id(last.node))
                     yield finding
         yield from _input_gradient_cycles(model, reported)
+        yield from _run_by_callers(model, reported)
+
+
+def _run_by_callers(model: FileModel, reported: set[int]) -> Iterator[Finding]:
+    """A training-step method whose last backward keeps the graph (`retain_graph=True`, outside any loop of the
+    method) while something computed from it leaves the call (a loss returned, stored on `self`), run once per
+    iteration by a loop of another project file that back-propagates nothing itself (`engines.run_by_callers`):
+    what leaves the call holds the kept graph into the caller's next forward."""
+    if model.project is None:
+        return
+    for body in model.step_bodies():
+        scope = body.scope
+        own = scope.own_backwards()
+        for last in own:
+            if last.retain_arg is None or last.loops or id(last.node) in reported or scope.class_name is None:
+                continue
+            if any(b is not last and body.may_follow(last, b) for b in own):
+                continue  # a later backward of the method goes through the graph
+            assert last.value is not None  # own_backwards: each with a value
+            if not _leaves_call(model, scope, last.value):
+                continue  # the graph dies when the method returns
+            use = next((u for u in run_by_callers(model, scope) if not u.backward_line), None)
+            if use is None:
+                continue
+            reported.add(id(last.node))
+            yield Finding(
+                last.node,
+                f"`{code_of(last.node)}` is the last backward of `{scope.class_name}.{scope.name}()`, which "
+                f"{use.path}:{use.line} runs once per iteration of a loop, and keeps the graph (retain_graph=True) "
+                f"while a value computed from it leaves the call: the saved activations stay alive into the "
+                f"caller's next forward (twice the activation memory at its peak, more while anything holds the "
+                f"loss): drop it from the last backward",
+            )
 
 
 def _input_gradient_cycles(model: FileModel, reported: set[int]) -> Iterator[Finding]:

@@ -13,7 +13,7 @@ import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, StepVia
 from torchlint.analysis.clearing import clears, first_pass_only, optional_guard, reaches_step
-from torchlint.analysis.engines import engine_iterations
+from torchlint.analysis.engines import engine_iterations, run_by_callers
 from torchlint.analysis.exprs import code_of, modulo_test
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after
@@ -65,6 +65,16 @@ loop's counter compared equal to its start (`if i == 0: optimizer.zero_grad()` o
 Also a copy of the counter the loop's body makes before the test, unconditionally and to nothing else (`k = i`
 then `if k == 0:`; `self.batch_index = i` then a method of `self` that tests `self.batch_index == 0`).
 Not followed: a first-pass flag (`if first:`), a counter a helper receives as a parameter.
+Also flagged, with project analysis (the command, pre-commit), on the method's first backward before the step: a
+training-step method of a class (`def step(self, batch)` that back-propagates and steps an optimizer the object holds,
+`self.opt` or `self.critic.optimizer`, outside any loop of its own, with no clearing of that optimizer before the
+step, nor in any other function of its file) that no function of its
+file calls, and that another project file runs once per iteration of a loop that clears no gradients: the caller
+imports the class from the method's file (or from a package's `__init__` that imports it from there), binds a name
+to an instance of it and to nothing else (`gan = GAN(...)`), and calls the method on it in the loop (`gan.step(data)`;
+also through another method of the class nothing in the file calls, such as `__call__`). Not when that loop calls
+some `zero_grad()`, writes a `.grad`, or hands the instance to another call; nor a method of the same name on an
+object of another class, or of a class of the same name imported from elsewhere.
 Also flagged: a clearing only under a presence test of an object that may be None (`if self.scheduler:`, `if ema
 is not None:`) while the step sits outside that test and does not read the object: without the object nothing
 clears. May be None: an attribute bound None in the class's `__init__` and elsewhere in the class only to None or to
@@ -139,6 +149,7 @@ file is followed one level deep: what it hands on to calls of its own file's imp
     def check(self, model: FileModel) -> Iterator[Finding]:
         engines = engine_iterations(model)  # an engine's process function: a whole iteration of the engine's loop
         yield from _cleared_off_window(model, engines)
+        yield from _run_by_callers(model)
         for loop in [*model.loops, *engines]:
             # Gradients that land in `.grad` (not returned by autograd.grad, not kept in a dist_autograd context)
             steps = [s for s in loop.of(EventKind.STEP) if s.variant is not StepVia.DIST_CONTEXT]
@@ -174,6 +185,39 @@ file is followed one level deep: what it hands on to calls of its own file's imp
                     f"into .grad, so each step applies the sum of all earlier gradients; call `{opt}.zero_grad()`",
                     _fix(loop, step, opt),
                 )
+
+
+def _run_by_callers(model: FileModel) -> Iterator[Finding]:
+    """A training-step method that steps an optimizer no clearing of the method precedes, run once per iteration
+    by a loop of another project file that clears nothing either (`engines.run_by_callers`): reported on the
+    method's first backward before the step, where the fix belongs (the method is the iteration)."""
+    if model.project is None:
+        return
+    for body in model.step_bodies():
+        scope = body.scope
+        if scope.class_name is None or not body.backwards_into_grad():
+            continue
+        zero_grads = body.of(EventKind.ZERO_GRAD)
+        for step in body.of(EventKind.STEP):
+            opt = step.target
+            if opt is None or not opt.startswith("self.") or step.variant is StepVia.DIST_CONTEXT \
+                    or step.scope is not scope.node \
+                    or _cleared(model, body, opt, step, zero_grads) or body.handed_to_unknown(opt) \
+                    or _cleared_elsewhere(model, body, opt):
+                continue
+            before = sorted((b for b in scope.own_backwards() if b.into_grad() and body.may_follow(b, step)),
+                            key=lambda b: b.seq)
+            use = next((u for u in run_by_callers(model, scope) if not u.clears), None) if before else None
+            if use is None:
+                continue
+            yield Finding(
+                before[0].node,
+                f"`{code_of(before[0].node)}` adds into the gradients `{code_of(step.node)}` applies, and nothing "
+                f"clears `{opt}`'s gradients in `{scope.class_name}.{scope.name}()`, which {use.path}:{use.line} runs "
+                f"once per iteration of a loop that does not clear them either: backward() adds into .grad, so each "
+                f"step applies the sum of all earlier gradients; call `{opt}.zero_grad()` before this backward",
+            )
+            break
 
 
 def _cleared_off_window(model: FileModel, engines: list[Loop]) -> Iterator[Finding]:

@@ -15,7 +15,7 @@ from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileMo
 from torchlint.analysis.bindings import bounded, runs_while_kept
 from torchlint.analysis.handing import handed_on
 from torchlint.analysis.keeping import (
-    SET_ITEM, kept_by_objects, kept_by_steps, kept_for_callers, term_of_backpropagated,
+    SET_ITEM, kept_by_objects, kept_by_steps, kept_for_callers, stored_for_callers, term_of_backpropagated,
 )
 from torchlint.analysis.semantics import DISPLAY, GRAD_MODE_SWITCHES
 from torchlint.analysis.exprs import code_of, dotted, names_in, summand_names
@@ -31,6 +31,7 @@ from torchlint.verify.signs import Sign
 # The most graphs a container may keep, counted from constant trip counts, before it is a leak rather than a
 # test's mini training run that returns or checks its losses.
 FEW_ITERATIONS = 30
+_BACKWARD_TEXT = re.compile(r"backward\s*\(")  # what `project_callers` reads a helper file's backward by
 
 
 class AttachedLoggingTotal(Rule):
@@ -83,6 +84,16 @@ file of the project near it calls the method in a loop that back-propagates what
 loop, not under `no_grad`; the method is found by its name in the files that import its module (the receiver's
 class is not resolved; an object the caller builds from another class is not it). A value back-propagated whole
 and given to an object the caller builds from the class by name is the caller's finding, not the method's.
+Likewise a function or method of a file with no backward that stores a loss into an item of a parameter
+(`stat_col["loss"] = loss`), the loss returned by it (alone or in a tuple) or given to it, when the project's files
+near it call it in a loop that back-propagates that loss and hand, for that parameter, an object outliving the loop
+(`self.stats`, a name bound before it) that every such call site binds to an instance of the same class of a
+project file whose `__setitem__` keeps its value (appends it to a list of `self`). The caller's binding is read in
+its own file, or, for `self.stats` bound nowhere there, in the class its class derives from in another project
+file; a method its class inherits from the helper's class (through up to two project files) is called on `self`.
+Not reported: call sites that hand different classes or unknown objects, a collector whose `__setitem__` overwrites
+(`self.values[key] = value`), an object the loop binds afresh, a loss read with `.item()` first. Which loop
+back-propagates is read per function, not per loop (a function with two loops counts both).
 
 The loop that keeps may be an epoch loop around a function that trains (a run of its own): `a, b =
 run_epoch(...)` then `curve.append(b)`, where the run returns a total of attached losses. A function of another
@@ -225,7 +236,9 @@ for x, y in loader:
                           f"outlives each call of `{scope.name}()`, run once per training step: every step's graph "
                           f"stays alive and memory grows; store `{code_of(value)}.item()` or `.detach()`",
                           _fix(model, scope, e, displayed))
-        if model.project is not None:
+        # A helper file the callers index answers for holds no backward call (`project_callers`): one text test
+        # instead of asking for each function of a training file.
+        if model.project is not None and _BACKWARD_TEXT.search(model.text) is None:
             for scope in model.scopes:
                 for kept in kept_for_callers(model, scope) if scope.class_name is not None else ():
                     u = kept.use
@@ -233,6 +246,14 @@ for x, y in loader:
                                   f"calls it in a loop that back-propagates the value it passes, on an object that "
                                   f"outlives the loop: every step's graph stays alive and memory grows; keep "
                                   f"`.item()` or `.detach()` of it", None)
+                for stored in stored_for_callers(model, scope):
+                    u = stored.use
+                    stmt = stored.node.body[0] if type(stored.node) is cst.SimpleStatementLine else stored.node
+                    yield Finding(stored.node, f"`{code_of(stmt)}` stores into `{stored.param}`, which "
+                                  f"{u.path}:{u.line} hands in as a `{stored.cls}` bound outside its loop, whose "
+                                  f"`__setitem__` keeps every value it is given, while that loop back-propagates "
+                                  f"the value: every step's graph stays alive and memory grows; store `.item()` or "
+                                  f"`.detach()` of it", None)
 
     def _events(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds

@@ -1,0 +1,3 @@
+class Lone:
+    def step(self, batch):
+        return batch

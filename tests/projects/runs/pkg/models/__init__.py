@@ -1,0 +1,1 @@
+from pkg.models.pair import Duo, Lone, Solo, Watched
