@@ -7,6 +7,22 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "total_reset_only_at_each_logging_interval": (
+        """
+        def fit(net, batches, opt, log_every):
+            shown = 0.0
+            for i, (x, y) in enumerate(batches):
+                opt.zero_grad()
+                loss = F.mse_loss(net(x), y)
+                loss.backward()
+                opt.step()
+                shown += loss
+                if i % log_every == 0:
+                    print(shown / log_every)
+                    shown = 0.0
+        """,
+        [(9, 9)],
+    ),
     "epoch_total_over_batches_a_sampler_draws": (
         """
         def fit(net, sampler, opt, epochs, n_batches):
@@ -1273,6 +1289,32 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "total_reset_at_each_step_of_an_accumulation_window": """
+        def fit(net, batches, opt, accum_steps):
+            running = 0
+            for i, (x, y) in enumerate(batches):
+                loss = F.mse_loss(net(x), y) / accum_steps
+                running += loss
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    self_opt.step()
+                    self_opt.zero_grad()
+                    print(running.item())
+                    running = 0
+        """,
+    "total_reset_every_few_iterations": """
+        def fit(net, batches, opt):
+            shown = 0.0
+            for i, (x, y) in enumerate(batches):
+                opt.zero_grad()
+                loss = F.mse_loss(net(x), y)
+                loss.backward()
+                opt.step()
+                shown += loss
+                if i % 5 == 0:
+                    print(shown / 5)
+                    shown = 0.0
+        """,
     "total_of_repeated_critic_updates_on_one_batch": """
         def fit(gen, critic, batches, opt_c, repeats):
             for real, noise in batches:

@@ -165,9 +165,10 @@ def runs_while_kept(model: FileModel, scope: Scope, e: Event) -> int | None:
     a test's mini-run keeps a bounded handful of graphs)."""
     count = 1
     for node in e.loops:
-        if any(a.rebinds and node in a.loops for a in scope.assignments(e.target or "")):
-            continue  # bound afresh in each iteration of this loop: its iterations do not add up
         loop = next((lp for lp in model.loops if lp.node is node and lp.scope is scope), None)
+        resets = [a for a in scope.assignments(e.target or "") if a.rebinds and node in a.loops]
+        if resets and not (loop is not None and all(loop.periodic(a) for a in resets)):
+            continue  # bound afresh in each iteration of this loop (not only every k-th): they do not add up
         trips = _bounded_trip_count(model, scope, loop) if loop is not None else None
         if trips is None:
             return None

@@ -10,9 +10,9 @@ from typing import Callable
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, CallVia, Event, EventKind
-from torchlint.analysis.exprs import calls_anything, dotted, names_in, summand_names
+from torchlint.analysis.exprs import calls_anything, code_of, dotted, modulo_divisor, names_in, summand_names
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import TENSOR_CONSTRUCTORS, is_criterion_name, is_module_name
+from torchlint.analysis.semantics import ACCUMULATION_NAME, TENSOR_CONSTRUCTORS, is_criterion_name, is_module_name
 from torchlint.analysis.walker import tracked_call
 from torchlint.source.walk import calls_in_evaluation_order, walk
 
@@ -261,10 +261,33 @@ class Loop:
         """The container `e` adds into outlives the iteration: bound before the loop and not rebound inside it
         (or an attribute of `self`)."""
         scope, target = self.scope, e.target or ""
-        if any(a.target == target and a.rebinds for a in self.events if a.scope is scope.node):
-            return False
+        resets = [a for a in self.events if a.target == target and a.rebinds and a.scope is scope.node]
+        if resets:
+            # Reset only every k-th iteration (`if i % log_every == 0: total = 0`), k not a small constant: between
+            # resets it keeps k iterations' graphs.
+            return all(self.periodic(a) for a in resets)
         return any(a.rebinds and self.node not in a.loops for a in scope.assignments(target)) or (
             target.startswith("self."))
+
+    def periodic(self, e: Event) -> bool:
+        """Does `e` run only every k-th iteration of this loop (under `i % k == r`), k not a constant of at most
+        30, nor the divisor of the window an optimizer steps in or one named as accumulation steps (a reset per
+        step of an accumulation window keeps one step's micro-batches)?"""
+        if self.node is None:
+            return False
+        k = self._divisor(e)
+        if k is None or type(k) is cst.Integer and int(k.evaluated_value) <= 30 or ACCUMULATION_NAME.search(code_of(k)):
+            return False  # (a divisor named as accumulation steps: the window of one optimizer step)
+        return not any((w := self._divisor(s)) is not None and code_of(w) == code_of(k)
+                       for s in self.of(EventKind.STEP))
+
+    def _divisor(self, e: Event) -> cst.BaseExpression | None:
+        for g in e.guards_within(self.node) if self.node is not None else ():
+            test = self.scope.test_of(g, e) if not g.negated else None
+            k = modulo_divisor(test) if isinstance(test, cst.BaseExpression) else None
+            if k is not None:
+                return k
+        return None
 
     def within_one_step(self, e: Event) -> bool:
         """The container `e` adds into is carried across a loop that never steps (the micro-batches of one step),

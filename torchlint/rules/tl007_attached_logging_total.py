@@ -57,7 +57,9 @@ class of the file whose loss comes from `self(x)` or a submodule assigned in `__
 over `parts.items()` or `.values()` of a dict the loop builds (a literal, or entries stored one by one). A tensor grown by
 concatenation keeps every part too (`seen = torch.cat([seen, out])`, `torch.vstack`), and so does a total whose
 conditional keeps adding (`shown = loss if shown is None else 0.98 * shown + 0.02 * loss`; no fix there: the
-other arm keeps a graph too).
+other arm keeps a graph too). A total reset only every k-th iteration (`if i % log_every == 0: print(total);
+total = 0`) keeps k iterations' graphs between resets: it is reported, unless k is a constant of at most 30 or the
+window an optimizer steps in (the step's own divisor, or one named as accumulation steps: one step's micro-batches).
 
 A value is also known by its use: one back-propagated in the same iteration (`loss.backward()`,
 `scaler.scale(loss).backward()`, `accelerator.backward(loss)`, `manual_backward`) carries a graph there, whoever
