@@ -851,3 +851,46 @@ def test_a_forward_returning_a_sum_of_a_copied_list_of_losses_is_reported():
 ])
 def test_a_forward_copying_numbers_or_values_not_known_as_losses_is_not_reported(name, value):
     assert findings(FORWARD_SUM_OF_COPY.format(name=name, value=value), "TL003") == []
+
+
+DUAL_UPDATE = """\
+import torch
+from torch import nn
+
+
+class Tuner:
+    def __init__(self, policy, prior):
+        self.policy, self.prior = policy, prior
+        self.log_scale = {leaf}
+        self.scale_opt = torch.optim.Adam([self.log_scale], lr=1e-3)
+
+    def update(self, obs):
+        dist = self.policy(obs)
+        gap = torch.distributions.kl.kl_divergence(dist, self.prior(obs))
+        scale = {factor}
+        scale_loss = -1 * (scale * (gap - 0.1).detach()).mean()
+        self.scale_opt.zero_grad()
+        scale_loss.backward()
+        self.scale_opt.step()
+"""
+
+
+@pytest.mark.parametrize("leaf, factor", [
+    ("torch.zeros(1, requires_grad=True)", "self.log_scale.exp()"),
+    ("make_zeros(1, requires_grad=True)", "self.log_scale.exp()"),   # a helper given requires_grad=True
+    ("nn.Parameter(torch.zeros(1))", "torch.exp(self.log_scale)"),
+    ("torch.zeros(1, requires_grad=True)", "self.log_scale"),
+])
+def test_a_cut_value_weighting_a_learned_leaf_is_not_a_term(leaf, factor):
+    """A dual variable's update (`-(scale * (kl - eps).detach()).mean()`, SAC's temperature): the product trains
+    the leaf `scale` is computed from, weighted by a gap cut from the graph on purpose."""
+    assert findings(DUAL_UPDATE.format(leaf=leaf, factor=factor), "TL003") == []
+
+
+@pytest.mark.parametrize("leaf, factor", [
+    ("torch.zeros(1)", "self.log_scale.exp()"),             # a tensor that requires no grad: no leaf trained
+    ("torch.zeros(1, requires_grad=False)", "self.log_scale.exp()"),
+    ("torch.zeros(1, requires_grad=True)", "self.coef"),     # another attribute, not known to be learned
+])
+def test_a_cut_term_beside_a_factor_not_known_to_be_learned_is_still_reported(leaf, factor):
+    assert findings(DUAL_UPDATE.format(leaf=leaf, factor=factor), "TL003") == [(15, 36)]

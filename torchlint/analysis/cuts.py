@@ -10,13 +10,16 @@ from typing import Iterator
 
 import libcst as cst
 
+from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.exprs import (
     COMBINING_CALLS, Detachment, as_detachment, combined_items, dotted, is_true, keyword, names_in, positional_params,
 )
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import GRAPH_REDUCTIONS, LIST_TO_TENSOR, SHAPE_READS, TENSOR_REWRAPPERS
+from torchlint.analysis.semantics import (
+    GRAPH_PRESERVING_METHODS, GRAPH_REDUCTIONS, LIST_TO_TENSOR, SHAPE_READS, TENSOR_REWRAPPERS,
+)
 from torchlint.source.walk import walk
 
 LOSS_NAME = re.compile(r"loss|criterion", re.IGNORECASE)  # a function computing a loss, by its name
@@ -116,6 +119,44 @@ def weighs(factor: cst.BaseExpression, other: cst.BaseExpression, graph) -> bool
         return True
     name = dotted(factor) if type(factor) in (cst.Name, cst.Attribute) else None
     return name is not None and name in names_in(other)
+
+
+def learnable(model: FileModel, scope: Scope, expr: cst.BaseExpression, at, depth: int = 0) -> bool:
+    """A tensor an optimizer trains: a leaf made to require grad (`torch.zeros(1, requires_grad=True)`, a helper's
+    `zeros(1, requires_grad=True)`, `nn.Parameter(...)`), or computed from one elementwise (`self.log_alpha.exp()`,
+    `-log_beta`), bound in this function or, for `self.x`, by every assignment of the class. A product of such a
+    factor and a value cut from the graph trains the factor (SAC's temperature, a Lagrange multiplier's dual
+    update): the cut value is its weight, not a term of the loss."""
+    while True:
+        if type(expr) is cst.UnaryOperation:
+            expr = expr.expression
+        elif type(expr) is cst.Call and type(expr.func) is cst.Attribute \
+                and expr.func.attr.value in GRAPH_PRESERVING_METHODS:
+            if not (dotted(expr.func) or "").startswith("torch."):
+                expr = expr.func.value  # `self.log_beta.exp()`
+            elif expr.args and expr.args[0].keyword is None:
+                expr = expr.args[0].value  # `torch.exp(log_beta)`
+            else:
+                return False
+        else:
+            break
+    if type(expr) is cst.Call:
+        return _leaf_call(expr)
+    name = dotted(expr)
+    if name is None or depth > 2:
+        return False
+    if type(expr) is cst.Name:
+        defs, entry = scope.reaching(name, at)
+        return bool(defs) and not entry and all(
+            d.value is not None and learnable(model, scope, d.value, d, depth + 1) for d in defs)
+    values = bound_values(model, scope, name) if name.startswith("self.") and name.count(".") == 1 else None
+    return bool(values) and all(type(v) is cst.Call and _leaf_call(v) for v in values)  # type: ignore[union-attr]
+
+
+def _leaf_call(call: cst.Call) -> bool:
+    """`f(..., requires_grad=True)` or `nn.Parameter(...)`: a new leaf that an optimizer is meant to train."""
+    grad = keyword(call, "requires_grad")
+    return (grad is not None and is_true(grad.value)) or (dotted(call.func) or "").rsplit(".", 1)[-1] == "Parameter"
 
 
 def lists_to_tensor(expr: cst.BaseExpression) -> list[cst.Call]:

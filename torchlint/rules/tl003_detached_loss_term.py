@@ -12,7 +12,7 @@ import libcst as cst
 
 from torchlint.analysis import AssignForm, EventKind, Event, FileModel
 from torchlint.analysis.cuts import (
-    COPYING_REWRAPPERS, cut_for_callers, lists_to_tensor, rewrapped, summand_detachments,
+    COPYING_REWRAPPERS, cut_for_callers, learnable, lists_to_tensor, rewrapped, summand_detachments,
 )
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
@@ -190,7 +190,10 @@ the backward are read); a detached recurrent state fed into the model (an input,
 
 A detached value that multiplies a graph tensor is a weight, not a term (`ce * w.detach()`, `ce / scale` with
 `scale = args.gamma * ce.detach()`), and so is one computed from the factor it multiplies, whatever that factor's
-kind (`log_prob * (log_prob - baseline).detach()`, the score-function estimator); a learnable scalar made with
+kind (`log_prob * (log_prob - baseline).detach()`, the score-function estimator), and one multiplying a leaf an
+optimizer trains or a value computed from it elementwise (`self.log_beta.exp() * (kl - eps).detach()` with
+`self.log_beta` made by a call given `requires_grad=True`, or an `nn.Parameter`: a temperature or a Lagrange
+multiplier updated against a gap cut on purpose); a learnable scalar made with
 `torch.tensor(0.0, requires_grad=True)`; an input re-wrapped with `requires_grad=True` and fed to the model
 (adversarial examples). A value cut from what another backward of the same step trains: the critic's prediction
 in an actor's `advantage = (target - pred_value).detach()` next to `value_loss.backward()`, a value network's
@@ -248,7 +251,8 @@ followed into the helper.
                 if no_grad:
                     yield from _no_grad_findings(model, scope, expr, at)
                 yield from _list_findings(model, scope, expr, at, "is added into a loss that is back-propagated")
-                for det in summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)):
+                for det in summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)
+                                               or learnable(model, scope, e, at)):
                     if not _carries_graph(model, scope, det.operand, at):
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
                     if _trained_by_another_backward(scope, det.operand, owner[id(expr)], backwards):
