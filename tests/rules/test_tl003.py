@@ -810,7 +810,7 @@ def test_a_cut_input_meant_as_one_is_not_reported(src):
 
 def test_a_copied_list_that_is_appended_to_under_another_name_is_not_read():
     """The prefilter's words must be one list: `torch.tensor(sizes)` beside `all_sizes.append(...)` is not it."""
-    from torchlint.rules.tl003_detached_loss_term import APPENDED_LIST_COPIED
+    from torchlint.analysis.cuts import APPENDED_LIST_COPIED
 
     text = "def forward(self, x):\n    all_sizes.append(x)\n    my.sizes.append(x)\n    return torch.tensor(sizes)\n"
     assert APPENDED_LIST_COPIED.search(text) is None
@@ -894,3 +894,77 @@ def test_a_cut_value_weighting_a_learned_leaf_is_not_a_term(leaf, factor):
 ])
 def test_a_cut_term_beside_a_factor_not_known_to_be_learned_is_still_reported(leaf, factor):
     assert findings(DUAL_UPDATE.format(leaf=leaf, factor=factor), "TL003") == [(15, 36)]
+
+
+KEPT_AS_LEAF = """\
+import torch
+
+
+class Agent:
+    def act(self, state, record):
+        pd = torch.distributions.Categorical(logits=self.policy(state))
+        action = pd.sample()
+        record.scores.append({kept})
+        return action
+
+    def policy_loss(self, advantages):
+        scores = {leaf}
+        return -(scores * advantages).mean()
+"""
+
+
+@pytest.mark.parametrize("kept, leaf", [
+    ("pd.log_prob(action)", "torch.tensor(self.record.scores, requires_grad=True)"),
+    ("pd.entropy()", "torch.tensor(self.record.scores, requires_grad=True)"),
+    ("pd.log_prob(action)", "Variable(self.record.scores, requires_grad=True)"),
+])
+def test_a_list_of_log_probs_made_a_new_leaf_is_reported(kept, leaf):
+    """The list an acting method fills with a policy's log-probs, copied into a new leaf with `requires_grad=True`
+    where the loss is built: the file never back-propagates, and the copy drops every graph."""
+    assert findings(KEPT_AS_LEAF.format(kept=kept, leaf=leaf), "TL003") == [(12, 18)]
+
+
+@pytest.mark.parametrize("kept, leaf", [
+    ("pd.log_prob(action).item()", "torch.tensor(self.record.scores, requires_grad=True)"),  # numbers
+    ("float(action)", "torch.tensor(self.record.scores, requires_grad=True)"),
+    ("pd.log_prob(action)", "torch.tensor(self.record.scores)"),         # no flag: not known to be trained
+    ("pd.log_prob(action)", "torch.stack(self.record.scores)"),          # the graphs kept
+    ("pd.log_prob(action)", "torch.tensor(self.record.weights, requires_grad=True)"),  # another list
+])
+def test_a_list_made_a_leaf_not_known_to_hold_graphs_is_not_reported(kept, leaf):
+    assert findings(KEPT_AS_LEAF.format(kept=kept, leaf=leaf), "TL003") == []
+
+
+def test_a_local_list_of_model_outputs_made_a_new_leaf_is_reported():
+    src = """
+        import torch
+
+        def rollout(model, states):
+            outs = []
+            for s in states:
+                outs.append(model(s).sum())
+            return torch.tensor(outs, requires_grad=True)
+
+        def init_scales(n):
+            scales = []
+            for i in range(n):
+                scales.append(1.0 / (i + 1))
+            return torch.tensor(scales, requires_grad=True)   # a learnable tensor made from numbers
+        """
+    assert findings(src, "TL003") == [(8, 12)]
+
+
+def test_a_list_made_a_leaf_is_read_in_a_long_file_whose_other_functions_are_blanked():
+    """Pruning keeps the function appending a distribution's values and the one making the leaf."""
+    padding = "".join(f"\ndef unrelated_{i}(x):\n    return x + {i}\n" for i in range(30))
+    src = KEPT_AS_LEAF.format(kept="pd.log_prob(action)", leaf="torch.tensor(self.record.scores, requires_grad=True)")
+    assert findings(src + padding, "TL003") == [(12, 18)]
+
+
+def test_the_text_of_a_list_made_a_leaf_needs_the_flag_and_an_append_of_that_name():
+    from torchlint.analysis.cuts import APPENDED_LIST_MADE_LEAF
+
+    text = "x = torch.tensor(self.a.scores, requires_grad=True)\nb.scores.append(v)\n"
+    assert APPENDED_LIST_MADE_LEAF.search(text) is not None
+    assert APPENDED_LIST_MADE_LEAF.search(text.replace("b.scores", "b.my_scores")) is None
+    assert APPENDED_LIST_MADE_LEAF.search(text.replace("requires_grad=True", "requires_grad=False")) is None

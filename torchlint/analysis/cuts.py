@@ -11,20 +11,91 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis.bindings import bound_values
+from torchlint.analysis.events import Event, EventKind
 from torchlint.analysis.exprs import (
     COMBINING_CALLS, Detachment, as_detachment, combined_items, dotted, is_true, keyword, names_in, positional_params,
 )
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
+from torchlint.analysis.vkind import VKind
 from torchlint.analysis.semantics import (
-    GRAPH_PRESERVING_METHODS, GRAPH_REDUCTIONS, LIST_TO_TENSOR, SHAPE_READS, TENSOR_REWRAPPERS,
+    DISTRIBUTION_GRAPH_METHODS, GRAPH_PRESERVING_METHODS, GRAPH_REDUCTIONS, LIST_TO_TENSOR, SHAPE_READS, TENSOR_REWRAPPERS,
 )
 from torchlint.source.walk import walk
 
 LOSS_NAME = re.compile(r"loss|criterion", re.IGNORECASE)  # a function computing a loss, by its name
 # Wrappers that copy a tensor argument into a new leaf (`torch.as_tensor` may return the tensor itself).
 COPYING_REWRAPPERS = ("torch.tensor", "Variable", "torch.autograd.Variable")
+
+DEF_FORWARD = re.compile(r"def(?<!\wdef)\s+forward\s*\(")
+LIST_TO_TENSOR_CALL = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
+# `torch.tensor(aux_losses)`, `torch.Tensor(kept, device=d)`: a list copied, by its name, into a new tensor
+NAMED_COPY = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(\s*([A-Za-z_]\w*)\s*[,)]")
+
+
+class AppendedListCopied:
+    """Necessary text of a module's forward, in a file that never back-propagates, returning losses appended to a
+    list and copied into a new tensor: `def forward(`, and a name both appended to (`aux.append(`) and copied
+    (`torch.tensor(aux)`). A package of models builds tensors of constants in most forwards, rarely of a list it
+    appends to: the test passes on those few files only."""
+
+    pattern = "def forward( ... NAME.append( ... torch.tensor(NAME)"
+    parts = (DEF_FORWARD, NAMED_COPY)  # the patterns it runs (the name's own is a literal)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if DEF_FORWARD.search(text) is None:
+            return None
+        names: set[str] = set()
+        for m in NAMED_COPY.finditer(text):
+            name = m.group(1)
+            if name in names:
+                continue
+            names.add(name)
+            # the name first (a literal `re` looks for), then the character before it: not part of another name
+            for a in re.finditer(rf"{name}\s*\.\s*append\s*\(", text):
+                before = text[a.start() - 1:a.start()]
+                if not (before.isalnum() or before in ("_", ".")) or not before:
+                    return m
+        return None
+
+
+APPENDED_LIST_COPIED = AppendedListCopied()
+# `torch.tensor(self.log_probs, requires_grad=True)`: a list (a name, or an attribute) made a new leaf; the flag
+# and the appends may sit on other lines (a call over several lines), so the scope's test is the two patterns.
+NAMED_LEAF = re.compile(r"(?:torch\.(?:cuda\.)?(?:tensor|as_tensor)|V(?<!\wV)ariable)\s*\(\s*(?:[A-Za-z_]\w*\s*\.\s*)*"
+                        r"([A-Za-z_]\w*)\s*,")
+LEAF_FLAG = re.compile(r"requires_grad\s*=\s*True")
+# A function appending a distribution's value (`log_probs.append(pd.log_prob(a))`) to a list made a leaf elsewhere.
+APPEND_CALL = re.compile(r"\.\s*append\s*\(")
+DISTRIBUTION_VALUE = re.compile(r"\.\s*(?:log_prob|entropy|rsample)\s*\(")
+
+
+class AppendedListMadeLeaf:
+    """Necessary text of a list of values made a new leaf, in a file that never back-propagates: `requires_grad=True`,
+    and a name both copied by `torch.tensor(NAME, ...)` (or `Variable`; the last part of an attribute:
+    `self.body.log_probs`) and appended to (`log_probs.append(`, `body.log_probs.append(`)."""
+
+    pattern = "requires_grad=True ... torch.tensor(NAME, ... NAME.append("
+    parts = (LEAF_FLAG, NAMED_LEAF)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if "requires_grad" not in text or LEAF_FLAG.search(text) is None:
+            return None
+        names: set[str] = set()
+        for m in NAMED_LEAF.finditer(text):
+            name = m.group(1)
+            if name in names:
+                continue
+            names.add(name)
+            for a in re.finditer(rf"{name}\s*\.\s*append\s*\(", text):
+                before = text[a.start() - 1:a.start()]
+                if not before or not (before.isalnum() or before == "_"):
+                    return m
+        return None
+
+
+APPENDED_LIST_MADE_LEAF = AppendedListMadeLeaf()
 
 
 @dataclass(frozen=True)
@@ -157,6 +228,41 @@ def _leaf_call(call: cst.Call) -> bool:
     """`f(..., requires_grad=True)` or `nn.Parameter(...)`: a new leaf that an optimizer is meant to train."""
     grad = keyword(call, "requires_grad")
     return (grad is not None and is_true(grad.value)) or (dotted(call.func) or "").rsplit(".", 1)[-1] == "Parameter"
+
+
+def appended_graphs(model: FileModel, scope: Scope, arg: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The values appended to the list `arg` that carry a graph (their kind), or are a distribution's `log_prob`,
+    `entropy` or `rsample` (a policy's, whose parameters a model computed): for a name, the appends of this
+    function; for an attribute (`self.body.log_probs`), the appends of any function of the file to an attribute of
+    that name (`body.log_probs.append(pd.log_prob(a))` where the action is taken)."""
+    name = dotted(arg)
+    if name is None:
+        return []
+    if "." not in name:
+        stores = [(scope, e) for e in scope.stores(name) if e.kind is EventKind.APPEND]
+    else:
+        tail = "." + name.rsplit(".", 1)[1]
+        stores = [(s, e) for s in model.scopes for e in s.events if e.kind is EventKind.APPEND and e.scope is s.node
+                  and e.target is not None and e.target.endswith(tail)]
+    return [e.value for s, e in stores if e.value is not None and _graph_value(model, s, e.value, e)]
+
+
+def _graph_value(model: FileModel, scope: Scope, value: cst.BaseExpression, at: Event) -> bool:
+    """Known to carry a graph, or a distribution's `log_prob(...)` / `entropy()` (itself, or the one definition of
+    the name appended) of a receiver not known to hold none."""
+    kind = model.kinds.of(value, scope, at)
+    if kind is VKind.GRAPH:
+        return True
+    if kind is not VKind.UNKNOWN:
+        return False
+    if type(value) is cst.Name:
+        defs, entry = scope.reaching(value.value, at)
+        if len(defs) != 1 or entry or defs[0].value is None:
+            return False
+        value = defs[0].value
+    return type(value) is cst.Call and type(value.func) is cst.Attribute \
+        and value.func.attr.value in DISTRIBUTION_GRAPH_METHODS \
+        and model.kinds.of(value.func.value, scope, at) in (VKind.UNKNOWN, VKind.GRAPH)
 
 
 def lists_to_tensor(expr: cst.BaseExpression) -> list[cst.Call]:

@@ -12,7 +12,9 @@ import libcst as cst
 
 from torchlint.analysis import AssignForm, EventKind, Event, FileModel
 from torchlint.analysis.cuts import (
-    COPYING_REWRAPPERS, cut_for_callers, learnable, lists_to_tensor, rewrapped, summand_detachments,
+    APPEND_CALL, APPENDED_LIST_COPIED, APPENDED_LIST_MADE_LEAF, COPYING_REWRAPPERS, DEF_FORWARD, DISTRIBUTION_VALUE,
+    LEAF_FLAG, LIST_TO_TENSOR_CALL, NAMED_LEAF, appended_graphs, cut_for_callers, learnable, lists_to_tensor,
+    rewrapped, summand_detachments,
 )
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
@@ -35,39 +37,6 @@ DETACHING = re.compile(r"\.\s*(?:data\b|(?:item|detach|tolist)\s*\()|f(?<!\wf)lo
 # (`loss.requires_grad = True`).
 CUT = re.compile(DETACHING.pattern + r"|torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\("
                  r"|no_grad|inference_mode|V(?<!\wV)ariable\s*\(|\.requires_grad\s*=\s*True")
-DEF_FORWARD = re.compile(r"def(?<!\wdef)\s+forward\s*\(")
-LIST_TO_TENSOR_CALL = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
-# `torch.tensor(aux_losses)`, `torch.Tensor(kept, device=d)`: a list copied, by its name, into a new tensor
-NAMED_COPY = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(\s*([A-Za-z_]\w*)\s*[,)]")
-
-
-class AppendedListCopied:
-    """Necessary text of a module's forward, in a file that never back-propagates, returning losses appended to a
-    list and copied into a new tensor: `def forward(`, and a name both appended to (`aux.append(`) and copied
-    (`torch.tensor(aux)`). A package of models builds tensors of constants in most forwards, rarely of a list it
-    appends to: the test passes on those few files only."""
-
-    pattern = "def forward( ... NAME.append( ... torch.tensor(NAME)"
-    parts = (DEF_FORWARD, NAMED_COPY)  # the patterns it runs (the name's own is a literal)
-
-    def search(self, text: str) -> re.Match[str] | None:
-        if DEF_FORWARD.search(text) is None:
-            return None
-        names: set[str] = set()
-        for m in NAMED_COPY.finditer(text):
-            name = m.group(1)
-            if name in names:
-                continue
-            names.add(name)
-            # the name first (a literal `re` looks for), then the character before it: not part of another name
-            for a in re.finditer(rf"{name}\s*\.\s*append\s*\(", text):
-                before = text[a.start() - 1:a.start()]
-                if not (before.isalnum() or before in ("_", ".")) or not before:
-                    return m
-        return None
-
-
-APPENDED_LIST_COPIED = AppendedListCopied()
 
 
 class DetachedLossTerm(Rule):
@@ -80,9 +49,11 @@ class DetachedLossTerm(Rule):
     # back-propagates, only where a list appended to is copied by name (a package of models builds
     # `torch.tensor(...)` of constants in most forwards; reading every file with a forward and such a call would
     # parse most of them for one shape).
-    requires = ((BACKWARD_CALL, APPENDED_LIST_COPIED), CUT)
+    # Or a list of values that carry a graph made a new leaf (`torch.tensor(self.log_probs, requires_grad=True)`):
+    # in a file that never back-propagates, only a list it appends to (read by name) with the flag in the file.
+    requires = ((BACKWARD_CALL, APPENDED_LIST_COPIED, APPENDED_LIST_MADE_LEAF), CUT)
     scope_requires = (BACKWARD_CALL, CUT)
-    scope_alternatives = ((DEF_FORWARD, LIST_TO_TENSOR_CALL),)
+    scope_alternatives = ((DEF_FORWARD, LIST_TO_TENSOR_CALL), (NAMED_LEAF, LEAF_FLAG), (APPEND_CALL, DISTRIBUTION_VALUE))
     runtime_signs = (Sign.CUT_TERM_WITHOUT_GRADIENT,)
     runtime_same_line = True
     fix_promise = "the term now receives gradient: the backward reaches what this line computes"
@@ -130,6 +101,15 @@ The new tensor holds the values, not the graphs: use `torch.stack(losses)`. Repo
 name bound to a sum with such a copy among its terms is followed (`extra = torch.tensor(aux).mean()`; `loss = mse +
 beta * extra`; `return out, loss`), and a list named like a loss (`aux_loss`) holds losses unless what is appended
 is known to be a number.
+A list of values that carry a graph made a new leaf, `torch.tensor(self.log_probs, requires_grad=True)` (or
+`Variable(...)`), anywhere, with or without a backward in the file (the flag says it is meant to be
+differentiated): the list is appended, in the same function, with values known to carry a graph, or, for an
+attribute, in any function of the file to an attribute of that name (`body.log_probs.append(pd.log_prob(a))`
+where the action is taken), with a distribution's `log_prob(...)`, `entropy()` or `rsample()` (a policy's, whose
+parameters the model computed). The leaf copies the values and drops the graphs: no parameter is trained by a loss
+built from it. Not a list of numbers (`.item()`, literals), nor a copy without the flag; another file's appends are
+not read, nor, in a file long enough to be pruned, a function appending model outputs (not a distribution's
+values) away from the function that makes the leaf. Reported without a fix (`torch.stack(...)`).
 A loss function with no backward of its own (a file of losses) that cuts one of its parameters (`pred.data`,
 `pred.detach()`) in computing an item it returns, when a file of the project near it calls it with a model's
 output for that parameter (bound by calling a model object: `a, b = rpn(features)`) and back-propagates that
@@ -210,9 +190,12 @@ followed into the helper.
     def check(self, model: FileModel) -> Iterator[Finding]:
         cuts = ".detach()" in model.text or ".data" in model.text  # else no argument is cut (`D(fake.detach())`)
         copies = LIST_TO_TENSOR_CALL.search(model.text) is not None  # else no forward returns a copy
+        leaves = "requires_grad" in model.text and ".append" in model.text  # else no list is made a leaf
         for scope in model.scopes:
             if copies:
                 yield from _forward_list_findings(model, scope)
+            if leaves:
+                yield from _list_leaf_findings(model, scope)
             backwards = scope.own_backwards()
             if not backwards:
                 for c in cut_for_callers(model, scope) if cuts and model.project is not None else ():
@@ -505,6 +488,29 @@ def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Even
             f"and no parameter gets a gradient (this silences 'element 0 of tensors does not require grad' "
             f"instead of fixing it); back-propagate the loss itself",
         )
+
+
+def _list_leaf_findings(model: FileModel, scope) -> Iterator[Finding]:
+    """`torch.tensor(self.log_probs, requires_grad=True)` of a list appended with values that carry a graph (a
+    policy's `log_prob`s, `entropy()`s, model outputs): the new leaf copies their values and drops their graphs,
+    so a loss built from it trains no parameter (the flag only silences "element 0 of tensors does not require
+    grad"). With or without a backward in the file: the flag says the value is meant to be differentiated."""
+    for e in scope.events:
+        if e.scope is not scope.node or e.value is None or e.kind not in (EventKind.ASSIGN, EventKind.RETURN):
+            continue
+        for call in rewrapped(e.value):
+            arg = call.args[0].value
+            if type(arg) not in (cst.Name, cst.Attribute) or (dotted(call.func) or "") not in COPYING_REWRAPPERS:
+                continue
+            held = appended_graphs(model, scope, arg)
+            if held:
+                yield Finding(
+                    call,
+                    f"`{code_of(call)}` copies the values of `{code_of(held[0])}` (appended to `{code_of(arg)}`) "
+                    f"into a new leaf tensor, without their graphs: a loss built from it trains no parameter (the "
+                    f"flag only silences 'element 0 of tensors does not require grad'); use `torch.stack("
+                    f"{code_of(arg)})`",
+                )
 
 
 def _forward_list_findings(model: FileModel, scope) -> Iterator[Finding]:
