@@ -31,7 +31,7 @@ KNOWN_MISSES_MINED = frozenset({
     "mb00", "mb01", "mb06", "mb11", "mc00",
     "mc02", "mc04", "mc08", "mc09", "mc12", "mc13",
     "md00", "md02", "md04", "md05", "md06", "md07", "md08",
-    "me02", "me04", "me05", "me08", "me09",
+    "me02", "me05", "me08", "me09",
 })
 
 # variable, what to run, known misses

@@ -968,3 +968,52 @@ def test_the_text_of_a_list_made_a_leaf_needs_the_flag_and_an_append_of_that_nam
     assert APPENDED_LIST_MADE_LEAF.search(text) is not None
     assert APPENDED_LIST_MADE_LEAF.search(text.replace("b.scores", "b.my_scores")) is None
     assert APPENDED_LIST_MADE_LEAF.search(text.replace("requires_grad=True", "requires_grad=False")) is None
+
+
+HELPER_COPY = """\
+import torch
+
+
+class Learner:
+    def scores(self, states, actions):
+        out = []
+        for s, a in zip(states, actions):
+            pd = self.make_pd(self.net(s))
+            lp = pd.log_prob(a)
+            out.append({kept})
+        return {copy}
+
+    def {loss_fn}(self, states, actions, adv):
+        {call}
+        return -(lp * adv).mean()
+"""
+
+
+def _helper_copy(kept="lp", copy="torch.tensor(out)", loss_fn="policy_loss", call="lp = self.scores(states, actions)"):
+    return HELPER_COPY.format(kept=kept, copy=copy, loss_fn=loss_fn, call=call)
+
+
+def test_a_helper_returning_a_copy_of_log_probs_to_a_loss_function_is_reported():
+    """The loss function (named like one) computes its loss from what the helper returns: a copy of the
+    log-probs' values, with no path to the policy."""
+    assert findings(_helper_copy(), "TL003") == [(11, 16)]
+    assert findings(_helper_copy(copy="torch.tensor(out).to(states.device)"), "TL003") == [(11, 16)]
+
+
+@pytest.mark.parametrize("src", [
+    _helper_copy(kept="lp.item()"),                                       # numbers
+    _helper_copy(copy="torch.stack(out)"),                                # the graphs kept
+    _helper_copy(loss_fn="evaluate"),                                     # not a loss function, no backward
+    _helper_copy(call="with torch.no_grad():\n            lp = self.scores(states, actions)"),  # constants
+    _helper_copy(kept="len(a)"),
+])
+def test_a_helper_copy_not_known_to_feed_a_loss_is_not_reported(src):
+    assert findings(src, "TL003") == []
+
+
+def test_a_helper_copy_reaching_a_backward_is_reported_once():
+    src = _helper_copy(loss_fn="update") + (
+        "        loss = -(self.scores(states, actions) * adv).mean() + (lp * adv).mean()\n"
+        "        loss.backward()\n"
+    )
+    assert findings(src.replace("        return -(lp * adv).mean()\n", ""), "TL003") == [(11, 16)]

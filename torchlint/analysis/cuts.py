@@ -29,22 +29,27 @@ LOSS_NAME = re.compile(r"loss|criterion", re.IGNORECASE)  # a function computing
 COPYING_REWRAPPERS = ("torch.tensor", "Variable", "torch.autograd.Variable")
 
 DEF_FORWARD = re.compile(r"def(?<!\wdef)\s+forward\s*\(")
+DEF_LOSS = re.compile(r"def(?<!\wdef)\s+\w*?(?:loss|criterion)", re.IGNORECASE)  # a function named as LOSS_NAME says
 LIST_TO_TENSOR_CALL = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
 # `torch.tensor(aux_losses)`, `torch.Tensor(kept, device=d)`: a list copied, by its name, into a new tensor
 NAMED_COPY = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(\s*([A-Za-z_]\w*)\s*[,)]")
 
 
 class AppendedListCopied:
-    """Necessary text of a module's forward, in a file that never back-propagates, returning losses appended to a
-    list and copied into a new tensor: `def forward(`, and a name both appended to (`aux.append(`) and copied
-    (`torch.tensor(aux)`). A package of models builds tensors of constants in most forwards, rarely of a list it
-    appends to: the test passes on those few files only."""
+    """Necessary text of a function of a kind (`defining`), in a file that never back-propagates, returning values
+    appended to a list and copied into a new tensor: its `def`, and a name both appended to (`aux.append(`) and
+    copied (`torch.tensor(aux)`). A module's forward returning losses so (a package of models builds tensors of
+    constants in most forwards, rarely of a list it appends to: the test passes on those few files only), or a loss
+    function (`def calc_loss(`) computing its loss from a helper that returns such a copy."""
 
-    pattern = "def forward( ... NAME.append( ... torch.tensor(NAME)"
-    parts = (DEF_FORWARD, NAMED_COPY)  # the patterns it runs (the name's own is a literal)
+    parts = (DEF_FORWARD, DEF_LOSS, NAMED_COPY)  # the patterns it runs (the name's own is a literal)
+
+    def __init__(self, defining: re.Pattern[str], pattern: str):
+        self.defining = defining
+        self.pattern = pattern
 
     def search(self, text: str) -> re.Match[str] | None:
-        if DEF_FORWARD.search(text) is None:
+        if self.defining.search(text) is None:
             return None
         names: set[str] = set()
         for m in NAMED_COPY.finditer(text):
@@ -60,7 +65,8 @@ class AppendedListCopied:
         return None
 
 
-APPENDED_LIST_COPIED = AppendedListCopied()
+APPENDED_LIST_COPIED = AppendedListCopied(DEF_FORWARD, "def forward( ... NAME.append( ... torch.tensor(NAME)")
+APPENDED_LIST_RETURNED = AppendedListCopied(DEF_LOSS, "def ...loss...( ... NAME.append( ... torch.tensor(NAME)")
 # `torch.tensor(self.log_probs, requires_grad=True)`: a list (a name, or an attribute) made a new leaf; the flag
 # and the appends may sit on other lines (a call over several lines), so the scope's test is the two patterns.
 NAMED_LEAF = re.compile(r"(?:torch\.(?:cuda\.)?(?:tensor|as_tensor)|V(?<!\wV)ariable)\s*\(\s*(?:[A-Za-z_]\w*\s*\.\s*)*"
@@ -182,6 +188,33 @@ def summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> list
     return []
 
 
+def added_terms(expr: cst.BaseExpression, graph) -> list[cst.BaseExpression]:
+    """The names (or items of one, `kl[idx]`) added into `expr`: through `+`, a weight without graph, a divisor
+    without graph, a sign, a reduction, a sum; not either side of a difference."""
+    node = expr
+    while type(node) is cst.Call and type(node.func) is cst.Attribute and not node.args \
+            and node.func.attr.value in GRAPH_REDUCTIONS:
+        node = node.func.value
+    if type(node) is cst.Name or type(node) is cst.Attribute or (
+            type(node) is cst.Subscript and type(node.value) in (cst.Name, cst.Attribute)):
+        return [node]
+    if type(node) is cst.UnaryOperation:
+        return added_terms(node.expression, graph)
+    if type(node) is cst.Call and dotted(node.func) in COMBINING_CALLS:
+        return [t for arg in node.args for item in combined_items(arg.value) for t in added_terms(item, graph)]
+    if type(node) is not cst.BinaryOperation:
+        return []
+    op = type(node.operator)
+    if op is cst.Add:
+        return added_terms(node.left, graph) + added_terms(node.right, graph)
+    if op is cst.Multiply:
+        return [t for side, other in ((node.left, node.right), (node.right, node.left)) if not graph(other)
+                for t in added_terms(side, graph)]
+    if op is cst.Divide and not graph(node.right):
+        return added_terms(node.left, graph)
+    return []
+
+
 def weighs(factor: cst.BaseExpression, other: cst.BaseExpression, graph) -> bool:
     """Is `other`, in the product `factor * other`, a weight of `factor` rather than a term of the loss: `factor`
     carries a graph, or `other` is computed from `factor` itself (`log_prob * (log_prob - baseline).detach()`: the
@@ -245,6 +278,40 @@ def appended_graphs(model: FileModel, scope: Scope, arg: cst.BaseExpression) -> 
         stores = [(s, e) for s in model.scopes for e in s.events if e.kind is EventKind.APPEND and e.scope is s.node
                   and e.target is not None and e.target.endswith(tail)]
     return [e.value for s, e in stores if e.value is not None and _graph_value(model, s, e.value, e)]
+
+
+@dataclass(frozen=True)
+class HelperCopy:
+    call: cst.Call  # `torch.tensor(log_probs)` in the helper
+    helper: Scope  # the helper returning it
+    held: cst.BaseExpression  # a value appended to the list that carries a graph
+    at: Event  # where the caller binds the helper's result
+
+
+def copied_by_helpers(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> Iterator[HelperCopy]:
+    """`log_probs = self.calc_log_probs(batch)` among the operands of `expr` (a loss), where that function of the
+    file (not a forward, none that back-propagates) returns `torch.tensor(log_probs)` (itself, or a name bound to
+    it) of a list it appends values that carry a graph to (`appended_graphs`): the loss computed from it has no path
+    to the policy. Not a call under `no_grad` (an old policy's log-probs, constants on purpose)."""
+    for d in scope.operand_defs(expr, at):
+        value = d.value
+        if type(value) is not cst.Call or "no_grad" in d.contexts or "inference_mode" in d.contexts:
+            continue
+        name = dotted(value.func)
+        if name is None or name.count(".") > name.startswith("self."):
+            continue  # a function of the file, or a method of `self`
+        callee = model.resolve(scope, name)
+        if callee is None or callee is scope or callee.name == "forward" or callee.own_backwards():
+            continue
+        for r in callee.own_returns():
+            assert r.value is not None  # own_returns: each with a value
+            exprs = [r.value] + [x.value for x in callee.summand_defs(r.value, r) if x.value is not None]
+            for e in exprs:
+                for call in lists_to_tensor(e):
+                    arg = call.args[0].value
+                    held = appended_graphs(model, callee, arg) if type(arg) is cst.Name else []
+                    if held:
+                        yield HelperCopy(call, callee, held[0], d)
 
 
 def _graph_value(model: FileModel, scope: Scope, value: cst.BaseExpression, at: Event) -> bool:

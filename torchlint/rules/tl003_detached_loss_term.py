@@ -12,20 +12,17 @@ import libcst as cst
 
 from torchlint.analysis import AssignForm, EventKind, Event, FileModel
 from torchlint.analysis.cuts import (
-    APPEND_CALL, APPENDED_LIST_COPIED, APPENDED_LIST_MADE_LEAF, COPYING_REWRAPPERS, DEF_FORWARD, DISTRIBUTION_VALUE,
-    LEAF_FLAG, LIST_TO_TENSOR_CALL, NAMED_LEAF, appended_graphs, cut_for_callers, learnable, lists_to_tensor,
-    rewrapped, summand_detachments,
+    APPEND_CALL, APPENDED_LIST_COPIED, APPENDED_LIST_MADE_LEAF, APPENDED_LIST_RETURNED, COPYING_REWRAPPERS, DEF_FORWARD,
+    DEF_LOSS, DISTRIBUTION_VALUE, LEAF_FLAG, LIST_TO_TENSOR_CALL, LOSS_NAME, NAMED_LEAF, appended_graphs,
+    added_terms, copied_by_helpers, cut_for_callers, learnable, lists_to_tensor, rewrapped, summand_detachments,
 )
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.exprs import (
-    COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, names_in,
-    positional_params, summand_names,
+    Detachment, as_detachment, code_of, dotted, is_true, names_in, positional_params, summand_names,
 )
 from torchlint.analysis.bindings import bound_values
-from torchlint.analysis.semantics import (
-    GRAPH_REDUCTIONS, LOSS_FUNCTION_WORDS, is_callable_name, is_module_name,
-)
+from torchlint.analysis.semantics import LOSS_FUNCTION_WORDS, is_callable_name, is_module_name
 from torchlint.source.walk import calls_in_evaluation_order, walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
@@ -51,9 +48,11 @@ class DetachedLossTerm(Rule):
     # parse most of them for one shape).
     # Or a list of values that carry a graph made a new leaf (`torch.tensor(self.log_probs, requires_grad=True)`):
     # in a file that never back-propagates, only a list it appends to (read by name) with the flag in the file.
-    requires = ((BACKWARD_CALL, APPENDED_LIST_COPIED, APPENDED_LIST_MADE_LEAF), CUT)
+    # Or a loss function (`def calc_loss(`) whose helper returns a list it appends to, copied by name.
+    requires = ((BACKWARD_CALL, APPENDED_LIST_COPIED, APPENDED_LIST_MADE_LEAF, APPENDED_LIST_RETURNED), CUT)
     scope_requires = (BACKWARD_CALL, CUT)
-    scope_alternatives = ((DEF_FORWARD, LIST_TO_TENSOR_CALL), (NAMED_LEAF, LEAF_FLAG), (APPEND_CALL, DISTRIBUTION_VALUE))
+    scope_alternatives = ((DEF_FORWARD, LIST_TO_TENSOR_CALL), (NAMED_LEAF, LEAF_FLAG), (APPEND_CALL, DISTRIBUTION_VALUE),
+                          (DEF_LOSS, APPEND_CALL, LIST_TO_TENSOR_CALL))
     runtime_signs = (Sign.CUT_TERM_WITHOUT_GRADIENT,)
     runtime_same_line = True
     fix_promise = "the term now receives gradient: the backward reaches what this line computes"
@@ -110,6 +109,13 @@ parameters the model computed). The leaf copies the values and drops the graphs:
 built from it. Not a list of numbers (`.item()`, literals), nor a copy without the flag; another file's appends are
 not read, nor, in a file long enough to be pruned, a function appending model outputs (not a distribution's
 values) away from the function that makes the leaf. Reported without a fix (`torch.stack(...)`).
+A function of the file (not a forward, none that back-propagates) that returns such a copy without the flag,
+`return torch.tensor(log_probs)` of a list it appends graph values to (as above), when a loss is computed from its
+result: a back-propagated one, or what a function named like a loss returns (`def calc_loss(...)`: `log_probs =
+self.calc_log_probs(batch)` ... `return loss`). Reported once, at the copy in the helper, without a fix. Not a call
+under `no_grad` (an old policy's log-probs, constants on purpose), nor a result used by a function that neither
+back-propagates nor is named like a loss; a call inside the loss's expression itself (not bound to a name) is
+not followed.
 A loss function with no backward of its own (a file of losses) that cuts one of its parameters (`pred.data`,
 `pred.detach()`) in computing an item it returns, when a file of the project near it calls it with a model's
 output for that parameter (bound by calling a model object: `a, b = rpn(features)`) and back-propagates that
@@ -191,12 +197,17 @@ followed into the helper.
         cuts = ".detach()" in model.text or ".data" in model.text  # else no argument is cut (`D(fake.detach())`)
         copies = LIST_TO_TENSOR_CALL.search(model.text) is not None  # else no forward returns a copy
         leaves = "requires_grad" in model.text and ".append" in model.text  # else no list is made a leaf
+        helpers = copies and ".append" in model.text  # else no helper returns a copy of a list it appends to
+        reported: set[int] = set()  # copies in helpers, each reported once
         for scope in model.scopes:
             if copies:
                 yield from _forward_list_findings(model, scope)
             if leaves:
                 yield from _list_leaf_findings(model, scope)
             backwards = scope.own_backwards()
+            if helpers and not backwards and LOSS_NAME.search(scope.name):
+                for r in scope.own_returns():  # a loss function of the file (`calc_loss`): what it returns is a loss
+                    yield from _helper_copy_findings(model, scope, r.value, r, reported)  # type: ignore[arg-type]
             if not backwards:
                 for c in cut_for_callers(model, scope) if cuts and model.project is not None else ():
                     u = c.use
@@ -234,6 +245,8 @@ followed into the helper.
                 if no_grad:
                     yield from _no_grad_findings(model, scope, expr, at)
                 yield from _list_findings(model, scope, expr, at, "is added into a loss that is back-propagated")
+                if helpers:
+                    yield from _helper_copy_findings(model, scope, expr, at, reported)
                 for det in summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)
                                                or learnable(model, scope, e, at)):
                     if not _carries_graph(model, scope, det.operand, at):
@@ -423,7 +436,7 @@ def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Eve
     def graph(e: cst.BaseExpression) -> bool:
         return _carries_graph(model, scope, e, at) or from_trained_forward(model, scope, e, at)
 
-    for term in _added_terms(expr, graph):
+    for term in added_terms(expr, graph):
         name = dotted(term.value if type(term) is cst.Subscript else term)
         defs = cut_by_no_grad(model, scope, name, at) if name is not None else ()
         if defs:
@@ -433,33 +446,6 @@ def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Eve
                 f"this function trains, so it carries no graph, yet it is added into a loss that is back-propagated: "
                 f"this term gets no gradient; compute it outside `no_grad`",
             )
-
-
-def _added_terms(expr: cst.BaseExpression, graph) -> list[cst.BaseExpression]:
-    """The names (or items of one, `kl[idx]`) added into `expr`: through `+`, a weight without graph, a divisor
-    without graph, a sign, a reduction, a sum; not either side of a difference."""
-    node = expr
-    while type(node) is cst.Call and type(node.func) is cst.Attribute and not node.args \
-            and node.func.attr.value in GRAPH_REDUCTIONS:
-        node = node.func.value
-    if type(node) is cst.Name or type(node) is cst.Attribute or (
-            type(node) is cst.Subscript and type(node.value) in (cst.Name, cst.Attribute)):
-        return [node]
-    if type(node) is cst.UnaryOperation:
-        return _added_terms(node.expression, graph)
-    if type(node) is cst.Call and dotted(node.func) in COMBINING_CALLS:
-        return [t for arg in node.args for item in combined_items(arg.value) for t in _added_terms(item, graph)]
-    if type(node) is not cst.BinaryOperation:
-        return []
-    op = type(node.operator)
-    if op is cst.Add:
-        return _added_terms(node.left, graph) + _added_terms(node.right, graph)
-    if op is cst.Multiply:
-        return [t for side, other in ((node.left, node.right), (node.right, node.left)) if not graph(other)
-                for t in _added_terms(side, graph)]
-    if op is cst.Divide and not graph(node.right):
-        return _added_terms(node.left, graph)
-    return []
 
 
 def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
@@ -488,6 +474,21 @@ def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Even
             f"and no parameter gets a gradient (this silences 'element 0 of tensors does not require grad' "
             f"instead of fixing it); back-propagate the loss itself",
         )
+
+
+def _helper_copy_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event,
+                          reported: set[int]) -> Iterator[Finding]:
+    """A helper of the file returning `torch.tensor(log_probs)` of graph values, whose result the loss `expr` is
+    computed from: reported in the helper, once."""
+    for c in copied_by_helpers(model, scope, expr, at):
+        if id(c.call) not in reported:
+            reported.add(id(c.call))
+            yield Finding(
+                c.call,
+                f"`{code_of(c.call)}` copies the values of `{code_of(c.held)}` into a new tensor, which "
+                f"`{c.helper.name}()` returns to `{scope.name}()` for a loss: it has no "
+                f"graph, so that loss trains nothing through it; combine them with `torch.stack(...)` instead",
+            )
 
 
 def _list_leaf_findings(model: FileModel, scope) -> Iterator[Finding]:
