@@ -810,12 +810,17 @@ def test_a_cut_input_meant_as_one_is_not_reported(src):
 
 def test_a_copied_list_that_is_appended_to_under_another_name_is_not_read():
     """The prefilter's words must be one list: `torch.tensor(sizes)` beside `all_sizes.append(...)` is not it."""
-    from torchlint.analysis.cuts import APPENDED_LIST_COPIED
+    from torchlint.analysis.cuts import APPENDED_LIST as APPENDED_LIST_COPIED
 
     text = "def forward(self, x):\n    all_sizes.append(x)\n    my.sizes.append(x)\n    return torch.tensor(sizes)\n"
     assert APPENDED_LIST_COPIED.search(text) is None
     assert APPENDED_LIST_COPIED.search(text.replace("my.sizes", "sizes")) is not None
     assert APPENDED_LIST_COPIED.search(text.replace("my.sizes", "sizes").replace("forward", "fwd")) is None
+    # a function named like a loss stands for the forward (its helper returns the copy), in a file that takes a
+    # distribution's values
+    loss_fn = text.replace("my.sizes", "sizes").replace("forward", "calc_Loss")
+    assert APPENDED_LIST_COPIED.search(loss_fn) is None
+    assert APPENDED_LIST_COPIED.search(loss_fn + "lp = pd.log_prob(a)\n") is not None
 
 
 FORWARD_SUM_OF_COPY = """\
@@ -962,7 +967,7 @@ def test_a_list_made_a_leaf_is_read_in_a_long_file_whose_other_functions_are_bla
 
 
 def test_the_text_of_a_list_made_a_leaf_needs_the_flag_and_an_append_of_that_name():
-    from torchlint.analysis.cuts import APPENDED_LIST_MADE_LEAF
+    from torchlint.analysis.cuts import APPENDED_LIST as APPENDED_LIST_MADE_LEAF
 
     text = "x = torch.tensor(self.a.scores, requires_grad=True)\nb.scores.append(v)\n"
     assert APPENDED_LIST_MADE_LEAF.search(text) is not None
@@ -1006,6 +1011,8 @@ def test_a_helper_returning_a_copy_of_log_probs_to_a_loss_function_is_reported()
     _helper_copy(loss_fn="evaluate"),                                     # not a loss function, no backward
     _helper_copy(call="with torch.no_grad():\n            lp = self.scores(states, actions)"),  # constants
     _helper_copy(kept="len(a)"),
+    # a loss function with no backward in its file: only a distribution's values are followed (the prefilter)
+    _helper_copy(kept="self.net(s).sum()").replace("lp = pd.log_prob(a)", "pass"),
 ])
 def test_a_helper_copy_not_known_to_feed_a_loss_is_not_reported(src):
     assert findings(src, "TL003") == []
@@ -1017,3 +1024,9 @@ def test_a_helper_copy_reaching_a_backward_is_reported_once():
         "        loss.backward()\n"
     )
     assert findings(src.replace("        return -(lp * adv).mean()\n", ""), "TL003") == [(11, 16)]
+
+
+def test_a_helper_copy_of_model_outputs_reaching_a_backward_is_reported():
+    src = _helper_copy(kept="self.net(s).sum()", loss_fn="update").replace("lp = pd.log_prob(a)", "pass")
+    src = src.replace("        return -(lp * adv).mean()\n", "        (lp * adv).mean().backward()\n")
+    assert findings(src, "TL003") == [(11, 16)]

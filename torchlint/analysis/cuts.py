@@ -29,79 +29,101 @@ LOSS_NAME = re.compile(r"loss|criterion", re.IGNORECASE)  # a function computing
 COPYING_REWRAPPERS = ("torch.tensor", "Variable", "torch.autograd.Variable")
 
 DEF_FORWARD = re.compile(r"def(?<!\wdef)\s+forward\s*\(")
-DEF_LOSS = re.compile(r"def(?<!\wdef)\s+\w*?(?:loss|criterion)", re.IGNORECASE)  # a function named as LOSS_NAME says
+LOSS_DEF_NAME = re.compile(r"loss|Loss|LOSS|criterion|Criterion")  # a function named like a loss
+DEF_LOSS = re.compile(r"def(?<!\wdef)\s+\w*?(?:" + LOSS_DEF_NAME.pattern + ")")
+DEF_FORWARD_OR_LOSS = re.compile(r"def(?<!\wdef)\s+(?:forward\s*\(|\w*?(?:" + LOSS_DEF_NAME.pattern + "))")
 LIST_TO_TENSOR_CALL = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
 # `torch.tensor(aux_losses)`, `torch.Tensor(kept, device=d)`: a list copied, by its name, into a new tensor
 NAMED_COPY = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(\s*([A-Za-z_]\w*)\s*[,)]")
-
-
-class AppendedListCopied:
-    """Necessary text of a function of a kind (`defining`), in a file that never back-propagates, returning values
-    appended to a list and copied into a new tensor: its `def`, and a name both appended to (`aux.append(`) and
-    copied (`torch.tensor(aux)`). A module's forward returning losses so (a package of models builds tensors of
-    constants in most forwards, rarely of a list it appends to: the test passes on those few files only), or a loss
-    function (`def calc_loss(`) computing its loss from a helper that returns such a copy."""
-
-    parts = (DEF_FORWARD, DEF_LOSS, NAMED_COPY)  # the patterns it runs (the name's own is a literal)
-
-    def __init__(self, defining: re.Pattern[str], pattern: str):
-        self.defining = defining
-        self.pattern = pattern
-
-    def search(self, text: str) -> re.Match[str] | None:
-        if self.defining.search(text) is None:
-            return None
-        names: set[str] = set()
-        for m in NAMED_COPY.finditer(text):
-            name = m.group(1)
-            if name in names:
-                continue
-            names.add(name)
-            # the name first (a literal `re` looks for), then the character before it: not part of another name
-            for a in re.finditer(rf"{name}\s*\.\s*append\s*\(", text):
-                before = text[a.start() - 1:a.start()]
-                if not (before.isalnum() or before in ("_", ".")) or not before:
-                    return m
-        return None
-
-
-APPENDED_LIST_COPIED = AppendedListCopied(DEF_FORWARD, "def forward( ... NAME.append( ... torch.tensor(NAME)")
-APPENDED_LIST_RETURNED = AppendedListCopied(DEF_LOSS, "def ...loss...( ... NAME.append( ... torch.tensor(NAME)")
 # `torch.tensor(self.log_probs, requires_grad=True)`: a list (a name, or an attribute) made a new leaf; the flag
 # and the appends may sit on other lines (a call over several lines), so the scope's test is the two patterns.
-NAMED_LEAF = re.compile(r"(?:torch\.(?:cuda\.)?(?:tensor|as_tensor)|V(?<!\wV)ariable)\s*\(\s*(?:[A-Za-z_]\w*\s*\.\s*)*"
-                        r"([A-Za-z_]\w*)\s*,")
+_LEAF_ARGUMENT = r"\s*\(\s*(?:[A-Za-z_]\w*\s*\.\s*)*([A-Za-z_]\w*)\s*,"
+NAMED_LEAF = re.compile(r"(?:torch\.(?:cuda\.)?(?:tensor|as_tensor)|V(?<!\wV)ariable)" + _LEAF_ARGUMENT)
+# the same as two patterns that each start with a literal (searched faster: the prefilter runs them)
+NAMED_LEAVES = (re.compile(r"torch\.(?:cuda\.)?(?:as_)?tensor" + _LEAF_ARGUMENT),
+                re.compile(r"V(?<!\wV)ariable" + _LEAF_ARGUMENT))
 LEAF_FLAG = re.compile(r"requires_grad\s*=\s*True")
 # A function appending a distribution's value (`log_probs.append(pd.log_prob(a))`) to a list made a leaf elsewhere.
 APPEND_CALL = re.compile(r"\.\s*append\s*\(")
 DISTRIBUTION_VALUE = re.compile(r"\.\s*(?:log_prob|entropy|rsample)\s*\(")
 
 
-class AppendedListMadeLeaf:
-    """Necessary text of a list of values made a new leaf, in a file that never back-propagates: `requires_grad=True`,
-    and a name both copied by `torch.tensor(NAME, ...)` (or `Variable`; the last part of an attribute:
-    `self.body.log_probs`) and appended to (`log_probs.append(`, `body.log_probs.append(`)."""
+class AppendedListText:
+    """Necessary text of TL003's findings in a file that never back-propagates, about a list it appends to: a name
+    both appended to (`aux.append(`) and copied into a new tensor by name (`torch.tensor(aux)`), with a module's
+    `def forward(` returning it (a package of models builds tensors of constants in most forwards, rarely of a list
+    it appends to: the test passes on those few files only) or a function named like a loss (`def calc_loss(`)
+    computing its loss from a helper that returns it; or such a list, by its name or the last part of an attribute
+    (`self.body.log_probs`), made a new leaf with `requires_grad=True`. Plain substring tests first: most files
+    fail on `append`."""
 
-    pattern = "requires_grad=True ... torch.tensor(NAME, ... NAME.append("
-    parts = (LEAF_FLAG, NAMED_LEAF)
+    pattern = "def forward(/def ...loss...( ... NAME.append( ... torch.tensor(NAME) | requires_grad=True ... tensor(NAME,"
+    parts = (DEF_FORWARD_OR_LOSS, NAMED_COPY, LEAF_FLAG, *NAMED_LEAVES)  # the patterns it runs (names' own are literals)
 
     def search(self, text: str) -> re.Match[str] | None:
-        if "requires_grad" not in text or LEAF_FLAG.search(text) is None:
+        if "append" not in text:
             return None
-        names: set[str] = set()
-        for m in NAMED_LEAF.finditer(text):
-            name = m.group(1)
-            if name in names:
-                continue
-            names.add(name)
-            for a in re.finditer(rf"{name}\s*\.\s*append\s*\(", text):
-                before = text[a.start() - 1:a.start()]
-                if not before or not (before.isalnum() or before == "_"):
-                    return m
+        appended: dict[str, set[str]] | None = None
+        d = DEF_FORWARD_OR_LOSS.search(text)
+        # a forward, or a loss function in a file that takes a distribution's values (what its helper appends)
+        if d is not None and (DEF_FORWARD.match(text, d.start()) or DEF_FORWARD.search(text, d.end())
+                              or DISTRIBUTION_VALUE.search(text)):
+            copies = list(NAMED_COPY.finditer(text))
+            appended = _appended_names(text) if copies else {}
+            found = next((m for m in copies if any(b != "." for b in appended.get(m.group(1), ()))), None)
+            if found is not None:
+                return found
+        if "requires_grad" in text and LEAF_FLAG.search(text) is not None:
+            appended = _appended_names(text) if not appended else appended
+            for leaf in NAMED_LEAVES:
+                for m in leaf.finditer(text):
+                    if appended.get(m.group(1)) and _flag_in_call(text, m.end()):
+                        return m
         return None
 
 
-APPENDED_LIST_MADE_LEAF = AppendedListMadeLeaf()
+def _flag_in_call(text: str, start: int) -> bool:
+    """Does the call whose arguments continue at `start` pass `requires_grad=True`? Its text up to the parenthesis
+    that closes it; a quote in it (a parenthesis in a string would misplace the end) counts as yes."""
+    depth = 1
+    for i in range(start, len(text)):
+        c = text[i]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                rest = text[start:i]
+                return "'" in rest or '"' in rest or LEAF_FLAG.search(rest) is not None
+    return True
+
+
+APPEND_WORD = re.compile(r"append\s*\(")
+
+
+def _appended_names(text: str) -> dict[str, set[str]]:
+    """The names appended to in `text` (`name.append(`, `x.name . append (`), each with the characters found
+    before it (`.` for an attribute's, `` at the start of the text): one pass over the word `append`."""
+    out: dict[str, set[str]] = {}
+    for a in APPEND_WORD.finditer(text):
+        i = a.start() - 1
+        while i >= 0 and text[i].isspace():
+            i -= 1
+        if i < 0 or text[i] != ".":
+            continue
+        i -= 1
+        while i >= 0 and text[i].isspace():
+            i -= 1
+        end = i + 1
+        while i >= 0 and (text[i].isalnum() or text[i] == "_"):
+            i -= 1
+        name = text[i + 1:end]
+        if name and not name[0].isdigit():
+            out.setdefault(name, set()).add(text[i] if i >= 0 else "")
+    return out
+
+
+APPENDED_LIST = AppendedListText()
 
 
 @dataclass(frozen=True)
@@ -263,7 +285,8 @@ def _leaf_call(call: cst.Call) -> bool:
     return (grad is not None and is_true(grad.value)) or (dotted(call.func) or "").rsplit(".", 1)[-1] == "Parameter"
 
 
-def appended_graphs(model: FileModel, scope: Scope, arg: cst.BaseExpression) -> list[cst.BaseExpression]:
+def appended_graphs(model: FileModel, scope: Scope, arg: cst.BaseExpression,
+                    distributions: bool = False) -> list[cst.BaseExpression]:
     """The values appended to the list `arg` that carry a graph (their kind), or are a distribution's `log_prob`,
     `entropy` or `rsample` (a policy's, whose parameters a model computed): for a name, the appends of this
     function; for an attribute (`self.body.log_probs`), the appends of any function of the file to an attribute of
@@ -277,7 +300,7 @@ def appended_graphs(model: FileModel, scope: Scope, arg: cst.BaseExpression) -> 
         tail = "." + name.rsplit(".", 1)[1]
         stores = [(s, e) for s in model.scopes for e in s.events if e.kind is EventKind.APPEND and e.scope is s.node
                   and e.target is not None and e.target.endswith(tail)]
-    return [e.value for s, e in stores if e.value is not None and _graph_value(model, s, e.value, e)]
+    return [e.value for s, e in stores if e.value is not None and _graph_value(model, s, e.value, e, distributions)]
 
 
 @dataclass(frozen=True)
@@ -288,11 +311,14 @@ class HelperCopy:
     at: Event  # where the caller binds the helper's result
 
 
-def copied_by_helpers(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> Iterator[HelperCopy]:
+def copied_by_helpers(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event,
+                      distributions: bool = False) -> Iterator[HelperCopy]:
     """`log_probs = self.calc_log_probs(batch)` among the operands of `expr` (a loss), where that function of the
     file (not a forward, none that back-propagates) returns `torch.tensor(log_probs)` (itself, or a name bound to
     it) of a list it appends values that carry a graph to (`appended_graphs`): the loss computed from it has no path
-    to the policy. Not a call under `no_grad` (an old policy's log-probs, constants on purpose)."""
+    to the policy. Not a call under `no_grad` (an old policy's log-probs, constants on purpose). With
+    `distributions`, only a distribution's values count as carrying a graph (`AppendedListText` reads only the
+    files that take some for a loss function with no backward in its file)."""
     for d in scope.operand_defs(expr, at):
         value = d.value
         if type(value) is not cst.Call or "no_grad" in d.contexts or "inference_mode" in d.contexts:
@@ -309,18 +335,18 @@ def copied_by_helpers(model: FileModel, scope: Scope, expr: cst.BaseExpression, 
             for e in exprs:
                 for call in lists_to_tensor(e):
                     arg = call.args[0].value
-                    held = appended_graphs(model, callee, arg) if type(arg) is cst.Name else []
+                    held = appended_graphs(model, callee, arg, distributions) if type(arg) is cst.Name else []
                     if held:
                         yield HelperCopy(call, callee, held[0], d)
 
 
-def _graph_value(model: FileModel, scope: Scope, value: cst.BaseExpression, at: Event) -> bool:
-    """Known to carry a graph, or a distribution's `log_prob(...)` / `entropy()` (itself, or the one definition of
-    the name appended) of a receiver not known to hold none."""
+def _graph_value(model: FileModel, scope: Scope, value: cst.BaseExpression, at: Event, distributions: bool) -> bool:
+    """Known to carry a graph (unless only `distributions` count), or a distribution's `log_prob(...)` /
+    `entropy()` (itself, or the one definition of the name appended) of a receiver not known to hold none."""
     kind = model.kinds.of(value, scope, at)
-    if kind is VKind.GRAPH:
+    if kind is VKind.GRAPH and not distributions:
         return True
-    if kind is not VKind.UNKNOWN:
+    if kind not in (VKind.UNKNOWN, VKind.GRAPH):
         return False
     if type(value) is cst.Name:
         defs, entry = scope.reaching(value.value, at)

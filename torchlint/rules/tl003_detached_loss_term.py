@@ -12,9 +12,9 @@ import libcst as cst
 
 from torchlint.analysis import AssignForm, EventKind, Event, FileModel
 from torchlint.analysis.cuts import (
-    APPEND_CALL, APPENDED_LIST_COPIED, APPENDED_LIST_MADE_LEAF, APPENDED_LIST_RETURNED, COPYING_REWRAPPERS, DEF_FORWARD,
-    DEF_LOSS, DISTRIBUTION_VALUE, LEAF_FLAG, LIST_TO_TENSOR_CALL, LOSS_NAME, NAMED_LEAF, appended_graphs,
-    added_terms, copied_by_helpers, cut_for_callers, learnable, lists_to_tensor, rewrapped, summand_detachments,
+    APPEND_CALL, APPENDED_LIST, COPYING_REWRAPPERS, DEF_FORWARD, DEF_LOSS, DISTRIBUTION_VALUE, LEAF_FLAG,
+    LIST_TO_TENSOR_CALL, LOSS_DEF_NAME, NAMED_LEAF, added_terms, appended_graphs, copied_by_helpers, cut_for_callers,
+    learnable, lists_to_tensor, rewrapped, summand_detachments,
 )
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
@@ -49,7 +49,7 @@ class DetachedLossTerm(Rule):
     # Or a list of values that carry a graph made a new leaf (`torch.tensor(self.log_probs, requires_grad=True)`):
     # in a file that never back-propagates, only a list it appends to (read by name) with the flag in the file.
     # Or a loss function (`def calc_loss(`) whose helper returns a list it appends to, copied by name.
-    requires = ((BACKWARD_CALL, APPENDED_LIST_COPIED, APPENDED_LIST_MADE_LEAF, APPENDED_LIST_RETURNED), CUT)
+    requires = ((BACKWARD_CALL, APPENDED_LIST), CUT)
     scope_requires = (BACKWARD_CALL, CUT)
     scope_alternatives = ((DEF_FORWARD, LIST_TO_TENSOR_CALL), (NAMED_LEAF, LEAF_FLAG), (APPEND_CALL, DISTRIBUTION_VALUE),
                           (DEF_LOSS, APPEND_CALL, LIST_TO_TENSOR_CALL))
@@ -112,7 +112,8 @@ values) away from the function that makes the leaf. Reported without a fix (`tor
 A function of the file (not a forward, none that back-propagates) that returns such a copy without the flag,
 `return torch.tensor(log_probs)` of a list it appends graph values to (as above), when a loss is computed from its
 result: a back-propagated one, or what a function named like a loss returns (`def calc_loss(...)`: `log_probs =
-self.calc_log_probs(batch)` ... `return loss`). Reported once, at the copy in the helper, without a fix. Not a call
+self.calc_log_probs(batch)` ... `return loss`; with no backward in the function, only a list of a distribution's
+values is followed). Reported once, at the copy in the helper, without a fix. Not a call
 under `no_grad` (an old policy's log-probs, constants on purpose), nor a result used by a function that neither
 back-propagates nor is named like a loss; a call inside the loss's expression itself (not bound to a name) is
 not followed.
@@ -205,9 +206,9 @@ followed into the helper.
             if leaves:
                 yield from _list_leaf_findings(model, scope)
             backwards = scope.own_backwards()
-            if helpers and not backwards and LOSS_NAME.search(scope.name):
+            if helpers and not backwards and LOSS_DEF_NAME.search(scope.name):
                 for r in scope.own_returns():  # a loss function of the file (`calc_loss`): what it returns is a loss
-                    yield from _helper_copy_findings(model, scope, r.value, r, reported)  # type: ignore[arg-type]
+                    yield from _helper_copy_findings(model, scope, r.value, r, reported, True)  # type: ignore[arg-type]
             if not backwards:
                 for c in cut_for_callers(model, scope) if cuts and model.project is not None else ():
                     u = c.use
@@ -477,10 +478,10 @@ def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Even
 
 
 def _helper_copy_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event,
-                          reported: set[int]) -> Iterator[Finding]:
+                          reported: set[int], distributions: bool = False) -> Iterator[Finding]:
     """A helper of the file returning `torch.tensor(log_probs)` of graph values, whose result the loss `expr` is
     computed from: reported in the helper, once."""
-    for c in copied_by_helpers(model, scope, expr, at):
+    for c in copied_by_helpers(model, scope, expr, at, distributions):
         if id(c.call) not in reported:
             reported.add(id(c.call))
             yield Finding(
