@@ -311,14 +311,13 @@ class HelperCopy:
     at: Event  # where the caller binds the helper's result
 
 
-def copied_by_helpers(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event,
-                      distributions: bool = False) -> Iterator[HelperCopy]:
+def copied_by_helpers(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> Iterator[HelperCopy]:
     """`log_probs = self.calc_log_probs(batch)` among the operands of `expr` (a loss), where that function of the
     file (not a forward, none that back-propagates) returns `torch.tensor(log_probs)` (itself, or a name bound to
-    it) of a list it appends values that carry a graph to (`appended_graphs`): the loss computed from it has no path
-    to the policy. Not a call under `no_grad` (an old policy's log-probs, constants on purpose). With
-    `distributions`, only a distribution's values count as carrying a graph (`AppendedListText` reads only the
-    files that take some for a loss function with no backward in its file)."""
+    it) of a list it appends a distribution's values to (`log_prob`, `entropy`, `rsample`: what a policy gradient
+    differentiates; other model outputs may be targets copied on purpose, `returns.append(r + gamma * v)`): the loss
+    computed from it has no path to the policy. Not a call under `no_grad` (an old policy's log-probs, constants on
+    purpose)."""
     for d in scope.operand_defs(expr, at):
         value = d.value
         if type(value) is not cst.Call or "no_grad" in d.contexts or "inference_mode" in d.contexts:
@@ -335,7 +334,7 @@ def copied_by_helpers(model: FileModel, scope: Scope, expr: cst.BaseExpression, 
             for e in exprs:
                 for call in lists_to_tensor(e):
                     arg = call.args[0].value
-                    held = appended_graphs(model, callee, arg, distributions) if type(arg) is cst.Name else []
+                    held = appended_graphs(model, callee, arg, True) if type(arg) is cst.Name else []
                     if held:
                         yield HelperCopy(call, callee, held[0], d)
 

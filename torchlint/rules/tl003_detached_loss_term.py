@@ -112,8 +112,9 @@ values) away from the function that makes the leaf. Reported without a fix (`tor
 A function of the file (not a forward, none that back-propagates) that returns such a copy without the flag,
 `return torch.tensor(log_probs)` of a list it appends graph values to (as above), when a loss is computed from its
 result: a back-propagated one, or what a function named like a loss returns (`def calc_loss(...)`: `log_probs =
-self.calc_log_probs(batch)` ... `return loss`; with no backward in the function, only a list of a distribution's
-values is followed). Reported once, at the copy in the helper, without a fix. Not a call
+self.calc_log_probs(batch)` ... `return loss`), and the list holds a distribution's values (`log_prob`, `entropy`,
+`rsample`: what a policy gradient differentiates; a list of other model outputs may be targets, copied on purpose,
+`returns.append(r + gamma * v)`). Reported once, at the copy in the helper, without a fix. Not a call
 under `no_grad` (an old policy's log-probs, constants on purpose), nor a result used by a function that neither
 back-propagates nor is named like a loss; a call inside the loss's expression itself (not bound to a name) is
 not followed.
@@ -208,7 +209,7 @@ followed into the helper.
             backwards = scope.own_backwards()
             if helpers and not backwards and LOSS_DEF_NAME.search(scope.name):
                 for r in scope.own_returns():  # a loss function of the file (`calc_loss`): what it returns is a loss
-                    yield from _helper_copy_findings(model, scope, r.value, r, reported, True)  # type: ignore[arg-type]
+                    yield from _helper_copy_findings(model, scope, r.value, r, reported)  # type: ignore[arg-type]
             if not backwards:
                 for c in cut_for_callers(model, scope) if cuts and model.project is not None else ():
                     u = c.use
@@ -478,10 +479,10 @@ def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Even
 
 
 def _helper_copy_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event,
-                          reported: set[int], distributions: bool = False) -> Iterator[Finding]:
+                          reported: set[int]) -> Iterator[Finding]:
     """A helper of the file returning `torch.tensor(log_probs)` of graph values, whose result the loss `expr` is
     computed from: reported in the helper, once."""
-    for c in copied_by_helpers(model, scope, expr, at, distributions):
+    for c in copied_by_helpers(model, scope, expr, at):
         if id(c.call) not in reported:
             reported.add(id(c.call))
             yield Finding(
