@@ -13,7 +13,7 @@ import libcst as cst
 from torchlint.analysis import AssignForm, EventKind, Event, FileModel
 from torchlint.analysis.cuts import (
     APPEND_CALL, APPENDED_LIST, COPYING_REWRAPPERS, DEF_FORWARD, DEF_LOSS, DISTRIBUTION_VALUE, LEAF_FLAG,
-    LIST_TO_TENSOR_CALL, LOSS_DEF_NAME, NAMED_LEAF, added_terms, appended_graphs, copied_by_helpers, cut_for_callers,
+    LIST_TO_TENSOR_CALL, LOSS_DEF_NAME, NAMED_LEAF, NAMED_LEAVES, added_terms, appended_graphs, copied_by_helpers, cut_for_callers,
     learnable, lists_to_tensor, rewrapped, summand_detachments,
 )
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
@@ -198,8 +198,11 @@ followed into the helper.
     def check(self, model: FileModel) -> Iterator[Finding]:
         cuts = ".detach()" in model.text or ".data" in model.text  # else no argument is cut (`D(fake.detach())`)
         copies = LIST_TO_TENSOR_CALL.search(model.text) is not None  # else no forward returns a copy
-        leaves = "requires_grad" in model.text and ".append" in model.text  # else no list is made a leaf
-        helpers = copies and ".append" in model.text  # else no helper returns a copy of a list it appends to
+        text = model.text
+        appends = ".append" in text
+        # else no list is made a leaf; no helper returns a copy of a list of a distribution's values
+        leaves = appends and "requires_grad" in text and any(p.search(text) for p in NAMED_LEAVES)
+        helpers = copies and appends and DISTRIBUTION_VALUE.search(text) is not None
         reported: set[int] = set()  # copies in helpers, each reported once
         for scope in model.scopes:
             if copies:
