@@ -1034,3 +1034,12 @@ def test_a_helper_copy_of_model_outputs_reaching_a_backward_is_not_reported():
     assert findings(src, "TL003") == []
     assert findings(src.replace("self.net(s).sum()", "pd.rsample()").replace("pass", "pd = self.make_pd(s)"),
                     "TL003") == [(11, 16)]
+
+
+def test_a_cut_loss_weighted_by_a_learned_leaf_is_still_a_term():
+    """Uncertainty weighting with the task loss cut (`exp(-log_var) * task_loss.detach() + log_var`): the product
+    trains `log_var`, but the task loss trains nothing; a loss, by its name, is not a dual variable's gap."""
+    src = DUAL_UPDATE.format(leaf="nn.Parameter(torch.zeros(1))", factor="self.log_scale.exp()").replace(
+        "scale_loss = -1 * (scale * (gap - 0.1).detach()).mean()",
+        "task_loss = gap.mean()\n        scale_loss = scale * task_loss.detach() + self.log_scale")
+    assert findings(src, "TL003") == [(16, 30)]

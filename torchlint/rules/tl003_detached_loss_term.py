@@ -181,7 +181,8 @@ A detached value that multiplies a graph tensor is a weight, not a term (`ce * w
 kind (`log_prob * (log_prob - baseline).detach()`, the score-function estimator), and one multiplying a leaf an
 optimizer trains or a value computed from it elementwise (`self.log_beta.exp() * (kl - eps).detach()` with
 `self.log_beta` made by a call given `requires_grad=True`, or an `nn.Parameter`: a temperature or a Lagrange
-multiplier updated against a gap cut on purpose); a learnable scalar made with
+multiplier updated against a gap cut on purpose; not a loss weighted so, `torch.exp(-log_var) * ce.detach()`, still
+a term); a learnable scalar made with
 `torch.tensor(0.0, requires_grad=True)`; an input re-wrapped with `requires_grad=True` and fed to the model
 (adversarial examples). A value cut from what another backward of the same step trains: the critic's prediction
 in an actor's `advantage = (target - pred_value).detach()` next to `value_loss.backward()`, a value network's
@@ -252,10 +253,16 @@ followed into the helper.
                 yield from _list_findings(model, scope, expr, at, "is added into a loss that is back-propagated")
                 if helpers:
                     yield from _helper_copy_findings(model, scope, expr, at, reported)
-                for det in summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)
-                                               or learnable(model, scope, e, at)):
+                dets = summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at))
+                # a gap weighting a learned leaf (a dual variable's update); a loss weighted by one is still a term
+                weights = {id(d.node) for d in dets} - {id(d.node) for d in summand_detachments(
+                    expr, lambda e, at=at: _carries_graph(model, scope, e, at) or learnable(model, scope, e, at))
+                } if dets else set()
+                for det in dets:
                     if not _carries_graph(model, scope, det.operand, at):
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
+                    if id(det.node) in weights and not scope.is_loss(det.operand):
+                        continue
                     if _trained_by_another_backward(scope, det.operand, owner[id(expr)], backwards):
                         continue  # a baseline or critic cut on purpose: its own loss trains it
                     operand = code_of(det.operand)
