@@ -31,7 +31,7 @@ KNOWN_MISSES_MINED = frozenset({
     "mb00", "mb01", "mb06", "mb11", "mc00",
     "mc02", "mc04", "mc08", "mc09", "mc12",
     "md00", "md02", "md05", "md06",
-    "me02", "me03", "me04", "me05", "me08",
+    "me02", "me05", "me08",
 })
 
 # variable, what to run, known misses

@@ -810,12 +810,17 @@ def test_a_cut_input_meant_as_one_is_not_reported(src):
 
 def test_a_copied_list_that_is_appended_to_under_another_name_is_not_read():
     """The prefilter's words must be one list: `torch.tensor(sizes)` beside `all_sizes.append(...)` is not it."""
-    from torchlint.rules.tl003_detached_loss_term import APPENDED_LIST_COPIED
+    from torchlint.analysis.cuts import APPENDED_LIST as APPENDED_LIST_COPIED
 
     text = "def forward(self, x):\n    all_sizes.append(x)\n    my.sizes.append(x)\n    return torch.tensor(sizes)\n"
     assert APPENDED_LIST_COPIED.search(text) is None
     assert APPENDED_LIST_COPIED.search(text.replace("my.sizes", "sizes")) is not None
     assert APPENDED_LIST_COPIED.search(text.replace("my.sizes", "sizes").replace("forward", "fwd")) is None
+    # a function named like a loss stands for the forward (its helper returns the copy), in a file that takes a
+    # distribution's values
+    loss_fn = text.replace("my.sizes", "sizes").replace("forward", "calc_Loss")
+    assert APPENDED_LIST_COPIED.search(loss_fn) is None
+    assert APPENDED_LIST_COPIED.search(loss_fn + "lp = pd.log_prob(a)\n") is not None
 
 
 FORWARD_SUM_OF_COPY = """\
@@ -851,3 +856,190 @@ def test_a_forward_returning_a_sum_of_a_copied_list_of_losses_is_reported():
 ])
 def test_a_forward_copying_numbers_or_values_not_known_as_losses_is_not_reported(name, value):
     assert findings(FORWARD_SUM_OF_COPY.format(name=name, value=value), "TL003") == []
+
+
+DUAL_UPDATE = """\
+import torch
+from torch import nn
+
+
+class Tuner:
+    def __init__(self, policy, prior):
+        self.policy, self.prior = policy, prior
+        self.log_scale = {leaf}
+        self.scale_opt = torch.optim.Adam([self.log_scale], lr=1e-3)
+
+    def update(self, obs):
+        dist = self.policy(obs)
+        gap = torch.distributions.kl.kl_divergence(dist, self.prior(obs))
+        scale = {factor}
+        scale_loss = -1 * (scale * (gap - 0.1).detach()).mean()
+        self.scale_opt.zero_grad()
+        scale_loss.backward()
+        self.scale_opt.step()
+"""
+
+
+@pytest.mark.parametrize("leaf, factor", [
+    ("torch.zeros(1, requires_grad=True)", "self.log_scale.exp()"),
+    ("make_zeros(1, requires_grad=True)", "self.log_scale.exp()"),   # a helper given requires_grad=True
+    ("nn.Parameter(torch.zeros(1))", "torch.exp(self.log_scale)"),
+    ("torch.zeros(1, requires_grad=True)", "self.log_scale"),
+])
+def test_a_cut_value_weighting_a_learned_leaf_is_not_a_term(leaf, factor):
+    """A dual variable's update (`-(scale * (kl - eps).detach()).mean()`, SAC's temperature): the product trains
+    the leaf `scale` is computed from, weighted by a gap cut from the graph on purpose."""
+    assert findings(DUAL_UPDATE.format(leaf=leaf, factor=factor), "TL003") == []
+
+
+@pytest.mark.parametrize("leaf, factor", [
+    ("torch.zeros(1)", "self.log_scale.exp()"),             # a tensor that requires no grad: no leaf trained
+    ("torch.zeros(1, requires_grad=False)", "self.log_scale.exp()"),
+    ("torch.zeros(1, requires_grad=True)", "self.coef"),     # another attribute, not known to be learned
+])
+def test_a_cut_term_beside_a_factor_not_known_to_be_learned_is_still_reported(leaf, factor):
+    assert findings(DUAL_UPDATE.format(leaf=leaf, factor=factor), "TL003") == [(15, 36)]
+
+
+KEPT_AS_LEAF = """\
+import torch
+
+
+class Agent:
+    def act(self, state, record):
+        pd = torch.distributions.Categorical(logits=self.policy(state))
+        action = pd.sample()
+        record.scores.append({kept})
+        return action
+
+    def policy_loss(self, advantages):
+        scores = {leaf}
+        return -(scores * advantages).mean()
+"""
+
+
+@pytest.mark.parametrize("kept, leaf", [
+    ("pd.log_prob(action)", "torch.tensor(self.record.scores, requires_grad=True)"),
+    ("pd.entropy()", "torch.tensor(self.record.scores, requires_grad=True)"),
+    ("pd.log_prob(action)", "Variable(self.record.scores, requires_grad=True)"),
+])
+def test_a_list_of_log_probs_made_a_new_leaf_is_reported(kept, leaf):
+    """The list an acting method fills with a policy's log-probs, copied into a new leaf with `requires_grad=True`
+    where the loss is built: the file never back-propagates, and the copy drops every graph."""
+    assert findings(KEPT_AS_LEAF.format(kept=kept, leaf=leaf), "TL003") == [(12, 18)]
+
+
+@pytest.mark.parametrize("kept, leaf", [
+    ("pd.log_prob(action).item()", "torch.tensor(self.record.scores, requires_grad=True)"),  # numbers
+    ("float(action)", "torch.tensor(self.record.scores, requires_grad=True)"),
+    ("pd.log_prob(action)", "torch.tensor(self.record.scores)"),         # no flag: not known to be trained
+    ("pd.log_prob(action)", "torch.stack(self.record.scores)"),          # the graphs kept
+    ("pd.log_prob(action)", "torch.tensor(self.record.weights, requires_grad=True)"),  # another list
+])
+def test_a_list_made_a_leaf_not_known_to_hold_graphs_is_not_reported(kept, leaf):
+    assert findings(KEPT_AS_LEAF.format(kept=kept, leaf=leaf), "TL003") == []
+
+
+def test_a_local_list_of_model_outputs_made_a_new_leaf_is_reported():
+    src = """
+        import torch
+
+        def rollout(model, states):
+            outs = []
+            for s in states:
+                outs.append(model(s).sum())
+            return torch.tensor(outs, requires_grad=True)
+
+        def init_scales(n):
+            scales = []
+            for i in range(n):
+                scales.append(1.0 / (i + 1))
+            return torch.tensor(scales, requires_grad=True)   # a learnable tensor made from numbers
+        """
+    assert findings(src, "TL003") == [(8, 12)]
+
+
+def test_a_list_made_a_leaf_is_read_in_a_long_file_whose_other_functions_are_blanked():
+    """Pruning keeps the function appending a distribution's values and the one making the leaf."""
+    padding = "".join(f"\ndef unrelated_{i}(x):\n    return x + {i}\n" for i in range(30))
+    src = KEPT_AS_LEAF.format(kept="pd.log_prob(action)", leaf="torch.tensor(self.record.scores, requires_grad=True)")
+    assert findings(src + padding, "TL003") == [(12, 18)]
+
+
+def test_the_text_of_a_list_made_a_leaf_needs_the_flag_and_an_append_of_that_name():
+    from torchlint.analysis.cuts import APPENDED_LIST as APPENDED_LIST_MADE_LEAF
+
+    text = "x = torch.tensor(self.a.scores, requires_grad=True)\nb.scores.append(v)\n"
+    assert APPENDED_LIST_MADE_LEAF.search(text) is not None
+    assert APPENDED_LIST_MADE_LEAF.search(text.replace("b.scores", "b.my_scores")) is None
+    assert APPENDED_LIST_MADE_LEAF.search(text.replace("requires_grad=True", "requires_grad=False")) is None
+
+
+HELPER_COPY = """\
+import torch
+
+
+class Learner:
+    def scores(self, states, actions):
+        out = []
+        for s, a in zip(states, actions):
+            pd = self.make_pd(self.net(s))
+            lp = pd.log_prob(a)
+            out.append({kept})
+        return {copy}
+
+    def {loss_fn}(self, states, actions, adv):
+        {call}
+        return -(lp * adv).mean()
+"""
+
+
+def _helper_copy(kept="lp", copy="torch.tensor(out)", loss_fn="policy_loss", call="lp = self.scores(states, actions)"):
+    return HELPER_COPY.format(kept=kept, copy=copy, loss_fn=loss_fn, call=call)
+
+
+def test_a_helper_returning_a_copy_of_log_probs_to_a_loss_function_is_reported():
+    """The loss function (named like one) computes its loss from what the helper returns: a copy of the
+    log-probs' values, with no path to the policy."""
+    assert findings(_helper_copy(), "TL003") == [(11, 16)]
+    assert findings(_helper_copy(copy="torch.tensor(out).to(states.device)"), "TL003") == [(11, 16)]
+
+
+@pytest.mark.parametrize("src", [
+    _helper_copy(kept="lp.item()"),                                       # numbers
+    _helper_copy(copy="torch.stack(out)"),                                # the graphs kept
+    _helper_copy(loss_fn="evaluate"),                                     # not a loss function, no backward
+    _helper_copy(call="with torch.no_grad():\n            lp = self.scores(states, actions)"),  # constants
+    _helper_copy(kept="len(a)"),
+    # a loss function with no backward in its file: only a distribution's values are followed (the prefilter)
+    _helper_copy(kept="self.net(s).sum()").replace("lp = pd.log_prob(a)", "pass"),
+])
+def test_a_helper_copy_not_known_to_feed_a_loss_is_not_reported(src):
+    assert findings(src, "TL003") == []
+
+
+def test_a_helper_copy_reaching_a_backward_is_reported_once():
+    src = _helper_copy(loss_fn="update") + (
+        "        loss = -(self.scores(states, actions) * adv).mean() + (lp * adv).mean()\n"
+        "        loss.backward()\n"
+    )
+    assert findings(src.replace("        return -(lp * adv).mean()\n", ""), "TL003") == [(11, 16)]
+
+
+def test_a_helper_copy_of_model_outputs_reaching_a_backward_is_not_reported():
+    """Other model outputs may be targets copied on purpose (`returns.append(r + gamma * v)`): only a
+    distribution's values are followed."""
+    src = _helper_copy(kept="self.net(s).sum()", loss_fn="update").replace("lp = pd.log_prob(a)", "pass")
+    src = src.replace("        return -(lp * adv).mean()\n", "        (lp * adv).mean().backward()\n")
+    assert findings(src, "TL003") == []
+    assert findings(src.replace("self.net(s).sum()", "pd.rsample()").replace("pass", "pd = self.make_pd(s)"),
+                    "TL003") == [(11, 16)]
+
+
+def test_a_cut_loss_weighted_by_a_learned_leaf_is_still_a_term():
+    """Uncertainty weighting with the task loss cut (`exp(-log_var) * task_loss.detach() + log_var`): the product
+    trains `log_var`, but the task loss trains nothing; a loss, by its name, is not a dual variable's gap."""
+    src = DUAL_UPDATE.format(leaf="nn.Parameter(torch.zeros(1))", factor="self.log_scale.exp()").replace(
+        "scale_loss = -1 * (scale * (gap - 0.1).detach()).mean()",
+        "task_loss = gap.mean()\n        scale_loss = scale * task_loss.detach() + self.log_scale")
+    assert findings(src, "TL003") == [(16, 30)]

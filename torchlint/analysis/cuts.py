@@ -10,18 +10,120 @@ from typing import Iterator
 
 import libcst as cst
 
+from torchlint.analysis.bindings import bound_values
+from torchlint.analysis.events import Event, EventKind
 from torchlint.analysis.exprs import (
     COMBINING_CALLS, Detachment, as_detachment, combined_items, dotted, is_true, keyword, names_in, positional_params,
 )
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import GRAPH_REDUCTIONS, LIST_TO_TENSOR, SHAPE_READS, TENSOR_REWRAPPERS
+from torchlint.analysis.vkind import VKind
+from torchlint.analysis.semantics import (
+    DISTRIBUTION_GRAPH_METHODS, GRAPH_PRESERVING_METHODS, GRAPH_REDUCTIONS, LIST_TO_TENSOR, SHAPE_READS, TENSOR_REWRAPPERS,
+)
 from torchlint.source.walk import walk
 
 LOSS_NAME = re.compile(r"loss|criterion", re.IGNORECASE)  # a function computing a loss, by its name
 # Wrappers that copy a tensor argument into a new leaf (`torch.as_tensor` may return the tensor itself).
 COPYING_REWRAPPERS = ("torch.tensor", "Variable", "torch.autograd.Variable")
+
+DEF_FORWARD = re.compile(r"def(?<!\wdef)\s+forward\s*\(")
+LOSS_DEF_NAME = re.compile(r"loss|Loss|LOSS|criterion|Criterion")  # a function named like a loss
+DEF_LOSS = re.compile(r"def(?<!\wdef)\s+\w*?(?:" + LOSS_DEF_NAME.pattern + ")")
+DEF_FORWARD_OR_LOSS = re.compile(r"def(?<!\wdef)\s+(?:forward\s*\(|\w*?(?:" + LOSS_DEF_NAME.pattern + "))")
+LIST_TO_TENSOR_CALL = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
+# `torch.tensor(aux_losses)`, `torch.Tensor(kept, device=d)`: a list copied, by its name, into a new tensor
+NAMED_COPY = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(\s*([A-Za-z_]\w*)\s*[,)]")
+# `torch.tensor(self.log_probs, requires_grad=True)`: a list (a name, or an attribute) made a new leaf; the flag
+# and the appends may sit on other lines (a call over several lines), so the scope's test is the two patterns.
+_LEAF_ARGUMENT = r"\s*\(\s*(?:[A-Za-z_]\w*\s*\.\s*)*([A-Za-z_]\w*)\s*,"
+NAMED_LEAF = re.compile(r"(?:torch\.(?:cuda\.)?(?:tensor|as_tensor)|V(?<!\wV)ariable)" + _LEAF_ARGUMENT)
+# the same as two patterns that each start with a literal (searched faster: the prefilter runs them)
+NAMED_LEAVES = (re.compile(r"torch\.(?:cuda\.)?(?:as_)?tensor" + _LEAF_ARGUMENT),
+                re.compile(r"V(?<!\wV)ariable" + _LEAF_ARGUMENT))
+LEAF_FLAG = re.compile(r"requires_grad\s*=\s*True")
+# A function appending a distribution's value (`log_probs.append(pd.log_prob(a))`) to a list made a leaf elsewhere.
+APPEND_CALL = re.compile(r"\.\s*append\s*\(")
+DISTRIBUTION_VALUE = re.compile(r"\.\s*(?:log_prob|entropy|rsample)\s*\(")
+
+
+class AppendedListText:
+    """Necessary text of TL003's findings in a file that never back-propagates, about a list it appends to: a name
+    both appended to (`aux.append(`) and copied into a new tensor by name (`torch.tensor(aux)`), with a module's
+    `def forward(` returning it (a package of models builds tensors of constants in most forwards, rarely of a list
+    it appends to: the test passes on those few files only) or a function named like a loss (`def calc_loss(`)
+    computing its loss from a helper that returns it; or such a list, by its name or the last part of an attribute
+    (`self.body.log_probs`), made a new leaf with `requires_grad=True`. Plain substring tests first: most files
+    fail on `append`."""
+
+    pattern = "def forward(/def ...loss...( ... NAME.append( ... torch.tensor(NAME) | requires_grad=True ... tensor(NAME,"
+    parts = (DEF_FORWARD_OR_LOSS, NAMED_COPY, LEAF_FLAG, *NAMED_LEAVES)  # the patterns it runs (names' own are literals)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if "append" not in text:
+            return None
+        appended: dict[str, set[str]] | None = None
+        d = DEF_FORWARD_OR_LOSS.search(text)
+        # a forward, or a loss function in a file that takes a distribution's values (what its helper appends)
+        if d is not None and (DEF_FORWARD.match(text, d.start()) or DEF_FORWARD.search(text, d.end())
+                              or DISTRIBUTION_VALUE.search(text)):
+            copies = list(NAMED_COPY.finditer(text))
+            appended = _appended_names(text) if copies else {}
+            found = next((m for m in copies if any(b != "." for b in appended.get(m.group(1), ()))), None)
+            if found is not None:
+                return found
+        if "requires_grad" in text and LEAF_FLAG.search(text) is not None:
+            appended = _appended_names(text) if not appended else appended
+            for leaf in NAMED_LEAVES:
+                for m in leaf.finditer(text):
+                    if appended.get(m.group(1)) and _flag_in_call(text, m.end()):
+                        return m
+        return None
+
+
+def _flag_in_call(text: str, start: int) -> bool:
+    """Does the call whose arguments continue at `start` pass `requires_grad=True`? Its text up to the parenthesis
+    that closes it; a quote in it (a parenthesis in a string would misplace the end) counts as yes."""
+    depth = 1
+    for i in range(start, len(text)):
+        c = text[i]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                rest = text[start:i]
+                return "'" in rest or '"' in rest or LEAF_FLAG.search(rest) is not None
+    return True
+
+
+APPEND_WORD = re.compile(r"append\s*\(")
+
+
+def _appended_names(text: str) -> dict[str, set[str]]:
+    """The names appended to in `text` (`name.append(`, `x.name . append (`), each with the characters found
+    before it (`.` for an attribute's, `` at the start of the text): one pass over the word `append`."""
+    out: dict[str, set[str]] = {}
+    for a in APPEND_WORD.finditer(text):
+        i = a.start() - 1
+        while i >= 0 and text[i].isspace():
+            i -= 1
+        if i < 0 or text[i] != ".":
+            continue
+        i -= 1
+        while i >= 0 and text[i].isspace():
+            i -= 1
+        end = i + 1
+        while i >= 0 and (text[i].isalnum() or text[i] == "_"):
+            i -= 1
+        name = text[i + 1:end]
+        if name and not name[0].isdigit():
+            out.setdefault(name, set()).add(text[i] if i >= 0 else "")
+    return out
+
+
+APPENDED_LIST = AppendedListText()
 
 
 @dataclass(frozen=True)
@@ -108,6 +210,33 @@ def summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> list
     return []
 
 
+def added_terms(expr: cst.BaseExpression, graph) -> list[cst.BaseExpression]:
+    """The names (or items of one, `kl[idx]`) added into `expr`: through `+`, a weight without graph, a divisor
+    without graph, a sign, a reduction, a sum; not either side of a difference."""
+    node = expr
+    while type(node) is cst.Call and type(node.func) is cst.Attribute and not node.args \
+            and node.func.attr.value in GRAPH_REDUCTIONS:
+        node = node.func.value
+    if type(node) is cst.Name or type(node) is cst.Attribute or (
+            type(node) is cst.Subscript and type(node.value) in (cst.Name, cst.Attribute)):
+        return [node]
+    if type(node) is cst.UnaryOperation:
+        return added_terms(node.expression, graph)
+    if type(node) is cst.Call and dotted(node.func) in COMBINING_CALLS:
+        return [t for arg in node.args for item in combined_items(arg.value) for t in added_terms(item, graph)]
+    if type(node) is not cst.BinaryOperation:
+        return []
+    op = type(node.operator)
+    if op is cst.Add:
+        return added_terms(node.left, graph) + added_terms(node.right, graph)
+    if op is cst.Multiply:
+        return [t for side, other in ((node.left, node.right), (node.right, node.left)) if not graph(other)
+                for t in added_terms(side, graph)]
+    if op is cst.Divide and not graph(node.right):
+        return added_terms(node.left, graph)
+    return []
+
+
 def weighs(factor: cst.BaseExpression, other: cst.BaseExpression, graph) -> bool:
     """Is `other`, in the product `factor * other`, a weight of `factor` rather than a term of the loss: `factor`
     carries a graph, or `other` is computed from `factor` itself (`log_prob * (log_prob - baseline).detach()`: the
@@ -116,6 +245,116 @@ def weighs(factor: cst.BaseExpression, other: cst.BaseExpression, graph) -> bool
         return True
     name = dotted(factor) if type(factor) in (cst.Name, cst.Attribute) else None
     return name is not None and name in names_in(other)
+
+
+def learnable(model: FileModel, scope: Scope, expr: cst.BaseExpression, at, depth: int = 0) -> bool:
+    """A tensor an optimizer trains: a leaf made to require grad (`torch.zeros(1, requires_grad=True)`, a helper's
+    `zeros(1, requires_grad=True)`, `nn.Parameter(...)`), or computed from one elementwise (`self.log_alpha.exp()`,
+    `-log_beta`), bound in this function or, for `self.x`, by every assignment of the class. A product of such a
+    factor and a value cut from the graph trains the factor (SAC's temperature, a Lagrange multiplier's dual
+    update): the cut value is its weight, not a term of the loss."""
+    while True:
+        if type(expr) is cst.UnaryOperation:
+            expr = expr.expression
+        elif type(expr) is cst.Call and type(expr.func) is cst.Attribute \
+                and expr.func.attr.value in GRAPH_PRESERVING_METHODS:
+            if not (dotted(expr.func) or "").startswith("torch."):
+                expr = expr.func.value  # `self.log_beta.exp()`
+            elif expr.args and expr.args[0].keyword is None:
+                expr = expr.args[0].value  # `torch.exp(log_beta)`
+            else:
+                return False
+        else:
+            break
+    if type(expr) is cst.Call:
+        return _leaf_call(expr)
+    name = dotted(expr)
+    if name is None or depth > 2:
+        return False
+    if type(expr) is cst.Name:
+        defs, entry = scope.reaching(name, at)
+        return bool(defs) and not entry and all(
+            d.value is not None and learnable(model, scope, d.value, d, depth + 1) for d in defs)
+    values = bound_values(model, scope, name) if name.startswith("self.") and name.count(".") == 1 else None
+    return bool(values) and all(type(v) is cst.Call and _leaf_call(v) for v in values)  # type: ignore[union-attr]
+
+
+def _leaf_call(call: cst.Call) -> bool:
+    """`f(..., requires_grad=True)` or `nn.Parameter(...)`: a new leaf that an optimizer is meant to train."""
+    grad = keyword(call, "requires_grad")
+    return (grad is not None and is_true(grad.value)) or (dotted(call.func) or "").rsplit(".", 1)[-1] == "Parameter"
+
+
+def appended_graphs(model: FileModel, scope: Scope, arg: cst.BaseExpression,
+                    distributions: bool = False) -> list[cst.BaseExpression]:
+    """The values appended to the list `arg` that carry a graph (their kind), or are a distribution's `log_prob`,
+    `entropy` or `rsample` (a policy's, whose parameters a model computed): for a name, the appends of this
+    function; for an attribute (`self.body.log_probs`), the appends of any function of the file to an attribute of
+    that name (`body.log_probs.append(pd.log_prob(a))` where the action is taken)."""
+    name = dotted(arg)
+    if name is None:
+        return []
+    if "." not in name:
+        stores = [(scope, e) for e in scope.stores(name) if e.kind is EventKind.APPEND]
+    else:
+        tail = "." + name.rsplit(".", 1)[1]
+        stores = [(s, e) for s in model.scopes for e in s.events if e.kind is EventKind.APPEND and e.scope is s.node
+                  and e.target is not None and e.target.endswith(tail)]
+    return [e.value for s, e in stores if e.value is not None and _graph_value(model, s, e.value, e, distributions)]
+
+
+@dataclass(frozen=True)
+class HelperCopy:
+    call: cst.Call  # `torch.tensor(log_probs)` in the helper
+    helper: Scope  # the helper returning it
+    held: cst.BaseExpression  # a value appended to the list that carries a graph
+    at: Event  # where the caller binds the helper's result
+
+
+def copied_by_helpers(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> Iterator[HelperCopy]:
+    """`log_probs = self.calc_log_probs(batch)` among the operands of `expr` (a loss), where that function of the
+    file (not a forward, none that back-propagates) returns `torch.tensor(log_probs)` (itself, or a name bound to
+    it) of a list it appends a distribution's values to (`log_prob`, `entropy`, `rsample`: what a policy gradient
+    differentiates; other model outputs may be targets copied on purpose, `returns.append(r + gamma * v)`): the loss
+    computed from it has no path to the policy. Not a call under `no_grad` (an old policy's log-probs, constants on
+    purpose)."""
+    for d in scope.operand_defs(expr, at):
+        value = d.value
+        if type(value) is not cst.Call or "no_grad" in d.contexts or "inference_mode" in d.contexts:
+            continue
+        name = dotted(value.func)
+        if name is None or name.count(".") > name.startswith("self."):
+            continue  # a function of the file, or a method of `self`
+        callee = model.resolve(scope, name)
+        if callee is None or callee is scope or callee.name == "forward" or callee.own_backwards():
+            continue
+        for r in callee.own_returns():
+            assert r.value is not None  # own_returns: each with a value
+            exprs = [r.value] + [x.value for x in callee.summand_defs(r.value, r) if x.value is not None]
+            for e in exprs:
+                for call in lists_to_tensor(e):
+                    arg = call.args[0].value
+                    held = appended_graphs(model, callee, arg, True) if type(arg) is cst.Name else []
+                    if held:
+                        yield HelperCopy(call, callee, held[0], d)
+
+
+def _graph_value(model: FileModel, scope: Scope, value: cst.BaseExpression, at: Event, distributions: bool) -> bool:
+    """Known to carry a graph (unless only `distributions` count), or a distribution's `log_prob(...)` /
+    `entropy()` (itself, or the one definition of the name appended) of a receiver not known to hold none."""
+    kind = model.kinds.of(value, scope, at)
+    if kind is VKind.GRAPH and not distributions:
+        return True
+    if kind not in (VKind.UNKNOWN, VKind.GRAPH):
+        return False
+    if type(value) is cst.Name:
+        defs, entry = scope.reaching(value.value, at)
+        if len(defs) != 1 or entry or defs[0].value is None:
+            return False
+        value = defs[0].value
+    return type(value) is cst.Call and type(value.func) is cst.Attribute \
+        and value.func.attr.value in DISTRIBUTION_GRAPH_METHODS \
+        and model.kinds.of(value.func.value, scope, at) in (VKind.UNKNOWN, VKind.GRAPH)
 
 
 def lists_to_tensor(expr: cst.BaseExpression) -> list[cst.Call]:

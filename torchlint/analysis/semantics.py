@@ -54,6 +54,9 @@ MODULE_NAMESPACES = ("nn", "torch.nn")  # `nn.Linear(...)`, `torch.nn.CrossEntro
 MODULE_WRAPPERS = frozenset(
     "DDP DistributedDataParallel DataParallel FSDP FullyShardedDataParallel compile torch.compile".split()
 )
+# Methods of a `torch.distributions` distribution whose result carries the graph of its parameters (a policy's
+# `dist.log_prob(action)`, `dist.entropy()`, a reparameterised `dist.rsample()`).
+DISTRIBUTION_GRAPH_METHODS = frozenset({"log_prob", "entropy", "rsample"})
 # Attributes of a module that are its parameters (leaf tensors that require grad).
 PARAMETER_ATTRIBUTES = frozenset({"weight", "bias"})
 MODULE_METHODS_RETURNING_MODULE = frozenset("to cuda cpu train eval half float double bfloat16 requires_grad_".split())

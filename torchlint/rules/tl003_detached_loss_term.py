@@ -12,18 +12,17 @@ import libcst as cst
 
 from torchlint.analysis import AssignForm, EventKind, Event, FileModel
 from torchlint.analysis.cuts import (
-    COPYING_REWRAPPERS, cut_for_callers, lists_to_tensor, rewrapped, summand_detachments,
+    APPEND_CALL, APPENDED_LIST, COPYING_REWRAPPERS, DEF_FORWARD, DEF_LOSS, DISTRIBUTION_VALUE, LEAF_FLAG,
+    LIST_TO_TENSOR_CALL, LOSS_DEF_NAME, NAMED_LEAF, NAMED_LEAVES, added_terms, appended_graphs, copied_by_helpers, cut_for_callers,
+    learnable, lists_to_tensor, rewrapped, summand_detachments,
 )
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.exprs import (
-    COMBINING_CALLS, Detachment, as_detachment, code_of, combined_items, dotted, is_true, names_in,
-    positional_params, summand_names,
+    Detachment, as_detachment, code_of, dotted, is_true, names_in, positional_params, summand_names,
 )
 from torchlint.analysis.bindings import bound_values
-from torchlint.analysis.semantics import (
-    GRAPH_REDUCTIONS, LOSS_FUNCTION_WORDS, is_callable_name, is_module_name,
-)
+from torchlint.analysis.semantics import LOSS_FUNCTION_WORDS, is_callable_name, is_module_name
 from torchlint.source.walk import calls_in_evaluation_order, walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
@@ -35,39 +34,6 @@ DETACHING = re.compile(r"\.\s*(?:data\b|(?:item|detach|tolist)\s*\()|f(?<!\wf)lo
 # (`loss.requires_grad = True`).
 CUT = re.compile(DETACHING.pattern + r"|torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\("
                  r"|no_grad|inference_mode|V(?<!\wV)ariable\s*\(|\.requires_grad\s*=\s*True")
-DEF_FORWARD = re.compile(r"def(?<!\wdef)\s+forward\s*\(")
-LIST_TO_TENSOR_CALL = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(")
-# `torch.tensor(aux_losses)`, `torch.Tensor(kept, device=d)`: a list copied, by its name, into a new tensor
-NAMED_COPY = re.compile(r"torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\(\s*([A-Za-z_]\w*)\s*[,)]")
-
-
-class AppendedListCopied:
-    """Necessary text of a module's forward, in a file that never back-propagates, returning losses appended to a
-    list and copied into a new tensor: `def forward(`, and a name both appended to (`aux.append(`) and copied
-    (`torch.tensor(aux)`). A package of models builds tensors of constants in most forwards, rarely of a list it
-    appends to: the test passes on those few files only."""
-
-    pattern = "def forward( ... NAME.append( ... torch.tensor(NAME)"
-    parts = (DEF_FORWARD, NAMED_COPY)  # the patterns it runs (the name's own is a literal)
-
-    def search(self, text: str) -> re.Match[str] | None:
-        if DEF_FORWARD.search(text) is None:
-            return None
-        names: set[str] = set()
-        for m in NAMED_COPY.finditer(text):
-            name = m.group(1)
-            if name in names:
-                continue
-            names.add(name)
-            # the name first (a literal `re` looks for), then the character before it: not part of another name
-            for a in re.finditer(rf"{name}\s*\.\s*append\s*\(", text):
-                before = text[a.start() - 1:a.start()]
-                if not (before.isalnum() or before in ("_", ".")) or not before:
-                    return m
-        return None
-
-
-APPENDED_LIST_COPIED = AppendedListCopied()
 
 
 class DetachedLossTerm(Rule):
@@ -80,9 +46,13 @@ class DetachedLossTerm(Rule):
     # back-propagates, only where a list appended to is copied by name (a package of models builds
     # `torch.tensor(...)` of constants in most forwards; reading every file with a forward and such a call would
     # parse most of them for one shape).
-    requires = ((BACKWARD_CALL, APPENDED_LIST_COPIED), CUT)
+    # Or a list of values that carry a graph made a new leaf (`torch.tensor(self.log_probs, requires_grad=True)`):
+    # in a file that never back-propagates, only a list it appends to (read by name) with the flag in the file.
+    # Or a loss function (`def calc_loss(`) whose helper returns a list it appends to, copied by name.
+    requires = ((BACKWARD_CALL, APPENDED_LIST), CUT)
     scope_requires = (BACKWARD_CALL, CUT)
-    scope_alternatives = ((DEF_FORWARD, LIST_TO_TENSOR_CALL),)
+    scope_alternatives = ((DEF_FORWARD, LIST_TO_TENSOR_CALL), (NAMED_LEAF, LEAF_FLAG), (APPEND_CALL, DISTRIBUTION_VALUE),
+                          (DEF_LOSS, APPEND_CALL, LIST_TO_TENSOR_CALL))
     runtime_signs = (Sign.CUT_TERM_WITHOUT_GRADIENT,)
     runtime_same_line = True
     fix_promise = "the term now receives gradient: the backward reaches what this line computes"
@@ -130,6 +100,24 @@ The new tensor holds the values, not the graphs: use `torch.stack(losses)`. Repo
 name bound to a sum with such a copy among its terms is followed (`extra = torch.tensor(aux).mean()`; `loss = mse +
 beta * extra`; `return out, loss`), and a list named like a loss (`aux_loss`) holds losses unless what is appended
 is known to be a number.
+A list of values that carry a graph made a new leaf, `torch.tensor(self.log_probs, requires_grad=True)` (or
+`Variable(...)`), anywhere, with or without a backward in the file (the flag says it is meant to be
+differentiated): the list is appended, in the same function, with values known to carry a graph, or, for an
+attribute, in any function of the file to an attribute of that name (`body.log_probs.append(pd.log_prob(a))`
+where the action is taken), with a distribution's `log_prob(...)`, `entropy()` or `rsample()` (a policy's, whose
+parameters the model computed). The leaf copies the values and drops the graphs: no parameter is trained by a loss
+built from it. Not a list of numbers (`.item()`, literals), nor a copy without the flag; another file's appends are
+not read, nor, in a file long enough to be pruned, a function appending model outputs (not a distribution's
+values) away from the function that makes the leaf. Reported without a fix (`torch.stack(...)`).
+A function of the file (not a forward, none that back-propagates) that returns such a copy without the flag,
+`return torch.tensor(log_probs)` of a list it appends graph values to (as above), when a loss is computed from its
+result: a back-propagated one, or what a function named like a loss returns (`def calc_loss(...)`: `log_probs =
+self.calc_log_probs(batch)` ... `return loss`), and the list holds a distribution's values (`log_prob`, `entropy`,
+`rsample`: what a policy gradient differentiates; a list of other model outputs may be targets, copied on purpose,
+`returns.append(r + gamma * v)`). Reported once, at the copy in the helper, without a fix. Not a call
+under `no_grad` (an old policy's log-probs, constants on purpose), nor a result used by a function that neither
+back-propagates nor is named like a loss; a call inside the loss's expression itself (not bound to a name) is
+not followed.
 A loss function with no backward of its own (a file of losses) that cuts one of its parameters (`pred.data`,
 `pred.detach()`) in computing an item it returns, when a file of the project near it calls it with a model's
 output for that parameter (bound by calling a model object: `a, b = rpn(features)`) and back-propagates that
@@ -190,7 +178,11 @@ the backward are read); a detached recurrent state fed into the model (an input,
 
 A detached value that multiplies a graph tensor is a weight, not a term (`ce * w.detach()`, `ce / scale` with
 `scale = args.gamma * ce.detach()`), and so is one computed from the factor it multiplies, whatever that factor's
-kind (`log_prob * (log_prob - baseline).detach()`, the score-function estimator); a learnable scalar made with
+kind (`log_prob * (log_prob - baseline).detach()`, the score-function estimator), and one multiplying a leaf an
+optimizer trains or a value computed from it elementwise (`self.log_beta.exp() * (kl - eps).detach()` with
+`self.log_beta` made by a call given `requires_grad=True`, or an `nn.Parameter`: a temperature or a Lagrange
+multiplier updated against a gap cut on purpose; not a loss weighted so, `torch.exp(-log_var) * ce.detach()`, still
+a term); a learnable scalar made with
 `torch.tensor(0.0, requires_grad=True)`; an input re-wrapped with `requires_grad=True` and fed to the model
 (adversarial examples). A value cut from what another backward of the same step trains: the critic's prediction
 in an actor's `advantage = (target - pred_value).detach()` next to `value_loss.backward()`, a value network's
@@ -207,10 +199,21 @@ followed into the helper.
     def check(self, model: FileModel) -> Iterator[Finding]:
         cuts = ".detach()" in model.text or ".data" in model.text  # else no argument is cut (`D(fake.detach())`)
         copies = LIST_TO_TENSOR_CALL.search(model.text) is not None  # else no forward returns a copy
+        text = model.text
+        appends = ".append" in text
+        # else no list is made a leaf; no helper returns a copy of a list of a distribution's values
+        leaves = appends and "requires_grad" in text and any(p.search(text) for p in NAMED_LEAVES)
+        helpers = copies and appends and DISTRIBUTION_VALUE.search(text) is not None
+        reported: set[int] = set()  # copies in helpers, each reported once
         for scope in model.scopes:
             if copies:
                 yield from _forward_list_findings(model, scope)
+            if leaves:
+                yield from _list_leaf_findings(model, scope)
             backwards = scope.own_backwards()
+            if helpers and not backwards and LOSS_DEF_NAME.search(scope.name):
+                for r in scope.own_returns():  # a loss function of the file (`calc_loss`): what it returns is a loss
+                    yield from _helper_copy_findings(model, scope, r.value, r, reported)  # type: ignore[arg-type]
             if not backwards:
                 for c in cut_for_callers(model, scope) if cuts and model.project is not None else ():
                     u = c.use
@@ -248,9 +251,18 @@ followed into the helper.
                 if no_grad:
                     yield from _no_grad_findings(model, scope, expr, at)
                 yield from _list_findings(model, scope, expr, at, "is added into a loss that is back-propagated")
-                for det in summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at)):
+                if helpers:
+                    yield from _helper_copy_findings(model, scope, expr, at, reported)
+                dets = summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at))
+                # a gap weighting a learned leaf (a dual variable's update); a loss weighted by one is still a term
+                weights = {id(d.node) for d in dets} - {id(d.node) for d in summand_detachments(
+                    expr, lambda e, at=at: _carries_graph(model, scope, e, at) or learnable(model, scope, e, at))
+                } if dets else set()
+                for det in dets:
                     if not _carries_graph(model, scope, det.operand, at):
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
+                    if id(det.node) in weights and not scope.is_loss(det.operand):
+                        continue
                     if _trained_by_another_backward(scope, det.operand, owner[id(expr)], backwards):
                         continue  # a baseline or critic cut on purpose: its own loss trains it
                     operand = code_of(det.operand)
@@ -436,7 +448,7 @@ def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Eve
     def graph(e: cst.BaseExpression) -> bool:
         return _carries_graph(model, scope, e, at) or from_trained_forward(model, scope, e, at)
 
-    for term in _added_terms(expr, graph):
+    for term in added_terms(expr, graph):
         name = dotted(term.value if type(term) is cst.Subscript else term)
         defs = cut_by_no_grad(model, scope, name, at) if name is not None else ()
         if defs:
@@ -446,33 +458,6 @@ def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Eve
                 f"this function trains, so it carries no graph, yet it is added into a loss that is back-propagated: "
                 f"this term gets no gradient; compute it outside `no_grad`",
             )
-
-
-def _added_terms(expr: cst.BaseExpression, graph) -> list[cst.BaseExpression]:
-    """The names (or items of one, `kl[idx]`) added into `expr`: through `+`, a weight without graph, a divisor
-    without graph, a sign, a reduction, a sum; not either side of a difference."""
-    node = expr
-    while type(node) is cst.Call and type(node.func) is cst.Attribute and not node.args \
-            and node.func.attr.value in GRAPH_REDUCTIONS:
-        node = node.func.value
-    if type(node) is cst.Name or type(node) is cst.Attribute or (
-            type(node) is cst.Subscript and type(node.value) in (cst.Name, cst.Attribute)):
-        return [node]
-    if type(node) is cst.UnaryOperation:
-        return _added_terms(node.expression, graph)
-    if type(node) is cst.Call and dotted(node.func) in COMBINING_CALLS:
-        return [t for arg in node.args for item in combined_items(arg.value) for t in _added_terms(item, graph)]
-    if type(node) is not cst.BinaryOperation:
-        return []
-    op = type(node.operator)
-    if op is cst.Add:
-        return _added_terms(node.left, graph) + _added_terms(node.right, graph)
-    if op is cst.Multiply:
-        return [t for side, other in ((node.left, node.right), (node.right, node.left)) if not graph(other)
-                for t in _added_terms(side, graph)]
-    if op is cst.Divide and not graph(node.right):
-        return _added_terms(node.left, graph)
-    return []
 
 
 def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
@@ -501,6 +486,44 @@ def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Even
             f"and no parameter gets a gradient (this silences 'element 0 of tensors does not require grad' "
             f"instead of fixing it); back-propagate the loss itself",
         )
+
+
+def _helper_copy_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event,
+                          reported: set[int]) -> Iterator[Finding]:
+    """A helper of the file returning `torch.tensor(log_probs)` of graph values, whose result the loss `expr` is
+    computed from: reported in the helper, once."""
+    for c in copied_by_helpers(model, scope, expr, at):
+        if id(c.call) not in reported:
+            reported.add(id(c.call))
+            yield Finding(
+                c.call,
+                f"`{code_of(c.call)}` copies the values of `{code_of(c.held)}` into a new tensor, which "
+                f"`{c.helper.name}()` returns to `{scope.name}()` for a loss: it has no "
+                f"graph, so that loss trains nothing through it; combine them with `torch.stack(...)` instead",
+            )
+
+
+def _list_leaf_findings(model: FileModel, scope) -> Iterator[Finding]:
+    """`torch.tensor(self.log_probs, requires_grad=True)` of a list appended with values that carry a graph (a
+    policy's `log_prob`s, `entropy()`s, model outputs): the new leaf copies their values and drops their graphs,
+    so a loss built from it trains no parameter (the flag only silences "element 0 of tensors does not require
+    grad"). With or without a backward in the file: the flag says the value is meant to be differentiated."""
+    for e in scope.events:
+        if e.scope is not scope.node or e.value is None or e.kind not in (EventKind.ASSIGN, EventKind.RETURN):
+            continue
+        for call in rewrapped(e.value):
+            arg = call.args[0].value
+            if type(arg) not in (cst.Name, cst.Attribute) or (dotted(call.func) or "") not in COPYING_REWRAPPERS:
+                continue
+            held = appended_graphs(model, scope, arg)
+            if held:
+                yield Finding(
+                    call,
+                    f"`{code_of(call)}` copies the values of `{code_of(held[0])}` (appended to `{code_of(arg)}`) "
+                    f"into a new leaf tensor, without their graphs: a loss built from it trains no parameter (the "
+                    f"flag only silences 'element 0 of tensors does not require grad'); use `torch.stack("
+                    f"{code_of(arg)})`",
+                )
 
 
 def _forward_list_findings(model: FileModel, scope) -> Iterator[Finding]:
