@@ -58,12 +58,12 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
         obj, method = func.rsplit(".", 1)
         if obj != "self" and func.count(".") != (2 if func.startswith("self.") else 1):
             continue  # `self.record(loss)`: the object's own method keeps it in the object
-        if quiet is None:
-            quiet = _under_no_grad(body)
-        if id(call) in quiet:
-            continue
         found = _keeps(model, scope, obj, method, local)
         if found is None or not _outlives(scope, loop, obj):
+            continue
+        if quiet is None:
+            quiet = _under_no_grad(body)  # (asked only once a call keeps: most loops call no such method)
+        if id(call) in quiet:
             continue
         params, keeps = found
         positional = [a for a in call.args if a.keyword is None]
