@@ -30,7 +30,7 @@ class BackwardOnAccumulatedTotal(Rule):
     fix_safety = "unsafe"
     requires = (BACKWARD_CALL, (LOOP, SELF_ADD))  # no loop: a per-step method's attribute total
     scope_requires = (BACKWARD_CALL, LOOP)
-    scope_alternatives = ((BACKWARD_CALL, STEP_CALL, SELF_ADD),)
+    scope_alternatives = ((BACKWARD_CALL, STEP_CALL),)  # (SELF_ADD is asked of the file only: its scan is dear)
     runtime_signs = (Sign.TOTAL_BACKPROPAGATED_AGAIN, Sign.BACKWARD_THROUGH_FREED_GRAPH)
     runtime_also = (Sign.SAVED_TENSOR_MODIFIED,)
     runtime_same_line = True
