@@ -145,12 +145,10 @@ class OtherFilesValues:
         """`method` of the object `maker(...)` gives: `maker` a class of another project file, or a function there
         whose return annotation names a class (of its file, or one it imports from the project); the method
         defined by the class or a base of its file."""
-        target = self._target(maker) if not self.project.cached_only else None
-        made = self._made_class(*target) if target is not None else None
-        got = self.project.text(made[0]) if made is not None else None
-        if made is None or got is None or not _defines(got[0], method):
+        found_class = self._made_method(maker, method)
+        if found_class is None:
             return None
-        lineage = self._lineage(*made)
+        made, got, lineage = found_class
         key = (got[1], tuple(lineage), method)
         if key not in _INSTANCE:
             _room(_INSTANCE)
@@ -161,17 +159,25 @@ class OtherFilesValues:
     def passed_on(self, maker: str, method: str) -> Passed | None:
         """`method` of the object `maker(...)` gives (a class of another project file, or a function there whose
         return annotation names one): its positional parameters and those it never back-propagates."""
-        target = self._target(maker) if not self.project.cached_only else None
-        made = self._made_class(*target) if target is not None else None
-        got = self.project.text(made[0]) if made is not None else None
-        if made is None or got is None or not _defines(got[0], method):
+        found_class = self._made_method(maker, method)
+        if found_class is None:
             return None
-        lineage = self._lineage(*made)
+        _, got, lineage = found_class
         key = (got[1], tuple(lineage), method)
         if key not in _PASSED:
             _room(_PASSED)
             _PASSED[key] = _passed(_model(got), lineage, method)
         return _PASSED[key]
+
+    def _made_method(self, maker: str, method: str) -> tuple[tuple[Path, str], tuple[str, str], list] | None:
+        """The class `maker(...)` makes (its file and name), its file's text, and the lineage of classes of that
+        file that may define `method`, when that file defines `method` at all."""
+        target = self._target(maker) if not self.project.cached_only else None
+        made = self._made_class(*target) if target is not None else None
+        got = self.project.text(made[0]) if made is not None else None
+        if made is None or got is None or not _defines(got[0], method):
+            return None
+        return made, got, self._lineage(*made)
 
     def _made_class(self, path: Path, name: str) -> tuple[Path, str] | None:
         """The file and name of the class whose instance `name(...)` of `path` is: the class itself, or the class a
