@@ -74,6 +74,17 @@ def prune_with_tree(
     if text.count("\n") + 1 < MIN_LINES and text.count("\r") + 1 < MIN_LINES:
         return text, None
     conds = [tuple(c) for c in conditions]
+    if not stand_ins:
+        # A condition one of whose patterns the text never matches holds nowhere: drop it before its other patterns
+        # are scanned for every position (each pattern searched at most once, the condition's last, rarest, first).
+        found: dict[re.Pattern[str], bool] = {}
+
+        def occurs(p: re.Pattern[str]) -> bool:
+            known = found.get(p)
+            if known is None:
+                known = found[p] = p.search(text) is not None
+            return known
+        conds = [c for c in conds if all(occurs(p) for p in reversed(c))]
     patterns = list(dict.fromkeys(p for c in conds for p in c))
     bit = {p: 1 << i for i, p in enumerate(patterns)}
     needs = [sum(bit[p] for p in c) for c in conds]
