@@ -30,7 +30,7 @@ KNOWN_MISSES = frozenset({
 KNOWN_MISSES_MINED = frozenset({
     "mb00", "mb01", "mb06", "mb11", "mc00",
     "mc02", "mc04", "mc08", "mc09", "mc12",
-    "md00", "md02", "md05", "md06",
+    "md00", "md02",
     "me02", "me05", "me08",
 })
 

@@ -1286,6 +1286,60 @@ POSITIVE = {
         """,
         [(14, 9)],
     ),
+    # -- a value built with grad on one branch and under no_grad on the other ------------------------------------
+    "total_of_a_loss_computed_with_or_without_grad_by_a_mode_parameter": (
+        """
+        def run_epoch(model, loader, optimizer, summarizer, cross_valid=False):
+            tot_loss = 0.
+            for x, y in loader:
+                if cross_valid:
+                    with torch.no_grad():
+                        this_loss = model(x, y)
+                else:
+                    this_loss = model(x, y)
+                batch_loss = torch.sum(this_loss)
+                tot_loss = tot_loss + batch_loss
+                loss = summarizer.collect(batch_loss)
+                if not cross_valid:
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            return tot_loss
+        """,
+        [(11, 9)],
+    ),
+    "mode_function_result_kept_when_called_in_its_default_mode": (
+        """
+        class Trainer:
+            def __init__(self):
+                self.history = []
+                self.cv_history = []
+
+            def fit(self, epochs):
+                for epoch in range(epochs):
+                    tr_loss = self.run_epoch()
+                    cv_loss = self.run_epoch(cross_valid=True)
+                    self.history.append(tr_loss)
+                    self.cv_history.append(cv_loss)
+
+            def run_epoch(self, cross_valid=False):
+                tot_loss = 0.
+                for x, y in self.loader:
+                    if cross_valid:
+                        with torch.no_grad():
+                            out = self.model(x, y)
+                    else:
+                        out = self.model(x, y)
+                    tot_loss = tot_loss + out.sum()
+                    loss = self.collect(out)
+                    if not cross_valid:
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+                return tot_loss
+        """,
+        [(11, 13), (22, 13)],
+    ),
 }
 
 NEGATIVE = {
@@ -2374,6 +2428,28 @@ NEGATIVE = {
                 iterates.append(weights)
             return weights, iterates
         """,
+    "mode_function_called_only_in_its_no_grad_mode": """
+        class Trainer:
+            def __init__(self):
+                self.cv_history = []
+
+            def fit(self, epochs):
+                for epoch in range(epochs):
+                    self.train_epoch()
+                    cv_loss = self.run_epoch(cross_valid=True)
+                    self.cv_history.append(cv_loss)
+
+            def run_epoch(self, cross_valid=False):
+                tot = 0.
+                for x, y in self.loader:
+                    if cross_valid:
+                        with torch.no_grad():
+                            out = self.model(x, y)
+                    else:
+                        out = self.model(x, y)
+                    tot = tot + out.sum()
+                return tot
+        """,
 }
 
 
@@ -2663,6 +2739,22 @@ def test_bounded_loops_multiply_when_the_list_outlives_them():
             history.append(loss)
     """
     assert findings(fresh, "TL007") == []  # bound afresh per epoch: ten at most
+
+
+def test_message_parenthesizes_an_operation():
+    """The suggested `.item()` applies to the whole kept value, not to its last operand."""
+    src = """
+        def fit(model, loader, opt, crit):
+            running_loss = 0.0
+            for x, y in loader:
+                loss = crit(model(x), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                running_loss += loss * x.size(0)
+            return running_loss
+    """
+    assert "store `(loss * x.size(0)).item()`" in messages(src, "TL007")[0][2]
 
 
 def test_message():

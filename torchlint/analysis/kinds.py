@@ -76,6 +76,10 @@ class KindInference(Answers):
         if set(kinds) == {VKind.NUMBER, VKind.GRAPH} and all(d.accumulates for d, k in pairs if k is VKind.GRAPH):
             # `total = 0`, then `total += loss` over a loop: a number only while nothing was added, then a graph
             return VKind.GRAPH
+        if set(kinds) == {VKind.TENSOR, VKind.GRAPH}:
+            # one branch builds the value with grad, another without (`with torch.no_grad():` for evaluation, a
+            # `.detach()` by an option): on the path that builds it with grad it carries the graph
+            return VKind.GRAPH
         return join(kinds)
 
     def _callable(self, name: str, scope: Scope) -> bool:
@@ -337,7 +341,7 @@ class KindInference(Answers):
             if name is not None and (name.count(".") == 1 or name.startswith("self.") and name.count(".") == 2):
                 callee = self.callee(scope, name)  # `self.f(...)`, or a method of an object of known class
                 if callee is not None:
-                    return self._summary(callee, depth)
+                    return self._summary(callee, call, depth)
             if name is not None and self.model.project is not None:
                 found = self._external(scope, name)
                 if found is not None:
@@ -377,7 +381,7 @@ class KindInference(Answers):
                 return VKind.GRAPH  # `self(x)` in a method of a module: its own forward
             callee = self.callee(scope, fname)
             if callee is not None:
-                return self._summary(callee, depth)
+                return self._summary(callee, call, depth)
             if self.model.project is not None:
                 found = self._external(scope, fname)
                 if found is not None:
@@ -450,7 +454,13 @@ class KindInference(Answers):
             found = project.instance_returned(maker, method) if maker is not None else found
         return found
 
-    def _summary(self, callee: Scope, depth: int) -> VKind:
+    def _summary(self, callee: Scope, call: cst.Call, depth: int) -> VKind:
+        """What calling a function of the file gives. A function that runs its work under `no_grad` when a
+        parameter says so (`if cross_valid: with torch.no_grad(): ...`) returns a graph or not by its caller's
+        argument: a call that sets that parameter is not known to return what the default path returns."""
+        modes = callee.mode_params()
+        if modes and callee.given_any(call, modes):
+            return VKind.UNKNOWN
         return self.returns(callee, depth + 1)
 
     def _first_arg(self, call: cst.Call, scope: Scope, at: Event | None, depth: int) -> VKind:

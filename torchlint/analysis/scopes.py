@@ -362,6 +362,33 @@ class Scope(RawScope):
             cached = self._value_names[id(value)] = names_in(value)
         return cached
 
+    def mode_params(self) -> frozenset[str]:
+        """The parameters a `no_grad` block of the function is guarded by (`if cross_valid:`, `if not train:`)."""
+        if not self.params:
+            return frozenset()
+        found: set[str] = set()
+        for e in self.events:
+            if "no_grad" in e.contexts and e.scope is self.node:
+                found.update(c[0] for g in e.guards if (c := g.condition()) is not None and c[0] in self.params)
+        return frozenset(found)
+
+    def given_any(self, call: cst.Call, names: frozenset[str]) -> bool:
+        """Does `call` of this function pass an argument for one of `names` (by keyword, or by position, `self` not
+        counted)?"""
+        positional = [n for n in self.params if n not in ("self", "cls")]
+        index = 0
+        for arg in call.args:
+            if arg.star:
+                return True
+            if arg.keyword is not None:
+                if arg.keyword.value in names:
+                    return True
+                continue
+            if index < len(positional) and positional[index] in names:
+                return True
+            index += 1
+        return False
+
     def called_names(self) -> frozenset[str]:
         """The names (and dotted names) this scope calls: `criterion(out, y)` gives `criterion`. A value that is
         called is a function, a class or a module, not a tensor."""

@@ -60,6 +60,10 @@ conditional keeps adding (`shown = loss if shown is None else 0.98 * shown + 0.0
 other arm keeps a graph too). A total reset only every k-th iteration (`if i % log_every == 0: print(total);
 total = 0`) keeps k iterations' graphs between resets: it is reported, unless k is a constant of at most 30 or the
 window an optimizer steps in (the step's own divisor, or one named as accumulation steps: one step's micro-batches).
+A loss computed on one branch with grad and on another under `no_grad` (`if cross_valid: with torch.no_grad(): out
+= model(x)` / `else: out = model(x)`) carries its graph on the training branch, so its total keeps graphs there; a
+function whose `no_grad` block is chosen by a parameter returns a graph only where the caller leaves that parameter
+at its default (`self.run_epoch()`, not `self.run_epoch(cross_valid=True)`).
 
 A value is also known by its use: one back-propagated in the same iteration (`loss.backward()`,
 `scaler.scale(loss).backward()`, `accelerator.backward(loss)`, `manual_backward`) carries a graph there, whoever
@@ -223,7 +227,7 @@ for x, y in loader:
                         "adds it into an attribute of" if "." in k.method else "adds it into")
                     yield Finding(k.node, f"`{code_of(k.value)}` is still attached to its graph and `{k.method}` {what} "
                                   f"`{k.obj}`, which outlives the iteration: every step's graph stays alive and memory "
-                                  f"grows; pass `{code_of(k.value)}.item()` or `.detach()`", None)
+                                  f"grows; pass `{code_of(parenthesized(k.value))}.item()` or `.detach()`", None)
         yield from _evaluated_with_grad(model)
         displayed: dict[str, bool] = {}
         for body, e in kept_by_steps(model):
@@ -236,7 +240,7 @@ for x, y in loader:
             yield Finding(e.node if e.kind is EventKind.APPEND else _small_statement(e),
                           f"`{code_of(value)}` is still attached to its graph and is kept in `{e.target}`, which "
                           f"outlives each call of `{scope.name}()`, run once per training step: every step's graph "
-                          f"stays alive and memory grows; store `{code_of(value)}.item()` or `.detach()`",
+                          f"stays alive and memory grows; store `{code_of(parenthesized(value))}.item()` or `.detach()`",
                           _fix(model, scope, e, displayed))
         # A helper file the callers index answers for holds no backward call (`project_callers`): one text test
         # instead of asking for each function of a training file.
@@ -343,7 +347,7 @@ for x, y in loader:
                     e.node if e.kind is EventKind.APPEND else where,
                     f"`{code_of(e.value)}` is still attached to its graph and is kept in `{e.target}` across "
                     f"iterations, and `{e.target}` itself is never back-propagated: every step's graph stays alive "
-                    f"and memory grows; store `{code_of(e.value)}.item()` or `.detach()`",
+                    f"and memory grows; store `{code_of(parenthesized(e.value))}.item()` or `.detach()`",
                     _fix(model, scope, e, displayed),
                 )
 
