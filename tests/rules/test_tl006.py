@@ -241,6 +241,30 @@ POSITIVE = {
         """,
         [(6, 9)],
     ),
+    # -- an inner micro-batch loop that clears before each backward, the step after it ---------------------------
+    "inner_micro_batch_loop_clears_each_pass": (
+        """
+        for x, y in loader:
+            for j in range(0, len(x), micro):
+                optimizer.zero_grad()
+                loss = criterion(model(x[j:j + micro]), y[j:j + micro])
+                loss.backward()
+            optimizer.step()
+        """,
+        [(4, 9)],
+    ),
+    "inner_loop_over_tasks_clears_the_model_each_pass": (
+        """
+        meta_opt = torch.optim.Adam(model.parameters())
+        for batch in loader:
+            for task in batch:
+                model.zero_grad()
+                meta_loss = model(task).mean()
+                meta_loss.backward()
+            meta_opt.step()
+        """,
+        [(5, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -594,6 +618,70 @@ NEGATIVE = {
             g_err.backward()
             opt_g.step()
             opt_g.zero_grad()
+        """,
+    # -- inner loops that clear on purpose ------------------------------------------------------------------------
+    "inner_loop_reads_grad_per_sample": """
+        for x, y in loader:
+            grads = []
+            for xi, yi in zip(x, y):
+                optimizer.zero_grad()
+                criterion(model(xi), yi).backward()
+                grads.append([p.grad.clone() for p in model.parameters()])
+            for p, g in zip(model.parameters(), zip(*grads)):
+                p.grad = torch.stack(g).mean(0)
+            optimizer.step()
+        """,
+    "inner_retry_loop_left_by_break": """
+        for x, y in loader:
+            for attempt in range(3):
+                try:
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    break
+                except RuntimeError:
+                    x, y = x[: len(x) // 2], y[: len(y) // 2]
+            optimizer.step()
+        """,
+    "inner_loop_clears_on_its_first_pass_only": """
+        for x, y in loader:
+            for j in range(0, len(x), micro):
+                if j == 0:
+                    optimizer.zero_grad()
+                loss = criterion(model(x[j:j + micro]), y[j:j + micro])
+                loss.backward()
+            optimizer.step()
+        """,
+    "inner_loop_then_cleared_again_before_the_step": """
+        for x, y in loader:
+            for j in range(0, len(x), micro):
+                optimizer.zero_grad()
+                criterion(model(x[j:j + micro]), y[j:j + micro]).backward()
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+        """,
+    "critic_loop_steps_its_own_optimizer_inside": """
+        for x, z in loader:
+            for _ in range(n_critic):
+                optD.zero_grad()
+                d_loss = criterion(netD(x), netD(netG(z).detach()))
+                d_loss.backward()
+                optD.step()
+            optG.zero_grad()
+            g_loss = -netD(netG(z)).mean()
+            g_loss.backward()
+            optG.step()
+        """,
+    "inner_while_loop_retries": """
+        for x, y in loader:
+            ok = False
+            while not ok:
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                ok = torch.isfinite(loss).item()
+            optimizer.step()
         """,
 }
 

@@ -321,6 +321,36 @@ POSITIVE = {
         """,
         [(13, 13)],
     ),
+    "unscale_every_micro_step_of_a_window": (
+        """
+        for i, (x, y) in enumerate(loader):
+            with autocast():
+                loss = criterion(model(x), y) / accum
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            if (i + 1) % accum == 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
+        """,
+        [(6, 5)],
+    ),
+    "unscale_twice_in_one_iteration": (
+        """
+        for x, y in loader:
+            optimizer.zero_grad()
+            with autocast():
+                loss = criterion(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.unscale_(optimizer)
+            scaler.step(optimizer)
+            scaler.update()
+        """,
+        [(9, 5)],
+    ),
 }
 
 NEGATIVE = {
@@ -759,6 +789,46 @@ NEGATIVE = {
             else:
                 opt.step()
             opt.zero_grad()
+        """,
+    "unscale_under_the_window_tested_twice": """
+        for i, (x, y) in enumerate(loader):
+            with autocast():
+                loss = criterion(model(x), y) / accum
+            scaler.scale(loss).backward()
+            if (i + 1) % accum == 0:
+                scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            if (i + 1) % accum == 0:
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
+        """,
+    "unscale_each_optimizer_once": """
+        for x, z in loader:
+            with autocast():
+                d_loss = criterion(netD(x), netD(netG(z).detach()))
+                g_loss = -netD(netG(z)).mean()
+            scaler.scale(d_loss).backward()
+            scaler.unscale_(opt_d)
+            scaler.step(opt_d)
+            scaler.scale(g_loss).backward()
+            scaler.unscale_(opt_g)
+            scaler.step(opt_g)
+            scaler.update()
+            opt_d.zero_grad()
+            opt_g.zero_grad()
+        """,
+    "unscale_in_the_window_with_its_update": """
+        for i, (x, y) in enumerate(loader):
+            with autocast():
+                loss = criterion(model(x), y) / accum
+            scaler.scale(loss).backward()
+            if (i + 1) % accum == 0:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
         """,
 }
 

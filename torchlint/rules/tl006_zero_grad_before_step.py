@@ -16,6 +16,7 @@ from torchlint.analysis.clearing import clears, cleared_between, cleared_early, 
 from torchlint.analysis.exprs import code_of, names_in, modulo_divisor
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, movable, move_after
+from torchlint.source.walk import walk
 from torchlint.rules.base import BACKWARD_CALL, DEF_TRAINING_STEP, LOOP, STEP_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
 
@@ -44,6 +45,12 @@ class ZeroGradBeforeStep(Rule):
   `loss.backward()` and before that optimizer's `step()` in the same iteration, also when the backward and the
   `zero_grad()` run in an inner micro-batch loop that the step follows (every micro-batch's gradient is cleared
   before the loop ends; a backward that can reach the step without passing the clearing again refills it);
+- an inner loop of the iteration (`for j in range(0, len(x), micro):`, `for task in batch:`) that clears the
+  gradients and then back-propagates on every pass, with that optimizer's `step()` after the inner loop: each pass
+  wipes the micro-batches before it, so the step applies the last one only. No fix is offered (clear once before the
+  inner loop, or after the step). Not followed: an inner loop that reads `.grad` or an iteration that writes it
+  (per-sample gradients gathered and set by hand), one that also steps, a `while` or one left by `break` (a retry),
+  a clearing guarded inside it (`if j == 0:`), or another clearing between the inner loop and the step;
 - gradient accumulation where `zero_grad()` runs on every micro-step while `step()` runs only under a modulo
   guard (`if (i + 1) % k == 0:`): each step sees only the last micro-batch;
 - an unguarded `model.zero_grad()` inside `with accelerator.accumulate(model):` (Accelerate makes the prepared
@@ -125,6 +132,9 @@ for x, y in loader:
                 found = _between(model, loop, z, steps)
                 if found is None and loop.node is not None:  # (a training_step has no loop of its own to count)
                     found = _every_micro_step(model, loop, z, steps) or _cleared_early(model, loop, z, steps)
+                    if found is None and (micro := _each_micro_batch(model, loop, z, steps)) is not None:
+                        yield Finding(z.node, f"`{code_of(z.node)}` {micro[1]}")  # no fix: where it goes is a choice
+                        continue
                     if found is None and (outside := _outside_window(model, loop, z, steps)) is not None:
                         yield Finding(z.node, f"`{code_of(z.node)}` {outside[1]}")  # moving the zero_grad mends nothing
                         continue
@@ -211,6 +221,48 @@ def _every_micro_step(model: FileModel, loop: Loop, z: Event, steps: list[Event]
                 return step, (f"runs on every iteration but `{code_of(step.node)}` only every `{code_of(k)}`: "
                               f"gradient accumulation is lost, each step sees one micro-batch; move it after the step")
     return None
+
+
+def _each_micro_batch(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
+    """An inner loop of the iteration clears the gradients and then back-propagates, on every pass, and the step
+    of that optimizer follows the inner loop (`for j in range(0, len(x), micro): optimizer.zero_grad();
+    loss.backward()`, then `optimizer.step()`): each pass wipes the micro-batches before it, so the step applies
+    the last one only. Not when the inner loop reads or the iteration writes `.grad` (per-sample gradients gathered
+    and set by hand), steps inside the inner loop, or clears again between the inner loop and the step; nor when the
+    clearing is guarded inside the inner loop (`if j == 0:`), nor in a retry loop (`while`, or one left by `break`)."""
+    node = loop.node
+    if node is None or node not in z.loops or "accumulate" in z.contexts:
+        return None
+    depth = z.loops.index(node)
+    if len(z.loops) != depth + 2:
+        return None
+    inner = z.loops[-1]
+    if type(inner) is not cst.For or z.guards_within(inner) or any(type(n) is cst.Break for n in walk(inner)):
+        return None  # a `while` or a loop left by `break`: a retry (out of memory, a bad batch), not micro-batches
+    refills = [b for b in loop.backwards_into_grad() if inner in b.loops and b.seq > z.seq and b.scope is z.scope]
+    if not refills:
+        return None
+    end = max(e.seq for e in loop.events if inner in e.loops)
+    for step in steps:
+        if (step.target is None or not step.loops or step.loops[-1] is not node or step.seq < end
+                or step.scope is not z.scope or not clears(model, step.target, z)):
+            continue
+        if any(s.target == step.target and inner in s.loops for s in steps):
+            return None
+        if any(c is not z and end < c.seq < step.seq and clears(model, step.target, c)
+               for c in loop.of(EventKind.ZERO_GRAD)):
+            return None
+        if _GRAD_READ.search(code_of(inner)) or _GRAD_WRITE.search(code_of(node)):
+            return None
+        return step, (f"runs on every pass of the inner loop, before its `{code_of(refills[0].node)}`, and "
+                      f"`{code_of(step.node)}` follows that loop: each pass wipes the gradients of the "
+                      f"micro-batches before it, so the step applies the last one only; clear once, before the "
+                      f"inner loop or after the step")
+    return None
+
+
+_GRAD_READ = re.compile(r"\.grad\b|autograd\.grad\b")
+_GRAD_WRITE = re.compile(r"\.grad\s*=[^=]|\.grad\.(data|copy_|add_|set_|mul_|div_)")
 
 
 def _fix(loop: Loop, z: Event, step: Event) -> Fix | None:

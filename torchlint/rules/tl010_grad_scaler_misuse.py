@@ -47,7 +47,12 @@ In a loop that back-propagates through a GradScaler (`scaler.scale(loss).backwar
    set when the clipped norm is too large, `if torch.isfinite(norm):`);
 5. `scaler.update()` more than once per iteration: after each optimizer's `scaler.step` (a GAN's generator, then
    its discriminator, with one scaler), or inside a loop over the optimizers (`for opt in optimizers:
-   scaler.step(opt); scaler.update()`, also when the loop calls a helper that steps and updates).
+   scaler.step(opt); scaler.update()`, also when the loop calls a helper that steps and updates);
+5b. `scaler.unscale_(optimizer)` that can run again for the same optimizer before `scaler.update()`: twice in one
+   iteration, or on every iteration while the step and the update wait for the end of an accumulation window
+   (`if (i + 1) % k == 0:`). PyTorch raises 'unscale_() has already been called on this optimizer since the last
+   update()' at the second call. Not followed: an update left to a helper, or one under only conditions the unscale
+   also holds (`if step_now:` tested once for the unscale and again for the update).
 
 And in a loop whose backwards are all plain (`loss.backward()`):
 6. `scaler.step(optimizer)` of a GradScaler built in the file: the step unscales, dividing by the loss scale
@@ -145,6 +150,7 @@ for x, y in loader:
                 # A per-step function may leave `update()` to its caller, once its step returns.
                 found += _no_update(loop, scaler)
                 found += _update_skipped_after_unscale(loop)
+                found += _unscaled_again(loop)
             for finding in found:
                 if id(finding.node) not in seen:
                     seen.add(id(finding.node))
@@ -305,6 +311,48 @@ def _update_skipped_after_unscale(loop: Loop) -> Iterator[Finding]:
             f"called on this optimizer since the last update()'; call `{unscale.via}.update()` on every path after "
             f"the unscale (it is safe after a skipped step)",
         )
+
+
+def _unscaled_again(loop: Loop) -> Iterator[Finding]:
+    """`scaler.unscale_(opt)` that can run again for the same optimizer before any `scaler.update()` of that
+    scaler: twice in one iteration, or on every iteration while the update waits under a condition (an accumulation
+    window: `if (i + 1) % k == 0: scaler.step(opt); scaler.update()`). PyTorch raises 'unscale_() has already been
+    called on this optimizer since the last update()' at the second one. Asked only where the iteration updates the
+    scaler itself (an update left to a helper is not seen) and both calls are statements of the loop's function, and
+    not when an update sits under no condition the unscale does not also hold (the flow graph does not know that
+    `if step_now:` tested twice gives the same answer)."""
+    scope = loop.scope
+    flow = scope.flow
+    unscales = [u for u in loop.of(EventKind.SCALER_UNSCALE)
+                if u.via and u.target and _level(u) is loop.node and u.scope is scope.node and u.inlined_from is None]
+    for u in unscales:
+        updates = [v for v in loop.of(EventKind.SCALER_UPDATE) if v.target == u.via]
+        if not updates or any(v.scope is not scope.node or v.inlined_from is not None for v in updates):
+            continue
+        held = {g.condition() for g in u.guards_within(loop.node)}
+        # an update under conditions the unscale holds too (`if step_now:` tested twice) follows it every time
+        follows = any({g.condition() for g in v.guards_within(loop.node)} <= held for v in updates) or all(
+            _decided_after(loop, u, v) for v in updates)  # (4. reports that at the update)
+        start, head = scope.flow_node(u), flow.loop_head.get(id(loop.node))
+        avoid = frozenset(n for v in updates if (n := scope.flow_node(v)) is not None)
+        if start is None or head is None or len(avoid) < len(updates):
+            continue
+        for again in unscales:
+            target = scope.flow_node(again)
+            if again.via != u.via or again.target != u.target or target is None or (again is u and follows):
+                continue
+            within = frozenset() if again is u else frozenset((head,))  # another: in the same iteration
+            if flow.reaches_avoiding(start, target, avoid | within, normal_only=True):
+                yield Finding(
+                    again.node,
+                    f"`{code_of(again.node)}` can run again before `{u.via}.update()` "
+                    + ("in the same iteration" if again is not u else "on the next iteration (the update waits "
+                       "under a condition)")
+                    + f": PyTorch raises 'unscale_() has already been called on this optimizer since the last "
+                    f"update()'; unscale `{u.target}` once per step, right before clipping, under the step's "
+                    f"condition",
+                )
+                break
 
 
 def _updated_twice(loop: Loop) -> Iterator[Finding]:
