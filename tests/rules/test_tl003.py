@@ -356,6 +356,30 @@ POSITIVE = {
         """,
         [(4, 11)],
     ),
+    # setting the flag works only on a leaf (a value with a graph raises): where it runs, backward trains nothing
+    "requires_grad_set_on_a_loss_of_argmax_predictions": (
+        """
+        for inp, tgt in batches:
+            pred = net(inp).argmax(1).float()
+            err = ((pred - tgt) ** 2).mean()
+            err.requires_grad = True
+            opt.zero_grad()
+            err.backward()
+            opt.step()
+        """,
+        [(5, 5)],
+    ),
+    "requires_grad_set_on_a_criterion_loss": (
+        """
+        for inp, tgt in batches:
+            err = crit(net(inp), tgt)
+            err.requires_grad = True
+            opt.zero_grad()
+            err.backward()
+            opt.step()
+        """,
+        [(4, 5)],
+    ),
     "loss_computed_in_numpy_then_made_a_leaf": (
         """
         for inp, tgt in batches:
@@ -601,10 +625,11 @@ NEGATIVE = {
             err.backward()
             opt.step()
         """,
-    "requires_grad_set_on_a_loss_that_has_its_graph": """
+    "requires_grad_set_on_a_loss_bound_again_before_its_backward": """
         for inp, tgt in batches:
-            err = crit(net(inp), tgt)
+            err = torch.zeros(1)
             err.requires_grad = True
+            err = crit(net(inp), tgt)
             opt.zero_grad()
             err.backward()
             opt.step()

@@ -78,9 +78,9 @@ detached loss value re-wrapped as a new leaf, `torch.tensor(loss.item(), require
 grad": the backward stops at that leaf and no parameter gets a gradient. The same for a loss that still has its
 graph: `Variable(loss, requires_grad=True)` and `torch.tensor(loss, requires_grad=True)` return a new leaf that
 copies the value and drops the graph (Variable no longer returns its argument). And `loss.requires_grad = True` on a
-back-propagated loss known to hold no graph (computed through `.numpy()` or a new tensor): it makes the loss a
-leaf, with the same effect; on a loss that has its graph, or one of unknown kind, it is not reported. And a helper of the same file that
-returns several losses as a tuple with one of them detached (`return ce, reg.item()`), when the caller adds that
+back-propagated loss (not bound again before its backward): PyTorch sets the flag only on a leaf (on a value with a
+graph the line raises), so where it runs the loss holds no graph (`argmax`, `.numpy()`): nothing trains. And a helper
+of the same file that returns several losses as a tuple with one of them detached (`return ce, reg.item()`), when the caller adds that
 item into the back-propagated loss (`ce, reg = compute_losses(out, y)`; `loss = ce + 0.1 * reg`): reported in
 the helper, without a fix (other callers may rely on getting a number).
 A term computed under `torch.no_grad()` / `inference_mode()` from a forward that the same function also runs
@@ -283,24 +283,24 @@ followed into the helper.
 
 
 def _made_leaf_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
-    """`loss.requires_grad = True` on a back-propagated loss known to hold no graph (computed through `.numpy()`, a
-    new tensor, ...): it silences 'element 0 of tensors does not require grad' by making the loss a leaf, and
-    backward() reaches no parameter. On a loss that does carry a graph, or one of unknown kind, it does nothing
-    we can tell: silent."""
+    """`loss.requires_grad = True`, then `loss.backward()` (no binding of `loss` between): PyTorch sets the flag only
+    on a leaf (on a value with a graph it raises), so the loss holds no graph and backward() reaches no parameter."""
     if type(b.value) is not cst.Name:
         return
     flags = [f for f in scope.assignments(f"{b.value.value}.requires_grad")
              if f.value is not None and is_true(f.value) and f.seq < b.seq and scope.may_follow(f, b)]
-    if not flags or not model.kinds.of(b.value, scope, b).graph_free:
-        return  # (the cheap questions first: the definitions are read only for a loss made a leaf)
+    if not flags:
+        return  # (the cheap question first: the definitions are read only for a loss made a leaf)
+    reaching, _ = scope.reaching(b.value.value, b)
+    flags = [f for f in flags if all(d.seq < f.seq for d in reaching)]
     defs = [d.value for d in scope.summand_defs(b.value, b) if d.value is not None]
     if any(lists_to_tensor(v) or rewrapped(v) for v in defs):
         return  # the copy into a new tensor is reported where it is made
     for flag in flags:
         yield Finding(
             flag.stmt,
-            f"`{b.value.value}` holds no graph here (its value was computed outside autograd), so setting "
-            f"`requires_grad` makes it a leaf: `{code_of(b.node)}` reaches no parameter and nothing trains (this "
+            f"`{code_of(flag.stmt).strip()}` works only on a leaf (on a value with a graph the line raises), so where "
+            f"it runs `{b.value.value}` holds no graph: `{code_of(b.node)}` reaches no parameter and nothing trains (this "
             f"silences 'element 0 of tensors does not require grad' instead of fixing it); compute the loss with "
             f"torch operations on the model's output",
         )
