@@ -189,6 +189,39 @@ POSITIVE = {
         """,
         [(10, 5)],
     ),
+    "per_step_method_back_propagates_the_stack_of_a_list_attribute": (
+        """
+        class Agent:
+            def __init__(self, net):
+                self.net = net
+                self.optimizer = torch.optim.Adam(net.parameters())
+                self.losses = []
+
+            def learn(self, batch):
+                self.losses.append(self.net(batch).mean())
+                self.optimizer.zero_grad()
+                torch.stack(self.losses).mean().backward()
+                self.optimizer.step()
+        """,
+        [(11, 9)],
+    ),
+    "attribute_total_bound_once_per_epoch_before_the_loop_of_steps": (
+        """
+        class Trainer:
+            def fit(self, loader, epochs):
+                for epoch in range(epochs):
+                    self.total = 0
+                    for x, y in loader:
+                        self.train_step(x, y)
+
+            def train_step(self, x, y):
+                self.total = self.total + self.model(x, y)
+                self.optimizer.zero_grad()
+                self.total.backward()
+                self.optimizer.step()
+        """,
+        [(12, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -375,6 +408,49 @@ NEGATIVE = {
             optimizer.zero_grad()
             avg.backward()
             optimizer.step()
+        """,
+    "attribute_total_bound_before_each_step": """
+        class Trainer:
+            def fit(self, loader):
+                for x, y in loader:
+                    self.total = 0
+                    self.train_step(x, y)
+
+            def train_step(self, x, y):
+                self.total = self.total + self.model(x, y)
+                self.optimizer.zero_grad()
+                self.total.backward()
+                self.optimizer.step()
+        """,
+    "list_attribute_emptied_after_each_window": """
+        class Window:
+            def __init__(self, net, k):
+                self.net = net
+                self.k = k
+                self.optimizer = torch.optim.Adam(net.parameters())
+                self.losses = []
+
+            def learn(self, batch):
+                self.losses.append(self.net(batch).mean())
+                if len(self.losses) == self.k:
+                    self.optimizer.zero_grad()
+                    torch.stack(self.losses).mean().backward()
+                    self.optimizer.step()
+                    self.losses = []
+        """,
+    "list_attribute_of_logged_numbers": """
+        class Logged:
+            def __init__(self, net):
+                self.net = net
+                self.optimizer = torch.optim.Adam(net.parameters())
+                self.losses = []
+
+            def learn(self, batch):
+                loss = self.net(batch).mean()
+                self.losses.append(loss.item())
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
         """,
 }
 

@@ -1340,6 +1340,23 @@ POSITIVE = {
         """,
         [(11, 13), (22, 13)],
     ),
+    "helper_of_the_file_appends_its_parameter_to_a_list_it_is_given": (
+        """
+        def log_loss(history, loss):
+            history.append(loss)
+
+        def fit(model, loader, optimizer, criterion):
+            history = []
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                log_loss(history, loss)
+            return history
+        """,
+        [(12, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -2449,6 +2466,38 @@ NEGATIVE = {
                         out = self.model(x, y)
                     tot = tot + out.sum()
                 return tot
+        """,
+    "helper_appends_to_a_list_emptied_after_each_episode": """
+        def remember(buf, lp):
+            buf.append(lp)
+
+        def reinforce(policy, env, optimizer, episodes):
+            log_probs = []
+            for ep in range(episodes):
+                state = env.reset()
+                for t in range(100):
+                    dist = policy(state)
+                    action = dist.sample()
+                    remember(log_probs, dist.log_prob(action))
+                    state, reward, done = env.step(action)
+                loss = -torch.stack(log_probs).sum()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                del log_probs[:]
+        """,
+    "helper_appends_to_a_list_bound_in_each_iteration": """
+        def remember(buf, lp):
+            buf.append(lp)
+
+        def fit(model, loader, optimizer, criterion):
+            for x, y in loader:
+                hist = []
+                loss = criterion(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                remember(hist, loss)
         """,
 }
 

@@ -351,6 +351,19 @@ POSITIVE = {
         """,
         [(9, 5)],
     ),
+    "update_every_micro_step_of_a_window": (
+        """
+        for i, (x, y) in enumerate(loader):
+            with autocast():
+                loss = criterion(model(x), y) / accum
+            scaler.scale(loss).backward()
+            if (i + 1) % accum == 0:
+                scaler.step(optimizer)
+                optimizer.zero_grad()
+            scaler.update()
+        """,
+        [(9, 5)],
+    ),
 }
 
 NEGATIVE = {
@@ -829,6 +842,21 @@ NEGATIVE = {
                 scaler.step(optimizer)
                 scaler.update()
                 optimizer.zero_grad()
+        """,
+    "update_with_the_step_of_every_iteration_and_a_periodic_second_step": """
+        for i, (x, z) in enumerate(loader):
+            with autocast():
+                d_loss = criterion(netD(x), netD(netG(z).detach()))
+            scaler.scale(d_loss).backward()
+            scaler.step(opt_d)
+            opt_d.zero_grad()
+            if i % n_critic == 0:
+                with autocast():
+                    g_loss = -netD(netG(z)).mean()
+                scaler.scale(g_loss).backward()
+                scaler.step(opt_g)
+                opt_g.zero_grad()
+            scaler.update()
         """,
 }
 

@@ -39,13 +39,16 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
     scope = loop.scope
     local = _keeping_methods(model)
     shares = "global" in model.text or "nonlocal" in model.text  # a function of the file may declare one
-    if not local and model.project is None and not shares:
+    appenders = _param_appenders(model)
+    if not local and model.project is None and not shares and not appenders:
         return
     body = loop.node if loop.node is not None else scope.node  # a step body: the function, once per step
     quiet: set[int] | None = None  # read at the first call of an object's method (most loops call none)
     for call in calls_in_evaluation_order(body):
         if type(call.func) is cst.Name:
             found_global = _kept_by_function(model, scope, call) if shares else None
+            if found_global is None and call.func.value in appenders:
+                found_global = _appended_by_helper(model, scope, loop, call, appenders[call.func.value])
             if found_global is not None:
                 if quiet is None:
                     quiet = _under_no_grad(body)
@@ -85,6 +88,46 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
                 yield KeptValue(e.node, e.value, f"{e.target}.{SET_ITEM}", e.target)
 
 
+def _param_appenders(model: FileModel) -> dict[str, tuple[tuple[int, int], ...]]:
+    """The plain functions of the file that append one parameter to another (`def log(history, loss):
+    history.append(loss)`), by name: each (holder, value) pair of positions. Read once per file."""
+    found = _APPENDERS.get(model)
+    if found is None:
+        found = {}
+        for s in model.scopes if ".append" in model.text else ():
+            if s.class_name is not None or type(s.node) is not cst.FunctionDef or not s.params:
+                continue
+            names = positional_params(s.node)
+            pairs = tuple((names.index(e.target), names.index(e.value.value)) for e in s.events
+                          if e.kind is EventKind.APPEND and e.scope is s.node and e.target in names
+                          and type(e.value) is cst.Name and e.value.value in names)
+            if pairs:
+                found[s.name] = pairs
+        _APPENDERS[model] = found
+    return found
+
+
+def _appended_by_helper(model: FileModel, scope: Scope, loop: Loop, call: cst.Call,
+                        pairs: tuple[tuple[int, int], ...]) -> KeptValue | None:
+    """`log_loss(history, loss)` with `def log_loss(history, loss): history.append(loss)`, `history` bound before
+    the loop: the list keeps every iteration's attached value."""
+    if any(a.star or a.keyword is not None for a in call.args):
+        return None
+    args = [a.value for a in call.args]
+    for holder, value in pairs:
+        if max(holder, value) >= len(args) or type(args[holder]) is not cst.Name:
+            continue
+        name = args[holder].value  # type: ignore[attr-defined]  # a Name, tested just above
+        if not _outlives(scope, loop, name) or any(e.target == name and e.kind is EventKind.RESET for e in loop.events):
+            continue  # (emptied in the loop: `del log_probs[:]` after each episode's backward)
+        if any(e.kind is EventKind.BACKWARD and e.value is not None and name in names_in(e.value) or
+               e.kind is EventKind.ASSIGN and e.value is not None and name in names_in(e.value) for e in scope.events):
+            continue  # read into a loss or another value (`torch.stack(log_probs)`): not only a record
+        if (attached := _attached(model, scope, args[value], None)) is not None:
+            return KeptValue(call, attached, dotted(call.func) or "", name)
+    return None
+
+
 def _keeping_methods(model: FileModel) -> frozenset[str]:
     """The names of the methods of the file's classes that keep what they are given, read once per file."""
     found = _KEEPING.get(model)
@@ -95,6 +138,7 @@ def _keeping_methods(model: FileModel) -> frozenset[str]:
 
 
 _KEEPING: weakref.WeakKeyDictionary[FileModel, frozenset[str]] = weakref.WeakKeyDictionary()  # dies with its model
+_APPENDERS: weakref.WeakKeyDictionary[FileModel, dict[str, tuple[tuple[int, int], ...]]] = weakref.WeakKeyDictionary()
 
 
 def _kept_by_function(model: FileModel, scope: Scope, call: cst.Call) -> KeptValue | None:

@@ -19,8 +19,9 @@ from torchlint.fixes import insert_after, statements
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
 
-# `self.total += loss` / `self.total = self.total + loss`: a total a per-step method keeps in `self`.
-SELF_ADD = re.compile(r"self\.[\w.]+\s*(?:\+=|=\s*self\.)")
+# `self.total += loss` / `self.total = self.total + loss` / `self.losses.append(loss)`: a total a per-step method
+# keeps in `self`.
+SELF_ADD = re.compile(r"self\.[\w.]+\s*(?:\+=|=\s*self\.)|self\.[\w.]+\.append\s*\(")
 
 
 class BackwardOnAccumulatedTotal(Rule):
@@ -47,8 +48,11 @@ when nothing rebinds the total between that backward and the next addition. A re
 
 Also in a method run once per training step (it back-propagates outside any loop of its own and steps an
 optimizer): a total kept in an attribute of `self` that `__init__` binds and the method adds to and
-back-propagates (`self.total = self.total + loss`; `self.total.backward()`), when no method but `__init__` binds
-it again: each call's backward re-walks every earlier call's graph. Reported without a fix.
+back-propagates (`self.total = self.total + loss`; `self.total.backward()`), or a list attribute it appends to
+and back-propagates the stack of (`self.losses.append(loss)`; `torch.stack(self.losses).mean().backward()`), when
+no method but `__init__` binds it again, or one that binds it and then calls the method in a loop that binds it no
+more (`self.total = 0` once per epoch, then `for batch in loader: self.train_step(batch)`): each call's backward
+re-walks every earlier call's graph. Reported without a fix.
 
 ## Why it is wrong
 The total's autograd graph reaches back through every batch ever added to it. The first backward frees those
@@ -165,7 +169,8 @@ def _self_total_bodies(model: FileModel) -> list[Loop]:
     if "self." not in model.text:
         return []
     return [b for b in model.step_bodies()
-            if any(e.accumulates and not e.loops and (e.target or "").startswith("self.") for e in b.events)]
+            if any((e.accumulates or e.kind is EventKind.APPEND) and not e.loops
+                   and (e.target or "").startswith("self.") for e in b.events)]
 
 
 def _kept_by_self(model: FileModel, scope, acc: Event) -> bool:
@@ -181,12 +186,27 @@ def _kept_by_self(model: FileModel, scope, acc: Event) -> bool:
     for other in model.scopes:
         if other.class_name != scope.class_name or other is scope:
             continue
-        binds = any(e.kind is EventKind.ASSIGN and e.target == target and e.rebinds and not e.accumulates
-                    for e in other.events)
-        if binds and other.name != "__init__":
+        binds = [e for e in other.events
+                 if e.kind is EventKind.ASSIGN and e.target == target and e.rebinds and not e.accumulates]
+        if binds and other.name != "__init__" and not _set_before_running(other, binds, scope):
             return False  # reset by another method (a per-epoch hook, a `reset()` the caller may run each step)
-        initialised = initialised or binds
+        initialised = initialised or bool(binds)
     return initialised
+
+
+def _set_before_running(other, binds: list[Event], method) -> bool:
+    """`other` binds the total, then calls `method` on `self` in a loop that holds no binding of it (`self.total =
+    0`, then `for batch in loader: self.train_step(batch)`, both perhaps inside an epoch loop): the total starts once
+    per run of that loop, and every step of it adds to what the previous step left."""
+    if any(b.scope is not other.node for b in binds):
+        return False
+    target, bound = binds[0].target, False
+    for e in other.raw:  # in program order
+        bound = bound or (e.kind is EventKind.ASSIGN and e.target == target)
+        if (bound and e.kind is EventKind.LOCAL_CALL and e.loops and e.callee == f"self.{method.name}"
+                and all(e.loops[-1] not in b.loops for b in binds)):
+            return True
+    return False
 
 
 def _seeds(rebinding: Event, target: str) -> bool:

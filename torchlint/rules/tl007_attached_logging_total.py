@@ -63,7 +63,10 @@ window an optimizer steps in (the step's own divisor, or one named as accumulati
 A loss computed on one branch with grad and on another under `no_grad` (`if cross_valid: with torch.no_grad(): out
 = model(x)` / `else: out = model(x)`) carries its graph on the training branch, so its total keeps graphs there; a
 function whose `no_grad` block is chosen by a parameter returns a graph only where the caller leaves that parameter
-at its default (`self.run_epoch()`, not `self.run_epoch(cross_valid=True)`).
+at its default (`self.run_epoch()`, not `self.run_epoch(cross_valid=True)`). A plain function of the file that
+appends one parameter to another (`def log_loss(history, loss): history.append(loss)`) keeps the attached value in
+the list a loop hands it, when that list is bound before the loop, never emptied in it, and read into no other
+value (`torch.stack(log_probs)` for a loss is REINFORCE's buffer, not a record).
 
 A value is also known by its use: one back-propagated in the same iteration (`loss.backward()`,
 `scaler.scale(loss).backward()`, `accelerator.backward(loss)`, `manual_backward`) carries a graph there, whoever

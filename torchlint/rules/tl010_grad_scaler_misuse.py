@@ -53,6 +53,9 @@ In a loop that back-propagates through a GradScaler (`scaler.scale(loss).backwar
    (`if (i + 1) % k == 0:`). PyTorch raises 'unscale_() has already been called on this optimizer since the last
    update()' at the second call. Not followed: an update left to a helper, or one under only conditions the unscale
    also holds (`if step_now:` tested once for the unscale and again for the update).
+5c. `scaler.update()` on every iteration while `scaler.step(optimizer)` waits for an accumulation window: the
+   first iteration that does not step finds no inf checks and PyTorch asserts 'No inf checks were recorded prior to
+   update.'. Not followed: a step left to a helper, or one under only conditions the update also holds.
 
 And in a loop whose backwards are all plain (`loss.backward()`):
 6. `scaler.step(optimizer)` of a GradScaler built in the file: the step unscales, dividing by the loss scale
@@ -151,6 +154,7 @@ for x, y in loader:
                 found += _no_update(loop, scaler)
                 found += _update_skipped_after_unscale(loop)
                 found += _unscaled_again(loop)
+                found += _updated_without_step(loop)
             for finding in found:
                 if id(finding.node) not in seen:
                     seen.add(id(finding.node))
@@ -353,6 +357,37 @@ def _unscaled_again(loop: Loop) -> Iterator[Finding]:
                     f"condition",
                 )
                 break
+
+
+def _updated_without_step(loop: Loop) -> Iterator[Finding]:
+    """`scaler.update()` on every iteration while `scaler.step(opt)` waits for an accumulation window (`if (i + 1)
+    % k == 0:`): an update with no step or unscale of that scaler since the previous one finds no inf checks, and
+    PyTorch asserts 'No inf checks were recorded prior to update.' (the first iteration that does not step). Asked
+    only where the iteration steps through the scaler itself, and not when a step sits under no condition the update
+    does not also hold."""
+    scope = loop.scope
+    flow = scope.flow
+    for v in loop.of(EventKind.SCALER_UPDATE):
+        if (not v.target or _level(v) is not loop.node or v.scope is not scope.node or v.inlined_from is not None
+                or _sets_scale(v)):
+            continue
+        records = [e for e in loop.of(EventKind.STEP, EventKind.SCALER_UNSCALE) if e.via == v.target]
+        if not any(e.kind is EventKind.STEP for e in records) or any(
+                e.scope is not scope.node or e.inlined_from is not None for e in records):
+            continue
+        held = {g.condition() for g in v.guards_within(loop.node)}
+        if any({g.condition() for g in e.guards_within(loop.node)} <= held for e in records):
+            continue
+        start = scope.flow_node(v)
+        avoid = frozenset(n for e in records if (n := scope.flow_node(e)) is not None)
+        if start is not None and len(avoid) == len(records) and flow.reaches_avoiding(
+                start, start, avoid, normal_only=True):
+            yield Finding(
+                v.node,
+                f"`{code_of(v.node)}` runs on iterations where no `{v.target}.step(...)` ran since the previous update "
+                f"(the step waits under a condition, the update does not): PyTorch asserts 'No inf checks were "
+                f"recorded prior to update.'; call `{v.target}.update()` right after the step, under its condition",
+            )
 
 
 def _updated_twice(loop: Loop) -> Iterator[Finding]:
