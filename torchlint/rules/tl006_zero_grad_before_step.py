@@ -237,8 +237,8 @@ def _each_micro_batch(model: FileModel, loop: Loop, z: Event, steps: list[Event]
     if len(z.loops) != depth + 2:
         return None
     inner = z.loops[-1]
-    if type(inner) is not cst.For or z.guards_within(inner) or any(type(n) is cst.Break for n in walk(inner)):
-        return None  # a `while` or a loop left by `break`: a retry (out of memory, a bad batch), not micro-batches
+    if type(inner) is not cst.For or z.guards_within(inner):
+        return None  # a `while`: a retry (out of memory, a bad batch), not micro-batches
     refills = [b for b in loop.backwards_into_grad() if inner in b.loops and b.seq > z.seq and b.scope is z.scope]
     if not refills:
         return None
@@ -252,6 +252,8 @@ def _each_micro_batch(model: FileModel, loop: Loop, z: Event, steps: list[Event]
         if any(c is not z and end < c.seq < step.seq and clears(model, step.target, c)
                for c in loop.of(EventKind.ZERO_GRAD)):
             return None
+        if any(type(n) is cst.Break for n in walk(inner)):
+            return None  # a loop left by `break`: a retry as well
         if _GRAD_READ.search(code_of(inner)) or _GRAD_WRITE.search(code_of(node)):
             return None
         return step, (f"runs on every pass of the inner loop, before its `{code_of(refills[0].node)}`, and "
