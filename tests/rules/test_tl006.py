@@ -265,6 +265,18 @@ POSITIVE = {
         """,
         [(5, 9)],
     ),
+    "wrapped_module_of_a_ddp_cleared_between_backward_and_step": (
+        """
+        ddp = DDP(model)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        for x, y in loader:
+            loss = criterion(ddp(x), y)
+            loss.backward()
+            ddp.module.zero_grad()
+            optimizer.step()
+        """,
+        [(7, 5)],
+    ),
 }
 
 NEGATIVE = {
@@ -681,6 +693,14 @@ NEGATIVE = {
                 loss = criterion(model(x), y)
                 loss.backward()
                 ok = torch.isfinite(loss).item()
+            optimizer.step()
+        """,
+    "module_attribute_of_a_model_not_a_wrapper_cleared_in_a_shared_optimizer": """
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        for x, y in loader:
+            loss = criterion(net(x), y)
+            loss.backward()
+            net.module.zero_grad()
             optimizer.step()
         """,
 }

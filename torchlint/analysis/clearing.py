@@ -7,10 +7,10 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.events import SELF_SCALING_BACKWARDS, Event, EventKind, ZeroGradOf
-from torchlint.analysis.exprs import calls_anything, code_of, dotted, modulo_divisor, names_in
+from torchlint.analysis.exprs import calls_anything, code_of, dotted, last_part, modulo_divisor, names_in
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
-from torchlint.analysis.semantics import ACCUMULATION_NAME
+from torchlint.analysis.semantics import ACCUMULATION_NAME, MODULE_WRAPPERS
 from torchlint.source.walk import calls_in_evaluation_order
 
 
@@ -122,8 +122,25 @@ def clears_all(model: FileModel, loop: Loop, opt: str, z: Event) -> bool:
     target = z.target
     owned = _owned(model, opt)
     if owned:
-        return all(_inside(m, target) for m in owned)  # the cleared module holds every model the optimizer owns
+        same = _unwrapped(model, target)
+        # the cleared module holds every model the optimizer owns
+        return all(any(_inside(m, t) for t in same) for m in owned)
     return loop.node is None or not (loop.called & _enclosing(target))
+
+
+def _unwrapped(model: FileModel, target: str) -> list[str]:
+    """The names a cleared module is known to be: `ddp.module` is `ddp`, and the `model` it wraps, when the file
+    binds `ddp` only to a wrapper (`DDP(model)`, `nn.DataParallel(model)`): the wrapped module holds every parameter
+    the wrapper has, so clearing it clears them all."""
+    if not target.endswith(".module"):
+        return [target]
+    base = target.removesuffix(".module")
+    wraps = [e.value for scope in model.scopes for e in scope.events
+             if e.kind is EventKind.ASSIGN and e.target == base and e.rebinds and e.value is not None]
+    if not wraps or not all(type(v) is cst.Call and last_part(dotted(v.func) or "") in MODULE_WRAPPERS for v in wraps):
+        return [target]
+    calls = [v for v in wraps if type(v) is cst.Call and v.args]
+    return [target, base, *(d for v in calls if (d := dotted(v.args[0].value)) is not None)]
 
 
 def _enclosing(name: str) -> set[str]:

@@ -41,7 +41,8 @@ class ZeroGradBeforeStep(Rule):
     fixture_errors = {"trainer_amp": "No inf checks were recorded for this optimizer"}
     doc = """
 ## What it flags
-- `optimizer.zero_grad()` (or `model.zero_grad()` of a model that holds all the optimizer's parameters) after
+- `optimizer.zero_grad()` (or `model.zero_grad()` of a model that holds all the optimizer's parameters, such as
+  `ddp.module.zero_grad()` where the file binds `ddp = DDP(model)`) after
   `loss.backward()` and before that optimizer's `step()` in the same iteration, also when the backward and the
   `zero_grad()` run in an inner micro-batch loop that the step follows (every micro-batch's gradient is cleared
   before the loop ends; a backward that can reach the step without passing the clearing again refills it);
