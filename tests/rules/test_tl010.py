@@ -5,6 +5,19 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "plain_step_after_a_scaled_loss_bound_to_a_name": (
+        """
+        for x, y in loader:
+            with autocast():
+                loss = criterion(model(x), y)
+            scaled = scaler.scale(loss)
+            scaled.backward()
+            optimizer.step()
+            scaler.update()
+            optimizer.zero_grad()
+        """,
+        [(7, 5)],
+    ),
     "direct_step": (
         """
         scaler = torch.cuda.amp.GradScaler()
@@ -857,6 +870,19 @@ NEGATIVE = {
                 scaler.step(opt_g)
                 opt_g.zero_grad()
             scaler.update()
+        """,
+    "plain_step_after_a_name_bound_to_a_scaled_loss_and_to_a_plain_one": """
+        for x, y in loader:
+            with autocast():
+                loss = criterion(model(x), y)
+            if use_amp:
+                out = scaler.scale(loss)
+            else:
+                out = loss
+            out.backward()
+            if not use_amp:
+                optimizer.step()
+            optimizer.zero_grad()
         """,
 }
 

@@ -115,6 +115,9 @@ def _backward(
         and recv.args
     ):
         how, value, via = BackwardVia.SCALER, recv.args[0].value, dotted(recv.func.value)
+    elif (scaled := symbols.scaled_loss(recv_name)) is not None:
+        via, value = scaled  # `scaled = scaler.scale(loss)`, then `scaled.backward()`
+        how = BackwardVia.SCALER
     else:
         how, value = BackwardVia.TENSOR, recv
         if retain is None:

@@ -97,9 +97,14 @@ class Symbols:
         self.optimizer_class: dict[str, cst.Call] = {}  # optimizer -> the constructor call that built it
         # names bound to a `GradScaler(...)`, and whether none of those constructions says `enabled=False`
         self.scaler_enabled: dict[str, bool] = {}
+        # names bound to `scaler.scale(loss)` (the scaler's name and the loss), None when bound to anything else too
+        self.scaled: dict[str, tuple[str, cst.BaseExpression] | None] = {}
 
     def record(self, target: str, value: cst.BaseExpression, first: bool = True) -> None:
         """Learn from `target = value`; `first` is False for the later names of a tuple target."""
+        scale = _scale_of(value) if first else None
+        if scale is not None or target in self.scaled:
+            self.scaled[target] = scale if target not in self.scaled or self.scaled[target] == scale else None
         if type(value) is cst.Call and dotted(value.func) == "deepspeed.initialize":
             # `engine, optimizer, _, _ = deepspeed.initialize(...)`: the engine steps and zeroes by itself.
             if first:
@@ -158,6 +163,21 @@ class Symbols:
 
     def is_(self, name: str | None, role: Role) -> bool:
         return self.role(name) is role
+
+    def scaled_loss(self, name: str | None) -> tuple[str, cst.BaseExpression] | None:
+        """The GradScaler and the loss of `scaled = scaler.scale(loss)`, when every binding of the name in the file
+        is that one call."""
+        found = self.scaled.get(name) if name is not None else None
+        return found if found is not None and self.is_(found[0], Role.SCALER) else None
+
+
+def _scale_of(value: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
+    """`scaler.scale(loss)`: (the receiver's dotted name, the loss)."""
+    if (type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "scale"
+            and value.args and value.args[0].keyword is None):
+        receiver = dotted(value.func.value)
+        return (receiver, value.args[0].value) if receiver is not None else None
+    return None
 
 
 def _disabled(call: cst.Call) -> bool:

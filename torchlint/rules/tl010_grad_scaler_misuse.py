@@ -37,7 +37,8 @@ class GradScalerMisuse(Rule):
                       "no_update": "step() has already been called since the last update()"}
     doc = """
 ## What it flags
-In a loop that back-propagates through a GradScaler (`scaler.scale(loss).backward()`):
+In a loop that back-propagates through a GradScaler (`scaler.scale(loss).backward()`, or `scaled.backward()` of a
+name every binding of which in the file is `scaled = scaler.scale(loss)`):
 1. `optimizer.step()` called directly instead of `scaler.step(optimizer)`, or a second time after
    `scaler.step(optimizer)` in the same iteration (the message says so; no fix);
 2. `clip_grad_norm_` / `clip_grad_value_` with no `scaler.unscale_(optimizer)` between the backward and the clip;
