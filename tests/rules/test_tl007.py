@@ -7,6 +7,25 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "lightning_step_appends_a_record_of_its_output_cleared_only_at_epoch_end": (
+        """
+        class Model(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.outs = []
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                out = self(x)
+                loss = F.mse_loss(out, y)
+                self.outs.append({"pred": out, "y": y})
+                return loss
+
+            def on_train_epoch_end(self):
+                self.outs.clear()
+        """,
+        [(11, 9)],
+    ),
     "total_reset_only_at_each_logging_interval": (
         """
         def fit(net, batches, opt, log_every):
@@ -2499,6 +2518,19 @@ NEGATIVE = {
                 optimizer.step()
                 remember(hist, loss)
         """,
+    "lightning_step_appends_a_record_of_detached_values": """
+        class Model(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.outs = []
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                out = self(x)
+                loss = F.mse_loss(out, y)
+                self.outs.append({"pred": out.detach(), "y": y, "loss": loss.item()})
+                return loss
+        """,
 }
 
 
@@ -2804,6 +2836,12 @@ def test_message_parenthesizes_an_operation():
             return running_loss
     """
     assert "store `(loss * x.size(0)).item()`" in messages(src, "TL007")[0][2]
+
+
+def test_fix_detaches_the_record_a_step_method_keeps():
+    out = fixed(POSITIVE["lightning_step_appends_a_record_of_its_output_cleared_only_at_epoch_end"][0], "TL007")
+    assert 'self.outs.append({"pred": out.detach(), "y": y})' in out
+    assert fixed(out, "TL007") == out
 
 
 def test_message():

@@ -117,7 +117,9 @@ attribute in the caller.
 
 A function run once per training step (one that back-propagates and steps, called by a loop; a LightningModule's
 `training_step`, whose loss Lightning back-propagates) keeps what it adds into an attribute of `self`, or a name
-it declares `global` or `nonlocal`: `self.total += loss`, `self.outputs.append(loss)`. So does a list that is an
+it declares `global` or `nonlocal`: `self.total += loss`, `self.outputs.append(loss)`, and a record appended there
+that holds an attached value (`self.outs.append({"pred": out, "y": y})`, emptied only by an epoch-end hook: an
+epoch's graphs; the safe fix detaches the attached values of the record). So does a list that is an
 entry of a container outliving the loop (`hist["loss"].append(loss)` over `defaultdict(list)`,
 `hist.setdefault("loss", []).append(loss)`). A `deque(maxlen=k)` keeps at most `k`: not reported.
 
@@ -236,10 +238,18 @@ for x, y in loader:
         for body, e in kept_by_steps(model):
             scope, value = body.scope, e.value
             assert value is not None and e.target is not None  # kept_by_steps: each with both
-            if id(e.node) in seen or model.kinds.of(value, scope, e) is not VKind.GRAPH or bounded(
+            kind = model.kinds.of(value, scope, e)
+            record = _attached_items(model, scope, e) if kind is not VKind.GRAPH and e.kind is EventKind.APPEND else []
+            if id(e.node) in seen or (kind is not VKind.GRAPH and not record) or bounded(
                     model, scope, e.target) or _escapes(model, body, e.target) or handed_on(model, scope, e.target):
                 continue
             seen.add(id(e.node))
+            if record:  # `self.outs.append({"pred": out, "y": y})`: the record holds the graph
+                yield Finding(e.node, f"{', '.join(f'`{code_of(a)}`' for a in record)} in `{code_of(value)}` is still "
+                              f"attached to its graph and is kept in `{e.target}`, which outlives each call of "
+                              f"`{scope.name}()`, run once per training step: every step's graph stays alive and "
+                              f"memory grows; keep `.detach()`ed values", _detach_all(record))
+                continue
             yield Finding(e.node if e.kind is EventKind.APPEND else _small_statement(e),
                           f"`{code_of(value)}` is still attached to its graph and is kept in `{e.target}`, which "
                           f"outlives each call of `{scope.name}()`, run once per training step: every step's graph "
@@ -341,9 +351,7 @@ for x, y in loader:
                         f"{names} in `{code_of(e.value)}` is still attached to its graph and is kept in `{e.target}` "
                         f"across iterations, and `{e.target}` itself is never back-propagated: every step's graph "
                         f"stays alive and memory grows; keep `.detach()`ed values",
-                        Fix("safe", "detach the attached values kept in the record",
-                            tuple((a, cst.Call(func=cst.Attribute(value=parenthesized(a), attr=cst.Name("detach"))))
-                                  for a in attached)),
+                        _detach_all(attached),
                     )
                     continue
                 yield Finding(
@@ -427,6 +435,11 @@ def _backpropagated_part(model: FileModel, loop: Loop, scope: Scope, e: Event) -
 
     b = loop.backpropagated_term(e, terms)
     return b.value if b is not None else None
+
+
+def _detach_all(attached: list[cst.BaseExpression]) -> Fix:
+    return Fix("safe", "detach the attached values kept in the record",
+               tuple((a, cst.Call(func=cst.Attribute(value=parenthesized(a), attr=cst.Name("detach")))) for a in attached))
 
 
 def _attached_items(model: FileModel, scope: Scope, e: Event) -> list[cst.BaseExpression]:
