@@ -28,6 +28,37 @@ for epoch in range(1, 5):
 """
 
 POSITIVE = {
+    "global_total_of_a_step_function": (
+        """
+        total_loss = 0
+
+        def train_step(model, x, y, optimizer, criterion):
+            global total_loss
+            loss = criterion(model(x), y)
+            total_loss += loss
+            optimizer.zero_grad()
+            total_loss.backward()
+            optimizer.step()
+        """,
+        [(9, 5)],
+    ),
+    "nonlocal_total_of_a_nested_step_function": (
+        """
+        def fit(model, loader, optimizer, criterion):
+            running = 0
+
+            def step(x, y):
+                nonlocal running
+                running = running + criterion(model(x), y)
+                optimizer.zero_grad()
+                running.backward()
+                optimizer.step()
+
+            for x, y in loader:
+                step(x, y)
+        """,
+        [(9, 9)],
+    ),
     "total_in_self_of_a_per_step_method": (
         """
         class Learner:
@@ -451,6 +482,29 @@ NEGATIVE = {
                 self.optimizer.zero_grad()
                 loss.backward()
                 self.optimizer.step()
+        """,
+    "global_total_bound_again_before_each_step": """
+        def train_step(model, x, y, optimizer, criterion):
+            global total_loss
+            total_loss += criterion(model(x), y)
+            optimizer.zero_grad()
+            total_loss.backward()
+            optimizer.step()
+
+        for x, y in loader:
+            total_loss = 0
+            train_step(model, x, y, optimizer, criterion)
+        """,
+    "global_total_of_logged_numbers": """
+        total_loss = 0
+
+        def train_step(model, x, y, optimizer, criterion):
+            global total_loss
+            loss = criterion(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total_loss += loss.item()
         """,
 }
 

@@ -17,11 +17,12 @@ from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after, statements
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
+from torchlint.source.walk import walk
 from torchlint.verify.signs import Sign
 
 # `self.total += loss` / `self.total = self.total + loss` / `self.losses.append(loss)`: a total a per-step method
-# keeps in `self`.
-SELF_ADD = re.compile(r"self\.[\w.]+\s*(?:\+=|=\s*self\.)|self\.[\w.]+\.append\s*\(")
+# keeps in `self`; or one in a name it declares `global` / `nonlocal`.
+SELF_ADD = re.compile(r"self\.[\w.]+\s*(?:\+=|=\s*self\.)|self\.[\w.]+\.append\s*\(|\b(?:global|nonlocal)\s")
 
 
 class BackwardOnAccumulatedTotal(Rule):
@@ -48,7 +49,8 @@ when nothing rebinds the total between that backward and the next addition. A re
 
 Also in a method run once per training step (it back-propagates outside any loop of its own and steps an
 optimizer): a total kept in an attribute of `self` that `__init__` binds and the method adds to and
-back-propagates (`self.total = self.total + loss`; `self.total.backward()`), or a list attribute it appends to
+back-propagates (`self.total = self.total + loss`; `self.total.backward()`), or a name it declares `global` or
+`nonlocal` that the module (the enclosing function) binds before the steps, or a list attribute it appends to
 and back-propagates the stack of (`self.losses.append(loss)`; `torch.stack(self.losses).mean().backward()`), when
 no method but `__init__` binds it again, or one that binds it and then calls the method in a loop that binds it no
 more (`self.total = 0` once per epoch, then `for batch in loader: self.train_step(batch)`): each call's backward
@@ -164,24 +166,35 @@ def _carried(scope, loop: Loop, acc: Event) -> bool:
 
 
 def _self_total_bodies(model: FileModel) -> list[Loop]:
-    """The per-step methods (`FileModel.step_bodies`) that add into an attribute of `self` outside any loop of
-    their own."""
-    if "self." not in model.text:
+    """The per-step functions (`FileModel.step_bodies`) that add into an attribute of `self`, or into a name they
+    declare `global` or `nonlocal`, outside any loop of their own."""
+    shares = "global" in model.text or "nonlocal" in model.text
+    if "self." not in model.text and not shares:
         return []
     return [b for b in model.step_bodies()
-            if any((e.accumulates or e.kind is EventKind.APPEND) and not e.loops
-                   and (e.target or "").startswith("self.") for e in b.events)]
+            if any((e.accumulates or e.kind is EventKind.APPEND) and not e.loops and e.target is not None
+                   and (e.target.startswith("self.") or shares and e.target in _declared(b.scope))
+                   for e in b.events)]
+
+
+def _declared(scope) -> set[str]:
+    """The names a function declares `global` or `nonlocal`."""
+    return {n.name.value for node in walk(scope.node) if type(node) in (cst.Global, cst.Nonlocal)
+            for n in node.names}  # type: ignore[attr-defined]  # Global / Nonlocal
 
 
 def _kept_by_self(model: FileModel, scope, acc: Event) -> bool:
     """In a per-step method, the attribute total `acc` adds to holds what the previous call left in it: nothing in
     the method binds it before this addition, `__init__` of the same class binds it, and no other method does."""
     target = acc.target or ""
-    if not target.startswith("self."):
+    shared = not target.startswith("self.")
+    if shared and target not in _declared(scope):
         return False
     defs, entry = scope.reaching(target, acc)
     if not entry or any(d.rebinds and not d.accumulates for d in defs):
         return False
+    if shared:
+        return _kept_across_calls(model, scope, target)
     initialised = False
     for other in model.scopes:
         if other.class_name != scope.class_name or other is scope:
@@ -194,6 +207,24 @@ def _kept_by_self(model: FileModel, scope, acc: Event) -> bool:
     return initialised
 
 
+def _kept_across_calls(model: FileModel, scope, target: str) -> bool:
+    """A name the step function declares `global` (`nonlocal`) is bound by the module (the enclosing function) before
+    any loop, or before the loop that calls the function, and by nothing that may run between two steps."""
+    initialised = False
+    for other in model.scopes:
+        if other is scope:
+            continue
+        binds = [e for e in other.events if e.kind is EventKind.ASSIGN and e.target == target and e.rebinds
+                 and not e.accumulates and e.scope is other.node]
+        if not binds:
+            continue
+        if not (other is model.scopes[0] and not any(b.loops for b in binds)) and not _set_before_running(
+                other, binds, scope):
+            return False
+        initialised = True
+    return initialised
+
+
 def _set_before_running(other, binds: list[Event], method) -> bool:
     """`other` binds the total, then calls `method` on `self` in a loop that holds no binding of it (`self.total =
     0`, then `for batch in loader: self.train_step(batch)`, both perhaps inside an epoch loop): the total starts once
@@ -203,7 +234,7 @@ def _set_before_running(other, binds: list[Event], method) -> bool:
     target, bound = binds[0].target, False
     for e in other.raw:  # in program order
         bound = bound or (e.kind is EventKind.ASSIGN and e.target == target)
-        if (bound and e.kind is EventKind.LOCAL_CALL and e.loops and e.callee == f"self.{method.name}"
+        if (bound and e.kind is EventKind.LOCAL_CALL and e.loops and e.callee in (f"self.{method.name}", method.name.rsplit(".", 1)[-1])
                 and all(e.loops[-1] not in b.loops for b in binds)):
             return True
     return False
