@@ -5,6 +5,19 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "losses_copied_into_a_tensor_then_rewrapped_by_variable": (
+        """
+        for inp, tgt in batches:
+            outs = net(inp)
+            parts = [crit(o, tgt) for o in outs]
+            err = torch.tensor(parts).sum()
+            err = Variable(err, requires_grad=True)
+            opt.zero_grad()
+            err.backward()
+            opt.step()
+        """,
+        [(5, 11)],
+    ),
     # -- a helper that returns several losses as a tuple, one of them detached ------------------------------
     "helper_tuple_item": (
         """

@@ -461,8 +461,7 @@ def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Eve
 
 
 def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
-    """A detached loss value re-wrapped as a new leaf (`torch.tensor(loss.item(), requires_grad=True)`), to
-    silence "element 0 of tensors does not require grad": the backward reaches no parameter."""
+    """A detached loss re-wrapped as a new leaf (`torch.tensor(loss.item(), requires_grad=True)`): no parameter."""
     for call in rewrapped(expr):
         value = call.args[0].value
         detached = summand_detachments(value) + [
@@ -471,14 +470,15 @@ def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Even
         ]
         if not detached:
             if (dotted(call.func) or "") in COPYING_REWRAPPERS and _carries_graph(model, scope, value, at):
-                # `Variable(loss, requires_grad=True)`, `torch.tensor(loss, requires_grad=True)`: a new leaf that
-                # copies the loss's value and drops its graph (Variable no longer returns its argument)
+                # `Variable(loss, requires_grad=True)`: a new leaf of the loss's value, without its graph
                 yield Finding(
                     call,
                     f"`{code_of(call)}` copies `{code_of(value)}` into a new leaf tensor, without its graph: "
                     f"backward() stops there and no parameter gets a gradient; back-propagate `{code_of(value)}` "
                     f"itself",
                 )
+            for defn in scope.summand_defs(value, at):  # `loss = torch.tensor(losses).sum()`, then `Variable(loss)`
+                yield from _list_findings(model, scope, defn.value, defn, "is re-wrapped as the back-propagated loss")
             continue  # a learnable scalar made on purpose (`log_var = torch.tensor(0.0, requires_grad=True)`)
         yield Finding(
             call,
