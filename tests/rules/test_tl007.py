@@ -7,6 +7,31 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "ignite_handler_keeps_the_attached_output_of_every_iteration": (
+        """
+        from ignite.engine import Engine, Events
+
+        def make(model, optimizer, criterion, loader):
+            def update(engine, batch):
+                x, y = batch
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                return loss
+
+            trainer = Engine(update)
+            losses = []
+
+            @trainer.on(Events.ITERATION_COMPLETED)
+            def log(engine):
+                losses.append(engine.state.output)
+
+            trainer.run(loader, max_epochs=3)
+            return losses
+        """,
+        [(18, 9)],
+    ),
     "lightning_step_appends_a_record_of_its_output_cleared_only_at_epoch_end": (
         """
         class Model(pl.LightningModule):
@@ -2530,6 +2555,25 @@ NEGATIVE = {
                 loss = F.mse_loss(out, y)
                 self.outs.append({"pred": out.detach(), "y": y, "loss": loss.item()})
                 return loss
+        """,
+    "ignite_handler_keeps_the_number_the_update_returns": """
+        from ignite.engine import Engine, Events
+
+        def update(engine, batch):
+            x, y = batch
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            return loss.item()
+
+        trainer = Engine(update)
+        losses = []
+
+        def log(engine):
+            losses.append(engine.state.output)
+
+        trainer.add_event_handler(Events.ITERATION_COMPLETED, log)
         """,
 }
 

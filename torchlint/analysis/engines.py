@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.events import EventKind
 from torchlint.analysis.exprs import dotted, keyword, last_part
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.loops import Loop
@@ -73,8 +74,9 @@ def _function(model: FileModel, name: str | None, within: str | None) -> Scope |
     """The function or method `name` names: `update`, `self._update` (a method of `within`), `Cls.train`."""
     if name is None:
         return None
-    if "." not in name:
-        return next((s for s in model.scopes if s.class_name is None and s.name == name), None)
+    if "." not in name:  # a function of the module, or one nested in the function that builds the engine
+        found = [s for s in model.scopes if s.class_name is None and (s.name == name or s.name.endswith(f".{name}"))]
+        return next((s for s in found if s.name == name), found[0] if len(found) == 1 else None)
     owner, _, method = name.rpartition(".")
     cls = within if owner == "self" else last_part(owner)
     return next((s for s in model.scopes if s.class_name == cls and last_part(s.name) == method), None)
@@ -96,3 +98,59 @@ def run_by_callers(model: FileModel, scope: Scope) -> list[CallerUse]:
             return []
         entries = hop
     return [u for e in entries for u in model.project.runs(f"{scope.class_name}.{e.name}") if u.looped]
+
+
+def outputs_kept(model: FileModel) -> list[tuple[Scope, Scope, cst.CSTNode]]:
+    """ignite's handlers of `Events.ITERATION_COMPLETED` that keep the engine's output in what outlives them: the
+    handler (decorated with `@trainer.on(Events.ITERATION_COMPLETED)` or given to `add_event_handler`), the process
+    function whose return value `engine.state.output` is, and the statement that appends it to (or adds it into) a
+    name the handler does not bind (a list of the enclosing function, a global, an attribute). Every iteration's
+    output stays referenced."""
+    loops = engine_iterations(model)
+    if not loops or "ITERATION_COMPLETED" not in model.text:
+        return []
+    handlers = _iteration_handlers(model)
+    out = []
+    for handler in handlers:
+        params = list(handler.params)
+        engine_names = {f"{p}.state.output" for p in params[:1]}
+        for e in handler.events:
+            if e.scope is not handler.node or e.value is None or e.target is None:
+                continue
+            if not (e.kind is EventKind.APPEND or e.accumulates) or e.target in handler.params:
+                continue
+            if any(a.rebinds and not a.accumulates for a in handler.assignments(e.target)):
+                continue  # a buffer of one call
+            if not any(d in engine_names or d.endswith(".state.output") for d in _dotted_in(e.value)):
+                continue
+            for loop in loops:
+                out.append((handler, loop.scope, e.stmt))
+                break
+    return out
+
+
+def _iteration_handlers(model: FileModel) -> list[Scope]:
+    """The functions of the file registered for `Events.ITERATION_COMPLETED` (every k iterations included)."""
+    names: set[str] = set()
+    for node in walk(model.module, descend_scopes=True):
+        if type(node) is cst.FunctionDef:
+            for dec in node.decorators:
+                d = dec.decorator
+                if (type(d) is cst.Call and type(d.func) is cst.Attribute and d.func.attr.value == "on" and d.args
+                        and "ITERATION_COMPLETED" in (dotted(_event(d.args[0].value)) or "")):
+                    names.add(node.name.value)
+        elif (type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "add_event_handler"
+              and len(node.args) >= 2 and "ITERATION_COMPLETED" in (dotted(_event(node.args[0].value)) or "")):
+            handed = dotted(node.args[1].value)
+            if handed is not None:
+                names.add(last_part(handed))
+    return [s for s in model.scopes if type(s.node) is cst.FunctionDef and s.node.name.value in names]
+
+
+def _event(value: cst.BaseExpression) -> cst.BaseExpression:
+    """`Events.ITERATION_COMPLETED(every=10)` -> `Events.ITERATION_COMPLETED`."""
+    return value.func if type(value) is cst.Call else value
+
+
+def _dotted_in(value: cst.BaseExpression) -> list[str]:
+    return [d for n in walk(value) if type(n) in (cst.Attribute, cst.Name) and (d := dotted(n)) is not None]

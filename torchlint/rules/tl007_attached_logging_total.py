@@ -13,6 +13,7 @@ import libcst as cst
 
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.bindings import bounded, runs_while_kept
+from torchlint.analysis.engines import outputs_kept
 from torchlint.analysis.handing import handed_on
 from torchlint.analysis.keeping import (
     SET_ITEM, kept_by_objects, kept_by_steps, kept_for_callers, stored_for_callers, term_of_backpropagated,
@@ -24,7 +25,7 @@ from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import parenthesized
 from torchlint.source.lines import split_lines
-from torchlint.rules.base import BACKWARD_CALL, DEF_TRAINING_STEP, LOOP, TRAINING_STEP_TEXT, Finding, Rule
+from torchlint.rules.base import BACKWARD_CALL, DEF_TRAINING_STEP, LOOP, STEP_CALL, TRAINING_STEP_TEXT, Finding, Rule
 from torchlint.verify.signs import Sign
 
 
@@ -34,15 +35,20 @@ FEW_ITERATIONS = 30
 _BACKWARD_TEXT = re.compile(r"backward\s*\(")  # what `project_callers` reads a helper file's backward by
 
 
+ITERATION_COMPLETED = re.compile(r"\bITERATION_COMPLETED\b")  # ignite's event
+STATE_OUTPUT = re.compile(r"\.state\.output\b")  # what ignite's process function returned, read by a handler
+
+
 class AttachedLoggingTotal(Rule):
     code = "TL007"
     name = "attached-logging-total"
     summary = "a graph-attached loss kept across iterations only for logging (memory grows every step)"
     fix_safety = "safe"
     # A loop that back-propagates, or Lightning's batch loop around `training_step` (its backward is Lightning's).
-    requires = ((BACKWARD_CALL, TRAINING_STEP_TEXT), (LOOP, TRAINING_STEP_TEXT))
+    # Or ignite's handler of ITERATION_COMPLETED keeping `engine.state.output` (the process function's return).
+    requires = ((BACKWARD_CALL, TRAINING_STEP_TEXT), (LOOP, TRAINING_STEP_TEXT, ITERATION_COMPLETED))
     scope_requires = (BACKWARD_CALL, LOOP)
-    scope_alternatives = ((DEF_TRAINING_STEP,),)
+    scope_alternatives = ((DEF_TRAINING_STEP,), (STATE_OUTPUT,), (BACKWARD_CALL, STEP_CALL))
     runtime_signs = (Sign.GRAPH_GROWS,)
     fix_promise = "the graph held by the script's variables no longer grows from step to step"
     fixture_keeps_training = True
@@ -66,7 +72,10 @@ function whose `no_grad` block is chosen by a parameter returns a graph only whe
 at its default (`self.run_epoch()`, not `self.run_epoch(cross_valid=True)`). A plain function of the file that
 appends one parameter to another (`def log_loss(history, loss): history.append(loss)`) keeps the attached value in
 the list a loop hands it, when that list is bound before the loop, never emptied in it, and read into no other
-value (`torch.stack(log_probs)` for a loss is REINFORCE's buffer, not a record).
+value (`torch.stack(log_probs)` for a loss is REINFORCE's buffer, not a record). An ignite handler of
+`Events.ITERATION_COMPLETED` (decorated with `@trainer.on(...)` or given to `add_event_handler`) that appends
+`engine.state.output` to a name it does not bind keeps what the process function returns each iteration: reported
+when that return carries a graph (`return loss` after `loss.backward()`), not when it is `loss.item()`.
 
 A value is also known by its use: one back-propagated in the same iteration (`loss.backward()`,
 `scaler.scale(loss).backward()`, `accelerator.backward(loss)`, `manual_backward`) carries a graph there, whoever
@@ -234,6 +243,13 @@ for x, y in loader:
                                   f"`{k.obj}`, which outlives the iteration: every step's graph stays alive and memory "
                                   f"grows; pass `{code_of(parenthesized(k.value))}.item()` or `.detach()`", None)
         yield from _evaluated_with_grad(model)
+        for handler, process, stmt in outputs_kept(model):
+            if id(stmt) not in seen and model.kinds.returns(process) is VKind.GRAPH:
+                seen.add(id(stmt))
+                fn, pf = handler.name.rsplit(".", 1)[-1], process.name.rsplit(".", 1)[-1]
+                yield Finding(stmt, f"`{fn}()` runs after every iteration of the engine and keeps its `state.output`, "
+                              f"what `{pf}()` returns, still attached to its graph: every iteration's graph stays "
+                              f"alive and memory grows; return `.item()` from `{pf}()`, or keep `.item()` of the output")
         displayed: dict[str, bool] = {}
         for body, e in kept_by_steps(model):
             scope, value = body.scope, e.value
