@@ -884,6 +884,24 @@ NEGATIVE = {
                 optimizer.step()
             optimizer.zero_grad()
         """,
+    "plain_step_of_a_loss_whose_name_another_function_binds_to_a_scaled_loss": """
+        def train_plain(model, loader, optimizer, criterion):
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+        def train_amp(model, loader, optimizer, criterion, scaler):
+            for x, y in loader:
+                with autocast():
+                    loss = criterion(model(x), y)
+                loss = scaler.scale(loss)
+                optimizer.zero_grad()
+                loss.backward()
+                scaler.step(optimizer)
+                scaler.update()
+        """,
 }
 
 

@@ -99,12 +99,11 @@ class Symbols:
         self.scaler_enabled: dict[str, bool] = {}
         # names bound to `scaler.scale(loss)` (the scaler's name and the loss), None when bound to anything else too
         self.scaled: dict[str, tuple[str, cst.BaseExpression] | None] = {}
+        self._bound: set[str] = set()  # every name recorded so far (a later `scale` binding is then not the only one)
 
     def record(self, target: str, value: cst.BaseExpression, first: bool = True) -> None:
         """Learn from `target = value`; `first` is False for the later names of a tuple target."""
-        scale = _scale_of(value) if first else None
-        if scale is not None or target in self.scaled:
-            self.scaled[target] = scale if target not in self.scaled or self.scaled[target] == scale else None
+        self._record_scaled(target, _scale_of(value) if first else None)
         if type(value) is cst.Call and dotted(value.func) == "deepspeed.initialize":
             # `engine, optimizer, _, _ = deepspeed.initialize(...)`: the engine steps and zeroes by itself.
             if first:
@@ -135,6 +134,19 @@ class Symbols:
             opt = dotted(value.args[0].value)
             if opt is not None:
                 self.scheduler_optimizer[target] = opt
+
+    def _record_scaled(self, target: str, scale: tuple[str, cst.BaseExpression] | None) -> None:
+        """`scaled` keeps a name only while every binding of it recorded so far is one `scaler.scale(loss)` call, in
+        whichever order the bindings come (`loss = criterion(...)` in one function, `loss = scaler.scale(loss)` in
+        another: not known)."""
+        if scale is None:
+            if target in self.scaled:
+                self.scaled[target] = None
+        elif target in self._bound and self.scaled.get(target) != scale:
+            self.scaled[target] = None
+        else:
+            self.scaled[target] = scale
+        self._bound.add(target)
 
     def _wrapped_optimizer(self, value: cst.BaseExpression) -> cst.Call | None:
         """The constructor of the optimizer that a wrapper call takes as its first argument (a mixed-precision or
