@@ -9,7 +9,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.events import EventKind
-from torchlint.analysis.exprs import dotted, keyword, last_part
+from torchlint.analysis.exprs import dotted, keyword, last_part, names_in
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
@@ -109,11 +109,9 @@ def outputs_kept(model: FileModel) -> list[tuple[Scope, Scope, cst.CSTNode]]:
     loops = engine_iterations(model)
     if not loops or "ITERATION_COMPLETED" not in model.text:
         return []
-    handlers = _iteration_handlers(model)
+    process = loops[0].scope  # (the first engine's: which engine a handler is registered on is not followed)
     out = []
-    for handler in handlers:
-        params = list(handler.params)
-        engine_names = {f"{p}.state.output" for p in params[:1]}
+    for handler in _iteration_handlers(model):
         for e in handler.events:
             if e.scope is not handler.node or e.value is None or e.target is None:
                 continue
@@ -121,11 +119,8 @@ def outputs_kept(model: FileModel) -> list[tuple[Scope, Scope, cst.CSTNode]]:
                 continue
             if any(a.rebinds and not a.accumulates for a in handler.assignments(e.target)):
                 continue  # a buffer of one call
-            if not any(d in engine_names or d.endswith(".state.output") for d in _dotted_in(e.value)):
-                continue
-            for loop in loops:
-                out.append((handler, loop.scope, e.stmt))
-                break
+            if any(d.endswith(".state.output") for d in names_in(e.value)):
+                out.append((handler, process, e.stmt))
     return out
 
 
@@ -150,7 +145,3 @@ def _iteration_handlers(model: FileModel) -> list[Scope]:
 def _event(value: cst.BaseExpression) -> cst.BaseExpression:
     """`Events.ITERATION_COMPLETED(every=10)` -> `Events.ITERATION_COMPLETED`."""
     return value.func if type(value) is cst.Call else value
-
-
-def _dotted_in(value: cst.BaseExpression) -> list[str]:
-    return [d for n in walk(value) if type(n) in (cst.Attribute, cst.Name) and (d := dotted(n)) is not None]

@@ -148,7 +148,7 @@ def _kept_by_function(model: FileModel, scope: Scope, call: cst.Call) -> KeptVal
     callee = model.resolve(scope, call.func.value)  # type: ignore[attr-defined]  # a Name (the caller checks)
     if callee is None or callee.class_name is not None or callee.own_backwards():
         return None
-    shared = _declared_shared(callee)
+    shared = callee.declared_shared()
     params = positional_params(callee.node)
     kept: dict[str, str] = {}
     for e in callee.events if shared else ():
@@ -283,18 +283,12 @@ def kept_by_steps(model: FileModel) -> Iterator[tuple[Loop, Event]]:
             if not (e.accumulates or e.kind is EventKind.APPEND) or e.variant is AssignForm.ITEM and not e.accumulates:
                 continue
             if not (target.startswith("self.") and target.count(".") == 1 and scope.class_name):
-                shared = _declared_shared(scope) if shared is None else shared
+                shared = scope.declared_shared() if shared is None else shared
                 if target not in shared:
                     continue
             if any(a.rebinds and not a.accumulates and a.kind is EventKind.ASSIGN for a in scope.assignments(target)):
                 continue
             yield body, e
-
-
-def _declared_shared(scope: Scope) -> set[str]:
-    """The names the function declares `global` or `nonlocal` (its nested functions' declarations aside)."""
-    return {n.name.value for node in walk(scope.node) if type(node) in (cst.Global, cst.Nonlocal)
-            for n in node.names}  # type: ignore[attr-defined]  # Global / Nonlocal
 
 
 @dataclass(frozen=True)

@@ -362,6 +362,11 @@ class Scope(RawScope):
             cached = self._value_names[id(value)] = names_in(value)
         return cached
 
+    def declared_shared(self) -> set[str]:
+        """The names the function declares `global` or `nonlocal` (its nested functions' declarations aside)."""
+        return {n.name.value for node in walk(self.node) if type(node) in (cst.Global, cst.Nonlocal)
+                for n in node.names}  # type: ignore[attr-defined]  # Global / Nonlocal
+
     def mode_params(self) -> frozenset[str]:
         """The parameters a `no_grad` block of the function is guarded by (`if cross_valid:`, `if not train:`)."""
         if not self.params:

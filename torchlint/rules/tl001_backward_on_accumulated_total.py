@@ -17,7 +17,6 @@ from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after, statements
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
-from torchlint.source.walk import walk
 from torchlint.verify.signs import Sign
 
 # `self.total += loss` / `self.total = self.total + loss` / `self.losses.append(loss)`: a total a per-step method
@@ -173,14 +172,8 @@ def _self_total_bodies(model: FileModel) -> list[Loop]:
         return []
     return [b for b in model.step_bodies()
             if any((e.accumulates or e.kind is EventKind.APPEND) and not e.loops and e.target is not None
-                   and (e.target.startswith("self.") or shares and e.target in _declared(b.scope))
+                   and (e.target.startswith("self.") or shares and e.target in b.scope.declared_shared())
                    for e in b.events)]
-
-
-def _declared(scope) -> set[str]:
-    """The names a function declares `global` or `nonlocal`."""
-    return {n.name.value for node in walk(scope.node) if type(node) in (cst.Global, cst.Nonlocal)
-            for n in node.names}  # type: ignore[attr-defined]  # Global / Nonlocal
 
 
 def _kept_by_self(model: FileModel, scope, acc: Event) -> bool:
@@ -188,7 +181,7 @@ def _kept_by_self(model: FileModel, scope, acc: Event) -> bool:
     the method binds it before this addition, `__init__` of the same class binds it, and no other method does."""
     target = acc.target or ""
     shared = not target.startswith("self.")
-    if shared and target not in _declared(scope):
+    if shared and target not in scope.declared_shared():
         return False
     defs, entry = scope.reaching(target, acc)
     if not entry or any(d.rebinds and not d.accumulates for d in defs):

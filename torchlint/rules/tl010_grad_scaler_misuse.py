@@ -334,9 +334,9 @@ def _unscaled_again(loop: Loop) -> Iterator[Finding]:
         updates = [v for v in loop.of(EventKind.SCALER_UPDATE) if v.target == u.via]
         if not updates or any(v.scope is not scope.node or v.inlined_from is not None for v in updates):
             continue
-        held = {g.condition() for g in u.guards_within(loop.node)}
+        held = _conditions(loop, u)
         # an update under conditions the unscale holds too (`if step_now:` tested twice) follows it every time
-        follows = any({g.condition() for g in v.guards_within(loop.node)} <= held for v in updates) or all(
+        follows = any(_conditions(loop, v) <= held for v in updates) or all(
             _decided_after(loop, u, v) for v in updates)  # (4. reports that at the update)
         start, head = scope.flow_node(u), flow.loop_head.get(id(loop.node))
         avoid = frozenset(n for v in updates if (n := scope.flow_node(v)) is not None)
@@ -360,6 +360,11 @@ def _unscaled_again(loop: Loop) -> Iterator[Finding]:
                 break
 
 
+def _conditions(loop: Loop, e: Event) -> set[tuple[str, bool] | None]:
+    """The conditions (text, polarity) `e` sits under inside the loop."""
+    return {g.condition() for g in e.guards_within(loop.node)}
+
+
 def _updated_without_step(loop: Loop) -> Iterator[Finding]:
     """`scaler.update()` on every iteration while `scaler.step(opt)` waits for an accumulation window (`if (i + 1)
     % k == 0:`): an update with no step or unscale of that scaler since the previous one finds no inf checks, and
@@ -376,8 +381,8 @@ def _updated_without_step(loop: Loop) -> Iterator[Finding]:
         if not any(e.kind is EventKind.STEP for e in records) or any(
                 e.scope is not scope.node or e.inlined_from is not None for e in records):
             continue
-        held = {g.condition() for g in v.guards_within(loop.node)}
-        if any({g.condition() for g in e.guards_within(loop.node)} <= held for e in records):
+        held = _conditions(loop, v)
+        if any(_conditions(loop, e) <= held for e in records):
             continue
         start = scope.flow_node(v)
         avoid = frozenset(n for e in records if (n := scope.flow_node(e)) is not None)
