@@ -30,7 +30,7 @@ from typing import Literal
 from torchlint.analysis.exports import compute_exports
 from torchlint.analysis.foreign import Exports, Resolved, Signature, event_text
 from torchlint.analysis.prescan import (
-    CLASS_BASES, CLASS_LINE, EVENT_BYTES, EVENT_TEXT, OBJECT_CALL, SELF_CALL, Imported, acting, inert,
+    CLASS_LINE, EVENT_BYTES, EVENT_TEXT, OBJECT_CALL, SELF_CALL, Imported, acting, class_bases, inert,
     scan_imports, star_imports, top_level_names,
 )
 from torchlint.analysis.semantics import MODULE_BASES
@@ -66,6 +66,7 @@ class Project:
         self._candidates_shown: dict[tuple[str, str, int], list[tuple[str, str]]] = {}  # _candidates, displayed
         self._lookups: dict[tuple, tuple[object, dict[str, Path | str]]] = {}  # ProjectView._memo
         self._dirs: dict[str, frozenset[str]] = {}  # directory listings
+        self._in_base: dict[tuple[str, tuple[str, ...]], tuple[str | None, tuple[str, ...]]] = {}  # _look_in
         self._shown: dict[Path, str] = {}  # display
         self._root_prefix = str(self.root).rstrip(os.sep) + os.sep
         self._classes: dict[str, dict[str, list[str]]] = {}  # by content hash: each class's bases, as written
@@ -105,25 +106,8 @@ class Project:
         found = None
         looked: list[str] = []
         for base in bases:
-            here = base
-            for part in parts[:-1]:
-                if part not in self._listing(here):
-                    here = ""
-                    break
-                here = os.path.join(here, part)
-            if not here:
-                looked.extend(_tried(os.path.join(base, *parts[:-1]), parts))
-                continue
-            looked.extend(_tried(here, parts))
-            names = self._listing(here)
-            # Python's order within one entry: a package (`engine/__init__.py`) before a module (`engine.py`); a
-            # directory without __init__.py is a namespace portion, which only counts when no entry has either.
-            if parts and parts[-1] in names and "__init__.py" in self._listing(os.path.join(here, parts[-1])):
-                found = os.path.join(here, parts[-1], "__init__.py")
-            elif parts and parts[-1] + ".py" in names:
-                found = os.path.join(here, parts[-1] + ".py")
-            elif not parts and "__init__.py" in names:
-                found = os.path.join(here, "__init__.py")
+            found, tried = self._look_in(base, tuple(parts))
+            looked.extend(tried)
             if found is not None:
                 break
         result = Path(found) if found is not None and found.startswith(self._root_prefix) else None
@@ -131,6 +115,32 @@ class Project:
         self._candidates[key] = tuple(p for p in looked if p.startswith(self._root_prefix))
         self._candidates_shown.pop(key, None)
         return result
+
+    def _look_in(self, base: str, parts: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
+        """The module `parts` in one entry of the search path (`base`): its file, or None, and the files looked for
+        up to it. Kept by entry: the project root is searched for every script's absolute imports."""
+        key = (base, parts)
+        hit = self._in_base.get(key)
+        if hit is not None:
+            return hit
+        here = base
+        for part in parts[:-1]:
+            if part not in self._listing(here):
+                hit = self._in_base[key] = (None, _tried(os.path.join(base, *parts[:-1]), list(parts)))
+                return hit
+            here = os.path.join(here, part)
+        names = self._listing(here)
+        found = None
+        # Python's order within one entry: a package (`engine/__init__.py`) before a module (`engine.py`); a
+        # directory without __init__.py is a namespace portion, which only counts when no entry has either.
+        if parts and parts[-1] in names and "__init__.py" in self._listing(os.path.join(here, parts[-1])):
+            found = os.path.join(here, parts[-1], "__init__.py")
+        elif parts and parts[-1] + ".py" in names:
+            found = os.path.join(here, parts[-1] + ".py")
+        elif not parts and "__init__.py" in names:
+            found = os.path.join(here, "__init__.py")
+        hit = self._in_base[key] = (found, _tried(here, list(parts)))
+        return hit
 
     def _listing(self, directory: str) -> frozenset[str]:
         found = self._dirs.get(directory)
@@ -344,7 +354,7 @@ class ProjectView(OtherFilesValues):
         """Does the file call (or inherit) something of a project file that holds events? Also gathers the
         callees' event text for the prefilter. Only names bound to files whose text can hold events are looked
         for in the file's text: the rest of the imports cost a dictionary lookup."""
-        all_bases = [b.strip() for m in CLASS_BASES.finditer(text) for b in m.group(1).split(",") if b.strip()]
+        all_bases = [b.strip() for listed in class_bases(text) for b in listed.split(",") if b.strip()]
         base_heads = {b.split(".", 1)[0] for b in all_bases}
         # A class brings events to a subclass (`self.fit()` inherited) and to the objects the file builds of it
         # (`trainer = Trainer(...)`, then `trainer.fit()`); a function or module to its calls.
@@ -354,7 +364,7 @@ class ProjectView(OtherFilesValues):
         def built(local: str) -> bool:
             return local not in base_heads and (f"{local}(" in text or f"{local} (" in text)
         wanted = [local for local, imp in self.bound.items()
-                  if (local in base_heads or not local[:1].isupper() or built(local)) and self._eventful(imp)]
+                  if self._eventful(imp) and (local in base_heads or not local[:1].isupper() or built(local))]
         if not wanted:
             return False
         alternatives = "|".join(re.escape(w) for w in sorted(wanted, key=len, reverse=True))
@@ -389,6 +399,9 @@ class ProjectView(OtherFilesValues):
         return bool(self.text)
 
     def _eventful(self, imp: Imported) -> bool:
+        return self._memo(("eventful", self._dir, imp), lambda: self._eventful_uncached(imp))
+
+    def _eventful_uncached(self, imp: Imported) -> bool:
         """Can what this import binds hold events: a function or class of a project file that may act, or a
         module of the project (`import engine`, `from . import utils`: which of its functions a call reaches is
         known from the call)?"""

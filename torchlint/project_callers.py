@@ -28,6 +28,7 @@ from torchlint.excluded import excluded_by_default
 from torchlint.project_runs import RunsIndex
 from torchlint.project_trees import dotted_name, tree_of
 from torchlint.source import pyast
+from torchlint.source.words import word_start
 
 BACKWARD_TEXT = re.compile(r"backward\s*\(")
 # `self.losses[k] += loss[k]`, `self.loss_sum += value`, `self.history.append(loss)`: a write of a loss into `self`
@@ -226,7 +227,7 @@ class CallersIndex:
         cls, _, method = name.rpartition(".")
         called = re.compile((r"\.\s*" if cls else r"(?<![\w.])") + re.escape(method) + r"\s*\(")
         stem = file.stem if file.name != "__init__.py" else file.parent.name
-        inherited = re.compile(r"\bself\s*\.\s*" + re.escape(method) + r"\s*\(") if cls else None
+        inherited = re.compile(word_start("self") + r"\s*\.\s*" + re.escape(method) + r"\s*\(") if cls else None
         for path in self._nearby(file):
             got = self.project.text(path)
             if got is None:

@@ -14,11 +14,12 @@ import libcst as cst
 
 from torchlint.analysis.exprs import dotted
 from torchlint.source.walk import walk
+from torchlint.source.words import any_word
 
 # unittest's and pytest's names for "the code below must warn / raise"
 EXPECTING = frozenset({"warns", "raises", "deprecated_call", "assertWarns", "assertWarnsRegex", "assertRaises",
                        "assertRaisesRegex", "assertRaisesRegexp"})
-_TEXT = re.compile(r"\b(?:" + "|".join(sorted(EXPECTING)) + r")\b")
+_TEXT = re.compile(any_word(EXPECTING, r"\b"))
 
 
 def expected_regions(module: cst.Module, text: str) -> set[int]:

@@ -26,6 +26,7 @@ from typing import Iterable, Mapping, Sequence
 
 from torchlint.source import pyast
 from torchlint.source.lines import split_lines
+from torchlint.source.words import any_word, word_start
 from torchlint.analysis.events import INLINE_DEPTH  # how deep the model inlines helpers
 from torchlint.analysis.names import OPTIMIZER_CLASSES
 
@@ -38,7 +39,7 @@ KEEP_SHARE = 0.9  # when definitions that may hold a finding alone are more of t
 # How the model resolves a call: a bare name is a function of the module (or a closure passed by name), `self.x`
 # a method of the caller's class; attributes of anything else are not followed.
 _BARE_NAME = re.compile(r"(?<![\w.])(?<!def )[A-Za-z_]\w*")
-_SELF_ATTRIBUTE = re.compile(r"\bself\s*\.\s*([A-Za-z_]\w*)")
+_SELF_ATTRIBUTE = re.compile(word_start("self") + r"\s*\.\s*([A-Za-z_]\w*)")
 _METHOD_CALL = re.compile(r"(?<!self)\.\s*([A-Za-z_]\w*)\s*\(")
 _DEF_START = re.compile(r"(?m)^(?=[ \t]{0,8}(?:@|(?:async[ \t]+)?def[ \t]|class[ \t]))")
 _Def = ast.FunctionDef | ast.AsyncFunctionDef  # what pruning may blank
@@ -47,9 +48,9 @@ _Def = ast.FunctionDef | ast.AsyncFunctionDef  # what pruning may blank
 # `__init__`, `__setitem__` (run by `obj[key] = value`) and `__call__` (run by `obj(x)`), never called by name, are
 # always kept.
 _DEFINES = re.compile(
-    r"\boptim\.|\boptimizers\s*\(|lr_scheduler|LR\s*\(|ReduceLROnPlateau|_schedule\w*\s*\(|Schedule\w*\s*\("
-    r"|\b(?:GradScaler|Accelerator|Fabric)\s*\(|deepspeed\.initialize|\bdef __(?:init|setitem|call)__\b"
-    r"|\b(?:" + "|".join(sorted(OPTIMIZER_CLASSES)) + r")\s*\("
+    word_start("optim") + r"\.|" + word_start("optimizers") + r"\s*\(|lr_scheduler|LR\s*\(|ReduceLROnPlateau"
+    r"|_schedule\w*\s*\(|Schedule\w*\s*\(|deepspeed\.initialize|" + word_start("def") + r" __(?:init|setitem|call)__\b"
+    r"|" + any_word({"GradScaler", "Accelerator", "Fabric", *OPTIMIZER_CLASSES}, r"\s*\(")
 )
 
 

@@ -16,7 +16,7 @@ from torchlint.verify.signs import Sign
 # Text patterns rules require (see Rule.requires). Each must match wherever the model could see the event.
 # A word boundary before a word is written after its first letter (`f(?<!\wf)or`, the same as `\bfor`): `re` then
 # looks for that letter, where a leading `\b` makes it try the whole pattern at every position of the file
-# (4 to 30 times slower over the benchmark corpora, for the same matches).
+# (4 to 30 times slower over the benchmark corpora, for the same matches): torchlint.source.words writes them.
 BACKWARD_CALL = re.compile(r"\.backward\s*\(|manual_backward\s*\(|autograd\.grad\s*\(")
 STEP_CALL = re.compile(r"\.\s*step\s*\(|optimizer_step\s*\(")  # optimizer.step(), scaler.step(opt), scheduler.step()
 LOOP = re.compile(r"(?:f(?<!\wf)or|w(?<!\ww)hile)\b")  # \b(?:for|while)\b

@@ -18,10 +18,12 @@ from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after, statements
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
+from torchlint.source.words import any_word
 
 # `self.total += loss` / `self.total = self.total + loss` / `self.losses.append(loss)`: a total a per-step method
 # keeps in `self`; or one in a name it declares `global` / `nonlocal`.
-SELF_ADD = re.compile(r"self\.[\w.]+\s*(?:\+=|=\s*self\.)|self\.[\w.]+\.append\s*\(|\b(?:global|nonlocal)\s")
+SELF_ADD = re.compile(r"self\.[\w.]+\s*(?:\+=|=\s*self\.)|self\.[\w.]+\.append\s*\(|"
+                      + any_word({"global", "nonlocal"}, r"\s"))
 
 
 class BackwardOnAccumulatedTotal(Rule):

@@ -27,6 +27,7 @@ from torchlint.fixes import parenthesized
 from torchlint.source.lines import split_lines
 from torchlint.rules.base import BACKWARD_CALL, DEF_TRAINING_STEP, LOOP, STEP_CALL, TRAINING_STEP_TEXT, Finding, Rule
 from torchlint.verify.signs import Sign
+from torchlint.source.words import word_start
 
 
 # The most graphs a container may keep, counted from constant trip counts, before it is a leak rather than a
@@ -35,7 +36,7 @@ FEW_ITERATIONS = 30
 _BACKWARD_TEXT = re.compile(r"backward\s*\(")  # what `project_callers` reads a helper file's backward by
 
 
-ITERATION_COMPLETED = re.compile(r"\bITERATION_COMPLETED\b")  # ignite's event
+ITERATION_COMPLETED = re.compile(word_start("ITERATION_COMPLETED") + r"\b")  # ignite's event
 STATE_OUTPUT = re.compile(r"\.state\.output\b")  # what ignite's process function returned, read by a handler
 
 
