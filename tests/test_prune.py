@@ -286,3 +286,35 @@ def test_exports_of_a_pruned_file_are_placed_from_the_same_ast(ast_parses):
     exports = compute_exports(SAMPLE, frozenset({"Trainer.fit", "Trainer.clear", "compute"}))
     assert exports is not None and exports.classes["Trainer"]["clear"].events[0].line == 612
     assert ast_parses == [len(SAMPLE)]
+
+
+def test_definitions_under_module_blocks_and_in_nested_classes_are_pruned():
+    """`if HAS_CUDA:` at module level and a class nested in a class (torch's test suites) hold definitions too:
+    those that cannot matter are blanked, and the nested class's training method keeps its `self.` helper."""
+    unrelated = textwrap.indent(UNRELATED, "    ")
+    src = "import torch\n\nif HAS_CUDA:\n" + unrelated + "\n\nclass Suite:\n    class _Base:\n" + textwrap.indent(
+        textwrap.dedent(
+            """
+            def describe(self):
+                return "base"
+
+            def clear(self):
+                self.optimizer.zero_grad()
+
+            def fit(self, loader):
+                for x, y in loader:
+                    loss = F.mse_loss(self.model(x), y)
+                    loss.backward()
+                    self.clear()
+                    self.optimizer.step()
+            """
+        ),
+        "        ",
+    )
+    pruned = prune(src, TRIGGERS)
+    assert len(pruned.splitlines()) == len(src.splitlines())
+    names = {n.name for n in ast.walk(ast.parse(pruned)) if isinstance(n, ast.FunctionDef)}
+    assert "unrelated_7" not in names and "describe" not in names
+    assert {"fit", "clear"} <= names
+    cleared = src.splitlines().index("            self.optimizer.zero_grad()") + 1
+    assert _same_findings(src) == [("TL006", cleared)]

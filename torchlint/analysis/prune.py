@@ -43,6 +43,7 @@ _SELF_ATTRIBUTE = re.compile(word_start("self") + r"\s*\.\s*([A-Za-z_]\w*)")
 _METHOD_CALL = re.compile(r"(?<!self)\.\s*([A-Za-z_]\w*)\s*\(")
 _DEF_START = re.compile(r"(?m)^(?=[ \t]{0,8}(?:@|(?:async[ \t]+)?def[ \t]|class[ \t]))")
 _Def = ast.FunctionDef | ast.AsyncFunctionDef  # what pruning may blank
+_BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith, getattr(ast, "TryStar", ast.Try))  # holding definitions
 # Every call that torchlint.analysis.names.role_of_value recognises (optimizer classes and `optim.*`, scheduler
 # classes and `lr_scheduler.*`, GradScaler, Accelerator/Fabric, deepspeed.initialize) contains one of these;
 # `__init__`, `__setitem__` (run by `obj[key] = value`) and `__call__` (run by `obj(x)`), never called by name, are
@@ -224,14 +225,23 @@ def _ending(line: str) -> str:
 
 
 def _definitions(tree: ast.Module) -> list[tuple[_Def, str | None]]:
-    """Module-level functions and the methods of module-level classes (with the class name); nested ones stay
-    with their parent."""
+    """Module-level functions and the methods of classes (with the class name), also where a module-level `if`,
+    `try` or `with` holds them (`if HAS_CUDA: class T:`) and in a class nested in a class (its own name: `self`
+    there is an instance of it); functions nested in functions stay with their parent."""
     found: list[tuple[_Def, str | None]] = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            found.append((node, None))
-        elif isinstance(node, ast.ClassDef):
-            found.extend((n, node.name) for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    def visit(body: list[ast.stmt], cls: str | None) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.append((node, cls))
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, node.name)
+            elif isinstance(node, _BLOCKS):
+                for block in (getattr(node, "body", []), getattr(node, "orelse", []), getattr(node, "finalbody", [])):
+                    visit(block, cls)
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body, cls)
+    visit(tree.body, None)
     return found
 
 
