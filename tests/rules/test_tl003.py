@@ -1081,3 +1081,72 @@ def test_a_cut_loss_weighted_by_a_learned_leaf_is_still_a_term():
         "scale_loss = -1 * (scale * (gap - 0.1).detach()).mean()",
         "task_loss = gap.mean()\n        scale_loss = scale * task_loss.detach() + self.log_scale")
     assert findings(src, "TL003") == [(16, 30)]
+
+
+# A module's parameters are leaves that require grad: a norm of one cut by `.item()` adds a constant to the loss.
+PARAMETER_POSITIVE = {
+    "l2_penalty_summed_from_items_in_a_generator": (
+        """
+        for x, y in loader:
+            optimizer.zero_grad()
+            l2 = sum(p.norm(2).item() for p in model.parameters())
+            loss = criterion(model(x), y) + 1e-4 * l2
+            loss.backward()
+            optimizer.step()
+        """,
+        [(4, 14)],
+    ),
+    "l2_penalty_added_in_a_loop_over_named_parameters": (
+        """
+        for x, y in loader:
+            optimizer.zero_grad()
+            reg = 0
+            for name, p in model.named_parameters():
+                reg += p.pow(2).sum().item()
+            loss = criterion(model(x), y) + wd * reg
+            loss.backward()
+            optimizer.step()
+        """,
+        [(6, 16)],
+    ),
+}
+
+PARAMETER_NEGATIVE = {
+    "penalty_kept_in_the_graph": """
+        for x, y in loader:
+            optimizer.zero_grad()
+            l2 = sum(p.norm(2) for p in model.parameters())
+            loss = criterion(model(x), y) + 1e-4 * l2
+            loss.backward()
+            optimizer.step()
+        """,
+    "names_only_of_named_parameters": """
+        for x, y in loader:
+            optimizer.zero_grad()
+            n = sum(len(name.split(".")) for name, p in model.named_parameters())
+            loss = criterion(model(x), y) + 0 * n
+            loss.backward()
+            optimizer.step()
+        """,
+    "norm_logged_under_no_grad": """
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            with torch.no_grad():
+                norm = sum(p.norm().item() for p in model.parameters())
+            log(loss + norm)
+        """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(PARAMETER_POSITIVE))
+def test_parameter_positive(name):
+    src, expected = PARAMETER_POSITIVE[name]
+    assert findings(src, "TL003") == expected
+
+
+@pytest.mark.parametrize("name", sorted(PARAMETER_NEGATIVE))
+def test_parameter_negative(name):
+    assert findings(PARAMETER_NEGATIVE[name], "TL003") == []

@@ -7,6 +7,7 @@ factory that made it is known). A value of a dict is known only when every entry
 
 from __future__ import annotations
 
+import re
 from typing import Protocol
 
 import libcst as cst
@@ -16,6 +17,7 @@ from torchlint.analysis.exprs import dotted
 from torchlint.analysis.foreign import Resolved
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.vkind import VKind, join
+from torchlint.source.walk import walk
 
 _MAX_HOPS = 8  # definitions and returns followed for the values of one dict
 ANY_KEY = "*"  # the entries of a dict whose key is not a literal
@@ -60,15 +62,26 @@ def element(k: Asker, value: cst.BaseExpression, index: int, scope: Scope, at: E
     return None
 
 
-def element_of_iterable(k: Asker, it: cst.BaseExpression, scope: Scope, at: Event, depth: int) -> VKind:
-    """A loop variable: a number over `range(...)`; a value of a dict over `.values()`, or the key or value of
-    `.items()` (`for name, part in losses.items()`): the entries the scope builds, or the values of a dict a call
-    returned (`dict_values`); anything else (batches, `enumerate`'s tuples) unknown."""
+def element_of_iterable(k: Asker, it: cst.BaseExpression, scope: Scope, at: Event | None, depth: int,
+                        index: int | None = None) -> VKind:
+    """A loop variable (`index`: its place in the unpacked target, -1 for the whole element; by default the
+    definition's): a number over `range(...)`; a parameter over a module's `.parameters()`, or the second of
+    `.named_parameters()`: a leaf that requires grad, so what is computed from it carries a graph; a value of a dict
+    over `.values()`, or the key or value of `.items()` (`for name, part in losses.items()`): the entries the scope
+    builds, or the values of a dict a call returned (`dict_values`); anything else (batches, `enumerate`'s tuples)
+    unknown."""
     if type(it) is cst.Call and dotted(it.func) == "range":
         return VKind.NUMBER
+    index = at.index if index is None and at is not None else -1 if index is None else index
+    if type(it) is cst.Call and type(it.func) is cst.Attribute and not any(a.keyword is None for a in it.args):
+        method = it.func.attr.value
+        if method == "parameters" and index < 0 or method == "named_parameters" and index == 1:
+            return VKind.GRAPH
+    if at is None:
+        return VKind.UNKNOWN
     if (type(it) is cst.Call and not it.args and type(it.func) is cst.Attribute
             and it.func.attr.value in ("items", "values")):
-        method, index = it.func.attr.value, at.index
+        method = it.func.attr.value
         if method == "values" and index >= 0 or method == "items" and index not in (0, 1):
             return VKind.UNKNOWN  # a value unpacked itself, or `.items()` not taken as (key, value)
         entries = scope.dict_entries(it.func.value, at)
@@ -181,3 +194,60 @@ def _returned_kinds(k: Asker, call: cst.BaseExpression, index: int | None, scope
         each.append(dict_kinds(k, r.value, callee, r, depth, hops + 1) if index is None
                     else _element_kinds(k, r.value, index, callee, r, depth, hops + 1))
     return merged(each)
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+class ComprehensionNames:
+    """The names a comprehension binds, for the value kinds: `p` in `sum(p.norm() for p in model.parameters())` is
+    an element of its iterable, at its place in the target. A scope's comprehensions are read once, and only for a
+    name that the file's text binds in a `for` clause and that the scope's definitions do not give a kind."""
+
+    def __init__(self) -> None:
+        self._scopes: dict[int, dict[int, tuple[cst.BaseExpression, int]]] = {}
+        self._named: dict[str, bool] = {}
+
+    def bound(self, scope: cst.CSTNode, name: cst.Name, text: str) -> tuple[cst.BaseExpression, int] | None:
+        """The iterable that binds this `name` node in a comprehension of `scope`, and the name's place in the
+        target (-1: the whole element); None when no comprehension binds it."""
+        named = self._named.get(name.value)
+        if named is None:
+            named = self._named[name.value] = re.search(
+                rf"f(?<!\wf)or[ \t]+[\w \t,()]*?\b{re.escape(name.value)}\b[\w \t,()]*?\bin\b", text) is not None
+        if not named:
+            return None
+        found = self._scopes.get(id(scope))
+        if found is None:
+            found = self._scopes[id(scope)] = _comprehension_names(scope)
+        return found.get(id(name))
+
+
+def _comprehension_names(scope: cst.CSTNode) -> dict[int, tuple[cst.BaseExpression, int]]:
+    """Each name node that a comprehension of `scope` binds -> (its iterable, its place in the target). A nested
+    comprehension is visited after the one around it, so its own targets shadow the outer ones."""
+    out: dict[int, tuple[cst.BaseExpression, int]] = {}
+    for node in walk(scope):
+        if type(node) not in _COMPREHENSIONS:
+            continue
+        bound: dict[str, tuple[cst.BaseExpression, int]] = {}
+        uses: list[cst.CSTNode] = (
+            [node.key, node.value] if type(node) is cst.DictComp else [node.elt])  # type: ignore[attr-defined]  # by type
+        clause: cst.CompFor | None = node.for_in  # type: ignore[attr-defined]  # every comprehension has one
+        while clause is not None:
+            target = clause.target
+            if type(target) is cst.Name:
+                bound[target.value] = (clause.iter, -1)
+            elif type(target) in (cst.Tuple, cst.List):
+                for i, el in enumerate(target.elements):  # type: ignore[attr-defined]  # by type
+                    if type(el.value) is cst.Name:
+                        bound[el.value.value] = (clause.iter, i)
+            uses.extend(c.test for c in clause.ifs)
+            clause = clause.inner_for_in
+            if clause is not None:
+                uses.append(clause.iter)
+        for use in uses:
+            for n in walk(use):
+                if type(n) is cst.Name and n.value in bound:
+                    out[id(n)] = bound[n.value]
+    return out

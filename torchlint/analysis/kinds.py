@@ -29,6 +29,7 @@ class KindInference(Answers):
         self.model = model
         self._defs: dict[int, VKind] = {}
         self._returns: dict[int, VKind] = {}
+        self._comprehensions = containers.ComprehensionNames()
 
     # The items of torchlint.analysis.answers: a definition (d, scope), or a callee's returns (None, scope).
     def _known(self, item: tuple[Event | None, Scope]) -> bool:
@@ -241,7 +242,12 @@ class KindInference(Answers):
                 return VKind.NUMBER
             if v == "None":
                 return VKind.NONE
-            return self.of_name(v, scope, at, depth)
+            found = self.of_name(v, scope, at, depth)
+            if found is VKind.UNKNOWN and not scope.params.get(v):
+                bound = self._comprehensions.bound(scope.node, e, self.model.text)  # type: ignore[arg-type]  # by cls
+                if bound is not None:  # `p` of `sum(p.norm() for p in model.parameters())`
+                    return containers.element_of_iterable(self, bound[0], scope, at, depth + 1, bound[1])
+            return found
         if cls is cst.Attribute:
             return self._attribute(e, scope, at, depth)  # type: ignore[arg-type]  # by cls
         if cls is cst.Subscript:

@@ -26,6 +26,7 @@ class FileLookup(Protocol):
     imported: set[str]  # names bound by import statements
     symbols: Symbols  # what names hold among optimizers, schedulers, scalers ...
     project: ProjectLookup | None  # the rest of the project; None when the file is checked alone
+    text: str  # the source, for cheap textual questions
 
     @property
     def receivers(self) -> Makers:

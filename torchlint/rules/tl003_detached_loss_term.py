@@ -71,6 +71,8 @@ added (as a summand) into a value that is back-propagated: `total = total + loss
 `total.backward()`, `losses.append(loss.item())` then `sum(losses).backward()`, `loss = a + b.detach()`. A chain of them, with
 value-keeping calls between (`loss.detach().item()`, `loss.detach().cpu().numpy()`, `loss.data.item()`), is one
 cut of the innermost value; the fix removes the whole chain.
+A module's parameters carry a graph (`for p in model.parameters()`, or `named_parameters()`, in a comprehension too):
+an L2 penalty summed from `p.norm(2).item()` adds a number to the loss and regularizes nothing (not under `no_grad`).
 The detached term may be weighted by a factor without graph (`ce + args.alpha * aux.item()`), summed from a
 generator (`sum(l.item() for l in losses)`) or stacked (`torch.stack([a.detach(), b]).sum()`). Also flagged: a
 detached loss value re-wrapped as a new leaf, `torch.tensor(loss.item(), requires_grad=True)` or
