@@ -760,3 +760,106 @@ def test_message_of_a_step_outside_its_window():
         "condition",
     )]
     assert fixed(src, "TL006") == textwrap.dedent(src)
+
+
+# A step function (run once per iteration of a loop elsewhere) whose window counts its calls; and accumulation
+# declared only by dividing the loss, with no window holding the step.
+WINDOW_POSITIVE = {
+    "step_function_clears_every_call_and_steps_every_k": (
+        """
+        class Trainer:
+            def run_iteration(self, itr, batch):
+                loss = self.loss_fn(self.model(batch)) / self.accum
+                self.optimizer.zero_grad()
+                loss.backward()
+                if (itr + 1) % self.accum == 0:
+                    self.optimizer.step()
+        """,
+        [(5, 9)],
+    ),
+    "loss_divided_by_accumulation_steps_and_stepped_every_iteration": (
+        """
+        for step, batch in enumerate(loader):
+            loss = criterion(model(batch), batch)
+            if gradient_accumulation_steps > 1:
+                loss /= gradient_accumulation_steps
+            loss.backward()
+            optimizer.step()
+            model.zero_grad()
+        """,
+        [(8, 5)],
+    ),
+    "divided_in_the_backward_itself": (
+        """
+        for x, y in loader:
+            optimizer.zero_grad()
+            (criterion(model(x), y) / args.accum_iter).backward()
+            optimizer.step()
+        """,
+        [(3, 5)],
+    ),
+}
+
+WINDOW_NEGATIVE = {
+    "step_function_clears_under_the_window": """
+        class Trainer:
+            def run_iteration(self, itr, batch):
+                loss = self.loss_fn(self.model(batch)) / self.accum
+                loss.backward()
+                if (itr + 1) % self.accum == 0:
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+        """,
+    "step_function_window_over_a_local_value": """
+        def update(agent, batch):
+            every = 4
+            agent.optimizer.zero_grad()
+            agent.loss(batch).backward()
+            if len(batch) % every == 0:
+                agent.optimizer.step()
+        """,
+    "divided_and_stepped_in_a_window": """
+        for step, batch in enumerate(loader):
+            loss = criterion(model(batch), batch) / gradient_accumulation_steps
+            loss.backward()
+            if (step + 1) % gradient_accumulation_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    "divided_by_a_batch_size": """
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y) / x.size(0)
+            loss.backward()
+            optimizer.step()
+        """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(WINDOW_POSITIVE))
+def test_window_positive(name):
+    src, expected = WINDOW_POSITIVE[name]
+    assert findings(src, "TL006") == expected
+
+
+@pytest.mark.parametrize("name", sorted(WINDOW_NEGATIVE))
+def test_window_negative(name):
+    assert findings(WINDOW_NEGATIVE[name], "TL006") == []
+
+
+def test_message_division_without_window():
+    (_, _, message), = messages(WINDOW_POSITIVE["loss_divided_by_accumulation_steps_and_stepped_every_iteration"][0],
+                                "TL006")
+    assert "divided by `gradient_accumulation_steps`" in message and "nothing accumulates" in message
+
+
+def test_division_with_an_inner_micro_batch_loop_is_a_window():
+    src = """
+        for i in range(num_batches):
+            for _ in range(GRADIENT_ACCUMULATE_EVERY):
+                loss = model(next(loader))
+                (loss / GRADIENT_ACCUMULATE_EVERY).backward()
+            optim.step()
+            optim.zero_grad()
+        """
+    assert findings(src, "TL006") == []

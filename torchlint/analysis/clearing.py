@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.events import SELF_SCALING_BACKWARDS, Event, EventKind, ZeroGradOf
+from torchlint.analysis.events import SELF_SCALING_BACKWARDS, AssignForm, Event, EventKind, ZeroGradOf
 from torchlint.analysis.exprs import calls_anything, code_of, dotted, last_part, modulo_divisor, names_in
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
@@ -256,6 +256,53 @@ def stepped_outside_window(model: FileModel, loop: Loop, z: Event, steps: list[E
         if (step.target is not None and step.loops and step.loops[-1] is node and "accumulate" not in step.contexts
                 and _fixed(loop, step) and clears(model, step.target, z) and not loop.scope.exclusive(z, step)):
             return step, gated[0]
+    return None
+
+
+def divided_without_window(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
+    """Gradient accumulation declared only by its division: the back-propagated loss is divided by a setting named
+    as accumulation steps (`loss /= gradient_accumulation_steps`, `(loss / args.accum_iter).backward()`), while a
+    step and the clearing `z` of its optimizer run on every iteration, at the loop's own level, under no window: each
+    step applies one micro-batch's gradient, made k times smaller, and nothing accumulates. The step and the
+    divisor's code; None where Accelerate or an engine accumulates by itself, any step waits for a window, or a
+    backward runs in an inner loop (micro-batches looped over: the window)."""
+    node = loop.node
+    if (node is None or not z.loops or z.loops[-1] is not node or z.variant is ZeroGradOf.PARAM
+            or "accumulate" in z.contexts or not _fixed(loop, z)):
+        return None
+    if any(_window(loop, s) is not None or not _fixed(loop, s) for s in steps):
+        return None
+    divisor = None
+    for b in loop.backwards_into_grad():
+        if (b.variant in SELF_SCALING_BACKWARDS or "accumulate" in b.contexts or not _fixed(loop, b)
+                or b.value is None or not b.loops or b.loops[-1] is not node):
+            return None  # (a backward in an inner loop: that loop is the window, `for _ in range(k):`)
+        divisor = divisor or _accumulation_divisor(loop, b)
+    if divisor is None:
+        return None
+    for step in steps:
+        if (step.target is not None and step.loops and step.loops[-1] is node and clears(model, step.target, z)
+                and not loop.scope.exclusive(z, step)):
+            return step, divisor
+    return None
+
+
+def _accumulation_divisor(loop: Loop, b: Event) -> str | None:
+    """The code of `k` when the value `b` back-propagates is divided by an accumulation setting `k`: in the
+    backward's own expression, or by a definition of its name in the loop (`loss = loss / k`, `loss /= k`)."""
+    value = b.value
+    exprs: list[cst.BaseExpression] = [value] if value is not None else []
+    if type(value) is cst.Name:
+        defs, _ = loop.scope.reaching(value.value, b)
+        for d in defs:
+            if d.value is not None and d.loops and d.loops[-1] is loop.node:
+                if d.variant is AssignForm.DIV and ACCUMULATION_NAME.search(code_of(d.value)):
+                    return code_of(d.value)
+                exprs.append(d.value)
+    for e in exprs:
+        if (type(e) is cst.BinaryOperation and type(e.operator) is cst.Divide
+                and ACCUMULATION_NAME.search(code_of(e.right))):
+            return code_of(e.right)
     return None
 
 

@@ -12,8 +12,10 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, ZeroGradOf
-from torchlint.analysis.clearing import clears, cleared_between, cleared_early, stepped_outside_window
-from torchlint.analysis.exprs import code_of, names_in, modulo_divisor
+from torchlint.analysis.clearing import (
+    clears, cleared_between, cleared_early, divided_without_window, stepped_outside_window,
+)
+from torchlint.analysis.exprs import code_of, dotted, names_in, modulo_divisor
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, movable, move_after
 from torchlint.source.walk import walk
@@ -68,14 +70,23 @@ class ZeroGradBeforeStep(Rule):
   belong under the window's condition. Not followed: a window whose divisor is not named as accumulation steps
   (`if i % clip_every == 0:`), one that holds no clipping or unscaling (a target network synced every
   `target_update_freq` steps), a step under a condition the loop changes, `accelerator.accumulate`, and
-  `accelerator.backward` / an engine's backward (they accumulate by themselves).
+  `accelerator.backward` / an engine's backward (they accumulate by themselves);
+- accumulation declared only by its division: the back-propagated loss is divided by a setting named as
+  accumulation steps (`loss /= gradient_accumulation_steps`, `(loss / args.accum_iter).backward()`), while the step
+  and the `zero_grad()` of its optimizer run on every iteration, at the loop's own level, with no window: nothing
+  accumulates, and each step applies one micro-batch's gradient, k times smaller. No fix is offered. Not followed:
+  a backward in an inner loop (`for _ in range(k):`, that loop is the window), any step under a window, a divisor
+  not named as accumulation steps (`/ x.size(0)`), `accelerator.accumulate` and self-accumulating backwards.
 
 Lightning's `training_step` with manual optimization is checked as one iteration of Lightning's batch loop
 (`self.manual_backward(loss)`, then `opt.zero_grad(); opt.step()` under `if (batch_idx + 1) % k == 0:`).
 So is a function that back-propagates and steps outside any loop of its own (an agent's `learn(batch)`, a
 model's `optimize_parameters()`), once per step of whatever loop calls it: `loss.backward();
-self.optimizer.zero_grad(); self.optimizer.step()` there. Not when a helper it calls, past the depth helpers are
-followed to, back-propagates: that backward may refill what the clearing wiped.
+self.optimizer.zero_grad(); self.optimizer.step()` there, and a window that counts its calls: `zero_grad()` on every
+call while the step waits for `if (itr + 1) % k == 0:` over a parameter (`itr`, handed in by the caller's loop) or
+an attribute of `self` (`self.global_step`); a window over anything else (`len(batch) % k`) is not a count of calls.
+Not when a helper it calls, past the depth helpers are followed to, back-propagates: that backward may refill what
+the clearing wiped.
 
 ## Why it is wrong
 `step()` updates with whatever is in `.grad`. Cleared just before, the update is zero (plain SGD) or driven only
@@ -131,13 +142,22 @@ for x, y in loader:
                 if loop.node is None and _backward_unseen(model, loop):
                     break  # a helper past the inlining depth back-propagates: what refills the step is not known
                 found = _between(model, loop, z, steps)
-                if found is None and loop.node is not None:  # (a training_step has no loop of its own to count)
+                if found is None and loop.node is None:  # a step function: its window counts its calls
+                    found = _every_micro_step(model, loop, z, steps)
+                if found is None and loop.node is not None:
                     found = _every_micro_step(model, loop, z, steps) or _cleared_early(model, loop, z, steps)
                     if found is None and (micro := _each_micro_batch(model, loop, z, steps)) is not None:
                         yield Finding(z.node, f"`{code_of(z.node)}` {micro[1]}")  # no fix: where it goes is a choice
                         continue
                     if found is None and (outside := _outside_window(model, loop, z, steps)) is not None:
                         yield Finding(z.node, f"`{code_of(z.node)}` {outside[1]}")  # moving the zero_grad mends nothing
+                        continue
+                    if found is None and (divided := divided_without_window(model, loop, z, steps)) is not None:
+                        yield Finding(z.node, (
+                            f"`{code_of(z.node)}` runs on every iteration, and so does `{code_of(divided[0].node)}`, "
+                            f"while the loss is divided by `{divided[1]}` for gradient accumulation: no window holds "
+                            f"the step, so nothing accumulates and each step applies one micro-batch's gradient, "
+                            f"`{divided[1]}` times smaller; step and clear only every `{divided[1]}` iterations"))
                         continue
                 if found is not None:
                     step, why = found
@@ -198,7 +218,8 @@ def _every_micro_step(model: FileModel, loop: Loop, z: Event, steps: list[Event]
     z_guards = z.guards_within(loop.node)
     if any(modulo_divisor(loop.scope.test_of(g, z)) is not None for g in z_guards if not g.negated):
         return None
-    counters = {n for lp in z.loops[z.loops.index(loop.node):] if type(lp) is cst.For for n in names_in(lp.target)}
+    counters = {n for lp in z.loops[z.loops.index(loop.node):] if type(lp) is cst.For
+                for n in names_in(lp.target)} if loop.node is not None else set()
     if any(names_in(g.test) & counters for g in z_guards if isinstance(g.test, cst.BaseExpression)):
         return None  # `if accum_step == 1:` over a loop variable: once per window, not every iteration
     for step in steps:
@@ -212,16 +233,32 @@ def _every_micro_step(model: FileModel, loop: Loop, z: Event, steps: list[Event]
         if loop.gated_with(step):
             continue  # the step's own backward runs under its guard: nothing accumulates across iterations
         for g in step.guards_within(loop.node):
-            k = modulo_divisor(loop.scope.test_of(g, step)) if not g.negated else None
+            test = loop.scope.test_of(g, step)
+            k = modulo_divisor(test) if not g.negated else None
+            if k is not None and loop.node is None and not _counts_calls(loop.scope, test):
+                continue  # a step function's window must count its calls: a counter handed in, or kept in self
             if k is not None and 0 < g.depth <= len(step.loops) and step.loops[g.depth - 1] not in z.loops:
                 # the guard counts the iterations of a loop that the zero_grad is outside of (an inner loop, or a
                 # sibling one): it runs between runs of that loop, dropping at most an unfinished window, not
                 # every micro-step
                 continue
             if k is not None and not any(g2.test is g.test for g2 in z_guards):
-                return step, (f"runs on every iteration but `{code_of(step.node)}` only every `{code_of(k)}`: "
+                every = "iteration" if loop.node is not None else "call of this step function"
+                return step, (f"runs on every {every} but `{code_of(step.node)}` only every `{code_of(k)}`: "
                               f"gradient accumulation is lost, each step sees one micro-batch; move it after the step")
     return None
+
+
+def _counts_calls(scope, test: cst.CSTNode) -> bool:
+    """Does a step function's window test count what changes from call to call: its modulo's left side reads one of
+    its parameters (`itr`, handed in by the loop that calls it) or an attribute of `self` (`self.global_step`)?"""
+    for node in walk(test, prune=lambda n: type(n) is cst.Call):
+        if type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo:
+            counted = {dotted(n) for n in walk(node.left, prune=lambda n: type(n) in (cst.Call, cst.Attribute))
+                       if type(n) in (cst.Name, cst.Attribute)}  # `len(batch) % k` counts no call
+            return any(n is not None and (n in scope.params or n.startswith("self.") and n.count(".") == 1)
+                       for n in counted)
+    return False
 
 
 def _each_micro_batch(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
