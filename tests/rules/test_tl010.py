@@ -994,3 +994,113 @@ def test_message_plain_step_after_the_scalers_step():
     )]
     import textwrap
     assert fixed(src, "TL010") == textwrap.dedent(src)
+
+
+# 7. A GradScaler built again for each iteration, or for each call of an epoch function.
+REBUILT_POSITIVE = {
+    "built_in_the_iteration_that_steps_with_it": (
+        """
+        for x, y in loader:
+            scaler = torch.cuda.amp.GradScaler()
+            optimizer.zero_grad()
+            with torch.autocast("cuda"):
+                loss = criterion(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        """,
+        [(3, 14)],
+    ),
+    "built_by_an_epoch_function_that_a_loop_calls_with_one_optimizer": (
+        """
+        def train_epoch(loader, model, optimizer):
+            scaler = GradScaler("cuda", enabled=True)
+            for x, y in loader:
+                optimizer.zero_grad()
+                with torch.autocast("cuda"):
+                    loss = criterion(model(x), y)
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+
+        def main(model, loader):
+            optimizer = torch.optim.AdamW(model.parameters())
+            for epoch in range(10):
+                train_epoch(loader, model, optimizer=optimizer)
+        """,
+        [(3, 14)],
+    ),
+}
+
+REBUILT_NEGATIVE = {
+    "built_once_before_the_loop": """
+        scaler = torch.cuda.amp.GradScaler()
+        for x, y in loader:
+            optimizer.zero_grad()
+            scaler.scale(criterion(model(x), y)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        """,
+    "built_lazily_in_the_loop": """
+        scaler = None
+        for x, y in loader:
+            if scaler is None:
+                scaler = torch.cuda.amp.GradScaler()
+            optimizer.zero_grad()
+            scaler.scale(criterion(model(x), y)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        """,
+    "a_run_per_fold_with_its_own_optimizer": """
+        def train(loader, model, optimizer):
+            scaler = GradScaler()
+            for x, y in loader:
+                optimizer.zero_grad()
+                scaler.scale(criterion(model(x), y)).backward()
+                scaler.step(optimizer)
+                scaler.update()
+
+        def cross_validate(folds):
+            for loader in folds:
+                model = Net()
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                train(loader, model, optimizer)
+        """,
+    "an_epoch_function_called_once": """
+        def train(loader, model, optimizer):
+            scaler = GradScaler()
+            for x, y in loader:
+                optimizer.zero_grad()
+                scaler.scale(criterion(model(x), y)).backward()
+                scaler.step(optimizer)
+                scaler.update()
+
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        train(loader, model, optimizer)
+        """,
+    "a_disabled_scaler": """
+        for x, y in loader:
+            scaler = torch.cuda.amp.GradScaler(enabled=False)
+            optimizer.zero_grad()
+            scaler.scale(criterion(model(x), y)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(REBUILT_POSITIVE))
+def test_rebuilt_scaler_positive(name):
+    src, expected = REBUILT_POSITIVE[name]
+    assert findings(src, "TL010") == expected
+
+
+@pytest.mark.parametrize("name", sorted(REBUILT_NEGATIVE))
+def test_rebuilt_scaler_negative(name):
+    assert findings(REBUILT_NEGATIVE[name], "TL010") == []
+
+
+def test_message_rebuilt_scaler_names_the_epoch_loop():
+    src, _ = REBUILT_POSITIVE["built_by_an_epoch_function_that_a_loop_calls_with_one_optimizer"]
+    (_, _, message), = messages(src, "TL010")
+    assert "each call of `train_epoch`" in message and "a loop of `main`" in message and "65536" in message

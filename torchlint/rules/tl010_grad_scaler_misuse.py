@@ -13,7 +13,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel, Loop
-from torchlint.analysis.exprs import code_of, modulo_divisor, names_in
+from torchlint.analysis.exprs import code_of, dotted, modulo_divisor, names_in, positional_params
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, insert_after, insert_before, movable
 from torchlint.rules.base import BACKWARD_CALL, STEP_CALL, Finding, Rule
@@ -65,6 +65,13 @@ And in a loop whose backwards are all plain (`loss.backward()`):
    from elsewhere, and a function that scales a loss anywhere (`scaled = scaler.scale(loss)` then
    `scaled.backward()`).
 
+7. A GradScaler built again where it is used: `scaler = GradScaler()` inside the iteration that scales and steps
+   with it (not under a condition there, `if scaler is None:`), or at the start of a function whose loop steps with
+   it when a loop of the same file calls that function handing it an optimizer bound before that loop (an epoch
+   function, `for epoch in ...: train_one_epoch(model, optimizer)`): each new scaler starts again from its initial
+   scale (65536) and growth count. Not followed: a disabled scaler (`enabled=False`), a function called once, or one
+   a loop calls with a new optimizer each time (a fold of cross-validation: a new run). No fix is offered.
+
 A function that back-propagates outside any loop of its own and steps an optimizer (an optimizer wrapper's
 `step(loss)`, an agent's `learn(batch)`) runs once per step of whatever loop calls it, in this file or another:
 1, 2 and 5 are checked in its body as in one iteration. 3 is not (its caller may update the scale once it returns).
@@ -79,6 +86,10 @@ A function that back-propagates outside any loop of its own and steps an optimiz
    the last update()"), so a step on iterations the update skips raises.
 4. Only `update()` resets the optimizer's unscaled state: on an iteration that skips it, the next `unscale_`
    raises "unscale_() has already been called on this optimizer since the last update()".
+7. The scale a GradScaler learned (lowered after each overflow, raised after `growth_interval` clean steps) lives in
+   that object: a new one starts at 65536 again, so the iterations after it overflow and skip their steps until
+   the scale comes back down (every iteration, for one rebuilt in the loop: where fp16 gradients overflow at 65536,
+   nothing ever trains).
 5. PyTorch's GradScaler wants one `update()` per iteration, after every optimizer used in it has stepped: each
    extra update counts the iteration again toward growing the scale (it grows as many times too often as there
    are updates), and each judges only the optimizers stepped since the one before it (the documented
@@ -160,6 +171,7 @@ for x, y in loader:
                 if id(finding.node) not in seen:
                     seen.add(id(finding.node))
                     yield finding
+        yield from _rebuilt_scalers(model)
 
 
 def _serves(loop: Loop, backward: Event, later: Event) -> bool:
@@ -498,3 +510,61 @@ def _unscaled_backward(model: FileModel, loop: Loop) -> Iterator[Finding]:
             f"them by the loss scale (65536 at first, growing), so every update is that much too small; "
             f"back-propagate `{step.via}.scale(loss)` instead",
         )
+
+
+def _rebuilt_scalers(model: FileModel) -> Iterator[Finding]:
+    """7. `scaler = GradScaler()` built again for each iteration that steps with it, or at the start of a function
+    whose loop steps with it when a loop of the file calls that function with an optimizer that outlives the call
+    (an epoch function, `for epoch in ...: train_one_epoch(model, optimizer)`): the scale it learned is dropped."""
+    for scope in model.scopes:
+        for a in scope.raw:
+            if (a.kind is not EventKind.ASSIGN or not a.target or type(a.value) is not cst.Call
+                    or (dotted(a.value.func) or "").rsplit(".", 1)[-1] != "GradScaler"
+                    or not model.symbols.scaler_enabled.get(a.target, True) or a.scope is not scope.node):
+                continue
+            uses = [e for e in scope.events if e.via == a.target and e.scope is scope.node
+                    and (e.kind is EventKind.STEP or e.kind is EventKind.BACKWARD)]
+            built = code_of(a.value)
+            if a.loops:
+                inner = a.loops[-1]
+                if not a.guards_within(inner) and any(inner in u.loops and u.seq > a.seq for u in uses):
+                    yield Finding(a.value, (
+                        f"`{built}` builds a new GradScaler on every iteration that steps with it: the loss scale "
+                        f"starts again at its initial value (65536) each time and what `{a.target}.update()` "
+                        f"learned is dropped, so where fp16 gradients overflow at that scale every step is "
+                        f"skipped; build the scaler once, before the loop"))
+                continue
+            steps = [u for u in uses if u.kind is EventKind.STEP and u.loops and u.target]
+            call = _called_per_run(model, scope, [u.target for u in steps if u.target]) if steps else None
+            if call is not None:
+                yield Finding(a.value, (
+                    f"`{built}` builds a new GradScaler on each call of `{scope.name}`, which a loop of `{call}` "
+                    f"calls with the same optimizer: the loss scale starts again at 65536 each time (the first "
+                    f"steps of every call overflow and are skipped until it comes down again); build the scaler "
+                    f"once, outside that loop, and hand it in"))
+
+
+def _called_per_run(model: FileModel, callee, optimizers: list[str]) -> str | None:
+    """The function holding a call of `callee` inside a loop of the file that hands it, for one of the `optimizers` the
+    callee steps (its parameters), a name bound before that loop (the same optimizer on every call)."""
+    params = positional_params(callee.node)
+    for scope in model.scopes:
+        for e in scope.raw:
+            if e.kind is not EventKind.LOCAL_CALL or not e.loops or type(e.node) is not cst.Call:
+                continue
+            if model.resolve(scope, e.callee or "") is not callee:
+                continue
+            for opt in optimizers:
+                if opt not in params:
+                    continue
+                index = params.index(opt) - (1 if params[:1] == ["self"] else 0)
+                arg = next((x.value for x in e.node.args if x.keyword is not None and x.keyword.value == opt), None)
+                positional = [x.value for x in e.node.args if x.keyword is None and not x.star]
+                if arg is None and 0 <= index < len(positional):
+                    arg = positional[index]
+                if type(arg) is not cst.Name:
+                    continue
+                defs, _ = scope.reaching(arg.value, e)
+                if all(e.loops[-1] not in d.loops for d in defs):
+                    return scope.name
+    return None
