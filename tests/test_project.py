@@ -381,3 +381,20 @@ def test_a_helper_of_another_file_updating_the_scaler_is_placed_at_each_call(tmp
     project = _copy("scaler_helper", tmp_path)
     found = _lines(run_cli("-q", "--no-cache", ".", cwd=project).stdout)
     assert [line.split(" ", 2)[:2] for line in found] == [["two_nets.py:7:9:", "TL010"]], found
+
+
+def test_a_function_named_like_a_method_of_a_project_module_is_that_function(tmp_path, run_cli):
+    """`engine.step(model, optimizer, loss)` where `engine` is a module of the project (src/engine.py): a function
+    of that file, whose backward and step the loop runs, not an optimizer named `engine` stepping."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "__init__.py").write_text("")
+    (tmp_path / "src" / "engine.py").write_text(
+        "def step(model, optimizer, loss):\n    loss.backward()\n    optimizer.step()\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom src import engine\n\n\ndef fit(model, loader, optimizer, criterion):\n"
+        "    for x, y in loader:\n        loss = criterion(model(x), y)\n"
+        "        engine.step(model, optimizer, loss)\n"
+    )
+    found = _lines(run_cli("-q", "--no-cache", ".", cwd=tmp_path).stdout)
+    assert [f.split(" ", 2)[:2] for f in found] == [["train.py:8:9:", "TL004"]], "\n".join(found)

@@ -66,7 +66,6 @@ class Project:
         self._candidates_shown: dict[tuple[str, str, int], list[tuple[str, str]]] = {}  # _candidates, displayed
         self._lookups: dict[tuple, tuple[object, dict[str, Path | str]]] = {}  # ProjectView._memo
         self._dirs: dict[str, frozenset[str]] = {}  # directory listings
-        self._in_base: dict[tuple[str, tuple[str, ...]], tuple[str | None, tuple[str, ...]]] = {}  # _look_in
         self._shown: dict[Path, str] = {}  # display
         self._root_prefix = str(self.root).rstrip(os.sep) + os.sep
         self._classes: dict[str, dict[str, list[str]]] = {}  # by content hash: each class's bases, as written
@@ -106,8 +105,25 @@ class Project:
         found = None
         looked: list[str] = []
         for base in bases:
-            found, tried = self._look_in(base, tuple(parts))
-            looked.extend(tried)
+            here = base
+            for part in parts[:-1]:
+                if part not in self._listing(here):
+                    here = ""
+                    break
+                here = os.path.join(here, part)
+            if not here:
+                looked.extend(_tried(os.path.join(base, *parts[:-1]), parts))
+                continue
+            looked.extend(_tried(here, parts))
+            names = self._listing(here)
+            # Python's order within one entry: a package (`engine/__init__.py`) before a module (`engine.py`); a
+            # directory without __init__.py is a namespace portion, which only counts when no entry has either.
+            if parts and parts[-1] in names and "__init__.py" in self._listing(os.path.join(here, parts[-1])):
+                found = os.path.join(here, parts[-1], "__init__.py")
+            elif parts and parts[-1] + ".py" in names:
+                found = os.path.join(here, parts[-1] + ".py")
+            elif not parts and "__init__.py" in names:
+                found = os.path.join(here, "__init__.py")
             if found is not None:
                 break
         result = Path(found) if found is not None and found.startswith(self._root_prefix) else None
@@ -115,32 +131,6 @@ class Project:
         self._candidates[key] = tuple(p for p in looked if p.startswith(self._root_prefix))
         self._candidates_shown.pop(key, None)
         return result
-
-    def _look_in(self, base: str, parts: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
-        """The module `parts` in one entry of the search path (`base`): its file, or None, and the files looked for
-        up to it. Kept by entry: the project root is searched for every script's absolute imports."""
-        key = (base, parts)
-        hit = self._in_base.get(key)
-        if hit is not None:
-            return hit
-        here = base
-        for part in parts[:-1]:
-            if part not in self._listing(here):
-                hit = self._in_base[key] = (None, _tried(os.path.join(base, *parts[:-1]), list(parts)))
-                return hit
-            here = os.path.join(here, part)
-        names = self._listing(here)
-        found = None
-        # Python's order within one entry: a package (`engine/__init__.py`) before a module (`engine.py`); a
-        # directory without __init__.py is a namespace portion, which only counts when no entry has either.
-        if parts and parts[-1] in names and "__init__.py" in self._listing(os.path.join(here, parts[-1])):
-            found = os.path.join(here, parts[-1], "__init__.py")
-        elif parts and parts[-1] + ".py" in names:
-            found = os.path.join(here, parts[-1] + ".py")
-        elif not parts and "__init__.py" in names:
-            found = os.path.join(here, "__init__.py")
-        hit = self._in_base[key] = (found, _tried(here, list(parts)))
-        return hit
 
     def _listing(self, directory: str) -> frozenset[str]:
         found = self._dirs.get(directory)
@@ -421,6 +411,11 @@ class ProjectView(OtherFilesValues):
         """Names that may be bound to modules (`import engine`, `from . import utils`): worth resolving calls of."""
         return {k for k, v in self.bound.items() if v.name is None or v.name[:1].islower()}
 
+    def module_files(self) -> set[str]:
+        """Of `modules()`, the names whose import is a file of the project (`ProjectLookup.module_files`)."""
+        return {k for k, v in self.bound.items() if (v.name is None or v.name[:1].islower()) and self._path(
+            ".".join(p for p in (v.module, v.name or "") if p), v.level) is not None}
+
     def _path(self, module: str, level: int) -> Path | None:
         project = self.project
         key = (self._dir, module, level)
@@ -569,6 +564,9 @@ class ClassesOnly:
         self.callers, self.runs = view.callers, view.runs  # what the project's files do with this file's helpers
 
     def modules(self) -> set[str]:
+        return set()
+
+    def module_files(self) -> set[str]:
         return set()
 
     def function(self, dotted: str) -> Resolved | None:

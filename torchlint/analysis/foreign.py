@@ -115,6 +115,12 @@ class ProjectLookup(Protocol):
         """Local names that may be bound to modules of the project (`import engine`)."""
         ...
 
+    def module_files(self) -> set[str]:
+        """Local names bound to a module of the project that is one of its files (`from src import engine`, with
+        src/engine.py): a call through one is a function of that file, whatever its name (`engine.step(...)` is no
+        optimizer's step)."""
+        ...
+
     def star_names(self) -> frozenset[str]:
         """The names `from module import *` of a project file binds (its top-level functions and classes)."""
         ...

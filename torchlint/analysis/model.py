@@ -40,7 +40,7 @@ class FileModel:
         self._options: Options | None = None
         self._classified: dict[int, Event | None] = {}
         self._expanded: dict[tuple, list[Event]] = {}  # a helper's events, expanded once per depth and call chain
-        walker = EventWalker(self.project_modules, Scope)
+        walker = EventWalker(self.project_modules, Scope, project.module_files() if project is not None else set())
         walker.walk_module(module)
         self.scopes: list[Scope] = walker.scopes  # type: ignore[assignment]  # made with scope_type=Scope
         self._by_node: dict[cst.CSTNode | None, Scope] = {s.node: s for s in self.scopes}  # asked with None too

@@ -46,8 +46,10 @@ class EventWalker:
     `project_modules`: names bound to modules of the project (a call through one may reach another file's
     function); `scope_type`: the class of the scopes it creates (the query layer's `Scope`)."""
 
-    def __init__(self, project_modules: set[str] | frozenset[str], scope_type: type[RawScope] = RawScope) -> None:
+    def __init__(self, project_modules: set[str] | frozenset[str], scope_type: type[RawScope] = RawScope,
+                 module_files: set[str] | frozenset[str] = frozenset()) -> None:
         self.project_modules = project_modules
+        self.module_files = module_files  # of them, those known to be files: `engine.step(...)` is engine.py's step
         self.scope_type = scope_type
         self.scopes: list[RawScope] = []  # in the order they are met: the module body first
         self.classes: dict[str, cst.ClassDef] = {}  # the file's classes by name (the first of a name)
@@ -257,6 +259,10 @@ class EventWalker:
                 return
         if type(func) is cst.Attribute:
             method = func.attr.value
+            if type(func.value) is cst.Name and func.value.value in self.module_files:
+                # `engine.step(model, optimizer, loss)`: a function of another file, not an optimizer's step
+                self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=dotted(func), variant=CallVia.MODULE)
+                return
             if method in TRACKED_METHODS:
                 if method == "step" and call.args:
                     closure = call.args[0].value
