@@ -3023,3 +3023,39 @@ def test_evaluation_look_alikes_are_not_flagged(src):
 def test_an_evaluation_returning_a_number_is_not_flagged():
     src = _evaluated().replace("return total / len(loader)", "return total.item() / len(loader)")
     assert findings(src, "TL007") == []
+
+
+# The values of a dict of losses whose sum is back-propagated carry a graph, whoever built the dict.
+DICT_OF_LOSSES = """
+    for x, y in loader:
+        optimizer.zero_grad()
+        losses = model(x, y)
+        loss = sum(losses.values())
+        loss.backward()
+        optimizer.step()
+        for k, v in losses.items():
+            log_vars[k] += {value}
+"""
+
+
+def test_values_of_a_back_propagated_dict_of_losses_kept_for_logging():
+    assert findings("log_vars = {}\n" + textwrap.dedent(DICT_OF_LOSSES).format(value="v"), "TL007") == [(10, 9)]
+
+
+def test_values_of_a_back_propagated_dict_of_losses_logged_as_numbers():
+    assert findings("log_vars = {}\n" + textwrap.dedent(DICT_OF_LOSSES).format(value="v.item()"), "TL007") == []
+
+
+def test_values_of_a_dict_that_is_not_back_propagated_stay_unknown():
+    src = """
+        log_vars = {}
+        for x, y in loader:
+            optimizer.zero_grad()
+            stats = model.stats(x)
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            for k, v in stats.items():
+                log_vars[k] += v
+        """
+    assert findings(src, "TL007") == []

@@ -13,7 +13,7 @@ from typing import Protocol
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, Event
-from torchlint.analysis.exprs import dotted
+from torchlint.analysis.exprs import COMBINING_CALLS, dotted, names_in
 from torchlint.analysis.foreign import Resolved
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.vkind import VKind, join
@@ -88,11 +88,37 @@ def element_of_iterable(k: Asker, it: cst.BaseExpression, scope: Scope, at: Even
         keys = method == "items" and index == 0
         if entries is None and not keys:
             found = dict_values(k, it.func.value, scope, at, depth)
+            if found is None and type(it.func.value) is cst.Name and _values_backpropagated(scope, it.func.value, at):
+                return VKind.GRAPH  # `loss = sum(losses.values()); loss.backward()`: each value carries a graph
             return found if found is not None else VKind.UNKNOWN
         if entries is None or keys and any(key is None for key, _, _ in entries):
             return VKind.UNKNOWN
         return join(k.of(key if keys else value, scope, where, depth + 1) for key, value, where in entries)
     return VKind.UNKNOWN
+
+
+def _values_backpropagated(scope: Scope, d: cst.Name, at: Event) -> bool:
+    """The values of the dict `d` are combined (`sum(d.values())`, `torch.stack(list(d.values()))`) into what a
+    backward of the scope back-propagates, the same definitions of `d` reaching that backward and `at`: each value
+    carries a graph, whoever built the dict (`losses = model(x, y)` of a detector)."""
+    reaching = scope.reaching(d.value, at)
+    for b in scope.own_backwards():
+        assert b.value is not None  # own_backwards: each with a value
+        exprs = [b.value] + [x.value for name in names_in(b.value) for x in scope.reaching(name, b)[0]
+                             if x.value is not None]
+        if scope.reaching(d.value, b) != reaching:
+            continue
+        for expr in exprs:
+            for node in walk(expr):
+                if type(node) is cst.Call and dotted(node.func) in COMBINING_CALLS and any(
+                        _values_of(n, d.value) for arg in node.args for n in walk(arg.value)):
+                    return True
+    return False
+
+
+def _values_of(node: cst.CSTNode, name: str) -> bool:
+    return (type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "values"
+            and type(node.func.value) is cst.Name and node.func.value.value == name)
 
 
 def dict_values(k: Asker, expr: cst.BaseExpression, scope: Scope, at: Event, depth: int,

@@ -61,7 +61,8 @@ a running total, dict entry or list that outlives the iteration and is never bac
 `outputs.append({"loss": loss, "n": len(y)})` (a record that holds the loss), `total += train_step(batch)` (a
 helper of the file that returns its attached loss), `running += model.compute_loss(x, y)` (a method of a module
 class of the file whose loss comes from `self(x)` or a submodule assigned in `__init__`), `logs[name] += part`
-over `parts.items()` or `.values()` of a dict the loop builds (a literal, or entries stored one by one). A tensor grown by
+over `parts.items()` or `.values()` of a dict the loop builds (a literal, or entries stored one by one), or of one
+whose values it sums and back-propagates (`losses = model(x, y)`; `sum(losses.values()).backward()`). A tensor grown by
 concatenation keeps every part too (`seen = torch.cat([seen, out])`, `torch.vstack`), and so does a total whose
 conditional keeps adding (`shown = loss if shown is None else 0.98 * shown + 0.02 * loss`; no fix there: the
 other arm keeps a graph too). A total reset only every k-th iteration (`if i % log_every == 0: print(total);
