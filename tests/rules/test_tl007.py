@@ -1497,17 +1497,6 @@ NEGATIVE = {
                 logs[name] += part.item()
         print(logs)
         """,
-    "dict_of_unknown_origin": """
-        logs = {}
-        for batch in loader:
-            optimizer.zero_grad()
-            parts = model.losses(batch)
-            sum(parts.values()).backward()
-            optimizer.step()
-            for name, part in parts.items():
-                logs[name] = logs.get(name, 0) + part
-        print(logs)
-        """,
     "dict_keys_are_not_its_values": """
         counts = {}
         for x, y in loader:
@@ -3059,3 +3048,20 @@ def test_values_of_a_dict_that_is_not_back_propagated_stay_unknown():
                 log_vars[k] += v
         """
     assert findings(src, "TL007") == []
+
+
+def test_dict_from_a_call_whose_values_are_back_propagated():
+    """Once a negative ("a dict from a call stays unknown"): `sum(parts.values()).backward()` says every value of
+    `parts` that is a tensor carries a graph, so each kept per name keeps one step's graph."""
+    src = """
+        logs = {}
+        for batch in loader:
+            optimizer.zero_grad()
+            parts = model.losses(batch)
+            sum(parts.values()).backward()
+            optimizer.step()
+            for name, part in parts.items():
+                logs[name] = logs.get(name, 0) + part
+        print(logs)
+        """
+    assert findings(src, "TL007") == [(9, 9)]
