@@ -863,3 +863,17 @@ def test_division_with_an_inner_micro_batch_loop_is_a_window():
             optim.zero_grad()
         """
     assert findings(src, "TL006") == []
+
+
+def test_division_with_a_window_made_by_continue():
+    src = """
+        for i, batch in enumerate(loader):
+            loss = criterion(model(batch), batch)
+            loss /= args.update_freq
+            loss.backward()
+            if (i + 1) % args.update_freq != 0:
+                continue
+            optimizer.step()
+            model.zero_grad(set_to_none=True)
+        """
+    assert findings(src, "TL006") == []

@@ -11,7 +11,7 @@ from torchlint.analysis.exprs import calls_anything, code_of, dotted, last_part,
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.semantics import ACCUMULATION_NAME, MODULE_WRAPPERS
-from torchlint.source.walk import calls_in_evaluation_order
+from torchlint.source.walk import calls_in_evaluation_order, walk
 
 
 def clears(model: FileModel, opt: str, z: Event) -> bool:
@@ -264,14 +264,16 @@ def divided_without_window(model: FileModel, loop: Loop, z: Event, steps: list[E
     as accumulation steps (`loss /= gradient_accumulation_steps`, `(loss / args.accum_iter).backward()`), while a
     step and the clearing `z` of its optimizer run on every iteration, at the loop's own level, under no window: each
     step applies one micro-batch's gradient, made k times smaller, and nothing accumulates. The step and the
-    divisor's code; None where Accelerate or an engine accumulates by itself, any step waits for a window, or a
-    backward runs in an inner loop (micro-batches looped over: the window)."""
+    divisor's code; None where Accelerate or an engine accumulates by itself, any step waits for a window (also one
+    made by `continue`), or a backward runs in an inner loop (micro-batches looped over: the window)."""
     node = loop.node
     if (node is None or not z.loops or z.loops[-1] is not node or z.variant is ZeroGradOf.PARAM
             or "accumulate" in z.contexts or not _fixed(loop, z)):
         return None
     if any(_window(loop, s) is not None or not _fixed(loop, s) for s in steps):
         return None
+    if any(type(n) is cst.Continue for n in walk(node)):
+        return None  # `if (i + 1) % k != 0: continue` before the step: a window all the same
     divisor = None
     for b in loop.backwards_into_grad():
         if (b.variant in SELF_SCALING_BACKWARDS or "accumulate" in b.contexts or not _fixed(loop, b)

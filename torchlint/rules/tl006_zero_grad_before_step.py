@@ -75,7 +75,8 @@ class ZeroGradBeforeStep(Rule):
   accumulation steps (`loss /= gradient_accumulation_steps`, `(loss / args.accum_iter).backward()`), while the step
   and the `zero_grad()` of its optimizer run on every iteration, at the loop's own level, with no window: nothing
   accumulates, and each step applies one micro-batch's gradient, k times smaller. No fix is offered. Not followed:
-  a backward in an inner loop (`for _ in range(k):`, that loop is the window), any step under a window, a divisor
+  a backward in an inner loop (`for _ in range(k):`, that loop is the window), any step under a window (or
+  after `if (i + 1) % k != 0: continue`), a divisor
   not named as accumulation steps (`/ x.size(0)`), `accelerator.accumulate` and self-accumulating backwards.
 
 Lightning's `training_step` with manual optimization is checked as one iteration of Lightning's batch loop
