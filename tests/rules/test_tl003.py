@@ -1150,3 +1150,33 @@ def test_parameter_positive(name):
 @pytest.mark.parametrize("name", sorted(PARAMETER_NEGATIVE))
 def test_parameter_negative(name):
     assert findings(PARAMETER_NEGATIVE[name], "TL003") == []
+
+
+# A term reduced or weighed after the `no_grad` block that computed it is cut all the same.
+NO_GRAD_CHAIN = """
+    for batch in batches:
+        output = self.adapter.forward(**batch)
+        loss = -(output.adv * output.ratio).mean()
+        with torch.no_grad():
+            ref = self.adapter.forward(**batch)
+            kl = ((output.pred - ref.pred) ** 2).mean(dim=1)
+        {after}
+        loss += kl_loss
+        self.accelerator.backward(loss)
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+"""
+
+
+def test_no_grad_term_weighed_after_its_block():
+    src = NO_GRAD_CHAIN.replace("{after}", "kl = torch.mean(kl)\n        kl_loss = self.args.kl_beta * kl")
+    assert findings(src, "TL003") == [(10, 13)]
+    (_, _, message), = messages(src, "TL003")
+    assert "`kl_loss` is computed under `torch.no_grad()` (`kl` is bound there)" in message
+
+
+def test_no_grad_term_joined_with_a_graph_after_its_block():
+    """`kl_loss` carries the graph of its other term: only `kl`, the cut part, is reported (at its use)."""
+    src = NO_GRAD_CHAIN.replace("{after}", "kl_loss = self.args.kl_beta * kl + (output.pred ** 2).mean()")
+    (line, _, message), = messages(src, "TL003")
+    assert line == 8 and message.startswith("`kl` is computed under `torch.no_grad()`")

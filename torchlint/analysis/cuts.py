@@ -12,8 +12,8 @@ import libcst as cst
 
 from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.events import Event, EventKind
-from torchlint.analysis.exprs import (
-    COMBINING_CALLS, Detachment, as_detachment, combined_items, dotted, is_true, keyword, names_in, positional_params,
+from torchlint.analysis.exprs import (  # noqa: F401 - added_terms re-exported for the rules
+    COMBINING_CALLS, added_terms, Detachment, as_detachment, combined_items, dotted, is_true, keyword, names_in, positional_params,
 )
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.model import FileModel
@@ -207,33 +207,6 @@ def summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> list
             return [d for arg in expr.args for item in combined_items(arg.value) for d in summand_detachments(item, graph)]
         if type(expr.func) is cst.Attribute and expr.func.attr.value in GRAPH_REDUCTIONS and not expr.args:
             return summand_detachments(expr.func.value, graph)
-    return []
-
-
-def added_terms(expr: cst.BaseExpression, graph) -> list[cst.BaseExpression]:
-    """The names (or items of one, `kl[idx]`) added into `expr`: through `+`, a weight without graph, a divisor
-    without graph, a sign, a reduction, a sum; not either side of a difference."""
-    node = expr
-    while type(node) is cst.Call and type(node.func) is cst.Attribute and not node.args \
-            and node.func.attr.value in GRAPH_REDUCTIONS:
-        node = node.func.value
-    if type(node) is cst.Name or type(node) is cst.Attribute or (
-            type(node) is cst.Subscript and type(node.value) in (cst.Name, cst.Attribute)):
-        return [node]
-    if type(node) is cst.UnaryOperation:
-        return added_terms(node.expression, graph)
-    if type(node) is cst.Call and dotted(node.func) in COMBINING_CALLS:
-        return [t for arg in node.args for item in combined_items(arg.value) for t in added_terms(item, graph)]
-    if type(node) is not cst.BinaryOperation:
-        return []
-    op = type(node.operator)
-    if op is cst.Add:
-        return added_terms(node.left, graph) + added_terms(node.right, graph)
-    if op is cst.Multiply:
-        return [t for side, other in ((node.left, node.right), (node.right, node.left)) if not graph(other)
-                for t in added_terms(side, graph)]
-    if op is cst.Divide and not graph(node.right):
-        return added_terms(node.left, graph)
     return []
 
 

@@ -7,6 +7,7 @@ from typing import Callable
 
 import libcst as cst
 
+from torchlint.analysis.semantics import GRAPH_REDUCTIONS
 from torchlint.source.cstfast import code_of  # noqa: F401 - re-exported: the rules' one way to a node's code
 from torchlint.source.walk import walk
 
@@ -314,3 +315,30 @@ def summand_names(expr: cst.BaseExpression, graph: Callable[[cst.BaseExpression]
         elif type(node) is cst.IfExp:
             todo += [node.body, node.orelse]  # `sum(parts) if isinstance(parts, tuple) else parts`: either arm
     return out
+
+
+def added_terms(expr: cst.BaseExpression, graph) -> list[cst.BaseExpression]:
+    """The names (or items of one, `kl[idx]`) added into `expr`: through `+`, a weight without graph, a divisor
+    without graph, a sign, a reduction, a sum; not either side of a difference."""
+    node = expr
+    while type(node) is cst.Call and type(node.func) is cst.Attribute and not node.args \
+            and node.func.attr.value in GRAPH_REDUCTIONS:
+        node = node.func.value
+    if type(node) is cst.Name or type(node) is cst.Attribute or (
+            type(node) is cst.Subscript and type(node.value) in (cst.Name, cst.Attribute)):
+        return [node]
+    if type(node) is cst.UnaryOperation:
+        return added_terms(node.expression, graph)
+    if type(node) is cst.Call and dotted(node.func) in COMBINING_CALLS:
+        return [t for arg in node.args for item in combined_items(arg.value) for t in added_terms(item, graph)]
+    if type(node) is not cst.BinaryOperation:
+        return []
+    op = type(node.operator)
+    if op is cst.Add:
+        return added_terms(node.left, graph) + added_terms(node.right, graph)
+    if op is cst.Multiply:
+        return [t for side, other in ((node.left, node.right), (node.right, node.left)) if not graph(other)
+                for t in added_terms(side, graph)]
+    if op is cst.Divide and not graph(node.right):
+        return added_terms(node.left, graph)
+    return []

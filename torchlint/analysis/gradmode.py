@@ -11,7 +11,7 @@ import weakref
 import libcst as cst
 
 from torchlint.analysis.events import Event, EventKind
-from torchlint.analysis.exprs import dotted
+from torchlint.analysis.exprs import added_terms, dotted
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import is_callable_name, is_module_name
@@ -27,9 +27,8 @@ def cut_by_no_grad(model: FileModel, scope: Scope, name: str, at: Event) -> tupl
     be a constant."""
     if "no_grad" in at.contexts:
         return ()
-    # An entry path of a local, or one from a `del`, leaves the name unbound: not another value.
-    defs = tuple(d for d in scope.reaching(name, at)[0] if d.kind is not EventKind.RESET)
-    if not defs or any("no_grad" not in d.contexts or d.value is None for d in defs):
+    defs = _under_no_grad(model, scope, name, at)
+    if not defs:
         return ()
     trained = _forwards_with_grad(model, scope)
     if not trained:
@@ -40,6 +39,51 @@ def cut_by_no_grad(model: FileModel, scope: Scope, name: str, at: Event) -> tupl
             if src.value is not None and "no_grad" in src.contexts and _calls(src.value) & trained:
                 return defs
     return ()
+
+
+def _under_no_grad(model: FileModel, scope: Scope, name: str, at: Event, depth: int = 0) -> tuple[Event, ...]:
+    """The definitions of `name` reaching `at`, when each is under `no_grad`, or, outside it, adds up, reduces or
+    weighs only such values (`kl = kl_sum.mean()`, `kl_loss = beta * kl` after the `with` block); empty otherwise."""
+    # An entry path of a local, or one from a `del`, leaves the name unbound: not another value.
+    # (`kl = kl.mean()` in a loop reaches itself from the iteration before: not another value)
+    defs = tuple(d for d in scope.reaching(name, at)[0] if d.kind is not EventKind.RESET and d is not at)
+    if not defs or depth > 3 or any(d.value is None for d in defs):
+        return ()
+    found: list[Event] = []
+    for d in defs:
+        if "no_grad" in d.contexts:
+            found.append(d)
+            continue
+        assert d.value is not None  # checked above
+        terms = added_terms(d.value, lambda e, d=d: model.kinds.of(e, scope, d) is VKind.GRAPH)
+        names = [t for t in terms if type(t) is cst.Name]
+        if not names or not d.rebinds or any(  # the other factors: weights read from settings (`args.beta`)
+                type(t) is not cst.Name and (type(t) is not cst.Attribute or model.kinds.of(t, scope, d) is VKind.GRAPH)
+                for t in terms):
+            return ()
+        if _reads_a_forward(model, scope, d, {t.value for t in names}):
+            return ()  # `beta * kl + (out ** 2).mean()`: the value carries a graph of its own
+        for t in names:
+            inner = _under_no_grad(model, scope, t.value, d, depth + 1)
+            if not inner:
+                return ()
+            found.extend(inner)
+    return tuple(found)
+
+
+def _reads_a_forward(model: FileModel, scope: Scope, d: Event, chained: set[str]) -> bool:
+    """Does the value of `d` read, besides the `chained` names, a name bound outside `no_grad` to what a forward
+    the function trains returned (`out` of `out = model(x)`)?"""
+    assert d.value is not None  # the caller's
+    attrs = {id(n.attr) for n in walk(d.value) if type(n) is cst.Attribute}
+    trained = _forwards_with_grad(model, scope)
+    for n in walk(d.value):
+        if type(n) is not cst.Name or id(n) in attrs or n.value in chained or n.value == "self":
+            continue
+        if any(x.value is not None and "no_grad" not in x.contexts and _calls(x.value) & trained
+               for x in scope.reaching(n.value, d)[0]):
+            return True
+    return False
 
 
 def from_trained_forward(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> bool:

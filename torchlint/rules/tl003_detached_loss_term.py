@@ -85,10 +85,10 @@ graph the line raises), so where it runs the loss holds no graph (`argmax`, `.nu
 of the same file that returns several losses as a tuple with one of them detached (`return ce, reg.item()`), when the caller adds that
 item into the back-propagated loss (`ce, reg = compute_losses(out, y)`; `loss = ce + 0.1 * reg`): reported in
 the helper, without a fix (other callers may rely on getting a number).
-A term computed under `torch.no_grad()` / `inference_mode()` from a forward that the same function also runs
-with grad (the model it trains), then added into the back-propagated loss: `with torch.no_grad(): kl = logp -
-ref_logp` on the rollout, then `loss = pg_loss + beta * kl.mean()` (every definition of the term that reaches the
-loss is under `no_grad`). No fix: compute the term from the forward that carries a graph.
+A term computed under `torch.no_grad()` / `inference_mode()` from a forward the same function runs with grad (the model
+it trains), then added into the back-propagated loss: `with torch.no_grad(): kl = logp - ref_logp`, then `loss = pg +
+beta * kl.mean()` (every definition of the term is under `no_grad`, or, after the block, only reduces or weighs such
+values: `kl_loss = beta * kl.mean()`). Reported once per term, nearest the backward. No fix.
 A module's input cut in a loss that trains that input's producer through another term: `G_loss =
 mse(D(fake.detach()), ones) + l1(fake, real)`, the generator's loss whose adversarial term reaches only `D` (a
 module: known to be one, named like one, or an attribute of `self` bound to an instance of a class). No fix.
@@ -183,19 +183,17 @@ A detached value that multiplies a graph tensor is a weight, not a term (`ce * w
 kind (`log_prob * (log_prob - baseline).detach()`, the score-function estimator), and one multiplying a leaf an
 optimizer trains or a value computed from it elementwise (`self.log_beta.exp() * (kl - eps).detach()` with
 `self.log_beta` made by a call given `requires_grad=True`, or an `nn.Parameter`: a temperature or a Lagrange
-multiplier updated against a gap cut on purpose; not a loss weighted so, `torch.exp(-log_var) * ce.detach()`, still
-a term); a learnable scalar made with
-`torch.tensor(0.0, requires_grad=True)`; an input re-wrapped with `requires_grad=True` and fed to the model
-(adversarial examples). A value cut from what another backward of the same step trains: the critic's prediction
-in an actor's `advantage = (target - pred_value).detach()` next to `value_loss.backward()`, a value network's
-baseline `q - v_pred.detach()` next to `vf_loss.backward()` (its own loss trains it; the cut keeps this loss from
-training it too).
+multiplier updated against a gap cut on purpose; not a loss weighted so, `torch.exp(-log_var) * ce.detach()`, still a
+term); a learnable scalar made with `torch.tensor(0.0, requires_grad=True)`; an input re-wrapped with
+`requires_grad=True` and fed to the model (adversarial examples). A value cut from what another backward of the same
+step trains: the critic's prediction in an actor's `advantage = (target - pred_value).detach()` next to
+`value_loss.backward()`, a value network's baseline `q - v_pred.detach()` next to `vf_loss.backward()` (its own loss
+trains it; the cut keeps this loss from training it too).
 
 ## Limits
 Only terms are checked, through arithmetic, sums and stacks; the detached value must be known to carry a graph
 (its kind), or, when its kind is unknown, be named like a loss or be the result of a call of a criterion or loss
-function (`feature_crit(s, t).detach()`). Losses returned by a helper in a tuple are not
-followed into the helper.
+function (`feature_crit(s, t).detach()`). Losses returned by a helper in a tuple are not followed into the helper.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -248,10 +246,11 @@ followed into the helper.
                         candidates.append((expr, at))
                         owner[id(expr)] = b
             no_grad = any("no_grad" in e.contexts for e in scope.events)  # else no term was computed under it
+            cut_roots: set[int] = set()  # a term's no_grad definitions, reported once (nearest the backward)
             for expr, at in candidates:
                 yield from _rewrap_findings(model, scope, expr, at)
                 if no_grad:
-                    yield from _no_grad_findings(model, scope, expr, at)
+                    yield from _no_grad_findings(model, scope, expr, at, cut_roots)
                 yield from _list_findings(model, scope, expr, at, "is added into a loss that is back-propagated")
                 if helpers:
                     yield from _helper_copy_findings(model, scope, expr, at, reported)
@@ -442,7 +441,7 @@ def _loss_function(func: str) -> bool:
     return is_callable_name(func) or any(w in func.lower() for w in LOSS_FUNCTION_WORDS)
 
 
-def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
+def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event, reported: set[int]) -> Iterator[Finding]:
     """A term added into the loss that was computed under `no_grad` from a forward the function also runs with
     grad (`with torch.no_grad(): kl = logp - ref_logp`, then `loss = pg_loss + beta * kl.mean()`): the term is a
     constant, and the penalty it stands for trains nothing. Only added terms: a difference (`q - target`) or a
@@ -453,10 +452,11 @@ def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Eve
     for term in added_terms(expr, graph):
         name = dotted(term.value if type(term) is cst.Subscript else term)
         defs = cut_by_no_grad(model, scope, name, at) if name is not None else ()
-        if defs:
+        if defs and not reported & {id(d) for d in defs}:
+            reported.update(id(d) for d in defs)
             yield Finding(
                 term,
-                f"`{code_of(term)}` is computed under `torch.no_grad()` (`{name}` is bound there) from the model "
+                f"`{code_of(term)}` is computed under `torch.no_grad()` (`{defs[0].target}` is bound there) from the model "
                 f"this function trains, so it carries no graph, yet it is added into a loss that is back-propagated: "
                 f"this term gets no gradient; compute it outside `no_grad`",
             )
