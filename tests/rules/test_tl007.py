@@ -3065,3 +3065,46 @@ def test_dict_from_a_call_whose_values_are_back_propagated():
         print(logs)
         """
     assert findings(src, "TL007") == [(9, 9)]
+
+
+METERS_IN_A_DICT = textwrap.dedent("""
+    class AverageMeter:
+        def __init__(self, name):
+            self.name, self.sum, self.count = name, 0, 0
+
+        def update(self, val, n=1):
+            self.sum += val * n
+            self.count += n
+
+    def train(model, loader, optimizer, criterion, names):
+        meters = {meters_built}
+        for x, y in loader:
+            optimizer.zero_grad()
+            out = model(x)
+            loss_dict = criterion(out, y)
+            loss = loss_dict["loss"]
+            loss.backward()
+            optimizer.step()
+            for k in loss_dict:
+                meters[k].update({value}, x.size(0))
+        return meters
+""")
+
+
+def test_meters_held_in_a_dict_keep_what_they_are_given():
+    src = METERS_IN_A_DICT.format(meters_built="OrderedDict([(k, AverageMeter(k)) for k in names])",
+                                  value="loss_dict[k]")
+    assert findings(src, "TL007") == [(20, 13)]
+    (_, _, message), = messages(src, "TL007")
+    assert "`meters[...].update` adds it into an attribute of an element of `meters`" in message
+
+
+def test_meters_held_in_a_dict_given_numbers_keep_no_graph():
+    src = METERS_IN_A_DICT.format(meters_built="{k: AverageMeter(k) for k in names}", value="loss_dict[k].item()")
+    assert findings(src, "TL007") == []
+
+
+def test_a_dict_of_objects_of_several_classes_is_not_followed():
+    src = METERS_IN_A_DICT.format(meters_built="{'loss': AverageMeter('loss'), 'time': Timer()}",
+                                  value="loss_dict[k]").replace("def train(", "class Timer:\n    def update(self, v, n=1):\n        pass\n\ndef train(")
+    assert findings(src, "TL007") == []

@@ -55,6 +55,14 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
                 if id(call) not in quiet:
                     yield found_global
             continue
+        if type(call.func) is cst.Attribute and type(call.func.value) is cst.Subscript:
+            element = _kept_by_element(model, scope, loop, call, local)
+            if element is not None:
+                if quiet is None:
+                    quiet = _under_no_grad(body)
+                if id(call) not in quiet:
+                    yield element
+            continue
         func = dotted(call.func) if type(call.func) is cst.Attribute else None
         if func is None:
             continue
@@ -68,17 +76,9 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
             quiet = _under_no_grad(body)  # (asked only once a call keeps: most loops call no such method)
         if id(call) in quiet:
             continue
-        params, keeps = found
-        positional = [a for a in call.args if a.keyword is None]
-        for a in call.args:
-            if a.star:
-                break
-            param = a.keyword.value if a.keyword is not None else (
-                params[positional.index(a)] if positional.index(a) < len(params) else None)
-            attached = _attached(model, scope, a.value, None) if param in keeps else None
-            if attached is not None:
-                yield KeptValue(call, attached, func, obj)
-                break
+        attached = _kept_argument(model, scope, call, *found)
+        if attached is not None:
+            yield KeptValue(call, attached, func, obj)
     for e in loop.events:
         if (e.kind is EventKind.ASSIGN and e.variant is AssignForm.ITEM and not e.accumulates and e.target
                 and e.value is not None and e.scope is scope.node and e.target.count(".") <= 1):
@@ -86,6 +86,59 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
             if (found is not None and len(found[0]) == 2 and found[0][1] in found[1]
                     and _outlives(scope, loop, e.target) and _attached(model, scope, e.value, e) is not None):
                 yield KeptValue(e.node, e.value, f"{e.target}.{SET_ITEM}", e.target)
+
+
+def _kept_argument(model: FileModel, scope: Scope, call: cst.Call, params: tuple[str, ...],
+                   keeps: frozenset[str]) -> cst.BaseExpression | None:
+    """The first argument of `call` given for a kept parameter that carries a graph (`_attached`)."""
+    positional = [a for a in call.args if a.keyword is None]
+    for a in call.args:
+        if a.star:
+            break
+        param = a.keyword.value if a.keyword is not None else (
+            params[positional.index(a)] if positional.index(a) < len(params) else None)
+        attached = _attached(model, scope, a.value, None) if param in keeps else None
+        if attached is not None:
+            return attached
+    return None
+
+
+def _kept_by_element(model: FileModel, scope: Scope, loop: Loop, call: cst.Call,
+                     local: frozenset[str]) -> KeptValue | None:
+    """`meters[k].update(loss_dict[k], n)`: a method that keeps its argument, of an element of a dict or list that
+    outlives the loop and that the scope fills with instances of one class of the file (`meters = {k:
+    AverageMeter() for k in names}`, `OrderedDict([(k, AverageMeter(k)) for k in names])`)."""
+    func = call.func
+    assert type(func) is cst.Attribute and type(func.value) is cst.Subscript  # the caller's
+    holder, method = func.value.value, func.attr.value
+    if type(holder) is not cst.Name or method not in local or not _outlives(scope, loop, holder.value):
+        return None
+    cls = _element_class(model, scope, holder.value)
+    callee = next((s for s in model.scopes if s.class_name == cls and s.name == method), None) if cls else None
+    if callee is None:
+        return None
+    attached = _kept_argument(model, scope, call, tuple(positional_params(callee.node)[1:]), model.summary(callee).keeps)
+    return KeptValue(call, attached, f"{holder.value}[...].{method}", holder.value) if attached is not None else None
+
+
+_CONTAINERS = (cst.Dict, cst.DictComp, cst.List, cst.ListComp)
+_CONTAINER_CALLS = frozenset({"dict", "OrderedDict", "collections.OrderedDict"})
+
+
+def _element_class(model: FileModel, scope: Scope, name: str) -> str | None:
+    """The one class of the file whose instances every binding of `name` in the scope fills a container with."""
+    found: set[str] = set()
+    for d in (a for a in scope.assignments(name) if a.rebinds):
+        value = d.value
+        if value is None or not (type(value) in _CONTAINERS or type(value) is cst.Call
+                                 and dotted(value.func) in _CONTAINER_CALLS):
+            return None
+        built = {n.func.value for n in walk(value) if type(n) is cst.Call and type(n.func) is cst.Name
+                 and n.func.value in model.classes}
+        if len(built) != 1:
+            return None
+        found |= built
+    return found.pop() if len(found) == 1 else None
 
 
 def _param_appenders(model: FileModel) -> dict[str, tuple[tuple[int, int], ...]]:

@@ -94,7 +94,9 @@ name, too) keeps what its method adds into an attribute of `self`: `meter.update
 val, n): self.sum += val * n` (or `self.values.append(val)`, or `for i, v in enumerate(values): self.sums[i] += v`
 given `[loss_a, loss_b]`), and `stats["loss"] = loss` where the class's `__setitem__` appends its value to a list
 of `self`. So does a meter held by `self` in a method that back-propagates and steps once per call (a runner's
-`train_step`, called by a loop elsewhere). A part of a loss is known by the loss's backward when a function of the
+`train_step`, called by a loop elsewhere), and an element of a dict or list the function fills with instances of one
+class of the file (`meters = OrderedDict([(k, AverageMeter(k)) for k in names])`, then `meters[k].update(v, n)`). A part
+of a loss is known by the loss's backward when a function of the
 file returns both and the part is a term of the loss in every `return` (`total, part = self.losses(x)`,
 `total.backward()`, then `self.meter.update([part])`).
 Reported in the class's own file too, which holds no backward (a metrics module), when a method adds a parameter
@@ -240,6 +242,7 @@ for x, y in loader:
                 if id(k.node) not in seen:
                     seen.add(id(k.node))
                     what = "appends it to a list of" if k.method.endswith(SET_ITEM) else (
+                        "adds it into an attribute of an element of" if "[...]" in k.method else
                         "adds it into an attribute of" if "." in k.method else "adds it into")
                     yield Finding(k.node, f"`{code_of(k.value)}` is still attached to its graph and `{k.method}` {what} "
                                   f"`{k.obj}`, which outlives the iteration: every step's graph stays alive and memory "
