@@ -872,3 +872,21 @@ def test_message_epoch_function():
         "skipped and every call trains with the next one ('Detected call of lr_scheduler.step() before "
         "optimizer.step()'); step the scheduler after the loop",
     )]
+
+
+def test_a_scheduler_stepped_while_its_order_warning_is_silenced():
+    """YOLO trainers step the scheduler at the top of each epoch under `warnings.catch_warnings()` (with
+    `last_epoch = start_epoch - 1` set before): the order is chosen, knowing PyTorch's warning."""
+    src = """
+        import warnings
+        for epoch in range(start_epoch, epochs):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                scheduler.step()
+            for x, y in loader:
+                optimizer.zero_grad()
+                criterion(model(x), y).backward()
+                optimizer.step()
+        """
+    assert findings(src, "TL011") == []
+    assert findings(src.replace("with warnings.catch_warnings():", "if True:"), "TL011") == [(6, 9)]

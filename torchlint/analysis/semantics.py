@@ -121,6 +121,7 @@ CONTEXTS = {
     "accumulate": "accumulate",
     "autocast": "autocast",
     "no_sync": "no_sync",
+    "catch_warnings": "warnings_caught",  # `with warnings.catch_warnings():`: the code under it silences warnings
 }
 
 

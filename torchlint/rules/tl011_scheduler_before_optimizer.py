@@ -96,7 +96,8 @@ of another file) that steps the optimizer; the message names that function's fil
 a loop binds, a count advanced after the optimizer's step, a count advanced by anything but an integer); a scheduler
 stepped after its own optimizer's batch loop and before another optimizer's (GAN); `if epoch > 0:
 scheduler.step()` at the top of the epoch (or of a `train_epoch()`); a `train_epoch()` whose batch loop runs under
-a guard the scheduler's step does not share.
+a guard the scheduler's step does not share; a step under `with warnings.catch_warnings():` (the author silences the
+warning PyTorch gives for this order: the order is chosen, as YOLO trainers do with `last_epoch = start_epoch - 1`).
 
 A scheduler of the project's own class that derives from nothing outside its file (`class CycleScheduler:`, or
 `(object)`, or a base of the same file that does the same) and writes the learning rate into the optimizer's param
@@ -152,6 +153,8 @@ for epoch in range(epochs):
                     continue
                 if _range_test(loop) or _not_torchs(model, sched):
                     continue  # a sweep that measures the rates, or a scheduler PyTorch's order does not bind
+                if "warnings_caught" in sched.contexts:
+                    continue  # PyTorch warns of this order; a step under `warnings.catch_warnings()` silences it knowingly
                 opt = later[0]
                 before = f"`{code_of(opt.node)}`{where(opt)}"
                 if opt.kind is EventKind.RUN:
