@@ -32,7 +32,7 @@ KNOWN_MISSES_MINED = frozenset({
     "mc02", "mc04", "mc08", "mc09", "mc12",
     "md00", "md02",
     "me02", "me05", "me08",
-    "mf00", "mf02", "mf05",
+    "mf02", "mf05",
     "mg01", "mg03", "mg04", "mg05", "mg06", "mg07", "mg09", "mg10", "mg11",
 })
 

@@ -1104,3 +1104,31 @@ def test_message_rebuilt_scaler_names_the_epoch_loop():
     src, _ = REBUILT_POSITIVE["built_by_an_epoch_function_that_a_loop_calls_with_one_optimizer"]
     (_, _, message), = messages(src, "TL010")
     assert "each call of `train_epoch`" in message and "a loop of `main`" in message and "65536" in message
+
+
+ACCUMULATE_CLIP = """
+    for batch in loader:
+        with accelerator.accumulate(model):
+            loss = model(batch)
+            accelerator.backward(loss)
+            {clip}
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def test_accelerate_clip_on_every_micro_step():
+    src = ACCUMULATE_CLIP.format(clip="accelerator.clip_grad_norm_(model.parameters(), 1.0)")
+    assert findings(src, "TL010") == [(6, 9)]
+
+
+def test_accelerate_clip_when_gradients_sync():
+    src = ACCUMULATE_CLIP.format(
+        clip="if accelerator.sync_gradients:\n                accelerator.clip_grad_norm_(model.parameters(), 1.0)")
+    assert findings(src, "TL010") == []
+
+
+def test_accelerate_clip_without_accumulation():
+    src = ACCUMULATE_CLIP.format(clip="accelerator.clip_grad_norm_(model.parameters(), 1.0)").replace(
+        "with accelerator.accumulate(model):", "if True:")
+    assert findings(src, "TL010") == []

@@ -21,6 +21,7 @@ from torchlint.verify.signs import Sign
 
 SCALE_CALL = re.compile(r"\.\s*scale\s*\(")  # scaler.scale(loss).backward()
 SCALER_BUILT = re.compile(r"GradScaler\s*\(")  # a scaler built in the file, whose step unscales what was not scaled
+ACCUMULATE_CALL = re.compile(r"accumulate\s*\(")  # `with accelerator.accumulate(model):` around a clip (8.)
 
 
 class GradScalerMisuse(Rule):
@@ -28,7 +29,7 @@ class GradScalerMisuse(Rule):
     name = "grad-scaler-misuse"
     summary = "GradScaler misuse: optimizer.step() instead of scaler.step(), clipping scaled grads, no update()"
     fix_safety = "unsafe"
-    requires = (BACKWARD_CALL, (SCALE_CALL, SCALER_BUILT))  # no loop: a per-step function runs in its caller's loop
+    requires = (BACKWARD_CALL, (SCALE_CALL, SCALER_BUILT, ACCUMULATE_CALL))  # no loop: a per-step function runs in its caller's loop
     scope_requires = (BACKWARD_CALL, SCALE_CALL)
     scope_alternatives = ((BACKWARD_CALL, STEP_CALL),)  # a plain backward before a scaler's step
     runtime_signs = (Sign.CLIPPED_WHILE_SCALED, Sign.SCALER_REFUSED)
@@ -71,6 +72,10 @@ And in a loop whose backwards are all plain (`loss.backward()`):
    function, `for epoch in ...: train_one_epoch(model, optimizer)`): each new scaler starts again from its initial
    scale (65536) and growth count. Not followed: a disabled scaler (`enabled=False`), a function called once, or one
    a loop calls with a new optimizer each time (a fold of cross-validation: a new run). No fix is offered.
+
+8. `accelerator.clip_grad_norm_(...)` inside `with accelerator.accumulate(model):` with no test of
+   `accelerator.sync_gradients` around it: on every micro-step it unscales a prepared fp16 GradScaler (the step and
+   the update wait for the window: PyTorch raises at the second micro-step) and clips a partial sum. No fix.
 
 A function that back-propagates outside any loop of its own and steps an optimizer (an optimizer wrapper's
 `step(loss)`, an agent's `learn(batch)`) runs once per step of whatever loop calls it, in this file or another:
@@ -172,6 +177,7 @@ for x, y in loader:
                     seen.add(id(finding.node))
                     yield finding
         yield from _rebuilt_scalers(model)
+        yield from _clipped_every_micro_step(model)
 
 
 def _serves(loop: Loop, backward: Event, later: Event) -> bool:
@@ -568,3 +574,22 @@ def _called_per_run(model: FileModel, callee, optimizers: list[str]) -> str | No
                 if all(e.loops[-1] not in d.loops for d in defs):
                     return scope.name
     return None
+
+
+def _clipped_every_micro_step(model: FileModel) -> Iterator[Finding]:
+    """8. `accelerator.clip_grad_norm_(...)` inside `with accelerator.accumulate(model):` under no test of
+    `accelerator.sync_gradients`: it runs on every micro-step, unscaling a prepared fp16 GradScaler's gradients
+    before the window's step and update (PyTorch raises at the second micro-step) and clipping a partial sum."""
+    seen: set[int] = set()
+    for loop in model.loops:
+        for c in loop.of(EventKind.CLIP):
+            if (c.variant is not ClipVia.ACCELERATOR or "accumulate" not in c.contexts or id(c.node) in seen
+                    or any("sync_gradients" in code_of(g.test) for g in c.guards)):
+                continue
+            seen.add(id(c.node))
+            yield Finding(c.node, (
+                f"`{code_of(c.node)}` runs on every micro-step of `accelerator.accumulate`, not only when "
+                f"`accelerator.sync_gradients`: with fp16 it unscales the GradScaler's gradients again before the "
+                f"window's step and update (PyTorch raises 'unscale_() has already been called on this optimizer "
+                f"since the last update()'), and otherwise it clips a partial sum of the window's gradients; clip "
+                f"under `if accelerator.sync_gradients:`"))
