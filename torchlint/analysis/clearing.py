@@ -267,21 +267,20 @@ def divided_without_window(model: FileModel, loop: Loop, z: Event, steps: list[E
     divisor's code; None where Accelerate or an engine accumulates by itself, any step waits for a window (also one
     made by `continue`), or a backward runs in an inner loop (micro-batches looped over: the window)."""
     node = loop.node
-    if (node is None or not z.loops or z.loops[-1] is not node or z.variant is ZeroGradOf.PARAM
-            or "accumulate" in z.contexts or not _fixed(loop, z)):
+    if node is None or not z.loops or z.loops[-1] is not node or z.variant is ZeroGradOf.PARAM \
+            or "accumulate" in z.contexts:
+        return None
+    backwards = loop.backwards_into_grad()
+    if any(b.value is None or not b.loops or b.loops[-1] is not node for b in backwards):
+        return None  # (a backward in an inner loop: that loop is the window, `for _ in range(k):`)
+    divisor = next((k for b in backwards if (k := _accumulation_divisor(loop, b)) is not None), None)
+    if divisor is None or not _fixed(loop, z) or any(  # (the costlier questions once a division is found)
+            b.variant in SELF_SCALING_BACKWARDS or "accumulate" in b.contexts or not _fixed(loop, b) for b in backwards):
         return None
     if any(_window(loop, s) is not None or not _fixed(loop, s) for s in steps):
         return None
     if any(type(n) is cst.Continue for n in walk(node)):
         return None  # `if (i + 1) % k != 0: continue` before the step: a window all the same
-    divisor = None
-    for b in loop.backwards_into_grad():
-        if (b.variant in SELF_SCALING_BACKWARDS or "accumulate" in b.contexts or not _fixed(loop, b)
-                or b.value is None or not b.loops or b.loops[-1] is not node):
-            return None  # (a backward in an inner loop: that loop is the window, `for _ in range(k):`)
-        divisor = divisor or _accumulation_divisor(loop, b)
-    if divisor is None:
-        return None
     for step in steps:
         if (step.target is not None and step.loops and step.loops[-1] is node and clears(model, step.target, z)
                 and not loop.scope.exclusive(z, step)):

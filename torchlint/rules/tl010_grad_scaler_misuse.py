@@ -13,7 +13,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel, Loop
-from torchlint.analysis.exprs import code_of, dotted, modulo_divisor, names_in, positional_params
+from torchlint.analysis.exprs import code_of, modulo_divisor, names_in, positional_params
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, insert_after, insert_before, movable
 from torchlint.rules.base import BACKWARD_CALL, STEP_CALL, Finding, Rule
@@ -522,10 +522,15 @@ def _rebuilt_scalers(model: FileModel) -> Iterator[Finding]:
     """7. `scaler = GradScaler()` built again for each iteration that steps with it, or at the start of a function
     whose loop steps with it when a loop of the file calls that function with an optimizer that outlives the call
     (an epoch function, `for epoch in ...: train_one_epoch(model, optimizer)`): the scale it learned is dropped."""
+    if "GradScaler" not in model.text:
+        return
     for scope in model.scopes:
         for a in scope.raw:
-            if (a.kind is not EventKind.ASSIGN or not a.target or type(a.value) is not cst.Call
-                    or (dotted(a.value.func) or "").rsplit(".", 1)[-1] != "GradScaler"
+            if a.kind is not EventKind.ASSIGN or not a.target or type(a.value) is not cst.Call:
+                continue
+            func = a.value.func
+            if (type(func) is cst.Name and func.value != "GradScaler" or type(func) is cst.Attribute
+                    and func.attr.value != "GradScaler" or type(func) not in (cst.Name, cst.Attribute)
                     or not model.symbols.scaler_enabled.get(a.target, True) or a.scope is not scope.node):
                 continue
             uses = [e for e in scope.events if e.via == a.target and e.scope is scope.node
