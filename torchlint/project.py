@@ -587,6 +587,9 @@ class ClassesOnly:
     def kept(self, cls: str, method: str) -> Kept | None:
         return self._view.kept(cls, method)
 
+    def imports_project_files(self) -> bool:
+        return self._view.imports_project_files()
+
     def returned(self, dotted: str) -> Resolved | None:
         return self._view.returned(dotted)
 

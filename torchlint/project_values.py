@@ -59,6 +59,8 @@ class OtherFilesValues:
 
     project: Any  # the `Project`: its `text(path)`, `display(path)` and `cached_only` are read here
     file: Path  # the viewing file
+    bound: dict  # the names the file's imports bind (`prescan.Imported` each)
+    _files_imported: bool | None = None
 
     def _target(self, dotted: str) -> tuple[Path, str] | None:
         raise NotImplementedError
@@ -84,6 +86,14 @@ class OtherFilesValues:
 
     def _lineage(self, path: Path, cls_name: str) -> list[str]:
         raise NotImplementedError
+
+    def imports_project_files(self) -> bool:
+        """Does an import of the viewing file name a file of the project (`from utils import Meter`, `import utils`)?
+        Without one, `kept` finds no class (once per view)."""
+        if self._files_imported is None:
+            self._files_imported = any(self._target(name) is not None or self._target(f"{name}._") is not None
+                                       for name in self.bound)
+        return self._files_imported
 
     def kept(self, cls: str, method: str) -> Kept | None:
         """`cls.method` of a class of another project file (`cls` as written in the viewing file), defined by the

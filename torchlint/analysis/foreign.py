@@ -155,6 +155,10 @@ class ProjectLookup(Protocol):
         itself (`group["lr"] = lr`)?"""
         ...
 
+    def imports_project_files(self) -> bool:
+        """Does an import of the file name a file of the project (without one, `kept` knows no class)?"""
+        ...
+
     def kept(self, cls: str, method: str) -> tuple[tuple[str, ...], frozenset[str]] | None:
         """`cls.method` for `cls` (as written) a class of another project file: the method's positional parameters
         (`self` included) and those it keeps in an attribute of `self` (a meter's `update(val)`: `self.sum +=

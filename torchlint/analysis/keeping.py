@@ -40,7 +40,8 @@ def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
     local = _keeping_methods(model)
     shares = "global" in model.text or "nonlocal" in model.text  # a function of the file may declare one
     appenders = _param_appenders(model)
-    if not local and model.project is None and not shares and not appenders:
+    foreign = model.project is not None and model.project.imports_project_files()  # (another file's class)
+    if not local and not foreign and not shares and not appenders:
         return
     body = loop.node if loop.node is not None else scope.node  # a step body: the function, once per step
     quiet: set[int] | None = None  # read at the first call of an object's method (most loops call none)
