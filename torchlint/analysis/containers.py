@@ -1,6 +1,7 @@
 """What a container holds, for the value kinds (`kinds.KindInference` asks): the item of a tuple at a position (a
-literal, what a function returns there, what the one plain definition of a name holds), a loop variable over
-`range` or over a dict's `.items()` / `.values()`, and the values of a dict: the entries a scope builds, or a dict
+literal, what a function returns there, what the one plain definition of a name holds), a loop variable (or a
+name a comprehension binds) over `range`, a module's `.parameters()`, or a dict's `.items()` / `.values()`, and the
+values of a dict: those summed into what a backward back-propagates, the entries a scope builds, or a dict
 a function returns (whole, or as an element of a returned tuple: `loss, parts = criterion(out, y)`), of this file
 or, through its exports, of another project file (a loss object's `__call__` too, when the object's class or the
 factory that made it is known). A value of a dict is known only when every entry the analysis sees agrees on it."""
