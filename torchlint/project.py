@@ -413,8 +413,7 @@ class ProjectView(OtherFilesValues):
 
     def module_files(self) -> set[str]:
         """Of `modules()`, the names whose import is a file of the project (`ProjectLookup.module_files`)."""
-        return {k for k, v in self.bound.items() if (v.name is None or v.name[:1].islower()) and self._path(
-            ".".join(p for p in (v.module, v.name or "") if p), v.level) is not None}
+        return {k for k in self.modules() if self._target(f"{k}._") is not None}  # the file a call `k._(...)` reaches
 
     def _path(self, module: str, level: int) -> Path | None:
         project = self.project

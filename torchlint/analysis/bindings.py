@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, Event, EventKind
-from torchlint.analysis.exprs import dotted, positional_params
+from torchlint.analysis.exprs import argument_for, dotted, positional_params
 from torchlint.source.walk import walk
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
@@ -247,9 +247,7 @@ def _passed_for(model: FileModel, callee: Scope, param: str) -> list[cst.BaseExp
                 continue
             if any(a.star for a in call.args):
                 return None
-            names = positional[1:] if func.startswith("self.") else positional
-            for i, a in enumerate(a for a in call.args if a.keyword is None):
-                if i < len(names) and names[i] == param:
-                    out.append(a.value)
-            out.extend(a.value for a in call.args if a.keyword is not None and a.keyword.value == param)
+            passed = argument_for(call, positional[1:] if func.startswith("self.") else positional, param)
+            if passed is not None:
+                out.append(passed)
     return out

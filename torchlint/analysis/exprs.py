@@ -58,6 +58,18 @@ def positional_params(node: cst.CSTNode) -> list[str]:
     return [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
 
 
+def argument_for(call: cst.Call, params: list[str], param: str) -> cst.BaseExpression | None:
+    """What `call` passes for `param`, of a function whose positional parameters, as the call fills them, are
+    `params` (without `self` for a method called on an object): by keyword, else by position among the positional
+    arguments that are not starred; None when it leaves the default."""
+    keyword = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == param), None)
+    if keyword is not None or param not in params:
+        return keyword
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    index = params.index(param)
+    return positional[index] if index < len(positional) else None
+
+
 def calls_anything(node: cst.CSTNode) -> bool:
     """Does evaluating `node` call something (whose result, or what it changes, the names it reads do not tell)?"""
     return any(type(n) is cst.Call for n in walk(node))

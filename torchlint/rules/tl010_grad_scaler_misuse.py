@@ -13,7 +13,8 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel, Loop
-from torchlint.analysis.exprs import code_of, modulo_divisor, names_in, positional_params
+from torchlint.analysis.exprs import argument_for, code_of, modulo_divisor, names_in, positional_params
+from torchlint.analysis.names import Role, role_of_value
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, insert_after, insert_before, movable
 from torchlint.rules.base import BACKWARD_CALL, STEP_CALL, Finding, Rule
@@ -526,12 +527,8 @@ def _rebuilt_scalers(model: FileModel) -> Iterator[Finding]:
         return
     for scope in model.scopes:
         for a in scope.raw:
-            if a.kind is not EventKind.ASSIGN or not a.target or type(a.value) is not cst.Call:
-                continue
-            func = a.value.func
-            if (type(func) is cst.Name and func.value != "GradScaler" or type(func) is cst.Attribute
-                    and func.attr.value != "GradScaler" or type(func) not in (cst.Name, cst.Attribute)
-                    or not model.symbols.scaler_enabled.get(a.target, True) or a.scope is not scope.node):
+            if (a.kind is not EventKind.ASSIGN or not a.target or a.value is None or a.scope is not scope.node
+                    or role_of_value(a.value) is not Role.SCALER or not model.symbols.scaler_enabled.get(a.target, True)):
                 continue
             uses = [e for e in scope.events if e.via == a.target and e.scope is scope.node
                     and (e.kind is EventKind.STEP or e.kind is EventKind.BACKWARD)]
@@ -568,11 +565,7 @@ def _called_per_run(model: FileModel, callee, optimizers: list[str]) -> str | No
             for opt in optimizers:
                 if opt not in params:
                     continue
-                index = params.index(opt) - (1 if params[:1] == ["self"] else 0)
-                arg = next((x.value for x in e.node.args if x.keyword is not None and x.keyword.value == opt), None)
-                positional = [x.value for x in e.node.args if x.keyword is None and not x.star]
-                if arg is None and 0 <= index < len(positional):
-                    arg = positional[index]
+                arg = argument_for(e.node, params[1:] if params[:1] == ["self"] else params, opt)
                 if type(arg) is not cst.Name:
                     continue
                 defs, _ = scope.reaching(arg.value, e)
