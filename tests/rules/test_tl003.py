@@ -64,6 +64,55 @@ POSITIVE = {
         """,
         [(4, 21)],
     ),
+    # -- a helper (or a loss module's forward) that returns a sum with a term it detached ------------------------
+    "helper_returns_a_sum_with_an_item": (
+        """
+        def compute_loss(model, x, y):
+            out = model(x)
+            l1 = F.l1_loss(out, y)
+            l2 = F.mse_loss(out, y)
+            return l1 + l2.item()
+
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = compute_loss(model, x, y)
+            loss.backward()
+            optimizer.step()
+        """,
+        [(6, 17)],
+    ),
+    "helper_binds_the_sum_then_returns_it": (
+        """
+        def objective(pred, target):
+            fit = (pred - target).pow(2).mean()
+            total = fit + 0.5 * pred.abs().mean().detach()
+            return total
+
+        for x, y in loader:
+            optimizer.zero_grad()
+            cost = objective(net(x), y)
+            cost.backward()
+            optimizer.step()
+        """,
+        [(4, 25)],
+    ),
+    "loss_module_forward_returns_a_detached_term": (
+        """
+        class SmoothLoss(nn.Module):
+            def forward(self, pred, target):
+                mse = ((pred - target) ** 2).mean()
+                smooth = (pred[:, 1:] - pred[:, :-1]).abs().mean().detach()
+                return mse + 0.1 * smooth
+
+        crit = SmoothLoss()
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = crit(net(x), y)
+            loss.backward()
+            optimizer.step()
+        """,
+        [(5, 18)],
+    ),
     "seed_data_index": (
         """
         total_loss = Variable(torch.zeros(1).cuda(), requires_grad=True)
@@ -440,6 +489,69 @@ NEGATIVE = {
                 for c in costs:
                     kept.append(c.loss)
                 return torch.tensor(kept)
+        """,
+    "straight_through_estimator_in_the_loop": """
+        for x, y in loader:
+            optimizer.zero_grad()
+            z = net(x)
+            q = torch.round(z)
+            out = z + (q - z).detach()
+            loss = out.mean()
+            loss.backward()
+            optimizer.step()
+        """,
+    "straight_through_estimator_in_a_quantizer_module": """
+        class Quantize(nn.Module):
+            def forward(self, x):
+                q = torch.round(x)
+                return x - (x - q).detach()
+
+        quant = Quantize()
+        for x, y in loader:
+            optimizer.zero_grad()
+            out = quant(net(x))
+            loss = out.mean()
+            loss.backward()
+            optimizer.step()
+        """,
+    "helper_returns_a_loss_weighted_by_a_detached_factor": """
+        def weighted(model, x, y):
+            out = model(x)
+            ce = F.cross_entropy(out, y)
+            return ce * out.var().detach()
+
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = weighted(model, x, y)
+            loss.backward()
+            optimizer.step()
+        """,
+    "helper_sum_with_an_item_only_logged": """
+        def compute_loss(model, x, y):
+            out = model(x)
+            return F.l1_loss(out, y) + F.mse_loss(out, y).item()
+
+        for x, y in loader:
+            optimizer.zero_grad()
+            out = model(x)
+            F.l1_loss(out, y).backward()
+            optimizer.step()
+            print(compute_loss(model, x, y))
+        """,
+    "helper_returns_an_actor_critic_loss_with_a_detached_baseline": """
+        def a2c_loss(net, obs, actions, returns):
+            logits, value = net(obs)
+            logp = F.log_softmax(logits, dim=1).gather(1, actions)
+            adv = returns - value.detach()
+            policy = -(logp * adv).mean()
+            critic = F.mse_loss(value, returns)
+            return policy + critic
+
+        for obs, actions, returns in loader:
+            optimizer.zero_grad()
+            loss = a2c_loss(net, obs, actions, returns)
+            loss.backward()
+            optimizer.step()
         """,
     "helper_tuple_item_only_logged": """
         def compute_losses(out, y):

@@ -7,6 +7,19 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "dict_entry_added_to_through_get": (
+        """
+        log = {}
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = crit(model(x), y)
+            loss.backward()
+            optimizer.step()
+            log["loss"] = log.get("loss", 0) + loss
+        print(log)
+        """,
+        [(8, 5)],
+    ),
     "ignite_handler_keeps_the_attached_output_of_every_iteration": (
         """
         from ignite.engine import Engine, Events

@@ -197,6 +197,19 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "running_total_returned_by_a_helper_reaches_no_backward": """
+        def add_to(total, loss):
+            return total + loss
+
+        running = 0
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            running = add_to(running, loss)
+        print(running)
+        """,
     "noop_detach_base_does_not_detach": """
         class CarryBase:
             def detach(self):

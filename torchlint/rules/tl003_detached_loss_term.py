@@ -10,16 +10,16 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis import AssignForm, EventKind, Event, FileModel
+from torchlint.analysis import EventKind, Event, FileModel
 from torchlint.analysis.cuts import (
     APPEND_CALL, APPENDED_LIST, COPYING_REWRAPPERS, DEF_FORWARD, DEF_LOSS, DISTRIBUTION_VALUE, LEAF_FLAG,
     LIST_TO_TENSOR_CALL, LOSS_DEF_NAME, NAMED_LEAF, NAMED_LEAVES, added_terms, appended_graphs, copied_by_helpers, cut_for_callers,
-    learnable, lists_to_tensor, rewrapped, summand_detachments,
+    learnable, lists_to_tensor, returned_cuts, rewrapped, summand_detachments,
 )
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.exprs import (
-    Detachment, as_detachment, code_of, dotted, is_true, names_in, positional_params, summand_names,
+    Detachment, as_detachment, code_of, dotted, is_true, names_in, summand_names,
 )
 from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.semantics import LOSS_FUNCTION_WORDS, is_callable_name, is_module_name
@@ -83,8 +83,11 @@ copies the value and drops the graph (Variable no longer returns its argument). 
 back-propagated loss (not bound again before its backward): PyTorch sets the flag only on a leaf (on a value with a
 graph the line raises), so where it runs the loss holds no graph (`argmax`, `.numpy()`): nothing trains. And a helper
 of the same file that returns several losses as a tuple with one of them detached (`return ce, reg.item()`), when the caller adds that
-item into the back-propagated loss (`ce, reg = compute_losses(out, y)`; `loss = ce + 0.1 * reg`): reported in
-the helper, without a fix (other callers may rely on getting a number).
+item into the back-propagated loss (`ce, reg = compute_losses(out, y)`; `loss = ce + 0.1 * reg`), or that returns a
+sum with a detached term (`return l1 + l2.item()`, followed through the helper's own bindings), as does a loss
+module's `forward` (`crit = SmoothLoss()` ... `loss = crit(out, y)`), when the caller back-propagates what it
+gets: reported in the helper, without a fix (other callers may rely on getting a number). A factor beside a value
+the helper cannot show graph-free is a weight there (`-(logp * adv).mean()` with `adv = ret - value.detach()`).
 A term computed under `torch.no_grad()` / `inference_mode()` from a forward the same function runs with grad (the model
 it trains), then added into the back-propagated loss: `with torch.no_grad(): kl = logp - ref_logp`, then `loss = pg +
 beta * kl.mean()` (every definition of the term is under `no_grad`, or, after the block, only reduces or weighs such
@@ -169,6 +172,8 @@ Under `no_grad`, the output of a model the function never runs with grad (a refe
 value subtracted from or beside a graph tensor (`q - target`, `log_prob * (ret - old_value)`), or inside another
 function (`torch.exp(new_logp - old_logp)`): a target, baseline or weight meant as a constant.
 
+The straight-through estimator, `z + (q - z).detach()` or `x - (x - q).detach()` (the value of `q`, the gradient of
+`z`: a quantizer's or a hard sample's trick), in the loop or in a module's `forward`.
 `D(fake.detach())` in the critic's own loss (nothing else in it uses `fake`), or in a sum of both players'
 losses where `D(fake)` also appears; a cut input of a function, not a module (`cos(p, z.detach())`).
 
@@ -193,7 +198,7 @@ trains it; the cut keeps this loss from training it too).
 ## Limits
 Only terms are checked, through arithmetic, sums and stacks; the detached value must be known to carry a graph
 (its kind), or, when its kind is unknown, be named like a loss or be the result of a call of a criterion or loss
-function (`feature_crit(s, t).detach()`). Losses returned by a helper in a tuple are not followed into the helper.
+function (`feature_crit(s, t).detach()`). A helper's returned terms are followed only into a function of the same file.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -308,56 +313,19 @@ def _made_leaf_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
 
 
 def _helper_item_findings(model: FileModel, scope, d: Event) -> Iterator[Finding]:
-    """`ce, reg = compute_losses(out, y)` where the helper returns `(ce, reg.item())`, and `reg` is a term of the
-    back-propagated loss: the helper detached that item before returning it. Reported in the helper, at the
-    detachment (no fix: other callers may rely on getting a number)."""
-    if d.kind is not EventKind.ASSIGN or d.variant not in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK) or d.index < 0:
-        return
-    call = d.value
-    if type(call) is not cst.Call or type(call.func) is not cst.Name:
-        return
-    callee = model.resolve(scope, call.func.value)
-    if callee is None:
-        return
-    for r in callee.own_returns():
-        value = r.value
-        if not (type(value) is cst.Tuple or type(value) is cst.List) or d.index >= len(value.elements):
-            continue
-        item = value.elements[d.index].value
-        for det in summand_detachments(item):
-            if not (_carries_graph(model, callee, det.operand, r)
-                    or _from_graph_argument(model, scope, d, callee, det.operand, call)):
-                continue
-            yield Finding(
-                det.node,
-                f"`{code_of(det.node)}` cuts `{code_of(det.operand)}` out of the graph ({det.how}) before "
-                f"`{callee.name}()` returns it, and the caller adds it into a loss that is back-propagated (as "
-                f"`{d.target}`): this term gets no gradient; return `{code_of(det.operand)}` itself",
-            )
-
-
-def _from_graph_argument(model: FileModel, scope, at: Event, callee, operand: cst.BaseExpression,
-                         call: cst.Call) -> bool:
-    """Does `operand` (in the helper) come from a parameter that the call passes a graph tensor, or a module the
-    helper runs (`out = model(batch)`)? The helper's own kinds cannot know what its parameters hold."""
-    node = callee.node
-    if type(node) is not cst.FunctionDef:
-        return False
-    params = positional_params(node)
-    used = callee.depends(operand)
-    for i, arg in enumerate(call.args):
-        if arg.star or (arg.keyword is None and i >= len(params)):
-            return False
-        name = arg.keyword.value if arg.keyword is not None else params[i]
-        if name not in used:
-            continue
-        kind = model.kinds.of(arg.value, scope, at)
-        if kind is VKind.GRAPH:
-            return True
-        called = any(type(n) is cst.Call and dotted(n.func) == name for n in walk(node.body))
-        if called and (kind is VKind.MODULE or (kind is VKind.UNKNOWN and is_module_name(code_of(arg.value)))):
-            return True
-    return False
+    """`ce, reg = compute_losses(out, y)` where the helper returns `(ce, reg.item())`, or `loss = crit(out, y)`
+    where the loss module's `forward` returns `mse + 0.1 * smooth.detach()`, and the result is a term of the
+    back-propagated loss (`cuts.returned_cuts`). Reported in the helper, at the detachment (no fix: other callers
+    may rely on getting a number)."""
+    for found in returned_cuts(model, scope, d):
+        det, callee = found.cut, found.callee
+        name = "forward" if callee.name == "forward" and callee.class_name else callee.name
+        yield Finding(
+            det.node,
+            f"`{code_of(det.node)}` cuts `{code_of(det.operand)}` out of the graph ({det.how}) before "
+            f"`{name}()` returns it, and the caller adds it into a loss that is back-propagated (as "
+            f"`{d.target}`): this term gets no gradient; return `{code_of(det.operand)}` itself",
+        )
 
 
 def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:

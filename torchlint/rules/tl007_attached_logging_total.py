@@ -215,7 +215,7 @@ summed (reported once, where the sum grows); an object built afresh in each call
 micro-batch outputs of one step, kept in a list the batch loop binds afresh (it never holds more than one step's graphs), or in a local of a
 function summed over its one loop of micro-batches with the optimizer stepped once after it (dropped when the call
 returns); a dict entry with a literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest value
-only); a meter given `loss.item()`, a method that converts what it is given (`self.values.append(float(val))`)
+only; not one that reads the entry back, `log["loss"] = log.get("loss", 0) + loss`, which adds to it); a meter given `loss.item()`, a method that converts what it is given (`self.values.append(float(val))`)
 or only replaces an attribute (`self.last = val`), a meter bound afresh in each iteration; the slots of a tensor
 the function allocates before its loops (`q = torch.zeros_like(r)`), filled over a counted loop
 (`for t in range(T): q[:, t] = q_t`): bounded by its shape and dropped when the call returns (filled over the
@@ -489,9 +489,11 @@ def _small_statement(e: Event) -> cst.CSTNode:
 
 def _same_key(e: Event) -> bool:
     """`d["name"] = value`: a key written as a literal, the same entry at every iteration, replaced by a value that
-    does not read the container (`d["loss"] = d["loss"] + loss` adds to it)."""
+    does not read the container (`d["loss"] = d["loss"] + loss`, `d["loss"] = d.get("loss", 0) + loss` add to it)."""
     assert e.value is not None  # an assignment has its value
-    if any(type(n) is cst.Subscript and dotted(n.value) == e.target for n in walk(e.value)):
+    if any(type(n) is cst.Subscript and dotted(n.value) == e.target
+           or type(n) is cst.Call and dotted(n.func) in (f"{e.target}.get", f"{e.target}.setdefault")
+           for n in walk(e.value)):
         return False
     line = e.node
     smalls = line.body if type(line) is cst.SimpleStatementLine else [line]

@@ -88,7 +88,9 @@ the code does not show which. **Unsafe**: gradients stop at the batch boundary (
 (`hidden = None`); a state that is only passed in, not returned; loops without a backward (generation);
 `hidden[0].detach_()` or `for s in state: s.detach_()` (detached in place); `h = tuple(e.data for e in h)`; a
 value that is not a forward's output (`batch = move_to_device(batch)`, `out_dir = os.path.join(out_dir, ...)`);
-a state re-initialised for every sequence and carried only across the time steps of that sequence.
+a state re-initialised for every sequence and carried only across the time steps of that sequence; a running
+value a helper returns and is fed again (`running = add_to(running, loss)`) when nothing the call binds flows
+into a backward of the function (no backward walks into it).
 
 ```python
 hidden = model.init_hidden(batch_size)
@@ -125,6 +127,8 @@ alone.
                     continue
                 if not _forward_output(model, scope, e):
                     continue  # not a forward's output (a string, a batch, a value of an unresolved call)
+                if not _reaches_backward(scope, loop, e):
+                    continue  # a running value a helper returns (`total = add(total, loss)`): no backward walks it
                 if not scope.carried_round(e, loop.node):
                     continue  # the call is not fed the output of the previous iteration of the backward's loop
                 if _released(model, scope, loop, e.target):
@@ -210,6 +214,14 @@ def _forward_output(model: FileModel, scope: Scope, e: Event) -> bool:
         return True
     return (kind is VKind.UNKNOWN and e.variant in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK) and e.value is not None
             and model.kinds.of(e.value, scope, e) is VKind.GRAPH)
+
+
+def _reaches_backward(scope: Scope, loop: Loop, e: Event) -> bool:
+    """Does a value the statement feeding the state back binds (`output` or `hidden` of `output, hidden =
+    model(x, hidden)`) flow into a backward of the function? Only then does a backward walk into the graph the
+    state carries from the previous batch."""
+    bound = {a.target for a in loop.events if a.stmt is e.stmt and a.kind is EventKind.ASSIGN and a.target}
+    return bool(bound & scope.backpropagated())
 
 
 def _released(model: FileModel, scope: Scope, loop: Loop, state: str) -> bool:
