@@ -113,6 +113,32 @@ POSITIVE = {
         """,
         [(5, 18)],
     ),
+    "item_of_a_forward_output_beside_one_that_is_back_propagated": (
+        """
+        for x, y in loader:
+            optimizer.zero_grad()
+            logits, aux = model(x)
+            ce = F.cross_entropy(logits, y)
+            aux_loss = aux.mean().item()
+            loss = ce + 0.1 * aux_loss
+            loss.backward()
+            optimizer.step()
+        """,
+        [(6, 16)],
+    ),
+    "criterion_given_only_a_cut_prediction": (
+        """
+        for x, y in loader:
+            optimizer.zero_grad()
+            out = model(x)
+            rec = F.mse_loss(out.detach(), y)
+            reg = sum(p.pow(2).sum() for p in model.parameters())
+            loss = rec + 1e-4 * reg
+            loss.backward()
+            optimizer.step()
+        """,
+        [(5, 22)],
+    ),
     "seed_data_index": (
         """
         total_loss = Variable(torch.zeros(1).cuda(), requires_grad=True)
@@ -553,6 +579,59 @@ NEGATIVE = {
             loss.backward()
             optimizer.step()
         """,
+    "baseline_detached_from_a_forward_output_beside_the_policy": """
+        for obs, actions, returns in loader:
+            optimizer.zero_grad()
+            logits, value = net(obs)
+            logp = F.log_softmax(logits, dim=1).gather(1, actions)
+            adv = returns - value.detach()
+            loss = -(logp * adv).mean() + F.mse_loss(value, returns)
+            loss.backward()
+            optimizer.step()
+        """,
+    "item_of_a_forward_output_under_no_grad": """
+        for x, y in loader:
+            optimizer.zero_grad()
+            with torch.no_grad():
+                _, ref = teacher(x)
+            logits, aux = model(x)
+            loss = F.cross_entropy(logits, y) + 0.1 * ref.mean().item()
+            loss.backward()
+            optimizer.step()
+        """,
+    "criterion_given_a_cut_target_beside_a_prediction": """
+        for x, y in loader:
+            optimizer.zero_grad()
+            student, teacher = model(x), ema_model(x)
+            loss = F.mse_loss(student, teacher.detach()) + F.cross_entropy(student, y)
+            loss.backward()
+            optimizer.step()
+        """,
+    "criterion_of_a_cut_prediction_only_logged": """
+        for x, y in loader:
+            optimizer.zero_grad()
+            out = model(x)
+            loss = F.cross_entropy(out, y)
+            loss.backward()
+            optimizer.step()
+            print(F.mse_loss(out.detach(), y))
+        """,
+    "discriminator_loss_on_a_cut_fake": """
+        for real in loader:
+            fake = generator(torch.randn(8, 16))
+            d_opt.zero_grad()
+            d_loss = bce(discriminator(real), ones) + bce(discriminator(fake.detach()), zeros)
+            d_loss.backward()
+            d_opt.step()
+        """,
+    "critic_method_named_like_a_loss_given_a_cut_fake": """
+        for real in loader:
+            fake = generator(torch.randn(8, 16))
+            d_opt.zero_grad()
+            d_loss = critic.compute_loss(real, ones) + critic.compute_loss(fake.detach(), zeros)
+            d_loss.backward()
+            d_opt.step()
+        """,
     "helper_tuple_item_only_logged": """
         def compute_losses(out, y):
             ce = F.cross_entropy(out, y)
@@ -946,16 +1025,23 @@ def test_an_adversarial_term_through_a_cut_input_is_reported(src, at):
                     "F.mse_loss(self.judge(fake), torch.ones_like(score))"),     # both players in one loss
     _cut_input(judged="fake"),                                                  # not cut
     _cut_input(judged="noise", loss="loss = cosine(score, fake.detach()) + cosine(self.gen(real), fake)"),  # a function
-    _cut_input(loss="loss = F.mse_loss(score, real) + 0.1 * F.mse_loss(real, fake.detach())"),  # no attached use
     _cut_input(loss="loss = F.mse_loss(score, real) + len(fake) * 0"),               # only counted
     _cut_input(loss="loss = F.mse_loss(score, real) + F.mse_loss(self.gen.classify(fake), real)"),  # another module
     _cut_input(loss="if refit:\n                score = self.judge(fake)\n            "
                     "loss = F.mse_loss(score, real) + F.l1_loss(fake, real)"),   # the module also reads it attached
-    _cut_input(judged="noise", loss="loss = F.mse_loss(self.gen(noise), real) + crit(fake.detach(), real) + "
-                                    "F.l1_loss(fake, real)"),                       # a criterion is handed the cut
 ])
 def test_a_cut_input_meant_as_one_is_not_reported(src):
     assert findings(src, "TL003") == []
+
+
+@pytest.mark.parametrize("src, at", [
+    (_cut_input(loss="loss = F.mse_loss(score, real) + 0.1 * F.mse_loss(real, fake.detach())"), (15, 69)),
+    (_cut_input(judged="noise", loss="loss = F.mse_loss(self.gen(noise), real) + crit(fake.detach(), real) + "
+                                     "F.l1_loss(fake, real)"), (15, 61)),
+])
+def test_a_criterion_handed_only_a_cut_output_is_reported(src, at):
+    """The criterion's only input with a graph is the cut module output: its term gives no gradient at all."""
+    assert findings(src, "TL003") == [at]
 
 
 def test_a_copied_list_that_is_appended_to_under_another_name_is_not_read():

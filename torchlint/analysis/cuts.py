@@ -11,10 +11,9 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis.bindings import bound_values
-from torchlint.analysis.events import AssignForm, Event, EventKind
+from torchlint.analysis.events import Event, EventKind
 from torchlint.analysis.exprs import (  # noqa: F401 - added_terms re-exported for the rules
     COMBINING_CALLS, added_terms, Detachment, as_detachment, combined_items, dotted, is_true, keyword, names_in, positional_params,
-    summand_names,
 )
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.model import FileModel
@@ -22,7 +21,6 @@ from torchlint.analysis.scopes import Scope
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.semantics import (
     DISTRIBUTION_GRAPH_METHODS, GRAPH_PRESERVING_METHODS, GRAPH_REDUCTIONS, LIST_TO_TENSOR, SHAPE_READS, TENSOR_REWRAPPERS,
-    is_module_name,
 )
 from torchlint.source.walk import walk
 
@@ -394,93 +392,3 @@ def term_calls(expr: cst.BaseExpression, wanted, through) -> list[cst.Call]:
             elif (inner := through(node)) is not None:
                 todo.append(inner)
     return out
-
-
-@dataclass(frozen=True)
-class ReturnedCut:
-    """A term a function of the file cut from its graph in what it returns (`return ce, reg.item()`, `return mse
-    + 0.1 * smooth.detach()`), for a caller that adds the result into the loss it back-propagates."""
-
-    cut: Detachment
-    callee: Scope
-
-
-def returned_cuts(model: FileModel, scope: Scope, d: Event) -> Iterator[ReturnedCut]:
-    """`d` binds a term of a loss `scope` back-propagates to what a function of the file returns: the whole value
-    (`loss = compute_loss(model, x, y)`; `loss = crit(out, y)` with `crit` a module of a class of the file, its
-    `forward`) or an item of a returned tuple (`ce, reg = compute_losses(out, y)`). The terms of that value the
-    function cut from their graphs (followed through its own definitions, `total = mse + reg.item(); return
-    total`) give no gradient to this caller. A detached factor beside a graph is a weight (`summand_detachments`);
-    a function that back-propagates itself is judged in its own scope."""
-    if d.kind is not EventKind.ASSIGN or type(d.value) is not cst.Call:
-        return
-    whole = d.variant is AssignForm.PLAIN
-    if not whole and (d.variant not in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK) or d.index < 0):
-        return
-    call = d.value
-    callee = _returning_callee(model, scope, dotted(call.func) or "")
-    if callee is None or callee.own_backwards():
-        return
-
-    def weight(e, at):  # a factor beside anything that may carry a graph is a weight (`log_prob * adv`)
-        return not model.kinds.of(e, callee, at).graph_free
-
-    for r in callee.own_returns():
-        value = r.value
-        if whole:
-            item = value
-        elif type(value) in (cst.Tuple, cst.List) and d.index < len(value.elements):  # type: ignore[union-attr]
-            item = value.elements[d.index].value  # type: ignore[union-attr]
-        else:
-            continue
-        assert item is not None  # own_returns: each with a value
-
-        defs = callee.summand_defs(item, r, lambda e, at: summand_names(e, lambda x: weight(x, at))) if whole else []
-        pairs = [(item, r)] + [(x.value, x) for x in defs if x.value is not None]
-        for expr, at in pairs:
-            for det in summand_detachments(expr, lambda e, at=at: weight(e, at)):
-                if _graph(model, callee, det.operand, at) or _from_graph_argument(model, scope, d, callee, det.operand, call):
-                    yield ReturnedCut(det, callee)
-
-
-def _returning_callee(model: FileModel, scope: Scope, func: str) -> Scope | None:
-    """The function of the file a call of `func` runs: one it names, an object's `__call__`, or the `forward` of
-    a module of a class of the file (`crit = DualLoss()` ... `crit(out, y)`)."""
-    if not func:
-        return None
-    found = model.kinds.callee(scope, func)
-    if found is None and func.count(".") == (1 if func.startswith("self.") else 0):
-        cls = model.receivers.class_of(scope, func)
-        if cls is not None and model.is_module_class(cls):
-            found = model.resolve(scope, f"{func}.forward")
-    return found
-
-
-def _graph(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> bool:
-    """Known to carry a graph, or of unknown kind and named like a loss."""
-    kind = model.kinds.of(expr, scope, at)
-    return kind is VKind.GRAPH or (kind is VKind.UNKNOWN and scope.is_loss(expr))
-
-
-def _from_graph_argument(model: FileModel, scope: Scope, at: Event, callee: Scope, operand: cst.BaseExpression,
-                         call: cst.Call) -> bool:
-    """Does `operand` (in the helper) come from a parameter that the call passes a graph tensor, or a module the
-    helper runs (`out = model(batch)`)? The helper's own kinds cannot know what its parameters hold."""
-    node = callee.node
-    if type(node) is not cst.FunctionDef:
-        return False
-    params = positional_params(node)[1 if callee.class_name else 0:]
-    used = callee.depends(operand)
-    for i, arg in enumerate(call.args):
-        if arg.star or (arg.keyword is None and i >= len(params)):
-            return False
-        name = arg.keyword.value if arg.keyword is not None else params[i]
-        if name not in used:
-            continue
-        kind = model.kinds.of(arg.value, scope, at)
-        if kind is VKind.GRAPH:
-            return True
-        called = any(type(n) is cst.Call and dotted(n.func) == name for n in walk(node.body))
-        if called and (kind is VKind.MODULE or (kind is VKind.UNKNOWN and is_module_name(dotted(arg.value) or ""))):
-            return True
-    return False

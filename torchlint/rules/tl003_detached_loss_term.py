@@ -14,8 +14,9 @@ from torchlint.analysis import EventKind, Event, FileModel
 from torchlint.analysis.cuts import (
     APPEND_CALL, APPENDED_LIST, COPYING_REWRAPPERS, DEF_FORWARD, DEF_LOSS, DISTRIBUTION_VALUE, LEAF_FLAG,
     LIST_TO_TENSOR_CALL, LOSS_DEF_NAME, NAMED_LEAF, NAMED_LEAVES, added_terms, appended_graphs, copied_by_helpers, cut_for_callers,
-    learnable, lists_to_tensor, returned_cuts, rewrapped, summand_detachments,
+    learnable, lists_to_tensor, rewrapped, summand_detachments,
 )
+from torchlint.analysis.terms import cut_predictions, forward_sibling, returned_cuts
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.exprs import (
@@ -92,6 +93,13 @@ A term computed under `torch.no_grad()` / `inference_mode()` from a forward the 
 it trains), then added into the back-propagated loss: `with torch.no_grad(): kl = logp - ref_logp`, then `loss = pg +
 beta * kl.mean()` (every definition of the term is under `no_grad`, or, after the block, only reduces or weighs such
 values: `kl_loss = beta * kl.mean()`). Reported once per term, nearest the backward. No fix.
+An output of a forward read as a number (`.item()`, `float()`) and added into the loss, when another output of the
+same call flows into the backward (`logits, aux = model(x)`; `loss = F.cross_entropy(logits, y) + 0.1 *
+aux.mean().item()`): that call ran with grad, so `aux` carries the graph the number drops (not under `no_grad`; a
+`.detach()`ed output beside it is left alone, the baseline of an actor-critic). A criterion among the terms whose
+only input with a graph is a module's output it is given cut: `rec = F.mse_loss(out.detach(), y)` in `loss = rec +
+reg` gives no gradient at all (not when another input carries a graph, `mse(student, teacher.detach())`, nor a
+method of an object named like a loss, `D.compute_loss(fake.detach(), label)`, which runs the critic). No fix.
 A module's input cut in a loss that trains that input's producer through another term: `G_loss =
 mse(D(fake.detach()), ones) + l1(fake, real)`, the generator's loss whose adversarial term reaches only `D` (a
 module: known to be one, named like one, or an attribute of `self` bound to an instance of a class). No fix.
@@ -257,6 +265,8 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
                 if no_grad:
                     yield from _no_grad_findings(model, scope, expr, at, cut_roots)
                 yield from _list_findings(model, scope, expr, at, "is added into a loss that is back-propagated")
+                if cuts:
+                    yield from _cut_prediction_findings(model, scope, expr, at)
                 if helpers:
                     yield from _helper_copy_findings(model, scope, expr, at, reported)
                 dets = summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at))
@@ -265,7 +275,8 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
                     expr, lambda e, at=at: _carries_graph(model, scope, e, at) or learnable(model, scope, e, at))
                 } if dets else set()
                 for det in dets:
-                    if not _carries_graph(model, scope, det.operand, at):
+                    if not (_carries_graph(model, scope, det.operand, at) or det.how in _AS_NUMBER
+                            and forward_sibling(model, scope, det.operand, at, _module_call)):
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
                     if id(det.node) in weights and not scope.is_loss(det.operand):
                         continue
@@ -355,6 +366,16 @@ def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
                         f"back-propagated loss also trains `{x}` through `{code_of(uses[0][0].func)}`: the term "
                         f"computed by `{func}` gives `{x}`'s producer no gradient; pass `{x}` itself",
                     )
+
+
+def _cut_prediction_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
+    """`rec = F.mse_loss(out.detach(), y)` a term of the back-propagated loss (`terms.cut_predictions`)."""
+    for call, det in cut_predictions(expr, lambda e: _carries_graph(model, scope, e, at), _loss_function,
+                                     lambda e: _module_output(model, scope, e, at)):
+        x = code_of(det.operand)
+        yield Finding(det.node, f"`{code_of(det.node)}` is the only input with a graph of `{code_of(call.func)}`, and "
+                      f"it is cut ({det.how}), yet that term is added into a loss that is back-propagated: it gives "
+                      f"no gradient to what computed `{x}`; pass `{x}` itself")
 
 
 def _holds_cut_argument(model: FileModel, scope) -> bool:
@@ -560,6 +581,10 @@ def _trained_by_another_backward(scope, operand: cst.BaseExpression, b: Event, b
         if own & theirs and not mine <= theirs:
             return True
     return False
+
+
+# Cuts that make a Python number: never a tensor baseline or target weighing a graph (those are `.detach()`ed).
+_AS_NUMBER = (".item()", "float()", ".tolist()", ".data[...]")
 
 
 def _carries_graph(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> bool:

@@ -215,8 +215,9 @@ summed (reported once, where the sum grows); an object built afresh in each call
 micro-batch outputs of one step, kept in a list the batch loop binds afresh (it never holds more than one step's graphs), or in a local of a
 function summed over its one loop of micro-batches with the optimizer stepped once after it (dropped when the call
 returns); a dict entry with a literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest value
-only; not one that reads the entry back, `log["loss"] = log.get("loss", 0) + loss`, which adds to it); a meter given `loss.item()`, a method that converts what it is given (`self.values.append(float(val))`)
-or only replaces an attribute (`self.last = val`), a meter bound afresh in each iteration; the slots of a tensor
+only; not one that reads the entry back, `log["loss"] = log.get("loss", 0) + loss`, which adds to it); a meter
+given `loss.item()`, a method that converts what it is given (`self.values.append(float(val))`) or only
+replaces an attribute (`self.last = val`), a meter bound afresh in each iteration; the slots of a tensor
 the function allocates before its loops (`q = torch.zeros_like(r)`), filled over a counted loop
 (`for t in range(T): q[:, t] = q_t`): bounded by its shape and dropped when the call returns (filled over the
 batches of a loader, it is reported).

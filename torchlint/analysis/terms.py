@@ -1,0 +1,189 @@
+"""What the terms of a back-propagated loss hold beyond the loss's own expression: a term a function of the file cut
+in what it returns to the caller (`returned_cuts`: `return l1 + l2.item()`, a loss module's `forward`), and a
+forward's output known to carry a graph by the use of another output of the same call (`forward_sibling`), and a
+criterion among the terms whose only input with a graph is cut (`cut_predictions`: `F.mse_loss(out.detach(), y)`).
+A layer above `cuts`, whose detachments it reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import libcst as cst
+
+from torchlint.analysis.cuts import summand_detachments
+from torchlint.analysis.events import AssignForm, Event, EventKind
+from torchlint.analysis.exprs import (
+    COMBINING_CALLS, Detachment, as_detachment, combined_items, dotted, positional_params, summand_names,
+)
+from torchlint.analysis.model import FileModel
+from torchlint.analysis.scopes import Scope
+from torchlint.analysis.semantics import GRAPH_PRESERVING_METHODS, GRAPH_REDUCTIONS, is_module_name
+from torchlint.analysis.vkind import VKind
+from torchlint.source.walk import walk
+
+
+@dataclass(frozen=True)
+class ReturnedCut:
+    """A term a function of the file cut from its graph in what it returns (`return ce, reg.item()`, `return mse
+    + 0.1 * smooth.detach()`), for a caller that adds the result into the loss it back-propagates."""
+
+    cut: Detachment
+    callee: Scope
+
+
+def returned_cuts(model: FileModel, scope: Scope, d: Event) -> Iterator[ReturnedCut]:
+    """`d` binds a term of a loss `scope` back-propagates to what a function of the file returns: the whole value
+    (`loss = compute_loss(model, x, y)`; `loss = crit(out, y)` with `crit` a module of a class of the file, its
+    `forward`) or an item of a returned tuple (`ce, reg = compute_losses(out, y)`). The terms of that value the
+    function cut from their graphs (followed through its own definitions, `total = mse + reg.item(); return
+    total`) give no gradient to this caller. A detached factor beside a graph is a weight (`summand_detachments`);
+    a function that back-propagates itself is judged in its own scope."""
+    if d.kind is not EventKind.ASSIGN or type(d.value) is not cst.Call:
+        return
+    whole = d.variant is AssignForm.PLAIN
+    if not whole and (d.variant not in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK) or d.index < 0):
+        return
+    call = d.value
+    callee = _returning_callee(model, scope, dotted(call.func) or "")
+    if callee is None or callee.own_backwards():
+        return
+
+    def weight(e, at):  # a factor beside anything that may carry a graph is a weight (`log_prob * adv`)
+        return not model.kinds.of(e, callee, at).graph_free
+
+    for r in callee.own_returns():
+        value = r.value
+        if whole:
+            item = value
+        elif type(value) in (cst.Tuple, cst.List) and d.index < len(value.elements):  # type: ignore[union-attr]
+            item = value.elements[d.index].value  # type: ignore[union-attr]
+        else:
+            continue
+        assert item is not None  # own_returns: each with a value
+
+        defs = callee.summand_defs(item, r, lambda e, at: summand_names(e, lambda x: weight(x, at))) if whole else []
+        pairs = [(item, r)] + [(x.value, x) for x in defs if x.value is not None]
+        for expr, at in pairs:
+            for det in summand_detachments(expr, lambda e, at=at: weight(e, at)):
+                if _graph(model, callee, det.operand, at) or _from_graph_argument(model, scope, d, callee, det.operand, call):
+                    yield ReturnedCut(det, callee)
+
+
+def _returning_callee(model: FileModel, scope: Scope, func: str) -> Scope | None:
+    """The function of the file a call of `func` runs: one it names, an object's `__call__`, or the `forward` of
+    a module of a class of the file (`crit = DualLoss()` ... `crit(out, y)`)."""
+    if not func:
+        return None
+    found = model.kinds.callee(scope, func)
+    if found is None and func.count(".") == (1 if func.startswith("self.") else 0):
+        cls = model.receivers.class_of(scope, func)
+        if cls is not None and model.is_module_class(cls):
+            found = model.resolve(scope, f"{func}.forward")
+    return found
+
+
+def _graph(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> bool:
+    """Known to carry a graph, or of unknown kind and named like a loss."""
+    kind = model.kinds.of(expr, scope, at)
+    return kind is VKind.GRAPH or (kind is VKind.UNKNOWN and scope.is_loss(expr))
+
+
+def _from_graph_argument(model: FileModel, scope: Scope, at: Event, callee: Scope, operand: cst.BaseExpression,
+                         call: cst.Call) -> bool:
+    """Does `operand` (in the helper) come from a parameter that the call passes a graph tensor, or a module the
+    helper runs (`out = model(batch)`)? The helper's own kinds cannot know what its parameters hold."""
+    node = callee.node
+    if type(node) is not cst.FunctionDef:
+        return False
+    params = positional_params(node)[1 if callee.class_name else 0:]
+    used = callee.depends(operand)
+    for i, arg in enumerate(call.args):
+        if arg.star or (arg.keyword is None and i >= len(params)):
+            return False
+        name = arg.keyword.value if arg.keyword is not None else params[i]
+        if name not in used:
+            continue
+        kind = model.kinds.of(arg.value, scope, at)
+        if kind is VKind.GRAPH:
+            return True
+        called = any(type(n) is cst.Call and dotted(n.func) == name for n in walk(node.body))
+        if called and (kind is VKind.MODULE or (kind is VKind.UNKNOWN and is_module_name(dotted(arg.value) or ""))):
+            return True
+    return False
+
+
+def forward_sibling(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event, module_call) -> bool:
+    """`aux` (or `aux.mean()`, `aux[0]`) of `logits, aux = model(x)`, where another name that call binds flows into
+    a backward of the function: the forward ran with grad, so its tensor outputs carry the graph too (known by
+    use, whatever the model's class). Every definition reaching `at` is such an item, outside `no_grad`.
+    `module_call(model, scope, call, at)` says whether a call runs a module."""
+    root = expr
+    while True:
+        if type(root) is cst.Call and type(root.func) is cst.Attribute and root.func.attr.value in GRAPH_PRESERVING_METHODS:
+            root = root.func.value
+        elif type(root) is cst.Subscript:
+            root = root.value
+        else:
+            break
+    if type(root) is not cst.Name:
+        return False
+    defs, entry = scope.reaching(root.value, at)
+    if entry or not defs:
+        return False
+    backpropagated = scope.backpropagated()
+    for d in defs:
+        if (d.variant not in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK) or type(d.value) is not cst.Call
+                or "no_grad" in d.contexts or not module_call(model, scope, d.value, d)):
+            return False
+        siblings = {e.target for e in scope.events if e.stmt is d.stmt and e.kind is EventKind.ASSIGN} - {root.value}
+        if not siblings & backpropagated:
+            return False
+    return True
+
+
+def cut_predictions(expr: cst.BaseExpression, graph, loss_function, module_output) -> Iterator[tuple[cst.Call, Detachment]]:
+    """A criterion that is a term of `expr` (`rec` of `rec + reg`, through sums, weights without graph, a
+    reduction) whose only input with a graph is a module's output it is given cut: `F.mse_loss(out.detach(), y)`.
+    The term gives no gradient at all (a student beside its cut teacher, `kl(s, t.detach())`, or a BYOL
+    prediction beside its cut target, has another input with a graph and is not one). `graph(e)`: does `e` carry
+    a graph; `loss_function(name)`: is it a criterion's name; `module_output(e)`: is `e` what a module returned."""
+    for call in _term_calls(expr, graph):
+        func = dotted(call.func) or ""
+        receiver = func.rpartition(".")[0]
+        if not loss_function(func) or receiver not in ("", "self", "F", "torch", "nn.functional", "torch.nn.functional"):
+            continue  # a method of an object (`D.compute_loss(fake.detach(), label)` runs the critic on it)
+        inputs = [a.value for a in call.args if a.keyword is None or a.keyword.value in _INPUT_KEYWORDS]
+        cut = [d for x in inputs if (d := as_detachment(x)) is not None and d.how in (".detach()", ".data")
+               and module_output(d.operand)]
+        if cut and all(any(x is d.node for d in cut) or not (graph(x) or module_output(x)) for x in inputs):
+            yield call, cut[0]
+
+
+# The keywords a criterion takes its tensors by (`F.mse_loss(input=..., target=...)`); the others are options.
+_INPUT_KEYWORDS = ("input", "target", "pred", "preds", "prediction", "output", "x", "y")
+
+
+def _term_calls(expr: cst.BaseExpression, graph) -> list[cst.Call]:
+    """The calls that are terms of `expr`: added, subtracted, weighted or divided by what carries no graph,
+    reduced (`.mean()`), summed (`sum([...])`, `torch.stack(...)`)."""
+    node = expr
+    if type(node) is cst.Call:
+        if type(node.func) is cst.Attribute and node.func.attr.value in GRAPH_REDUCTIONS and not node.args:
+            return _term_calls(node.func.value, graph)
+        if dotted(node.func) in COMBINING_CALLS:
+            return [c for arg in node.args for item in combined_items(arg.value) for c in _term_calls(item, graph)]
+        return [node]
+    if type(node) is cst.UnaryOperation:
+        return _term_calls(node.expression, graph)
+    if type(node) is not cst.BinaryOperation:
+        return []
+    op = type(node.operator)
+    if op in (cst.Add, cst.Subtract):
+        return _term_calls(node.left, graph) + _term_calls(node.right, graph)
+    if op is cst.Multiply:
+        return [c for side, other in ((node.left, node.right), (node.right, node.left)) if not graph(other)
+                for c in _term_calls(side, graph)]
+    if op is cst.Divide and not graph(node.right):
+        return _term_calls(node.left, graph)
+    return []
