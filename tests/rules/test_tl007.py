@@ -7,6 +7,40 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "running_total_returned_by_a_helper_of_the_file": (
+        """
+        def accumulate(total, value):
+            return total + value
+
+        running = 0.0
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = crit(model(x), y)
+            loss.backward()
+            optimizer.step()
+            running = accumulate(running, loss)
+        print(running)
+        """,
+        [(11, 5)],
+    ),
+    "moving_average_kept_by_a_helper_through_its_own_binding": (
+        """
+        def smooth(avg, new, beta=0.98):
+            avg = beta * avg
+            avg = avg + (1 - beta) * new
+            return avg
+
+        ema = 0
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = crit(model(x), y)
+            loss.backward()
+            optimizer.step()
+            ema = smooth(ema, loss)
+        print(ema)
+        """,
+        [(13, 5)],
+    ),
     "dict_entry_added_to_through_get": (
         """
         log = {}
@@ -1417,6 +1451,32 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "helper_total_of_numbers_read_from_the_loss": """
+        def accumulate(total, value):
+            return total + value.item()
+
+        running = 0.0
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = crit(model(x), y)
+            loss.backward()
+            optimizer.step()
+            running = accumulate(running, loss)
+        print(running)
+        """,
+    "helper_keeps_the_smaller_value": """
+        def best_of(best, value):
+            return min(best, value)
+
+        best = float("inf")
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = crit(model(x), y)
+            loss.backward()
+            optimizer.step()
+            best = best_of(best, loss)
+        print(best)
+        """,
     "total_reset_at_each_step_of_an_accumulation_window": """
         def fit(net, batches, opt, accum_steps):
             running = 0

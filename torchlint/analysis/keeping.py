@@ -12,7 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, Event, EventKind
-from torchlint.analysis.exprs import dotted, names_in, positional_params, summand_names
+from torchlint.analysis.exprs import argument_for, dotted, names_in, positional_params, summand_names
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
@@ -433,3 +433,54 @@ def stored_for_callers(model: FileModel, scope: Scope) -> Iterator[StoredForCall
             if kept is not None and len(kept[0]) == 3 and kept[0][2] in kept[1]:
                 yield StoredForCallers(e.node, e.target or "", held[1], use)
                 break
+
+
+def summed_by_helper(model: FileModel, scope: Scope, e: Event) -> cst.BaseExpression | None:
+    """`running = add_to(running, loss)` with `def add_to(total, loss): return total + loss`: a function of the
+    file every return of which adds its parameters as they came in, one given the target itself, so the call adds
+    the other one's argument (`loss`) into what the target held, as `running += loss` would. That argument; None
+    when the call is not such a sum (a helper that back-propagates, or that returns anything else)."""
+    call = e.value
+    if e.kind is not EventKind.ASSIGN or e.variant is not AssignForm.PLAIN or type(call) is not cst.Call or not any(
+            dotted(a.value) == e.target for a in call.args):
+        return None  # (the cheap test first: the target is handed to the call)
+    callee = model.kinds.callee(scope, dotted(call.func) or "")
+    if callee is None or type(callee.node) is not cst.FunctionDef or callee.own_backwards():
+        return None
+    params = positional_params(callee.node)[1 if callee.class_name else 0:]
+    mine = next((p for p in params if dotted(argument_for(call, params, p)) == e.target), None)
+    rets = callee.own_returns()
+    if mine is None or not rets:
+        return None
+    others: set[str] = set()
+    for r in rets:
+        terms = _entry_terms(callee, r.value, r, 0)  # type: ignore[arg-type]  # own_returns: each with a value
+        if terms is None or mine not in terms or not terms & (set(params) - {mine}):
+            return None
+        others |= terms - {mine}
+    return next((argument_for(call, params, p) for p in params if p in others), None)
+
+
+def _entry_terms(callee: Scope, expr: cst.BaseExpression, at: Event, depth: int) -> set[str] | None:
+    """The parameters whose values as the call gave them are the terms of `expr` at `at` (through the function's
+    own additions, `total = total + loss; return total`); None when a term is anything else."""
+    out: set[str] = set()
+    for name in summand_names(expr):
+        defs, entry = callee.reaching(name, at)
+        if entry:
+            if name not in callee.params:
+                return None
+            out.add(name)
+        for d in defs:
+            if depth > 3 or not (d.accumulates or d.variant is AssignForm.PLAIN) or d.value is None:
+                return None
+            inner = _entry_terms(callee, d.value, d, depth + 1)
+            if inner is None:
+                return None
+            out |= inner
+            if d.accumulates:  # `t += x`, `t = t + x`: what `t` held before is a term too
+                held = _entry_terms(callee, cst.Name(name), d, depth + 1) if "." not in name else None
+                if held is None:
+                    return None
+                out |= held
+    return out or None

@@ -16,7 +16,7 @@ from torchlint.analysis.bindings import bounded, runs_while_kept
 from torchlint.analysis.engines import outputs_kept
 from torchlint.analysis.handing import handed_on
 from torchlint.analysis.keeping import (
-    SET_ITEM, kept_by_objects, kept_by_steps, kept_for_callers, stored_for_callers, term_of_backpropagated,
+    SET_ITEM, kept_by_objects, kept_by_steps, kept_for_callers, stored_for_callers, summed_by_helper, term_of_backpropagated,
 )
 from torchlint.analysis.semantics import DISPLAY, GRAD_MODE_SWITCHES
 from torchlint.analysis.exprs import code_of, dotted, names_in, summand_names
@@ -74,7 +74,11 @@ function whose `no_grad` block is chosen by a parameter returns a graph only whe
 at its default (`self.run_epoch()`, not `self.run_epoch(cross_valid=True)`). A plain function of the file that
 appends one parameter to another (`def log_loss(history, loss): history.append(loss)`) keeps the attached value in
 the list a loop hands it, when that list is bound before the loop, never emptied in it, and read into no other
-value (`torch.stack(log_probs)` for a loss is REINFORCE's buffer, not a record). An ignite handler of
+value (`torch.stack(log_probs)` for a loss is REINFORCE's buffer, not a record). A function of the file every
+return of which adds up its parameters as given (`def accumulate(total, value): return total + value`, an average
+`beta * avg + (1 - beta) * new`, through its own bindings) and is handed the total itself (`running =
+accumulate(running, loss)`) adds the loss into the total as `running += loss` would (no fix: what else the function
+does with the value is its own). An ignite handler of
 `Events.ITERATION_COMPLETED` (decorated with `@trainer.on(...)` or given to `add_event_handler`) that appends
 `engine.state.output` to a name it does not bind keeps what the process function returns each iteration: reported
 when that return carries a graph (`return loss` after `loss.backward()`), not when it is `loss.item()`.
@@ -309,8 +313,13 @@ for x, y in loader:
             for e in loop.events:
                 if e.scope is not scope.node or e.target is None or e.value is None or e.target in reported:
                     continue
+                helper = None
                 if not (e.accumulates or e.kind is EventKind.APPEND or e.variant is AssignForm.ITEM):
-                    continue
+                    added = summed_by_helper(model, scope, e)
+                    if added is None:
+                        continue
+                    helper = e.value.func  # type: ignore[union-attr]  # a call (summed_by_helper)
+                    e = e.but(variant=AssignForm.SELF_ADD, value=added)  # `total = add(total, loss)`: `total += loss`
                 if e.variant is AssignForm.ITEM and not e.accumulates and _same_key(e):
                     continue  # `loss_dict["d"] = d_loss`: each iteration replaces the last one's value
                 if "no_grad" in e.contexts:
@@ -376,12 +385,13 @@ for x, y in loader:
                         _detach_all(attached),
                     )
                     continue
+                how = f"is kept in `{e.target}`" if helper is None else f"`{code_of(helper)}` adds it into `{e.target}`, kept"
                 yield Finding(
                     e.node if e.kind is EventKind.APPEND else where,
-                    f"`{code_of(e.value)}` is still attached to its graph and is kept in `{e.target}` across "
+                    f"`{code_of(e.value)}` is still attached to its graph and {how} across "
                     f"iterations, and `{e.target}` itself is never back-propagated: every step's graph stays alive "
                     f"and memory grows; store `{code_of(parenthesized(e.value))}.item()` or `.detach()`",
-                    _fix(model, scope, e, displayed),
+                    _fix(model, scope, e, displayed) if helper is None else None,  # (what else the helper does: unknown)
                 )
 
 
