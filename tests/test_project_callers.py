@@ -14,6 +14,9 @@ from torchlint.project_callers import callers_text, candidates
 PROJECTS = ROOT / "tests" / "projects"
 
 CALLERS = [
+    # the caller's side of `item_loss(out.detach(), goal)`: a criterion given only the cut output, its term added
+    # into the back-propagated total, gives no gradient at all (the loss function's own `.data` is not the cut)
+    "fit.py:29:25: TL003 `out.detach()` is the only input with a graph of `item_loss`",
     # a loss function cutting its prediction (`pred.data`), given a model's output by a caller that
     # back-propagates what it returns
     "losses.py:6:24: TL003 `pred.data` cuts `pred` out of the graph (.data) in `box_loss()`, yet fit.py:28",
@@ -21,7 +24,7 @@ CALLERS = [
     # whose "total" the loop back-propagates, on an object bound before the loop
     "meters.py:8:13: TL007 `add()` keeps `losses` in `self`, and fit.py:36",
     # silent: `.data` on a target (the caller passes what a function made), a result only logged, a caller under
-    # no_grad, a helper no file calls, a caller passing `out.detach()`, an item of a returned pair only logged, a
+    # no_grad, a helper no file calls, a caller passing `out.detach()` (to the loss function), an item of a returned pair only logged, a
     # teacher's output cut beside the student's (a target on purpose), a feature cut for a probe the loss runs;
     # a method called under no_grad, on an object the loop builds afresh, or given `.item()`; given `float(loss)`
     # and an optimizer's learning rate, in a loop whose backward is the optimizer's own (`amp_opt.backward(loss)`)
@@ -38,7 +41,8 @@ def test_helpers_are_checked_with_what_their_callers_do(tmp_path, run_cli):
     found = _lines(run_cli("-q", "--no-cache", ".", cwd=project).stdout)
     assert len(found) == len(CALLERS) and all(f.startswith(e) for f, e in zip(found, CALLERS)), "\n".join(found)
     alone = _lines(run_cli("-q", "--no-cache", "--no-project", ".", cwd=project).stdout)
-    assert alone == [], "\n".join(alone)
+    # without the project only the caller's own finding stays (its file shows all it needs)
+    assert len(alone) == 1 and alone[0].startswith(CALLERS[0]), "\n".join(alone)
 
 
 def test_candidates_are_read_only_in_files_without_a_backward():
@@ -144,3 +148,41 @@ def test_a_loss_stored_into_a_parameters_item_is_a_candidate():
     assert candidates(unnamed, ast.parse(unnamed)) == []  # not named like a loss
     kept_not_returned = "def run(m, x, stats):\n    loss = m(x)\n    stats['loss'] = loss\n    return 0\n"
     assert candidates(kept_not_returned, ast.parse(kept_not_returned)) == []
+
+
+RETURNED_TERM = {
+    "losses.py": (
+        "import torch.nn.functional as F\n\n\n"
+        "def total_loss(pred, target):\n"
+        "    l1 = F.l1_loss(pred, target)\n"
+        "    l2 = F.mse_loss(pred, target)\n"
+        "    return l1 + 0.5 * l2.item()\n\n\n"
+        "def weighted_loss(pred, target, w):\n"
+        "    ce = F.cross_entropy(pred, target)\n"
+        "    return ce * w.detach()\n"
+    ),
+    "train.py": (
+        "import torch\n"
+        "from losses import total_loss, weighted_loss\n\n\n"
+        "def train(model, loader, opt):\n"
+        "    for x, y, w in loader:\n"
+        "        opt.zero_grad()\n"
+        "        out = model(x)\n"
+        "        loss = total_loss(out, y) + weighted_loss(out, y, w)\n"
+        "        loss.backward()\n"
+        "        opt.step()\n"
+    ),
+}
+
+
+def test_a_criterion_value_cut_in_a_returned_sum_is_reported_for_callers_that_back_propagate_it(tmp_path, run_cli):
+    """`return l1 + 0.5 * l2.item()` in a file of losses, whose caller passes a model's output (a parameter named as
+    a module is one: `def train(model, ...)`) and back-propagates the sum: the `l2` term trains nothing. A detached
+    weight (`ce * w.detach()`) is not a term."""
+    for name, text in RETURNED_TERM.items():
+        (tmp_path / name).write_text(text)
+    found = _lines(run_cli("-q", "--no-cache", ".", cwd=tmp_path).stdout)
+    assert [f.split(" `")[0] for f in found] == ["losses.py:7:23: TL003"], "\n".join(found)
+    assert "`l2.item()` cuts `l2` (computed from `pred`)" in found[0] and "train.py:9" in found[0]
+    (tmp_path / "train.py").write_text(RETURNED_TERM["train.py"].replace("loss.backward()", "print(loss.item())"))
+    assert _lines(run_cli("-q", "--no-cache", ".", cwd=tmp_path).stdout) == []  # only logged: nothing to train

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.prescan import Imported
+from torchlint.analysis.semantics import is_module_name
 from torchlint.excluded import excluded_by_default
 from torchlint.project_runs import RunsIndex
 from torchlint.project_trees import dotted_name, tree_of
@@ -39,7 +40,7 @@ KEEPING = re.compile(r"self\s*\.\s*\w+(?:\s*\[[^\]\n]*\])?\s*(?:\+=|\.\s*append\
 ITEM_KEEP = re.compile(r"^[ \t]+\w+\s*\[[^\]\n]*\]\s*=\s*\w*[Ll]oss\w*[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
 # a loss function (`def rpn_loss(`, `def criterion(`) whose text cuts a value (`.data`, `.detach()`)
 LOSS_DEF = re.compile(r"def\s+\w*(?:[Ll]oss|LOSS|[Cc]riterion)\w*\s*\(")
-CUT = re.compile(r"\.\s*(?:data\b|detach\s*\()")
+CUT = re.compile(r"\.\s*(?:data\b|detach\s*\(|item\s*\()")
 _MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "train", "eval"})
 _CUTTING = frozenset({"item", "detach", "tolist", "numpy", "cpu", "data"})
 _MAX_FILES = 400  # files near a helper read for its callers, at most
@@ -114,10 +115,15 @@ def _within(lines: list[int], first: int, last: int) -> bool:
 
 
 def _cuts_parameter(fn: ast.AST, params: set[str]) -> bool:
+    """A function that returns a value and cuts a parameter (`pred.data`, `pred.detach()`), or a value it computes
+    with a criterion (`l2.item()` of `l2 = F.mse_loss(pred, y)`, for `cuts._cut_terms`)."""
     returns = any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn))
+    criteria = {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                and "loss" in (dotted_name(n.value.func) or "").lower() for t in n.targets if isinstance(t, ast.Name)}
     return returns and any(
-        isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in params
-        and (n.attr == "data" or n.attr == "detach") for n in ast.walk(fn))
+        isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and (
+            n.value.id in params and n.attr in ("data", "detach")
+            or n.value.id in criteria and n.attr in ("data", "detach", "item")) for n in ast.walk(fn))
 
 
 def _keeps_parameter(fn: ast.AST, params: set[str]) -> bool:
@@ -434,8 +440,10 @@ class _Finder(ast.NodeVisitor):
 
 def _objects(tree: ast.Module) -> set[str]:
     """Names (and attribute names) bound to an instance of a class (`self.rpn = RPN()`, `net = Net().cuda()`) or
-    to such an attribute of another object (`rpn = model.rpn`): calling one runs a model (or a criterion)."""
-    found: set[str] = set()
+    to such an attribute of another object (`rpn = model.rpn`), and parameters named as modules are (`def
+    train(model, loader)`): calling one runs a model (or a criterion)."""
+    found: set[str] = {a.arg for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                       for a in f.args.args if is_module_name(a.arg)}
     assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
     for _ in range(2):
         for a in assigns:

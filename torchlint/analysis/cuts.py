@@ -14,6 +14,7 @@ from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.events import Event, EventKind
 from torchlint.analysis.exprs import (  # noqa: F401 - added_terms re-exported for the rules
     COMBINING_CALLS, added_terms, Detachment, as_detachment, combined_items, dotted, is_true, keyword, names_in, positional_params,
+    summand_names,
 )
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.model import FileModel
@@ -159,6 +160,7 @@ def cut_for_callers(model: FileModel, scope: Scope) -> Iterator[CutForCallers]:
             back = [u for u in uses if -1 in u.backpropagated or i in u.backpropagated]
             if not back:
                 continue
+            yield from _cut_terms(model, scope, params, item, r, back, reported)
             pairs = [(item, r)] + [(d.value, d) for d in scope.operand_defs(item, r) if d.value is not None]
             cut = [(det, at) for expr, at in pairs for n in walk(expr)
                    if (det := as_detachment(n)) is not None and det.how in (".data", ".detach()")
@@ -182,6 +184,41 @@ def cut_for_callers(model: FileModel, scope: Scope) -> Iterator[CutForCallers]:
                 if use is not None and not uncut & fed and id(det.node) not in reported:
                     reported.add(id(det.node))
                     yield CutForCallers(det, param, use)
+
+
+def _cut_terms(model: FileModel, scope: Scope, params: list[str], item: cst.BaseExpression, r: Event,
+               back: list[CallerUse], reported: set[int]) -> Iterator[CutForCallers]:
+    """A term of the returned `item` (through sums, weights without graph and the function's own bindings) that is
+    a criterion's value cut from its graph (`return l1 + 0.5 * l2.item()` with `l2 = F.mse_loss(pred, target)`),
+    computed from a parameter a caller passes a model's output for and back-propagates the item: it trains nothing.
+    (`param` of the result: the parameter it is computed from.)"""
+    def weight(e, at):  # a factor beside anything that may carry a graph is a weight (`log_prob * adv`)
+        return not model.kinds.of(e, scope, at).graph_free
+
+    defs = scope.summand_defs(item, r, lambda e, at: summand_names(e, lambda x: weight(x, at)))
+    for expr, at in [(item, r)] + [(d.value, d) for d in defs if d.value is not None]:
+        for det in summand_detachments(expr, lambda e, at=at: weight(e, at)):
+            if id(det.node) in reported or not _criterion_value(scope, det.operand, at):
+                continue
+            used = scope.depends(det.operand) & set(params)
+            for u in back:
+                fed = {params[int(o)] if o.isdigit() and int(o) < len(params) else o for o in u.outputs}
+                if used & fed:
+                    reported.add(id(det.node))
+                    yield CutForCallers(det, sorted(used & fed)[0], u)
+                    break
+
+
+def _criterion_value(scope: Scope, x: cst.BaseExpression, at: Event) -> bool:
+    """What a criterion computed: a call of one (`F.mse_loss(...)`, `criterion(...)`, by its name), a name every
+    definition of which reaching `at` is such a call, or a name that says it is a loss."""
+    if type(x) is cst.Call:
+        return LOSS_NAME.search(dotted(x.func) or "") is not None
+    if type(x) is not cst.Name:
+        return False
+    defs, entry = scope.reaching(x.value, at)
+    return (bool(defs) and not entry and all(d.value is not None and _criterion_value(scope, d.value, d) for d in defs)
+            ) or scope.is_loss(x)
 
 
 def summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> list[Detachment]:

@@ -138,7 +138,10 @@ item (`cls, reg, log = rpn_loss(...)`; `(cls + reg).backward()`): reported in th
 Not a cut of a target (what the caller passes comes from a function, or from data), nor in an item only logged,
 nor where every caller runs under `no_grad`, passes a value already cut, or does not exist; nor where another
 model output is used uncut in the same item (`kl(student, teacher.detach())`: a target on purpose), nor where the
-item runs a module of `self` or one passed in (`head(feat.detach())`: a probe).
+item runs a module of `self` or one passed in (`head(feat.detach())`: a probe). Likewise a criterion's value the
+loss function cuts among the terms of what it returns (`l2 = F.mse_loss(pred, target)`; `return l1 + 0.5 *
+l2.item()`), computed from a parameter such a caller passes a model's output for (a caller's parameter named as a
+module, `def train(model, loader)`, is a model object); not a detached weight (`ce * w.detach()`).
 
 ## Why it is wrong
 Those wrappers return a value outside the autograd graph. Added into the total, the term contributes nothing to
@@ -229,11 +232,12 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
                     yield from _helper_copy_findings(model, scope, r.value, r, reported)  # type: ignore[arg-type]
             if not backwards:
                 for c in cut_for_callers(model, scope) if cuts and model.project is not None else ():
-                    u = c.use
-                    yield Finding(c.cut.node, f"`{code_of(c.cut.node)}` cuts `{c.param}` out of the graph ({c.cut.how}) "
-                                  f"in `{scope.name}()`, yet {u.path}:{u.line} passes a model's output for it and "
-                                  f"back-propagates what this computes (line {u.backward_line}): the term trains "
-                                  f"nothing; use `{c.param}` itself")
+                    u, cut = c.use, code_of(c.cut.operand)
+                    what = f"`{c.param}`" if cut == c.param else f"`{cut}` (computed from `{c.param}`)"
+                    yield Finding(c.cut.node, f"`{code_of(c.cut.node)}` cuts {what} out of the graph ({c.cut.how}) "
+                                  f"in `{scope.name}()`, yet {u.path}:{u.line} passes a model's output for `{c.param}` "
+                                  f"and back-propagates what this computes (line {u.backward_line}): the term trains "
+                                  f"nothing; use `{cut}` itself")
                 continue
             candidates: list[tuple[cst.BaseExpression, Event]] = []
             owner: dict[int, Event] = {}  # the backward each candidate expression is first found for
