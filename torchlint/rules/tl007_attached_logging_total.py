@@ -311,15 +311,15 @@ for x, y in loader:
             backprop = scope.backpropagated()
             reported: set[str] = set()
             for e in loop.events:
+                helper = None
+                if e.variant is AssignForm.PLAIN and type(e.value) is cst.Call and e.scope is scope.node and (
+                        added := summed_by_helper(model, scope, e)) is not None:
+                    helper = e.value.func
+                    e = e.but(variant=AssignForm.SELF_ADD, value=added)  # `total = add(total, loss)`: `total += loss`
                 if e.scope is not scope.node or e.target is None or e.value is None or e.target in reported:
                     continue
-                helper = None
                 if not (e.accumulates or e.kind is EventKind.APPEND or e.variant is AssignForm.ITEM):
-                    added = summed_by_helper(model, scope, e)
-                    if added is None:
-                        continue
-                    helper = e.value.func  # type: ignore[union-attr]  # a call (summed_by_helper)
-                    e = e.but(variant=AssignForm.SELF_ADD, value=added)  # `total = add(total, loss)`: `total += loss`
+                    continue
                 if e.variant is AssignForm.ITEM and not e.accumulates and _same_key(e):
                     continue  # `loss_dict["d"] = d_loss`: each iteration replaces the last one's value
                 if "no_grad" in e.contexts:
