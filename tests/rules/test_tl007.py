@@ -7,6 +7,50 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    "forward_keeps_each_activation_in_a_list_of_the_module": (
+        """
+        class Probe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = nn.Linear(8, 8)
+                self.maps = []
+
+            def forward(self, x):
+                h = self.layer(x).relu()
+                self.maps.append(h)
+                return h.mean()
+
+        net = Probe()
+        for x in loader:
+            optimizer.zero_grad()
+            loss = net(x)
+            loss.backward()
+            optimizer.step()
+        """,
+        [(10, 9)],
+    ),
+    "forward_adds_a_penalty_into_the_module_across_calls": (
+        """
+        class Sparse(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = nn.Linear(8, 8)
+                self.l1_seen = 0
+
+            def forward(self, x):
+                h = self.layer(x)
+                self.l1_seen += h.abs().mean()
+                return h.sum()
+
+        net = Sparse()
+        for x in loader:
+            optimizer.zero_grad()
+            net(x).backward()
+            optimizer.step()
+        print(net.l1_seen)
+        """,
+        [(10, 9)],
+    ),
     "running_total_returned_by_a_helper_of_the_file": (
         """
         def accumulate(total, value):
@@ -1451,6 +1495,132 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "forward_keeps_activations_only_when_asked": """
+        class Probe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = nn.Linear(8, 8)
+                self.store = False
+                self.maps = []
+
+            def forward(self, x):
+                h = self.layer(x).relu()
+                if self.store:
+                    self.maps.append(h)
+                return h.mean()
+
+        net = Probe()
+        for x in loader:
+            optimizer.zero_grad()
+            loss = net(x)
+            loss.backward()
+            optimizer.step()
+        """,
+    "forward_keeps_activations_emptied_by_the_loop": """
+        class Probe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = nn.Linear(8, 8)
+                self.store = False
+                self.maps = []
+
+            def forward(self, x):
+                h = self.layer(x).relu()
+                self.maps.append(h)
+                return h.mean()
+
+        net = Probe()
+        for x in loader:
+            optimizer.zero_grad()
+            loss = net(x)
+            net.maps.clear()
+            loss.backward()
+            optimizer.step()
+        """,
+    "forward_keeps_activations_bound_afresh_by_the_loop": """
+        class Probe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = nn.Linear(8, 8)
+                self.store = False
+                self.maps = []
+
+            def forward(self, x):
+                h = self.layer(x).relu()
+                self.maps.append(h)
+                return h.mean()
+
+        net = Probe()
+        for x in loader:
+            optimizer.zero_grad()
+            loss = net(x)
+            net.maps = []
+            loss.backward()
+            optimizer.step()
+        """,
+    "forward_keeps_detached_activations": """
+        class Probe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = nn.Linear(8, 8)
+                self.store = False
+                self.maps = []
+
+            def forward(self, x):
+                h = self.layer(x).relu()
+                self.maps.append(h.detach())
+                return h.mean()
+
+        net = Probe()
+        for x in loader:
+            optimizer.zero_grad()
+            loss = net(x)
+            loss.backward()
+            optimizer.step()
+        """,
+    "forward_buffer_bound_afresh_per_call": """
+        class Probe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = nn.Linear(8, 8)
+                self.store = False
+                self.maps = []
+
+            def forward(self, x):
+                h = self.layer(x).relu()
+                self.maps = []
+                self.maps.append(h)
+                return h.mean()
+
+        net = Probe()
+        for x in loader:
+            optimizer.zero_grad()
+            loss = net(x)
+            loss.backward()
+            optimizer.step()
+        """,
+    "forward_auxiliary_losses_back_propagated_by_the_loop": """
+        class Probe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = nn.Linear(8, 8)
+                self.store = False
+                self.maps = []
+
+            def forward(self, x):
+                h = self.layer(x).relu()
+                self.maps.append(h.pow(2).mean())
+                return h.mean()
+
+        net = Probe()
+        for x in loader:
+            optimizer.zero_grad()
+            loss = net(x)
+            loss = loss + sum(net.maps)
+            net.maps.clear()
+            loss.backward()
+            optimizer.step()
+        """,
     "helper_total_of_numbers_read_from_the_loss": """
         def accumulate(total, value):
             return total + value.item()

@@ -2,13 +2,16 @@
 once per iteration and never touches the gradients, so the function is a whole iteration (a `Loop` with no head of
 its own), for rules that ask what an iteration clears. Read only for files that import such an engine.
 Likewise the loops of the project's other files that run a training-step method of a class of the file once per
-iteration (`run_by_callers`), asked by a rule only once the method shows its premise."""
+iteration (`run_by_callers`), asked by a rule only once the method shows its premise; and what a module's
+`forward`, run once per step by the loop that calls the model, keeps in the module (`kept_by_forward`)."""
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
-from torchlint.analysis.events import EventKind
+from torchlint.analysis.events import Event, EventKind
 from torchlint.analysis.exprs import dotted, keyword, last_part, names_in
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.loops import Loop
@@ -16,6 +19,7 @@ from torchlint.analysis.model import FileModel
 from torchlint.analysis.prescan import scan_imports
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import ITERATION_ENGINES
+from torchlint.analysis.vkind import VKind
 from torchlint.source.walk import walk
 
 _PROCESS_PARAM = "process_function"
@@ -145,3 +149,45 @@ def _iteration_handlers(model: FileModel) -> list[Scope]:
 def _event(value: cst.BaseExpression) -> cst.BaseExpression:
     """`Events.ITERATION_COMPLETED(every=10)` -> `Events.ITERATION_COMPLETED`."""
     return value.func if type(value) is cst.Call else value
+
+
+def kept_by_forward(model: FileModel) -> list[tuple[Scope, Event]]:
+    """The appends (and additions) of a module class's `forward` into an attribute of `self` that keep a value
+    carrying a graph across calls: `self.activations.append(h)`, `self.penalty = self.penalty + h.abs().mean()`.
+    The loop that calls the model runs `forward` once per training step, so the module keeps every step's graph.
+    Only in a file that builds the class and back-propagates in a loop; not under a guard (`if self.keep:`) or
+    `no_grad`; not an attribute bound again by anything but `__init__`, emptied anywhere in the file
+    (`model.activations = []`, `.clear()`, `del x.acts[:]`), or back-propagated by any function of the file (an
+    auxiliary loss the loop adds into the loss it back-propagates). TL007."""
+    if not any(loop.backwards_into_grad() for loop in model.loops):
+        return []
+    found = []
+    for scope in model.scopes:
+        cls = scope.class_name
+        if scope.name != "forward" or not cls or not model.is_module_class(cls) or \
+                re.search(rf"(?<![\w.]){re.escape(cls)}\s*\(", model.text) is None:
+            continue
+        for e in scope.events:
+            target = e.target or ""
+            if (e.scope is not scope.node or e.guards or "no_grad" in e.contexts or e.value is None
+                    or not (e.kind is EventKind.APPEND or e.accumulates)
+                    or not target.startswith("self.") or target.count(".") != 1):
+                continue
+            if model.kinds.of(e.value, scope, e) is VKind.GRAPH and not _emptied(model, scope, target):
+                found.append((scope, e))
+    return found
+
+
+def _emptied(model: FileModel, forward: Scope, target: str) -> bool:
+    """Is `self.<attr>` bound again (by a method of the class other than `__init__`, or by `forward` itself),
+    emptied or bound through another name anywhere in the file, or back-propagated by a function of the file?"""
+    attr = re.escape(target[5:])
+    for other in model.scopes:
+        if other.class_name == forward.class_name and other.name != "__init__" and any(
+                e.target == target and e.rebinds for e in other.events if e.scope is other.node):
+            return True
+        if any(n == target[5:] or n.endswith(f".{target[5:]}") for n in other.backpropagated()):
+            return True
+    emptying = (rf"(?<!self)\.{attr}\s*=(?!=)|\.{attr}\s*\[\s*:\s*\]\s*=|\.{attr}\s*\.\s*(?:clear|pop|popleft)\s*\("
+                rf"|\bdel\s+[\w.]*\.{attr}\b")
+    return re.search(emptying, model.text) is not None

@@ -37,7 +37,7 @@ DATA_METHODS = frozenset({"numpy"})
 # Tensor methods that return a tensor attached to the same graph as the receiver.
 GRAPH_PRESERVING_METHODS = frozenset(
     """to cuda cpu float double half bfloat16 long int sum mean max min abs view reshape squeeze unsqueeze
-    permute transpose contiguous flatten clone exp log sqrt pow neg sigmoid tanh softmax log_softmax norm
+    permute transpose contiguous flatten clone exp log sqrt pow neg sigmoid tanh relu softmax log_softmax norm
     expand expand_as repeat t masked_fill clamp type_as narrow select gather index_select unbind
     mul add sub div matmul mm bmm""".split()
 )

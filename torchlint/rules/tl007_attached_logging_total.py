@@ -13,7 +13,7 @@ import libcst as cst
 
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.bindings import bounded, runs_while_kept
-from torchlint.analysis.engines import outputs_kept
+from torchlint.analysis.engines import kept_by_forward, outputs_kept
 from torchlint.analysis.handing import handed_on
 from torchlint.analysis.keeping import (
     SET_ITEM, kept_by_objects, kept_by_steps, kept_for_callers, stored_for_callers, summed_by_helper, term_of_backpropagated,
@@ -37,6 +37,9 @@ _BACKWARD_TEXT = re.compile(r"backward\s*\(")  # what `project_callers` reads a 
 
 
 ITERATION_COMPLETED = re.compile(word_start("ITERATION_COMPLETED") + r"\b")  # ignite's event
+# `self.acts.append(h)`, `self.reg += r`, `self.reg = self.reg + r` in a module's `forward` (`engines.kept_by_forward`)
+FORWARD_KEEPS = re.compile(r"self\.\w+\s*(?:\.\s*append\s*\(|\+=|=\s*self\.)")
+DEF_FORWARD = re.compile(r"def(?<!\wdef)\s+forward\s*\(")
 STATE_OUTPUT = re.compile(r"\.state\.output\b")  # what ignite's process function returned, read by a handler
 
 
@@ -49,7 +52,7 @@ class AttachedLoggingTotal(Rule):
     # Or ignite's handler of ITERATION_COMPLETED keeping `engine.state.output` (the process function's return).
     requires = ((BACKWARD_CALL, TRAINING_STEP_TEXT), (LOOP, TRAINING_STEP_TEXT, ITERATION_COMPLETED))
     scope_requires = (BACKWARD_CALL, LOOP)
-    scope_alternatives = ((DEF_TRAINING_STEP,), (STATE_OUTPUT,), (BACKWARD_CALL, STEP_CALL))
+    scope_alternatives = ((DEF_TRAINING_STEP,), (STATE_OUTPUT,), (BACKWARD_CALL, STEP_CALL), (DEF_FORWARD, FORWARD_KEEPS))
     runtime_signs = (Sign.GRAPH_GROWS,)
     fix_promise = "the graph held by the script's variables no longer grows from step to step"
     fixture_keeps_training = True
@@ -78,7 +81,12 @@ value (`torch.stack(log_probs)` for a loss is REINFORCE's buffer, not a record).
 return of which adds up its parameters as given (`def accumulate(total, value): return total + value`, an average
 `beta * avg + (1 - beta) * new`, through its own bindings) and is handed the total itself (`running =
 accumulate(running, loss)`) adds the loss into the total as `running += loss` would (no fix: what else the function
-does with the value is its own). An ignite handler of
+does with the value is its own). A module class's `forward` that appends a value carrying a graph to an attribute
+of `self` (`self.maps.append(h)`: activations kept for a plot) or adds one into it (`self.l1_seen += h.abs().mean()`),
+in a file that builds the class and back-propagates in a loop: each call, once per training step, leaves that step's
+graph in the module. Not under a guard (`if self.store:`) or `no_grad`, nor an attribute bound again by any method
+but `__init__`, emptied anywhere in the file (`net.maps.clear()`, `net.maps = []`), or back-propagated (auxiliary
+losses the loop adds into its loss). No fix. An ignite handler of
 `Events.ITERATION_COMPLETED` (decorated with `@trainer.on(...)` or given to `add_event_handler`) that appends
 `engine.state.output` to a name it does not bind keeps what the process function returns each iteration: reported
 when that return carries a graph (`return loss` after `loss.backward()`), not when it is `loss.item()`.
@@ -253,6 +261,13 @@ for x, y in loader:
                                   f"`{k.obj}`, which outlives the iteration: every step's graph stays alive and memory "
                                   f"grows; pass `{code_of(parenthesized(k.value))}.item()` or `.detach()`", None)
         yield from _evaluated_with_grad(model)
+        for forward, e in kept_by_forward(model) if FORWARD_KEEPS.search(model.text) else ():
+            what = "appends" if e.kind is EventKind.APPEND else "adds"
+            assert e.value is not None  # kept_by_forward: each with a value
+            yield Finding(_small_statement(e) if e.kind is EventKind.ASSIGN else e.node,
+                          f"`{forward.class_name}.forward` {what} `{code_of(e.value)}`, still attached to its graph, to `{e.target}` "
+                          f"on every call, and nothing empties it: the model keeps every training step's graph and "
+                          f"memory grows; keep `.detach()`ed values (or empty `{e.target}` each step)")
         for handler, process, stmt in outputs_kept(model):
             if id(stmt) not in seen and model.kinds.returns(process) is VKind.GRAPH:
                 seen.add(id(stmt))
