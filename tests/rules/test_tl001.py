@@ -28,6 +28,27 @@ for epoch in range(1, 5):
 """
 
 POSITIVE = {
+    "method_returns_the_total_it_keeps_in_self": (
+        """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model, self.opt = model, opt
+                self.loss_sum = 0
+
+            def compute(self, x, y):
+                loss = F.mse_loss(self.model(x), y)
+                self.loss_sum += loss
+                return self.loss_sum
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.opt.zero_grad()
+                    out = self.compute(x, y)
+                    out.backward()
+                    self.opt.step()
+        """,
+        [(16, 13)],
+    ),
     "global_total_of_a_step_function": (
         """
         total_loss = 0
@@ -256,6 +277,61 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "method_returns_its_total_reset_by_the_loop": """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model, self.opt = model, opt
+                self.loss_sum = 0
+
+            def compute(self, x, y):
+                loss = F.mse_loss(self.model(x), y)
+                self.loss_sum += loss
+                return self.loss_sum
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.opt.zero_grad()
+                    self.loss_sum = 0
+                    out = self.compute(x, y)
+                    out.backward()
+                    self.opt.step()
+        """,
+    "method_returns_a_total_it_starts_each_call": """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model, self.opt = model, opt
+                self.loss_sum = 0
+
+            def compute(self, x, y):
+                self.loss_sum = 0
+                self.loss_sum += F.mse_loss(self.model(x), y)
+                return self.loss_sum
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.opt.zero_grad()
+                    out = self.compute(x, y)
+                    out.backward()
+                    self.opt.step()
+        """,
+    "method_keeps_a_total_and_returns_the_loss": """
+        class Trainer:
+            def __init__(self, model, opt):
+                self.model, self.opt = model, opt
+                self.loss_sum = 0
+
+            def compute(self, x, y):
+                loss = F.mse_loss(self.model(x), y)
+                self.loss_sum += loss.item()
+                return loss
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.opt.zero_grad()
+                    out = self.compute(x, y)
+                    out.backward()
+                    self.opt.step()
+        """,
     "self_total_reset_after_the_step": """
         class Learner:
             def __init__(self, net, opt):

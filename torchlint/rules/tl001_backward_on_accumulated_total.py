@@ -11,8 +11,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis import Event, EventKind, FileModel, Loop
-from torchlint.analysis.exprs import code_of
+from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop
+from torchlint.analysis.exprs import code_of, dotted
 from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after, statements
@@ -55,7 +55,9 @@ back-propagates (`self.total = self.total + loss`; `self.total.backward()`), or 
 and back-propagates the stack of (`self.losses.append(loss)`; `torch.stack(self.losses).mean().backward()`), when
 no method but `__init__` binds it again, or one that binds it and then calls the method in a loop that binds it no
 more (`self.total = 0` once per epoch, then `for batch in loader: self.train_step(batch)`): each call's backward
-re-walks every earlier call's graph. Reported without a fix.
+re-walks every earlier call's graph. Reported without a fix. Likewise a method of the class that adds each call's
+loss into such an attribute and returns it (`self.loss_sum += loss; return self.loss_sum`), whose result a loop
+back-propagates (`out = self.compute(x, y)`; `out.backward()`), unless the loop binds the attribute again.
 
 ## Why it is wrong
 The total's autograd graph reaches back through every batch ever added to it. The first backward frees those
@@ -115,7 +117,11 @@ The total must be a plain name, an attribute or a dict entry (`stats["loss"] += 
     def check(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
         for loop in [*model.loops, *_self_total_bodies(model)]:
-            if not any(e.accumulates or e.kind is EventKind.APPEND for e in loop.events):
+            accumulating = any(e.accumulates or e.kind is EventKind.APPEND for e in loop.events)
+            returned = loop.node is not None and any(  # `l = self.compute(x)`: a method may return a total it keeps
+                e.kind is EventKind.ASSIGN and type(e.value) is cst.Call and code_of(e.value.func).startswith("self.")
+                for e in loop.events)
+            if not accumulating and not returned:
                 continue  # no running total in this loop
             for backward in loop.of(EventKind.BACKWARD):
                 scope = model.scope_of(backward)
@@ -123,7 +129,9 @@ The total must be a plain name, an attribute or a dict entry (`stats["loss"] += 
                     continue
                 assert backward.value is not None  # a backward always has its value
                 defs = scope.summand_defs(backward.value, backward)
-                for acc in _accumulations(loop, defs):
+                if returned:
+                    yield from _returned_totals(model, scope, backward, defs)
+                for acc in _accumulations(loop, defs) if accumulating else ():
                     if acc.seq == backward.seq or _rebound_between(loop, backward, acc):
                         continue
                     if kinds.of(acc.value, scope, acc) is not VKind.GRAPH:
@@ -138,6 +146,32 @@ The total must be a plain name, an attribute or a dict entry (`stats["loss"] += 
                         _fix(loop, backward, acc) if loop.node is not None else None,
                     )
                     break
+
+
+def _returned_totals(model: FileModel, scope, backward: Event, defs: list[Event]) -> Iterator[Finding]:
+    """`l = self.compute(x, y)`, then `l.backward()`, where the method adds each call's loss into an attribute of
+    `self` and returns it (`self.loss_sum += loss; return self.loss_sum`), the attribute kept across calls
+    (`_kept_by_self`): each backward re-walks every earlier call's graph. Reported without a fix."""
+    for d in defs:
+        if d.kind is not EventKind.ASSIGN or d.variant is not AssignForm.PLAIN or type(d.value) is not cst.Call:
+            continue
+        func = dotted(d.value.func) or ""
+        callee = model.kinds.callee(scope, func) if func.startswith("self.") else None
+        rets = callee.own_returns() if callee is not None else []
+        totals = {dotted(r.value) for r in rets}  # type: ignore[arg-type]  # own_returns: each with a value
+        total = totals.pop() if len(totals) == 1 else None
+        if callee is None or not rets or not total or not total.startswith("self.") or total.count(".") != 1:
+            continue
+        adds = [e for e in callee.events if e.scope is callee.node and e.target == total and e.accumulates
+                and not e.loops and e.value is not None]
+        if adds and model.kinds.of(adds[0].value, callee, adds[0]) is VKind.GRAPH and _kept_by_self(model, callee, adds[0]):
+            yield Finding(
+                backward.node,
+                f"`{code_of(backward.node)}` back-propagates what `{func}()` returns, `{total}`, a running total it "
+                f"adds every call's loss into: each backward re-walks the graphs of earlier batches ('Trying to "
+                f"backward through the graph a second time'); return the loss itself, or rebind `{total}` each step",
+            )
+            return
 
 
 def _accumulations(loop: Loop, defs: list[Event]) -> list[Event]:
