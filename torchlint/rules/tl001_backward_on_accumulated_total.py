@@ -158,7 +158,7 @@ def _returned_totals(model: FileModel, scope, backward: Event, defs: list[Event]
         func = dotted(d.value.func) or ""
         callee = model.kinds.callee(scope, func) if func.startswith("self.") else None
         rets = callee.own_returns() if callee is not None else []
-        totals = {dotted(r.value) for r in rets}  # type: ignore[arg-type]  # own_returns: each with a value
+        totals = {dotted(r.value) for r in rets}
         total = totals.pop() if len(totals) == 1 else None
         if callee is None or not rets or not total or not total.startswith("self.") or total.count(".") != 1:
             continue
