@@ -7,6 +7,7 @@ from enum import Enum
 
 import libcst as cst
 
+from torchlint.analysis.exprs import dotted
 from torchlint.source.cstfast import code_of
 
 # How deep a helper's events are placed at its call (a helper of a helper, no further): the file model inlines
@@ -177,7 +178,8 @@ def _literal(test: cst.BaseExpression, polarity: bool) -> tuple[str, bool]:
             test = test.left
         elif type(op) is cst.Is:
             test, polarity = test.left, not polarity
-    return code_of(test), polarity
+    name = dotted(test) if type(test) is cst.Name or type(test) is cst.Attribute else None  # (no code generated)
+    return (name if name is not None else code_of(test)), polarity
 
 
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:

@@ -442,7 +442,7 @@ def summed_by_helper(model: FileModel, scope: Scope, e: Event) -> cst.BaseExpres
     when the call is not such a sum (a helper that back-propagates, or that returns anything else)."""
     call = e.value
     if e.kind is not EventKind.ASSIGN or e.variant is not AssignForm.PLAIN or type(call) is not cst.Call or not any(
-            dotted(a.value) == e.target for a in call.args):
+            type(a.value) in (cst.Name, cst.Attribute) and dotted(a.value) == e.target for a in call.args):
         return None  # (the cheap test first: the target is handed to the call)
     callee = model.kinds.callee(scope, dotted(call.func) or "")
     if callee is None or type(callee.node) is not cst.FunctionDef or callee.own_backwards():

@@ -18,7 +18,7 @@ from torchlint.analysis.exprs import (
 )
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import GRAPH_PRESERVING_METHODS, GRAPH_REDUCTIONS, is_module_name
+from torchlint.analysis.semantics import GRAPH_PRESERVING_METHODS, GRAPH_REDUCTIONS, LOSS_FUNCTION_WORDS, is_module_name
 from torchlint.analysis.vkind import VKind
 from torchlint.source.walk import walk
 
@@ -72,11 +72,13 @@ def returned_cuts(model: FileModel, scope: Scope, d: Event) -> Iterator[Returned
 
 def _returning_callee(model: FileModel, scope: Scope, func: str) -> Scope | None:
     """The function of the file a call of `func` runs: one it names, an object's `__call__`, or the `forward` of
-    a module of a class of the file (`crit = DualLoss()` ... `crit(out, y)`)."""
+    a module of a class of the file held by a name that says it is a loss (`crit = DualLoss()` ... `crit(out, y)`)."""
     if not func:
         return None
     found = model.kinds.callee(scope, func)
-    if found is None and func.count(".") == (1 if func.startswith("self.") else 0):
+    last = func.rpartition(".")[2].lower()
+    if found is None and func.count(".") == (1 if func.startswith("self.") else 0) and any(
+            w in last for w in LOSS_FUNCTION_WORDS):  # (a loss module by its name: `crit`, `self.loss_fn`)
         cls = model.receivers.class_of(scope, func)
         if cls is not None and model.is_module_class(cls):
             found = model.resolve(scope, f"{func}.forward")
@@ -149,13 +151,15 @@ def cut_predictions(expr: cst.BaseExpression, graph, loss_function, module_outpu
     prediction beside its cut target, has another input with a graph and is not one). `graph(e)`: does `e` carry
     a graph; `loss_function(name)`: is it a criterion's name; `module_output(e)`: is `e` what a module returned."""
     for call in _term_calls(expr, graph):
-        func = dotted(call.func) or ""
-        receiver = func.rpartition(".")[0]
-        if not loss_function(func) or receiver not in ("", "self", "F", "torch", "nn.functional", "torch.nn.functional"):
-            continue  # a method of an object (`D.compute_loss(fake.detach(), label)` runs the critic on it)
         inputs = [a.value for a in call.args if a.keyword is None or a.keyword.value in _INPUT_KEYWORDS]
-        cut = [d for x in inputs if (d := as_detachment(x)) is not None and d.how in (".detach()", ".data")
-               and module_output(d.operand)]
+        cut = [d for x in inputs if type(x) in (cst.Call, cst.Attribute) and (d := as_detachment(x)) is not None
+               and d.how in (".detach()", ".data")]
+        func = (dotted(call.func) or "") if cut else ""
+        receiver = func.rpartition(".")[0]
+        if not cut or receiver not in ("", "self", "F", "torch", "nn.functional", "torch.nn.functional") \
+                or not loss_function(func):
+            continue  # (no cut input; a method of an object: `D.compute_loss(fake.detach(), label)` runs the critic)
+        cut = [d for d in cut if module_output(d.operand)]
         if cut and all(any(x is d.node for d in cut) or not (graph(x) or module_output(x)) for x in inputs):
             yield call, cut[0]
 

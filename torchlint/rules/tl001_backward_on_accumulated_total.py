@@ -25,6 +25,9 @@ from torchlint.source.words import any_word
 SELF_ADD = re.compile(r"self\.[\w.]+\s*(?:\+=|=\s*self\.)|self\.[\w.]+\.append\s*\(|"
                       + any_word({"global", "nonlocal"}, r"\s"))
 
+# `self.total += loss` / `self.total = self.total + loss` in a method: what `_returned_totals` needs first
+_SELF_ADD_TEXT = re.compile(r"self\.\w+\s*(?:\+=|=\s*self\.)")
+
 
 class BackwardOnAccumulatedTotal(Rule):
     code = "TL001"
@@ -116,11 +119,12 @@ The total must be a plain name, an attribute or a dict entry (`stats["loss"] += 
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
+        has_self_call = _SELF_ADD_TEXT.search(model.text) is not None  # else no method keeps a total it returns
         for loop in [*model.loops, *_self_total_bodies(model)]:
             accumulating = any(e.accumulates or e.kind is EventKind.APPEND for e in loop.events)
-            returned = loop.node is not None and any(  # `l = self.compute(x)`: a method may return a total it keeps
-                e.kind is EventKind.ASSIGN and type(e.value) is cst.Call and code_of(e.value.func).startswith("self.")
-                for e in loop.events)
+            returned = loop.node is not None and has_self_call and any(  # `l = self.compute(x)`: a method may
+                e.kind is EventKind.ASSIGN and type(e.value) is cst.Call  # return a total it keeps
+                and type(e.value.func) is cst.Attribute and dotted(e.value.func.value) == "self" for e in loop.events)
             if not accumulating and not returned:
                 continue  # no running total in this loop
             for backward in loop.of(EventKind.BACKWARD):

@@ -214,6 +214,7 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         cuts = ".detach()" in model.text or ".data" in model.text  # else no argument is cut (`D(fake.detach())`)
+        cut_argument = cuts and _CUT_ARGUMENT.search(model.text) is not None  # `F.mse_loss(out.detach(), y)`
         copies = LIST_TO_TENSOR_CALL.search(model.text) is not None  # else no forward returns a copy
         text = model.text
         appends = ".append" in text
@@ -269,7 +270,7 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
                 if no_grad:
                     yield from _no_grad_findings(model, scope, expr, at, cut_roots)
                 yield from _list_findings(model, scope, expr, at, "is added into a loss that is back-propagated")
-                if cuts:
+                if cut_argument:
                     yield from _cut_prediction_findings(model, scope, expr, at)
                 if helpers:
                     yield from _helper_copy_findings(model, scope, expr, at, reported)
@@ -587,6 +588,9 @@ def _trained_by_another_backward(scope, operand: cst.BaseExpression, b: Event, b
     return False
 
 
+# A value cut right where it is handed to a criterion (`mse(out.detach(), y)`, `crit(pred.data, t)`): `cut_predictions`
+_CUT_ARGUMENT = re.compile(r"(?:loss|crit|mse|l1|bce|nll|kl_div|cross_entropy|huber)\w*\s*\((?:[^()\n]*,)?\s*"
+                           r"[\w.\[\]]+\.(?:detach\(\s*\)|data)\s*[,)]")
 # Cuts that make a Python number: never a tensor baseline or target weighing a graph (those are `.detach()`ed).
 _AS_NUMBER = (".item()", "float()", ".tolist()", ".data[...]")
 

@@ -38,7 +38,7 @@ _BACKWARD_TEXT = re.compile(r"backward\s*\(")  # what `project_callers` reads a 
 
 ITERATION_COMPLETED = re.compile(word_start("ITERATION_COMPLETED") + r"\b")  # ignite's event
 # `self.acts.append(h)`, `self.reg += r`, `self.reg = self.reg + r` in a module's `forward` (`engines.kept_by_forward`)
-FORWARD_KEEPS = re.compile(r"self\.\w+\s*(?:\.\s*append\s*\(|\+=|=\s*self\.)")
+FORWARD_KEEPS = re.compile(r"self\.\w+\s*(?:\.\s*append\s*\(|\+=)|self\.(\w+)\s*=\s*self\.\1\s*\+")
 DEF_FORWARD = re.compile(r"def(?<!\wdef)\s+forward\s*\(")
 STATE_OUTPUT = re.compile(r"\.state\.output\b")  # what ignite's process function returned, read by a handler
 
