@@ -6,6 +6,7 @@ A layer above `cuts`, whose detachments it reads."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -164,6 +165,10 @@ def cut_predictions(expr: cst.BaseExpression, graph, loss_function, module_outpu
             yield call, cut[0]
 
 
+# A value cut right where it is handed to a criterion (`mse(out.detach(), y)`, `crit(pred.data, t)`): the text
+# `cut_predictions` needs
+CUT_ARGUMENT = re.compile(r"(?:loss|crit|mse|l1|bce|nll|kl_div|cross_entropy|huber)\w*\s*\((?:[^()\n]*,)?\s*"
+                          r"[\w.\[\]]+\.(?:detach\(\s*\)|data)\s*[,)]")
 # The keywords a criterion takes its tensors by (`F.mse_loss(input=..., target=...)`); the others are options.
 _INPUT_KEYWORDS = ("input", "target", "pred", "preds", "prediction", "output", "x", "y")
 

@@ -16,7 +16,7 @@ from torchlint.analysis.cuts import (
     LIST_TO_TENSOR_CALL, LOSS_DEF_NAME, NAMED_LEAF, NAMED_LEAVES, added_terms, appended_graphs, copied_by_helpers, cut_for_callers,
     learnable, lists_to_tensor, rewrapped, summand_detachments,
 )
-from torchlint.analysis.terms import cut_predictions, forward_sibling, returned_cuts
+from torchlint.analysis.terms import CUT_ARGUMENT, cut_predictions, forward_sibling, returned_cuts
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.exprs import (
@@ -214,7 +214,7 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         cuts = ".detach()" in model.text or ".data" in model.text  # else no argument is cut (`D(fake.detach())`)
-        cut_argument = cuts and _CUT_ARGUMENT.search(model.text) is not None  # `F.mse_loss(out.detach(), y)`
+        cut_argument = cuts and CUT_ARGUMENT.search(model.text) is not None  # `F.mse_loss(out.detach(), y)`
         copies = LIST_TO_TENSOR_CALL.search(model.text) is not None  # else no forward returns a copy
         text = model.text
         appends = ".append" in text
@@ -588,9 +588,6 @@ def _trained_by_another_backward(scope, operand: cst.BaseExpression, b: Event, b
     return False
 
 
-# A value cut right where it is handed to a criterion (`mse(out.detach(), y)`, `crit(pred.data, t)`): `cut_predictions`
-_CUT_ARGUMENT = re.compile(r"(?:loss|crit|mse|l1|bce|nll|kl_div|cross_entropy|huber)\w*\s*\((?:[^()\n]*,)?\s*"
-                           r"[\w.\[\]]+\.(?:detach\(\s*\)|data)\s*[,)]")
 # Cuts that make a Python number: never a tensor baseline or target weighing a graph (those are `.detach()`ed).
 _AS_NUMBER = (".item()", "float()", ".tolist()", ".data[...]")
 
