@@ -332,25 +332,30 @@ def summand_names(expr: cst.BaseExpression, graph: Callable[[cst.BaseExpression]
 def added_terms(expr: cst.BaseExpression, graph) -> list[cst.BaseExpression]:
     """The names (or items of one, `kl[idx]`) added into `expr`: through `+`, a weight without graph, a divisor
     without graph, a sign, a reduction, a sum; not either side of a difference."""
+    return [t for t in term_leaves(expr, graph, differences=False) if type(t) is cst.Name or type(t) is cst.Attribute
+            or type(t) is cst.Subscript and type(t.value) in (cst.Name, cst.Attribute)]
+
+
+def term_leaves(expr: cst.BaseExpression, graph, differences: bool) -> list[cst.BaseExpression]:
+    """The expressions summed into `expr`, as far as sums go: through `+` (and `-` when `differences`), a weight or
+    a divisor without graph (`graph(e)`: does `e` carry one), a sign, a reduction (`.mean()`), a combining call
+    (`sum([...])`, `torch.stack(...)`); each leaf is what none of those is (a name, an item, another call)."""
     node = expr
     while type(node) is cst.Call and type(node.func) is cst.Attribute and not node.args \
             and node.func.attr.value in GRAPH_REDUCTIONS:
         node = node.func.value
-    if type(node) is cst.Name or type(node) is cst.Attribute or (
-            type(node) is cst.Subscript and type(node.value) in (cst.Name, cst.Attribute)):
-        return [node]
     if type(node) is cst.UnaryOperation:
-        return added_terms(node.expression, graph)
+        return term_leaves(node.expression, graph, differences)
     if type(node) is cst.Call and dotted(node.func) in COMBINING_CALLS:
-        return [t for arg in node.args for item in combined_items(arg.value) for t in added_terms(item, graph)]
+        return [t for arg in node.args for item in combined_items(arg.value) for t in term_leaves(item, graph, differences)]
     if type(node) is not cst.BinaryOperation:
-        return []
+        return [node]
     op = type(node.operator)
-    if op is cst.Add:
-        return added_terms(node.left, graph) + added_terms(node.right, graph)
+    if op is cst.Add or differences and op is cst.Subtract:
+        return term_leaves(node.left, graph, differences) + term_leaves(node.right, graph, differences)
     if op is cst.Multiply:
         return [t for side, other in ((node.left, node.right), (node.right, node.left)) if not graph(other)
-                for t in added_terms(side, graph)]
+                for t in term_leaves(side, graph, differences)]
     if op is cst.Divide and not graph(node.right):
-        return added_terms(node.left, graph)
+        return term_leaves(node.left, graph, differences)
     return []

@@ -15,11 +15,11 @@ import libcst as cst
 from torchlint.analysis.cuts import summand_detachments
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import (
-    COMBINING_CALLS, Detachment, as_detachment, combined_items, dotted, positional_params, summand_names,
+    Detachment, as_detachment, dotted, positional_params, summand_names, term_leaves,
 )
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import GRAPH_PRESERVING_METHODS, GRAPH_REDUCTIONS, LOSS_FUNCTION_WORDS, is_module_name
+from torchlint.analysis.semantics import GRAPH_PRESERVING_METHODS, LOSS_FUNCTION_WORDS, is_module_name
 from torchlint.analysis.vkind import VKind
 from torchlint.source.walk import walk
 
@@ -151,7 +151,7 @@ def cut_predictions(expr: cst.BaseExpression, graph, loss_function, module_outpu
     The term gives no gradient at all (a student beside its cut teacher, `kl(s, t.detach())`, or a BYOL
     prediction beside its cut target, has another input with a graph and is not one). `graph(e)`: does `e` carry
     a graph; `loss_function(name)`: is it a criterion's name; `module_output(e)`: is `e` what a module returned."""
-    for call in _term_calls(expr, graph):
+    for call in (t for t in term_leaves(expr, graph, differences=True) if type(t) is cst.Call):
         inputs = [a.value for a in call.args if a.keyword is None or a.keyword.value in _INPUT_KEYWORDS]
         cut = [d for x in inputs if type(x) in (cst.Call, cst.Attribute) and (d := as_detachment(x)) is not None
                and d.how in (".detach()", ".data")]
@@ -171,28 +171,3 @@ CUT_ARGUMENT = re.compile(r"(?:loss|crit|mse|l1|bce|nll|kl_div|cross_entropy|hub
                           r"[\w.\[\]]+\.(?:detach\(\s*\)|data)\s*[,)]")
 # The keywords a criterion takes its tensors by (`F.mse_loss(input=..., target=...)`); the others are options.
 _INPUT_KEYWORDS = ("input", "target", "pred", "preds", "prediction", "output", "x", "y")
-
-
-def _term_calls(expr: cst.BaseExpression, graph) -> list[cst.Call]:
-    """The calls that are terms of `expr`: added, subtracted, weighted or divided by what carries no graph,
-    reduced (`.mean()`), summed (`sum([...])`, `torch.stack(...)`)."""
-    node = expr
-    if type(node) is cst.Call:
-        if type(node.func) is cst.Attribute and node.func.attr.value in GRAPH_REDUCTIONS and not node.args:
-            return _term_calls(node.func.value, graph)
-        if dotted(node.func) in COMBINING_CALLS:
-            return [c for arg in node.args for item in combined_items(arg.value) for c in _term_calls(item, graph)]
-        return [node]
-    if type(node) is cst.UnaryOperation:
-        return _term_calls(node.expression, graph)
-    if type(node) is not cst.BinaryOperation:
-        return []
-    op = type(node.operator)
-    if op in (cst.Add, cst.Subtract):
-        return _term_calls(node.left, graph) + _term_calls(node.right, graph)
-    if op is cst.Multiply:
-        return [c for side, other in ((node.left, node.right), (node.right, node.left)) if not graph(other)
-                for c in _term_calls(side, graph)]
-    if op is cst.Divide and not graph(node.right):
-        return _term_calls(node.left, graph)
-    return []
