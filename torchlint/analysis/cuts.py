@@ -12,8 +12,8 @@ import libcst as cst
 
 from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.events import Event, EventKind
-from torchlint.analysis.exprs import (  # noqa: F401 - added_terms re-exported for the rules
-    COMBINING_CALLS, added_terms, Detachment, as_detachment, combined_items, dotted, is_true, keyword, names_in, positional_params,
+from torchlint.analysis.exprs import (
+    COMBINING_CALLS, Detachment, as_detachment, combined_items, dotted, is_true, keyword, names_in, positional_params,
     summand_names,
 )
 from torchlint.analysis.foreign import CallerUse
@@ -192,12 +192,8 @@ def _cut_terms(model: FileModel, scope: Scope, params: list[str], item: cst.Base
     a criterion's value cut from its graph (`return l1 + 0.5 * l2.item()` with `l2 = F.mse_loss(pred, target)`),
     computed from a parameter a caller passes a model's output for and back-propagates the item: it trains nothing.
     (`param` of the result: the parameter it is computed from.)"""
-    def weight(e, at):  # a factor beside anything that may carry a graph is a weight (`log_prob * adv`)
-        return not model.kinds.of(e, scope, at).graph_free
-
-    defs = scope.summand_defs(item, r, lambda e, at: summand_names(e, lambda x: weight(x, at)))
-    for expr, at in [(item, r)] + [(d.value, d) for d in defs if d.value is not None]:
-        for det in summand_detachments(expr, lambda e, at=at: weight(e, at)):
+    for expr, at in returned_terms(model, scope, item, r):
+        for det in summand_detachments(expr, lambda e, at=at: may_carry_graph(model, scope, e, at)):
             if id(det.node) in reported or not _criterion_value(scope, det.operand, at):
                 continue
             used = scope.depends(det.operand) & set(params)
@@ -207,6 +203,27 @@ def _cut_terms(model: FileModel, scope: Scope, params: list[str], item: cst.Base
                     reported.add(id(det.node))
                     yield CutForCallers(det, sorted(used & fed)[0], u)
                     break
+
+
+def may_carry_graph(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> bool:
+    """Not known to be graph-free: in what a function returns to callers the analysis cannot see, a factor beside
+    such a value is a weight (`-(logp * adv).mean()` with `adv = ret - value.detach()`), not a term."""
+    return not model.kinds.of(expr, scope, at).graph_free
+
+
+def carries_graph(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> bool:
+    """Known to carry a graph, or of unknown kind and named like a loss."""
+    kind = model.kinds.of(expr, scope, at)
+    return kind is VKind.GRAPH or (kind is VKind.UNKNOWN and scope.is_loss(expr))
+
+
+def returned_terms(model: FileModel, scope: Scope, item: cst.BaseExpression,
+                   r: Event) -> list[tuple[cst.BaseExpression, Event]]:
+    """`item` (what the return `r` gives) and the values of the definitions of its terms, followed through the
+    function's own bindings (`total = fit + reg.item(); return total`), a factor beside what may carry a graph
+    being a weight (`may_carry_graph`): each with the event it is read at."""
+    defs = scope.summand_defs(item, r, lambda e, at: summand_names(e, lambda x: may_carry_graph(model, scope, x, at)))
+    return [(item, r)] + [(d.value, d) for d in defs if d.value is not None]
 
 
 def _criterion_value(scope: Scope, x: cst.BaseExpression, at: Event) -> bool:

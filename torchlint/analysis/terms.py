@@ -12,10 +12,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis.cuts import summand_detachments
+from torchlint.analysis.cuts import carries_graph, may_carry_graph, returned_terms, summand_detachments
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import (
-    Detachment, as_detachment, dotted, positional_params, summand_names, term_leaves,
+    Detachment, as_detachment, dotted, positional_params, term_leaves,
 )
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
@@ -50,9 +50,6 @@ def returned_cuts(model: FileModel, scope: Scope, d: Event) -> Iterator[Returned
     if callee is None or callee.own_backwards():
         return
 
-    def weight(e, at):  # a factor beside anything that may carry a graph is a weight (`log_prob * adv`)
-        return not model.kinds.of(e, callee, at).graph_free
-
     for r in callee.own_returns():
         value = r.value
         if whole:
@@ -63,11 +60,10 @@ def returned_cuts(model: FileModel, scope: Scope, d: Event) -> Iterator[Returned
             continue
         assert item is not None  # own_returns: each with a value
 
-        defs = callee.summand_defs(item, r, lambda e, at: summand_names(e, lambda x: weight(x, at))) if whole else []
-        pairs = [(item, r)] + [(x.value, x) for x in defs if x.value is not None]
-        for expr, at in pairs:
-            for det in summand_detachments(expr, lambda e, at=at: weight(e, at)):
-                if _graph(model, callee, det.operand, at) or _from_graph_argument(model, scope, d, callee, det.operand, call):
+        for expr, at in returned_terms(model, callee, item, r) if whole else [(item, r)]:
+            for det in summand_detachments(expr, lambda e, at=at: may_carry_graph(model, callee, e, at)):
+                if carries_graph(model, callee, det.operand, at) or _from_graph_argument(
+                        model, scope, d, callee, det.operand, call):
                     yield ReturnedCut(det, callee)
 
 
@@ -84,12 +80,6 @@ def _returning_callee(model: FileModel, scope: Scope, func: str) -> Scope | None
         if cls is not None and model.is_module_class(cls):
             found = model.resolve(scope, f"{func}.forward")
     return found
-
-
-def _graph(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> bool:
-    """Known to carry a graph, or of unknown kind and named like a loss."""
-    kind = model.kinds.of(expr, scope, at)
-    return kind is VKind.GRAPH or (kind is VKind.UNKNOWN and scope.is_loss(expr))
 
 
 def _from_graph_argument(model: FileModel, scope: Scope, at: Event, callee: Scope, operand: cst.BaseExpression,

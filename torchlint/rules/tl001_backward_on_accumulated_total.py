@@ -25,9 +25,6 @@ from torchlint.source.words import any_word
 SELF_ADD = re.compile(r"self\.[\w.]+\s*(?:\+=|=\s*self\.)|self\.[\w.]+\.append\s*\(|"
                       + any_word({"global", "nonlocal"}, r"\s"))
 
-# `self.total += loss` / `self.total = self.total + loss` in a method: what `_returned_totals` needs first
-_SELF_ADD_TEXT = re.compile(r"self\.\w+\s*(?:\+=|=\s*self\.)")
-
 
 class BackwardOnAccumulatedTotal(Rule):
     code = "TL001"
@@ -119,7 +116,7 @@ The total must be a plain name, an attribute or a dict entry (`stats["loss"] += 
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
-        has_self_call = _SELF_ADD_TEXT.search(model.text) is not None  # else no method keeps a total it returns
+        has_self_call = SELF_ADD.search(model.text) is not None  # else no method keeps a total it returns
         for loop in [*model.loops, *_self_total_bodies(model)]:
             accumulating = any(e.accumulates or e.kind is EventKind.APPEND for e in loop.events)
             returned = loop.node is not None and has_self_call and any(  # `l = self.compute(x)`: a method may

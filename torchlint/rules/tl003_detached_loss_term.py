@@ -13,14 +13,14 @@ import libcst as cst
 from torchlint.analysis import EventKind, Event, FileModel
 from torchlint.analysis.cuts import (
     APPEND_CALL, APPENDED_LIST, COPYING_REWRAPPERS, DEF_FORWARD, DEF_LOSS, DISTRIBUTION_VALUE, LEAF_FLAG,
-    LIST_TO_TENSOR_CALL, LOSS_DEF_NAME, NAMED_LEAF, NAMED_LEAVES, added_terms, appended_graphs, copied_by_helpers, cut_for_callers,
-    learnable, lists_to_tensor, rewrapped, summand_detachments,
+    LIST_TO_TENSOR_CALL, LOSS_DEF_NAME, NAMED_LEAF, NAMED_LEAVES, appended_graphs, carries_graph, copied_by_helpers,
+    cut_for_callers, learnable, lists_to_tensor, rewrapped, summand_detachments,
 )
 from torchlint.analysis.terms import CUT_ARGUMENT, cut_predictions, forward_sibling, returned_cuts
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.exprs import (
-    Detachment, as_detachment, code_of, dotted, is_true, names_in, summand_names,
+    Detachment, added_terms, as_detachment, code_of, dotted, is_true, names_in, summand_names,
 )
 from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.semantics import LOSS_FUNCTION_WORDS, is_callable_name, is_module_name
@@ -247,7 +247,7 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
             seen_defs: set[int] = set()
 
             def terms(e, at, scope=scope):
-                return summand_names(e, lambda x: _carries_graph(model, scope, x, at))
+                return summand_names(e, lambda x: carries_graph(model, scope, x, at))
 
             for b in backwards:
                 assert b.value is not None  # a backward always has its value
@@ -274,13 +274,13 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
                     yield from _cut_prediction_findings(model, scope, expr, at)
                 if helpers:
                     yield from _helper_copy_findings(model, scope, expr, at, reported)
-                dets = summand_detachments(expr, lambda e, at=at: _carries_graph(model, scope, e, at))
+                dets = summand_detachments(expr, lambda e, at=at: carries_graph(model, scope, e, at))
                 # a gap weighting a learned leaf (a dual variable's update); a loss weighted by one is still a term
                 weights = {id(d.node) for d in dets} - {id(d.node) for d in summand_detachments(
-                    expr, lambda e, at=at: _carries_graph(model, scope, e, at) or learnable(model, scope, e, at))
+                    expr, lambda e, at=at: carries_graph(model, scope, e, at) or learnable(model, scope, e, at))
                 } if dets else set()
                 for det in dets:
-                    if not (_carries_graph(model, scope, det.operand, at) or det.how in _AS_NUMBER
+                    if not (carries_graph(model, scope, det.operand, at) or det.how in _AS_NUMBER
                             and forward_sibling(model, scope, det.operand, at, _module_call)):
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
                     if id(det.node) in weights and not scope.is_loss(det.operand):
@@ -375,7 +375,7 @@ def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
 
 def _cut_prediction_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
     """`rec = F.mse_loss(out.detach(), y)` a term of the back-propagated loss (`terms.cut_predictions`)."""
-    for call, det in cut_predictions(expr, lambda e: _carries_graph(model, scope, e, at), _loss_function,
+    for call, det in cut_predictions(expr, lambda e: carries_graph(model, scope, e, at), _loss_function,
                                      lambda e: _module_output(model, scope, e, at)):
         x = code_of(det.operand)
         yield Finding(det.node, f"`{code_of(det.node)}` is the only input with a graph of `{code_of(call.func)}`, and "
@@ -441,7 +441,7 @@ def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Eve
     constant, and the penalty it stands for trains nothing. Only added terms: a difference (`q - target`) or a
     factor beside a graph tensor (`log_prob * advantage`) is a target, baseline or weight."""
     def graph(e: cst.BaseExpression) -> bool:
-        return _carries_graph(model, scope, e, at) or from_trained_forward(model, scope, e, at)
+        return carries_graph(model, scope, e, at) or from_trained_forward(model, scope, e, at)
 
     for term in added_terms(expr, graph):
         name = dotted(term.value if type(term) is cst.Subscript else term)
@@ -465,7 +465,7 @@ def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Even
             for d in summand_detachments(defn.value)
         ]
         if not detached:
-            if (dotted(call.func) or "") in COPYING_REWRAPPERS and _carries_graph(model, scope, value, at):
+            if (dotted(call.func) or "") in COPYING_REWRAPPERS and carries_graph(model, scope, value, at):
                 # `Variable(loss, requires_grad=True)`: a new leaf of the loss's value, without its graph
                 yield Finding(
                     call,
@@ -548,15 +548,15 @@ def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event,
         arg = call.args[0].value
         if type(arg) in (cst.List, cst.Tuple):
             held = [el.value for el in arg.elements if type(el) is cst.Element]  # type: ignore[attr-defined]
-            losses = [e for e in held if _carries_graph(model, scope, e, at)]
+            losses = [e for e in held if carries_graph(model, scope, e, at)]
         elif type(arg) is cst.Name:
             # what is appended carries a graph, or, into a list named like a loss, is not known to be a number
             named = scope.is_loss(arg)
             losses = [s.value for s in scope.stores(arg.value) if s.value is not None and s.kind is EventKind.APPEND
-                      and (_carries_graph(model, scope, s.value, s)
+                      and (carries_graph(model, scope, s.value, s)
                            or named and model.kinds.of(s.value, scope, s) is VKind.UNKNOWN)]
             losses += [d.value.elt for d in scope.summand_defs(arg, at)  # `losses = [crit(h, y) for h in heads]`
-                       if type(d.value) is cst.ListComp and _carries_graph(model, scope, d.value.elt, d)]
+                       if type(d.value) is cst.ListComp and carries_graph(model, scope, d.value.elt, d)]
         else:
             continue
         if not losses:
@@ -590,9 +590,3 @@ def _trained_by_another_backward(scope, operand: cst.BaseExpression, b: Event, b
 
 # Cuts that make a Python number: never a tensor baseline or target weighing a graph (those are `.detach()`ed).
 _AS_NUMBER = (".item()", "float()", ".tolist()", ".data[...]")
-
-
-def _carries_graph(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> bool:
-    """Known to carry a graph, or of unknown kind and named like a loss."""
-    kind = model.kinds.of(expr, scope, at)
-    return kind is VKind.GRAPH or (kind is VKind.UNKNOWN and scope.is_loss(expr))

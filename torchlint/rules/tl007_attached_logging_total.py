@@ -13,6 +13,7 @@ import libcst as cst
 
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.bindings import bounded, runs_while_kept
+from torchlint.analysis.cuts import DEF_FORWARD
 from torchlint.analysis.engines import kept_by_forward, outputs_kept
 from torchlint.analysis.handing import handed_on
 from torchlint.analysis.keeping import (
@@ -39,7 +40,6 @@ _BACKWARD_TEXT = re.compile(r"backward\s*\(")  # what `project_callers` reads a 
 ITERATION_COMPLETED = re.compile(word_start("ITERATION_COMPLETED") + r"\b")  # ignite's event
 # `self.acts.append(h)`, `self.reg += r`, `self.reg = self.reg + r` in a module's `forward` (`engines.kept_by_forward`)
 FORWARD_KEEPS = re.compile(r"self\.\w+\s*(?:\.\s*append\s*\(|\+=)|self\.(\w+)\s*=\s*self\.\1\s*\+")
-DEF_FORWARD = re.compile(r"def(?<!\wdef)\s+forward\s*\(")
 STATE_OUTPUT = re.compile(r"\.state\.output\b")  # what ignite's process function returned, read by a handler
 
 

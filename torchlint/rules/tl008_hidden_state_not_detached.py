@@ -13,6 +13,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop, Scope
+from torchlint.analysis.cuts import DEF_FORWARD
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.semantics import STATE_RESETS
 from torchlint.analysis.exprs import code_of, dotted
@@ -35,7 +36,7 @@ class HiddenStateNotDetached(Rule):
     # or on a `detach()` that does nothing, overriding one that detaches (a file that need not train).
     requires = ((BACKWARD_CALL, NOOP_DETACH), (LOOP, NOOP_DETACH))
     scope_requires = (BACKWARD_CALL, LOOP)
-    scope_alternatives = ((re.compile(r"def(?<!\wdef)\s+forward\s*\("),), (DEF_DETACH,))
+    scope_alternatives = ((DEF_FORWARD,), (DEF_DETACH,))
     runtime_signs = (Sign.SAVED_TENSOR_MODIFIED,)
     runtime_also = (Sign.BACKWARD_THROUGH_FREED_GRAPH,)
     fix_promise = "no backward of the fixed run reaches the previous batch's graph"
