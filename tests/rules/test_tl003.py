@@ -1,5 +1,7 @@
 """TL003 detached term in a loss sum."""
 
+import textwrap
+
 import pytest
 
 from tests.helpers import findings, fixed, messages
@@ -1378,3 +1380,104 @@ def test_no_grad_term_joined_with_a_graph_after_its_block():
     src = NO_GRAD_CHAIN.replace("{after}", "kl_loss = self.args.kl_beta * kl + (output.pred ** 2).mean()")
     (line, _, message), = messages(src, "TL003")
     assert line == 8 and message.startswith("`kl` is computed under `torch.no_grad()`")
+
+
+# -- a loss made a new leaf by re-wrapping its values (issue 27, family 5) -----------------------------------------
+REWRAP = """
+    for x, y in loader:
+        optimizer.zero_grad()
+        out = model(x)
+        {lines}
+        loss.backward()
+        optimizer.step()
+"""
+
+REWRAP_POSITIVE = {
+    # a list written out of criterion values, copied into a leaf: its values, not their graphs
+    "written_list_made_a_leaf": ("parts = [criterion(out, y), out.abs().mean()]\n"
+                                 "        loss = torch.tensor(parts, requires_grad=True).sum()", (6, 12)),
+    "written_list_inline": ("loss = torch.tensor([criterion(out, y), out.pow(2).mean()], requires_grad=True).mean()",
+                            (5, 12)),
+    # `.detach().requires_grad_()`: a new leaf of the loss's value
+    "detached_then_required": ("loss = criterion(out, y).clone().detach().requires_grad_(True)", (5, 12)),
+    "detached_then_required_bare": ("loss = criterion(out, y).detach().requires_grad_()", (5, 12)),
+    # numbers read from the graph copied into a new tensor among the loss's terms
+    "item_in_a_new_tensor": ("loss = criterion(out, y) + torch.tensor(0.1 * out.abs().mean().item())", (5, 51)),
+    "items_in_a_new_list_tensor": ("loss = torch.FloatTensor([criterion(out, y).item()])\n"
+                                   "        loss.requires_grad = True", (5, 31)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REWRAP_POSITIVE))
+def test_rewrapped_loss(name):
+    lines, where = REWRAP_POSITIVE[name]
+    assert findings(REWRAP.replace("{lines}", lines), "TL003") == [where]
+
+
+REWRAP_NEGATIVE = {
+    # a learnable weight made on purpose, beside the model's loss
+    "learnable_scalar": "log_var = torch.tensor(0.0, requires_grad=True)\n"
+                        "        loss = criterion(out, y) * torch.exp(-log_var) + log_var",
+    # an adversarial input made a leaf and fed to the model: the loss keeps the model's graph
+    "input_made_a_leaf": "x_adv = x.detach().requires_grad_(True)\n        loss = criterion(model(x_adv), y)",
+    # a list of constants copied into a tensor, used as a weight
+    "constant_weights": "w = torch.tensor([1.0, 2.0, 0.5], requires_grad=True)\n        loss = (w * criterion(out, y)).sum()",
+    # a number copied into a tensor and used as a weight of the loss
+    "copied_weight": "loss = criterion(out, y) * torch.tensor(scale.item())",
+    # `.requires_grad_(False)` freezes, it does not re-wrap
+    "required_false": "loss = criterion(out, y) + out.detach().requires_grad_(False).sum() * 0",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REWRAP_NEGATIVE))
+def test_rewrapped_look_alikes(name):
+    assert findings(REWRAP.replace("{lines}", REWRAP_NEGATIVE[name]), "TL003") == []
+
+
+def test_a_number_copied_into_a_tensor_has_no_fix():
+    """`torch.tensor(reg.item())`: using `reg` itself inside the copy would still cut it, so nothing is offered."""
+    src = REWRAP.replace("{lines}", "loss = criterion(out, y) + torch.tensor(out.abs().mean().item())")
+    assert len(messages(src, "TL003")) == 1
+    assert fixed(src, "TL003", unsafe=True) == textwrap.dedent(src)
+
+
+def test_a_loss_method_of_the_class_given_a_cut_sample_may_run_the_critic():
+    """`self.discriminator_loss(real.data, fake.data)`: the method runs the discriminator on the cut sample, whose
+    parameters are the graph of that loss; cutting the generator out of it is what a critic's step wants."""
+    src = """
+        class Generator(nn.Module):
+            def forward(self, z):
+                return self.net(z)
+
+
+        class GAN:
+            def __init__(self):
+                self.gen = Generator()
+
+            def discriminator_loss(self, real, fake):
+                return self.disc(fake).mean() - self.disc(real).mean()
+
+            def fit(self, loader):
+                for real in loader:
+                    fake = self.gen(noise())
+                    self.opt_d.zero_grad()
+                    d_loss = self.discriminator_loss(real.data, fake.data)
+                    d_loss.backward()
+                    self.opt_d.step()
+    """
+    assert findings(src, "TL003") == []
+
+
+def test_a_latent_made_a_leaf_for_guidance_is_no_loss():
+    """`latents.detach().requires_grad_()` in a sampler that takes gradients of a guidance score: not a loss; the
+    rule reads it without failing (a `.requires_grad_()` call has no argument to copy)."""
+    src = """
+        def guide(latents, score_fn, weights, seen):
+            w = torch.tensor(weights, dtype=torch.float32)
+            latents = latents.detach().requires_grad_()
+            score = score_fn(latents) * w
+            seen.append(score.item())
+            grads = torch.autograd.grad(score, latents)[0]
+            return latents + grads
+    """
+    assert findings(src, "TL003") == []

@@ -11,7 +11,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis.bindings import bound_values
-from torchlint.analysis.events import Event, EventKind
+from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import (
     COMBINING_CALLS, Detachment, as_detachment, combined_items, dotted, is_true, keyword, names_in, positional_params,
     summand_names,
@@ -263,6 +263,10 @@ def summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> list
         func = dotted(expr.func)
         if func in COMBINING_CALLS:
             return [d for arg in expr.args for item in combined_items(arg.value) for d in summand_detachments(item, graph)]
+        if func in LIST_TO_TENSOR and expr.args and expr.args[0].keyword is None and not expr.args[0].star \
+                and keyword(expr, "requires_grad") is None:  # (a new leaf is a re-wrapping: `rewrapped`)
+            # `torch.tensor(reg.item())`, `torch.Tensor([a.item(), b.item()])`: the numbers copied into a new tensor
+            return [d for item in combined_items(expr.args[0].value) for d in summand_detachments(item, graph)]
         if type(expr.func) is cst.Attribute and expr.func.attr.value in GRAPH_REDUCTIONS and not expr.args:
             return summand_detachments(expr.func.value, graph)
     return []
@@ -418,6 +422,8 @@ def rewrapped(expr: cst.BaseExpression) -> list[cst.Call]:
     """`torch.tensor(value, requires_grad=True)` (or `Variable(value, requires_grad=True)`) among the terms of
     `expr`: a new leaf made from a value, with no path back to the model."""
     def leaf(node: cst.Call) -> bool:
+        if type(node.func) is cst.Attribute and node.func.attr.value == "requires_grad_":
+            return rewrapped_value(node) is not node.func  # `loss.detach().requires_grad_()`
         grad = keyword(node, "requires_grad")
         return (dotted(node.func) or "") in TENSOR_REWRAPPERS and grad is not None and is_true(grad.value) \
             and bool(node.args) and node.args[0].keyword is None
@@ -427,6 +433,37 @@ def rewrapped(expr: cst.BaseExpression) -> list[cst.Call]:
         return node.func.value if reduces else None  # type: ignore[attr-defined]  # an Attribute when it reduces
 
     return term_calls(expr, leaf, through)
+
+
+def rewrapped_value(call: cst.Call) -> cst.BaseExpression:
+    """What a re-wrapping call makes a new leaf of: the first argument of `torch.tensor(v, requires_grad=True)`, or
+    the detached value a `.requires_grad_()` (`.requires_grad_(True)`) is called on (`loss.detach().requires_grad_()`;
+    on a value with a graph the call changes nothing). Else the call's function."""
+    func = call.func
+    if type(func) is cst.Attribute and func.attr.value == "requires_grad_":
+        first = call.args[0] if call.args else None
+        on = first is None or (first.keyword is None or first.keyword.value == "requires_grad") and is_true(first.value)
+        return func.value if on and as_detachment(func.value) is not None else func
+    return call.args[0].value if call.args else func
+
+
+def written_graphs(model: FileModel, scope: Scope, value: cst.BaseExpression, at: Event) -> bool:
+    """`[ce, kl]` written out, or a name every definition of which reaching `at` is such a list, with an item that
+    carries a graph (`torch.tensor([ce, kl], requires_grad=True)` copies their values, not their graphs)."""
+    written: list[tuple[cst.BaseExpression, Event]] = [(value, at)]
+    if type(value) is cst.Name:
+        defs, entry = scope.reaching(value.value, at)
+        written = [(d.value, d) for d in defs if d.variant is AssignForm.PLAIN and d.value is not None]
+        if entry or not defs or len(written) != len(defs):
+            return False
+    return any(type(v) in (cst.List, cst.Tuple) and any(carries_graph(model, scope, item, d) for item in combined_items(v))
+               for v, d in written)
+
+
+def in_new_tensor(expr: cst.BaseExpression, node: cst.CSTNode) -> bool:
+    """Is `node` inside a call of `expr` that copies values into a new tensor (`torch.tensor(reg.item())`)."""
+    return any(any(n is node for n in walk(call)) for call in walk(expr)
+               if type(call) is cst.Call and dotted(call.func) in LIST_TO_TENSOR)
 
 
 def term_calls(expr: cst.BaseExpression, wanted, through) -> list[cst.Call]:

@@ -12,6 +12,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.cuts import carries_graph, may_carry_graph, returned_terms, summand_detachments
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import (
@@ -19,7 +20,7 @@ from torchlint.analysis.exprs import (
 )
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import GRAPH_PRESERVING_METHODS, LOSS_FUNCTION_WORDS, is_module_name
+from torchlint.analysis.semantics import GRAPH_PRESERVING_METHODS, LOSS_FUNCTION_WORDS, is_callable_name, is_module_name
 from torchlint.analysis.vkind import VKind
 from torchlint.source.walk import walk
 
@@ -161,3 +162,37 @@ CUT_ARGUMENT = re.compile(r"(?:loss|crit|mse|l1|bce|nll|kl_div|cross_entropy|hub
                           r"[\w.\[\]]+\.(?:detach\(\s*\)|data)\s*[,)]")
 # The keywords a criterion takes its tensors by (`F.mse_loss(input=..., target=...)`); the others are options.
 _INPUT_KEYWORDS = ("input", "target", "pred", "preds", "prediction", "output", "x", "y")
+
+
+def cut_args(call: cst.Call) -> list[Detachment]:
+    """The arguments of `call` cut from the graph with `.detach()` or `.data` (`D(fake.detach(), y)`)."""
+    return [d for a in call.args if (d := as_detachment(a.value)) is not None and d.how in (".detach()", ".data")]
+
+
+def module_call(model: FileModel, scope: Scope, call: cst.Call, at: Event) -> bool:
+    """A call of a module that is not a criterion: known to be one, named like one, or an attribute of `self`
+    bound only to instances of a class (`self.d = Discriminator(...)` in `__init__`) whose name is not a loss's."""
+    func = dotted(call.func) or ""
+    if loss_function(func):
+        return False
+    if model.kinds.of(call.func, scope, at) is VKind.MODULE or (is_module_name(func) and "." not in func):
+        return True
+    values = bound_values(model, scope, func) if func.startswith("self.") and func.count(".") == 1 else None
+    return bool(values) and all(
+        type(v) is cst.Call and (c := dotted(v.func)) is not None and c.rsplit(".", 1)[-1][:1].isupper()
+        and not any(w in c.lower() for w in LOSS_FUNCTION_WORDS) for v in values)  # type: ignore[union-attr]
+
+
+def module_output(model: FileModel, scope: Scope, x: cst.BaseExpression, at: Event) -> bool:
+    """Known to carry a graph, or bound (every definition reaching `at`) to what a module returns."""
+    kind = model.kinds.of(x, scope, at)
+    if kind is not VKind.UNKNOWN or type(x) is not cst.Name:
+        return kind is VKind.GRAPH
+    defs, entry = scope.reaching(x.value, at)
+    return bool(defs) and not entry and all(
+        type(d.value) is cst.Call and module_call(model, scope, d.value, d) for d in defs)
+
+
+def loss_function(func: str) -> bool:
+    """`F.l1_loss`, `criterion`, `self.recon_crit`, `mse`: a name that says it computes a loss."""
+    return is_callable_name(func) or any(w in func.lower() for w in LOSS_FUNCTION_WORDS)

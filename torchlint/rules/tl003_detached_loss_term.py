@@ -14,16 +14,15 @@ from torchlint.analysis import EventKind, Event, FileModel
 from torchlint.analysis.cuts import (
     APPEND_CALL, APPENDED_LIST, COPYING_REWRAPPERS, DEF_FORWARD, DEF_LOSS, DISTRIBUTION_VALUE, LEAF_FLAG,
     LIST_TO_TENSOR_CALL, LOSS_DEF_NAME, NAMED_LEAF, NAMED_LEAVES, appended_graphs, carries_graph, copied_by_helpers,
-    cut_for_callers, learnable, lists_to_tensor, rewrapped, summand_detachments,
+    cut_for_callers, in_new_tensor, learnable, lists_to_tensor, rewrapped, rewrapped_value, summand_detachments,
+    written_graphs,
 )
-from torchlint.analysis.terms import CUT_ARGUMENT, cut_predictions, forward_sibling, returned_cuts
+from torchlint.analysis.terms import (
+    CUT_ARGUMENT, cut_args, cut_predictions, forward_sibling, loss_function, module_call, module_output, returned_cuts,
+)
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
-from torchlint.analysis.exprs import (
-    Detachment, added_terms, as_detachment, code_of, dotted, is_true, names_in, summand_names,
-)
-from torchlint.analysis.bindings import bound_values
-from torchlint.analysis.semantics import LOSS_FUNCTION_WORDS, is_callable_name, is_module_name
+from torchlint.analysis.exprs import added_terms, code_of, dotted, is_true, names_in, summand_names
 from torchlint.source.walk import calls_in_evaluation_order, walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
@@ -80,7 +79,11 @@ detached loss value re-wrapped as a new leaf, `torch.tensor(loss.item(), require
 `Variable(total.data, requires_grad=True)`, usually written to silence "element 0 of tensors does not require
 grad": the backward stops at that leaf and no parameter gets a gradient. The same for a loss that still has its
 graph: `Variable(loss, requires_grad=True)` and `torch.tensor(loss, requires_grad=True)` return a new leaf that
-copies the value and drops the graph (Variable no longer returns its argument). And `loss.requires_grad = True` on a
+copies the value and drops the graph (Variable no longer returns its argument); so does `torch.tensor([ce, kl],
+requires_grad=True)` of a list written out (or a name bound only to one) with an item that carries a graph, and
+`loss.detach().requires_grad_()` (`.clone().detach().requires_grad_(True)`). A number read from the graph and copied
+into a new tensor among the terms (`ce + torch.tensor(reg.item())`, `torch.FloatTensor([loss.item()])`) is a cut
+term too, reported without a fix (the copy would cut `reg` itself). And `loss.requires_grad = True` on a
 back-propagated loss (not bound again before its backward): PyTorch sets the flag only on a leaf (on a value with a
 graph the line raises), so where it runs the loss holds no graph (`argmax`, `.numpy()`): nothing trains. And a helper
 of the same file that returns several losses as a tuple with one of them detached (`return ce, reg.item()`), when the caller adds that
@@ -99,7 +102,8 @@ aux.mean().item()`): that call ran with grad, so `aux` carries the graph the num
 `.detach()`ed output beside it is left alone, the baseline of an actor-critic). A criterion among the terms whose
 only input with a graph is a module's output it is given cut: `rec = F.mse_loss(out.detach(), y)` in `loss = rec +
 reg` gives no gradient at all (not when another input carries a graph, `mse(student, teacher.detach())`, nor a
-method of an object named like a loss, `D.compute_loss(fake.detach(), label)`, which runs the critic). No fix.
+method of an object named like a loss, `D.compute_loss(fake.detach(), label)`, nor a function or method of the file,
+`self.discriminator_loss(real.data, fake.data)`: either may run the critic on the cut sample). No fix.
 A module's input cut in a loss that trains that input's producer through another term: `G_loss =
 mse(D(fake.detach()), ones) + l1(fake, real)`, the generator's loss whose adversarial term reaches only `D` (a
 module: known to be one, named like one, or an attribute of `self` bound to an instance of a class). No fix.
@@ -281,7 +285,7 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
                 } if dets else set()
                 for det in dets:
                     if not (carries_graph(model, scope, det.operand, at) or det.how in _AS_NUMBER
-                            and forward_sibling(model, scope, det.operand, at, _module_call)):
+                            and forward_sibling(model, scope, det.operand, at, module_call)):
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
                     if id(det.node) in weights and not scope.is_loss(det.operand):
                         continue
@@ -293,7 +297,8 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
                         f"`{code_of(det.node)}` cuts `{operand}` out of the graph ({det.how}), yet it is added into a "
                         f"loss that is back-propagated: this term gets no gradient (loss never improves, or 'element "
                         f"0 of tensors does not require grad')",
-                        Fix("unsafe", f"use `{operand}` itself", ((det.node, det.operand),)),
+                        None if in_new_tensor(expr, det.node)  # `torch.tensor(reg.item())`: no tensor to use
+                        else Fix("unsafe", f"use `{operand}` itself", ((det.node, det.operand),)),
                     )
             for d in tuple_items:
                 yield from _helper_item_findings(model, scope, d)
@@ -355,12 +360,12 @@ def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
     for value, at in values:
         for call in (n for n in walk(value) if type(n) is cst.Call):
             func = dotted(call.func)
-            cut = _cut_args(call)
-            if func is None or not cut or not _module_call(model, scope, call, at):
+            cut = cut_args(call)
+            if func is None or not cut or not module_call(model, scope, call, at):
                 continue  # the cheap tests first: most calls are handed no cut value
             for det in cut:
                 x = dotted(det.operand)
-                if x is None or not _module_output(model, scope, det.operand, at):
+                if x is None or not module_output(model, scope, det.operand, at):
                     continue
                 uses = [(c, v) for v, _ in values for c in _calls_given(v, x)]
                 if uses and not any(dotted(n.func) == func and any(dotted(a.value) == x for a in n.args)
@@ -374,9 +379,13 @@ def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
 
 
 def _cut_prediction_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
-    """`rec = F.mse_loss(out.detach(), y)` a term of the back-propagated loss (`terms.cut_predictions`)."""
-    for call, det in cut_predictions(expr, lambda e: carries_graph(model, scope, e, at), _loss_function,
-                                     lambda e: _module_output(model, scope, e, at)):
+    """`rec = F.mse_loss(out.detach(), y)` a term of the back-propagated loss (`terms.cut_predictions`). Not a
+    function or method of the file, which may run a trained module itself (a critic's loss of a cut sample)."""
+    def criterion(name: str) -> bool:
+        return loss_function(name) and model.resolve(scope, name) is None
+
+    for call, det in cut_predictions(expr, lambda e: carries_graph(model, scope, e, at), criterion,
+                                     lambda e: module_output(model, scope, e, at)):
         x = code_of(det.operand)
         yield Finding(det.node, f"`{code_of(det.node)}` is the only input with a graph of `{code_of(call.func)}`, and "
                       f"it is cut ({det.how}), yet that term is added into a loss that is back-propagated: it gives "
@@ -389,50 +398,16 @@ def _holds_cut_argument(model: FileModel, scope) -> bool:
     `_cut_input_findings` reads (a walk of the events' values, not of the whole body). The syntactic tests first."""
     pairs = [(n, e) for e in scope.events if e.scope is scope.node and e.value is not None
              for n in calls_in_evaluation_order(e.value)]
-    cut = {dotted(d.operand) for n, _ in pairs for d in _cut_args(n)} - {None}
-    return bool(cut) and any(dotted(a.value) in cut and _loss_function(dotted(n.func) or "") for n, _ in pairs
-                             for a in n.args) and any(_cut_args(n) and _module_call(model, scope, n, e) for n, e in pairs)
-
-
-def _cut_args(call: cst.Call) -> list[Detachment]:
-    """The arguments of `call` cut from the graph with `.detach()` or `.data` (`D(fake.detach(), y)`)."""
-    return [d for a in call.args if (d := as_detachment(a.value)) is not None and d.how in (".detach()", ".data")]
-
-
-def _module_call(model: FileModel, scope, call: cst.Call, at: Event) -> bool:
-    """A call of a module that is not a criterion: known to be one, named like one, or an attribute of `self`
-    bound only to instances of a class (`self.d = Discriminator(...)` in `__init__`) whose name is not a loss's."""
-    func = dotted(call.func) or ""
-    if _loss_function(func):
-        return False
-    if model.kinds.of(call.func, scope, at) is VKind.MODULE or (is_module_name(func) and "." not in func):
-        return True
-    values = bound_values(model, scope, func) if func.startswith("self.") and func.count(".") == 1 else None
-    return bool(values) and all(
-        type(v) is cst.Call and (c := dotted(v.func)) is not None and c.rsplit(".", 1)[-1][:1].isupper()
-        and not any(w in c.lower() for w in LOSS_FUNCTION_WORDS) for v in values)  # type: ignore[union-attr]
-
-
-def _module_output(model: FileModel, scope, x: cst.BaseExpression, at: Event) -> bool:
-    """Known to carry a graph, or bound (every definition reaching `at`) to what a module returns."""
-    kind = model.kinds.of(x, scope, at)
-    if kind is not VKind.UNKNOWN or type(x) is not cst.Name:
-        return kind is VKind.GRAPH
-    defs, entry = scope.reaching(x.value, at)
-    return bool(defs) and not entry and all(
-        type(d.value) is cst.Call and _module_call(model, scope, d.value, d) for d in defs)
+    cut = {dotted(d.operand) for n, _ in pairs for d in cut_args(n)} - {None}
+    return bool(cut) and any(dotted(a.value) in cut and loss_function(dotted(n.func) or "") for n, _ in pairs
+                             for a in n.args) and any(cut_args(n) and module_call(model, scope, n, e) for n, e in pairs)
 
 
 def _calls_given(value: cst.BaseExpression, x: str) -> list[cst.Call]:
     """The criteria and loss functions in `value` handed `x` itself (not cut): `F.l1_loss(fake, real)`, a term
     that trains what made `x` (another module reading `x` may be the critic's own business)."""
     return [n for n in walk(value) if type(n) is cst.Call and any(dotted(a.value) == x for a in n.args)
-            and _loss_function(dotted(n.func) or "")]
-
-
-def _loss_function(func: str) -> bool:
-    """`F.l1_loss`, `criterion`, `self.recon_crit`, `mse`: a name that says it computes a loss."""
-    return is_callable_name(func) or any(w in func.lower() for w in LOSS_FUNCTION_WORDS)
+            and loss_function(dotted(n.func) or "")]
 
 
 def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event, reported: set[int]) -> Iterator[Finding]:
@@ -459,19 +434,21 @@ def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Eve
 def _rewrap_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
     """A detached loss re-wrapped as a new leaf (`torch.tensor(loss.item(), requires_grad=True)`): no parameter."""
     for call in rewrapped(expr):
-        value = call.args[0].value
+        value = rewrapped_value(call)
         detached = summand_detachments(value) + [
             d for defn in scope.summand_defs(value, at) if defn.value is not None
             for d in summand_detachments(defn.value)
         ]
         if not detached:
-            if (dotted(call.func) or "") in COPYING_REWRAPPERS and carries_graph(model, scope, value, at):
+            listed = written_graphs(model, scope, value, at)
+            if (dotted(call.func) or "") in COPYING_REWRAPPERS and (listed or carries_graph(model, scope, value, at)):
                 # `Variable(loss, requires_grad=True)`: a new leaf of the loss's value, without its graph
                 yield Finding(
                     call,
                     f"`{code_of(call)}` copies `{code_of(value)}` into a new leaf tensor, without its graph: "
-                    f"backward() stops there and no parameter gets a gradient; back-propagate `{code_of(value)}` "
-                    f"itself",
+                    f"backward() stops there and no parameter gets a gradient; " + (
+                        "combine them with `torch.stack(...)` instead" if listed
+                        else f"back-propagate `{code_of(value)}` itself"),
                 )
             for defn in scope.summand_defs(value, at):  # `loss = torch.tensor(losses).sum()`, then `Variable(loss)`
                 yield from _list_findings(model, scope, defn.value, defn, "is re-wrapped as the back-propagated loss")
@@ -508,7 +485,7 @@ def _list_leaf_findings(model: FileModel, scope) -> Iterator[Finding]:
         if e.scope is not scope.node or e.value is None or e.kind not in (EventKind.ASSIGN, EventKind.RETURN):
             continue
         for call in rewrapped(e.value):
-            arg = call.args[0].value
+            arg = rewrapped_value(call)
             if type(arg) not in (cst.Name, cst.Attribute) or (dotted(call.func) or "") not in COPYING_REWRAPPERS:
                 continue
             held = appended_graphs(model, scope, arg)
