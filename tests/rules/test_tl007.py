@@ -3261,3 +3261,142 @@ def test_a_dict_of_objects_of_several_classes_is_not_followed():
     src = METERS_IN_A_DICT.format(meters_built="{'loss': AverageMeter('loss'), 'time': Timer()}",
                                   value="loss_dict[k]").replace("def train(", "class Timer:\n    def update(self, v, n=1):\n        pass\n\ndef train(")
     assert findings(src, "TL007") == []
+
+
+# -- a total kept by a paired assignment or by an in-place add ---------------------------------------------------
+KEPT_BY = """
+    for epoch in range(epochs):
+        {start}
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            {keep}
+        print(total)
+"""
+
+KEPT_BY_POSITIVE = {
+    # `a, b = a + v, b + 1` binds each name to its own item: `total += loss * len(x)`
+    "paired_assignment": ("total, n = 0, 0", "total, n = total + loss * len(x), n + len(x)", (9, 9)),
+    # `total.add_(loss)` adds into `total` in place: the first add makes it require grad, then each graph is kept
+    "in_place_add": ("total = torch.zeros(())", "total.add_(loss)", (9, 9)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KEPT_BY_POSITIVE))
+def test_total_kept_by(name):
+    start, keep, where = KEPT_BY_POSITIVE[name]
+    assert findings(KEPT_BY.replace("{start}", start).replace("{keep}", keep), "TL007") == [where]
+
+
+KEPT_BY_NEGATIVE = {
+    "paired_assignment_of_numbers": ("total, n = 0, 0", "total, n = total + loss.item() * len(x), n + len(x)"),
+    # a swap is not two assignments in a row: `total` is bound to the old `n`, a count
+    "swap": ("total, n = 0, 0", "total, n = n, total + 1"),
+    "in_place_add_detached": ("total = torch.zeros(())", "total.add_(loss.detach())"),
+    # a parameter moved in place under no_grad (a hand-written update), not a total
+    "in_place_update": ("total = 0", "with torch.no_grad():\n                w.add_(-lr * w.grad)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KEPT_BY_NEGATIVE))
+def test_total_kept_by_look_alikes(name):
+    start, keep = KEPT_BY_NEGATIVE[name]
+    assert findings(KEPT_BY.replace("{start}", start).replace("{keep}", keep), "TL007") == []
+
+
+def test_paired_total_fix_detaches_its_item():
+    src = KEPT_BY.replace("{start}", "total, n = 0, 0").replace("{keep}", "total, n = total + loss, n + 1")
+    assert "total, n = total + loss.detach(), n + 1" in fixed(src, "TL007")
+
+
+# -- a transformers/trl Trainer subclass's step hooks run once per step of the Trainer's loop ----------------------
+TRAINER_HOOK = """
+    import torch
+    from {package} import {base}
+
+
+    class Distiller({base}):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.aux_seen = []
+
+        def {hook}(self, model, inputs, return_outputs=False):
+            outputs = model(**inputs)
+            aux = outputs.logits.pow(2).mean()
+            {keep}
+            loss = outputs.loss + 0.01 * aux
+            return (loss, outputs) if return_outputs else loss
+"""
+
+
+def _trainer_hook(package="transformers", base="Trainer", hook="compute_loss", keep="self.aux_seen.append(aux)"):
+    return TRAINER_HOOK.format(package=package, base=base, hook=hook, keep=keep)
+
+
+@pytest.mark.parametrize(("package", "base", "hook"), [
+    ("transformers", "Trainer", "compute_loss"),
+    ("transformers", "Seq2SeqTrainer", "compute_loss"),
+    ("trl", "SFTTrainer", "compute_loss"),
+])
+def test_trainer_hook_keeps_each_steps_graph(package, base, hook):
+    (line, col, message), = messages(_trainer_hook(package, base, hook), "TL007")
+    assert (line, col) == (14, 9)
+    assert "outlives each call of `compute_loss()`, run once per training step" in message
+
+
+@pytest.mark.parametrize("src", [
+    _trainer_hook(keep="self.aux_seen.append(aux.item())"),  # a number
+    _trainer_hook(keep="self.aux_last = aux"),  # one step's value, replaced by the next
+    _trainer_hook(package="mylib.training"),  # a Trainer of another package: nothing says when it runs the hook
+    _trainer_hook(hook="evaluate_loss"),  # not a hook the Trainer runs per step
+], ids=["item", "replaced", "other_package", "other_method"])
+def test_trainer_hook_look_alikes(src):
+    assert findings(src, "TL007") == []
+
+
+def test_a_step_method_in_a_file_without_a_loop_keeps_each_steps_graph():
+    """An agent's `update(batch)` back-propagates and steps: a loop of another file runs it once per step, so what
+    it appends to `self` keeps every step's graph, though this file has no loop of its own."""
+    src = """
+        class Agent:
+            def __init__(self, net):
+                self.net = net
+                self.opt = torch.optim.Adam(net.parameters())
+                self.losses = []
+
+            def update(self, obs, ret):
+                loss = (self.net(obs) - ret).pow(2).mean()
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+                self.losses.append(loss)
+                return loss.item()
+    """
+    assert findings(src, "TL007") == [(13, 9)]
+    assert findings(src.replace("self.losses.append(loss)", "self.losses.append(loss.item())"), "TL007") == []
+
+
+ITEM_STORE = """
+    for epoch in range(epochs):
+        seen = {made}
+        for i, (x, y) in enumerate(loader):
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            seen[i] = loss
+        print(seen.mean())
+"""
+
+
+def test_an_item_stored_into_a_tensor_keeps_its_graph():
+    """`seen[i] = loss` into a torch tensor copies through autograd: `seen` then holds every step's graph."""
+    assert findings(ITEM_STORE.format(made="torch.zeros(len(loader))"), "TL007") == [(9, 9)]
+
+
+@pytest.mark.parametrize("made", ["np.zeros(len(loader))", "numpy.empty(len(loader))"])
+def test_an_item_stored_into_an_ndarray_keeps_no_graph(made):
+    """An ndarray holds numbers: the store converts the loss (or raises), it keeps no graph."""
+    assert findings(ITEM_STORE.format(made=made), "TL007") == []

@@ -18,7 +18,7 @@ from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.prescan import scan_imports
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import ITERATION_ENGINES
+from torchlint.analysis.semantics import GRAD_MODE_SWITCHES, ITERATION_ENGINES
 from torchlint.analysis.vkind import VKind
 from torchlint.source.walk import walk
 
@@ -191,3 +191,28 @@ def _emptied(model: FileModel, forward: Scope, target: str) -> bool:
     emptying = (rf"(?<!self)\.{attr}\s*=(?!=)|\.{attr}\s*\[\s*:\s*\]\s*=|\.{attr}\s*\.\s*(?:clear|pop|popleft)\s*\("
                 rf"|\bdel\s+[\w.]*\.{attr}\b")
     return re.search(emptying, model.text) is not None
+
+
+def training_callers(model: FileModel, callee: Scope) -> list[Scope]:
+    """The functions that call `callee` inside a loop that back-propagates; empty unless every call of it runs
+    outside `no_grad` and only keeps the value it returns (never back-propagates it)."""
+    out = []
+    for caller in model.scopes:
+        for e in caller.raw:
+            if e.kind is not EventKind.LOCAL_CALL or model.resolve(caller, e.callee or "") is not callee:
+                continue
+            if "no_grad" in e.contexts or switches_grad(caller):
+                return []
+            targets = [t.target for small in getattr(e.stmt, "body", ()) if type(small) is cst.Assign
+                       for t in small.targets]
+            if not targets or any(names_in(t) & caller.backpropagated() for t in targets):
+                return []  # handed on as it is, or back-propagated: a loss builder, not an evaluation
+            if any(lp.scope is caller and lp.node in e.loops and lp.of(EventKind.BACKWARD) for lp in model.loops):
+                out.append(caller)
+    return out
+
+
+def switches_grad(scope: Scope) -> bool:
+    """The function turns gradients off itself (`torch.set_grad_enabled(False)`, a `no_grad` it calls)."""
+    return any(type(n) is cst.Call and (dotted(n.func) or "").rsplit(".", 1)[-1] in GRAD_MODE_SWITCHES
+               for n in walk(scope.node))

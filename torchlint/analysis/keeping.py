@@ -14,6 +14,7 @@ import libcst as cst
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import argument_for, dotted, names_in, positional_params, summand_names
 from torchlint.analysis.foreign import CallerUse
+from torchlint.analysis.hooks import step_hooks
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
@@ -324,10 +325,10 @@ def _outlives(scope: Scope, loop: Loop, obj: str) -> bool:
 
 def kept_by_steps(model: FileModel) -> Iterator[tuple[Loop, Event]]:
     """Additions into what outlives one call of a function run once per training step (`FileModel.step_bodies`, a
-    LightningModule's `training_step`): an attribute of `self` (`self.total += loss`,
+    framework's step hook, `hooks.step_hooks`): an attribute of `self` (`self.total += loss`,
     `self.history["loss"].append(loss)`), or a name the function declares `global` or `nonlocal`; not one the
     function binds afresh itself (a buffer of one call)."""
-    for body in [*model.step_bodies(), *model.lightning_steps()]:
+    for body in [*model.step_bodies(), *step_hooks(model)]:
         scope = body.scope
         shared = None
         for e in scope.events:

@@ -335,6 +335,8 @@ class KindInference(Answers):
                 if any(a.keyword is not None and a.keyword.value == "requires_grad" for a in call.args):
                     return VKind.UNKNOWN
                 return VKind.TENSOR
+            if prefix in ("np", "numpy") and method in sem.TENSOR_CONSTRUCTORS:
+                return VKind.DATA  # an ndarray holds numbers (`a[i] = loss` converts the value, or raises)
             if prefix in sem.TENSOR_FUNCTION_MODULES or (prefix or "").startswith("torch."):
                 assert prefix is not None  # neither holds for None
                 if prefix in sem.MODULE_NAMESPACES or (method[:1].isupper() and prefix.startswith("torch.nn")):

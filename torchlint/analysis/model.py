@@ -12,7 +12,7 @@ from torchlint.analysis.cmdline import Options
 from torchlint.analysis.events import (
     CLEARING_DEPTH, INLINE_DEPTH, AssignForm, CallVia, Event, EventKind, Guard, ResetOf, ZeroGradOf, variant_named,
 )
-from torchlint.analysis.exprs import dotted, last_part, positional_params
+from torchlint.analysis.exprs import dotted, positional_params
 from torchlint.analysis.foreign import ProjectLookup, Resolved
 from torchlint.analysis.kinds import KindInference
 from torchlint.analysis.loops import Loop
@@ -127,20 +127,6 @@ class FileModel:
             if self.project is not None and base_name not in self.classes and self.project.module_base(base_name):
                 return True
         return False
-
-    def is_lightning_class(self, name: str | None, _seen: frozenset[str] = frozenset()) -> bool:
-        """A class of this file that derives from Lightning's LightningModule (directly or through the file's)."""
-        cls = self.classes.get(name or "")
-        if cls is None or name in _seen:
-            return False
-        return any(last_part(dotted(base.value) or "") == "LightningModule"
-                   or self.is_lightning_class(dotted(base.value), _seen | {name or ""}) for base in cls.bases)
-
-    def lightning_steps(self) -> list[Loop]:
-        """A LightningModule's `training_step` runs once per batch of Lightning's own loop: each, as one iteration
-        of that loop (a Loop with no head of its own, `node` None), for rules that check an iteration."""
-        return [Loop(None, scope, scope.events) for scope in self.scopes  # type: ignore[arg-type]  # no head of its own
-                if scope.name == "training_step" and self.is_lightning_class(scope.class_name)]
 
     def step_bodies(self) -> list[Loop]:
         """A function that back-propagates outside any loop of its own and steps an optimizer (an optimizer

@@ -216,6 +216,11 @@ class EventWalker:
         how: AssignForm,
     ) -> None:
         """ASSIGN events for `target = value` (`how` PLAIN) or `for target in value:` (`how` FOR)."""
+        pairs = _paired(target, value) if how is AssignForm.PLAIN else None
+        if pairs is not None:  # `total, n = total + loss, n + 1`: each name bound to its own item
+            for t, v in pairs:
+                self._assign_targets(scope, line, t, v, ctx, how)
+            return
         if type(target) in (cst.Tuple, cst.List):
             for i, el in enumerate(_flatten(target)):
                 name = dotted(el)
@@ -259,6 +264,11 @@ class EventWalker:
                 return
         if type(func) is cst.Attribute:
             method = func.attr.value
+            if method == "add_" and call.args and call.args[0].keyword is None and not call.args[0].star \
+                    and (held := dotted(func.value)):
+                # `total.add_(loss)` adds into `total` in place, as `total += loss` does
+                self._emit(scope, EventKind.ASSIGN, call, line, ctx, target=held, value=call.args[0].value,
+                           variant=AssignForm.ADD)
             if type(func.value) is cst.Name and func.value.value in self.module_files:
                 # `engine.step(model, optimizer, loss)`: a function of another file, not an optimizer's step
                 self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=dotted(func), variant=CallVia.MODULE)
@@ -316,6 +326,41 @@ class EventWalker:
             top[id(event.value)] = self._top
             stmt[id(event.value)] = line
         return event
+
+
+def _paired(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.BaseExpression]] | None:
+    """`a, b = x, y` as `a = x` and `b = y`: items written out on both sides, as many, none starred, each a name or
+    attribute, and no item reading a name bound by another (`a, b = b, a` is not two assignments in a row)."""
+    if type(target) not in (cst.Tuple, cst.List) or type(value) not in (cst.Tuple, cst.List):
+        return None
+    names = [el.value for el in target.elements]  # type: ignore[attr-defined]  # a Tuple or List (above)
+    items = value.elements  # type: ignore[attr-defined]
+    if len(names) != len(items) or any(type(el) is not cst.Element for el in (*target.elements, *items)):  # type: ignore[attr-defined]
+        return None
+    bound = [dotted(n) for n in names]
+    if any(b is None for b in bound):
+        return None
+    for i, item in enumerate(items):
+        read = {dotted(n) for n in _names_in(item.value)}
+        if any(b in read for j, b in enumerate(bound) if j != i):
+            return None
+    return [(n, item.value) for n, item in zip(names, items)]
+
+
+def _names_in(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The names and attribute chains `node` reads."""
+    found: list[cst.BaseExpression] = []
+
+    class _Reads(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.append(n)
+
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            found.append(n)
+            return True
+
+    node.visit(_Reads())
+    return found
 
 
 def _flatten(target: cst.BaseExpression) -> list[cst.BaseExpression]:

@@ -21,6 +21,7 @@ BACKWARD_CALL = re.compile(r"\.backward\s*\(|manual_backward\s*\(|autograd\.grad
 STEP_CALL = re.compile(r"\.\s*step\s*\(|optimizer_step\s*\(")  # optimizer.step(), scaler.step(opt), scheduler.step()
 LOOP = re.compile(r"(?:f(?<!\wf)or|w(?<!\ww)hile)\b")  # \b(?:for|while)\b
 DEF_TRAINING_STEP = re.compile(r"def(?<!\wdef)\s+training_step\b")  # \bdef\s+training_step\b
+DEF_COMPUTE_LOSS = re.compile(r"def(?<!\wdef)\s+compute_loss\b")  # a Trainer subclass's hook
 
 
 class TextTest(Protocol):
@@ -33,14 +34,16 @@ class TextTest(Protocol):
 
 
 class _TrainingStepText:
-    """Necessary text of a LightningModule's `training_step`, whose backward Lightning runs: a substring test first
-    (cheap on the files that lack it), then the definition."""
+    """Necessary text of a framework's step hook, whose backward the framework runs: a LightningModule's (or a
+    Trainer subclass's) `training_step`, a Trainer subclass's `compute_loss`. Substring tests first (cheap on the
+    files that lack them), then the definition."""
 
-    pattern = DEF_TRAINING_STEP.pattern
-    parts = (DEF_TRAINING_STEP,)  # the patterns it runs
+    pattern = DEF_TRAINING_STEP.pattern + "|" + DEF_COMPUTE_LOSS.pattern
+    parts = (DEF_TRAINING_STEP, DEF_COMPUTE_LOSS)  # the patterns it runs
 
     def search(self, text: str) -> object:
-        return "training_step" in text and DEF_TRAINING_STEP.search(text) is not None or None
+        return ("training_step" in text and DEF_TRAINING_STEP.search(text) is not None
+                or "compute_loss" in text and "Trainer" in text and DEF_COMPUTE_LOSS.search(text) is not None) or None
 
 
 TRAINING_STEP_TEXT = _TrainingStepText()  # one object: the prefilter searches each test once per file

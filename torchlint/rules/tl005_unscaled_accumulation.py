@@ -14,6 +14,7 @@ import libcst as cst
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop
 from torchlint.analysis.events import SELF_SCALING_BACKWARDS
 from torchlint.analysis.bindings import optimizer_calls
+from torchlint.analysis.hooks import lightning_steps
 from torchlint.analysis.clearing import wipes_window
 from torchlint.analysis.semantics import (
     ACCUMULATION_NAME, BATCH_NAME, DECOUPLED_DECAY_OPTIMIZERS, DIVIDING_METHODS, GRAD_RESCALING_METHODS,
@@ -209,10 +210,9 @@ def _unscaled(b: Event, k: cst.BaseExpression, unit: str, units: str, parts: str
 
 
 def _lightning_hooks(model: FileModel) -> Iterator[Finding]:
-    """`training_step` of a LightningModule with manual optimization is the body of the framework's batch loop:
-    `self.manual_backward(loss)` every call, `opt.step()` only when `(batch_idx + 1) % k == 0`, and Lightning
-    does not divide a manually back-propagated loss."""
-    for step_loop in model.lightning_steps():
+    """A LightningModule's `training_step` with manual optimization, the body of Lightning's batch loop: `self.manual_backward(loss)`
+    every call, `opt.step()` only when `(batch_idx + 1) % k == 0`; Lightning does not divide such a loss."""
+    for step_loop in lightning_steps(model):
         scope = step_loop.scope
         steps = [e for e in scope.events if e.kind is EventKind.STEP and not e.loops]
         k = next((k for s in steps for g in s.guards

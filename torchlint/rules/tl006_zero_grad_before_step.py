@@ -16,6 +16,7 @@ from torchlint.analysis.clearing import (
     clears, cleared_between, cleared_early, divided_without_window, stepped_outside_window,
 )
 from torchlint.analysis.exprs import code_of, dotted, names_in, modulo_divisor
+from torchlint.analysis.hooks import lightning_steps
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, movable, move_after
 from torchlint.source.walk import walk
@@ -130,7 +131,7 @@ for x, y in loader:
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
-        lightning = model.lightning_steps()
+        lightning = lightning_steps(model)
         bodies = [Loop(None, b.scope, [e for e in b.events if not e.loops])  # type: ignore[arg-type]  # no head
                   for b in model.step_bodies() if all(b.scope is not t.scope for t in lightning)]
         for loop in [*model.loops, *lightning, *bodies]:

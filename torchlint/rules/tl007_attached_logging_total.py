@@ -14,13 +14,13 @@ import libcst as cst
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.bindings import bounded, runs_while_kept
 from torchlint.analysis.cuts import DEF_FORWARD
-from torchlint.analysis.engines import kept_by_forward, outputs_kept
+from torchlint.analysis.engines import kept_by_forward, outputs_kept, switches_grad, training_callers
 from torchlint.analysis.handing import handed_on
 from torchlint.analysis.keeping import (
     SET_ITEM, kept_by_objects, kept_by_steps, kept_for_callers, stored_for_callers, summed_by_helper, term_of_backpropagated,
 )
-from torchlint.analysis.semantics import DISPLAY, GRAD_MODE_SWITCHES
-from torchlint.analysis.exprs import code_of, dotted, names_in, summand_names
+from torchlint.analysis.semantics import DISPLAY
+from torchlint.analysis.exprs import code_of, dotted, summand_names
 from torchlint.source.walk import walk
 from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
@@ -49,8 +49,9 @@ class AttachedLoggingTotal(Rule):
     summary = "a graph-attached loss kept across iterations only for logging (memory grows every step)"
     fix_safety = "safe"
     # A loop that back-propagates, or Lightning's batch loop around `training_step` (its backward is Lightning's).
-    # Or ignite's handler of ITERATION_COMPLETED keeping `engine.state.output` (the process function's return).
-    requires = ((BACKWARD_CALL, TRAINING_STEP_TEXT), (LOOP, TRAINING_STEP_TEXT, ITERATION_COMPLETED))
+    # Or ignite's handler of ITERATION_COMPLETED keeping `engine.state.output` (the process function's return). Or a
+    # function that back-propagates and steps, run once per step by a loop of another file (`agent.update(batch)`).
+    requires = ((BACKWARD_CALL, TRAINING_STEP_TEXT), (LOOP, TRAINING_STEP_TEXT, ITERATION_COMPLETED, STEP_CALL))
     scope_requires = (BACKWARD_CALL, LOOP)
     scope_alternatives = ((DEF_TRAINING_STEP,), (STATE_OUTPUT,), (BACKWARD_CALL, STEP_CALL), (DEF_FORWARD, FORWARD_KEEPS))
     runtime_signs = (Sign.GRAPH_GROWS,)
@@ -61,6 +62,7 @@ class AttachedLoggingTotal(Rule):
 In a training loop (one that calls backward), adding a loss that is still attached to the autograd graph into
 a running total, dict entry or list that outlives the iteration and is never back-propagated:
 `running_loss += loss`, `stats["loss"] = stats["loss"] + loss`, `epoch_loss += loss / n`, `history.append(loss)`,
+`total.add_(loss)` (in place), `total, n = total + loss * len(x), n + len(x)` (each name bound to its own item),
 `outputs.append({"loss": loss, "n": len(y)})` (a record that holds the loss), `total += train_step(batch)` (a
 helper of the file that returns its attached loss), `running += model.compute_loss(x, y)` (a method of a module
 class of the file whose loss comes from `self(x)` or a submodule assigned in `__init__`), `logs[name] += part`
@@ -141,7 +143,8 @@ back-propagates before returning the tuple by name (`out = self.forward(x)`, `ou
 attribute in the caller.
 
 A function run once per training step (one that back-propagates and steps, called by a loop; a LightningModule's
-`training_step`, whose loss Lightning back-propagates) keeps what it adds into an attribute of `self`, or a name
+`training_step`, whose loss Lightning back-propagates; a transformers or trl `Trainer` subclass's `compute_loss` and
+`training_step`, which the Trainer's loop runs every step) keeps what it adds into an attribute of `self`, or a name
 it declares `global` or `nonlocal`: `self.total += loss`, `self.outputs.append(loss)`, and a record appended there
 that holds an attached value (`self.outs.append({"pred": out, "y": y})`, emptied only by an epoch-end hook: an
 epoch's graphs; the safe fix detaches the attached values of the record). So does a list that is an
@@ -335,8 +338,9 @@ for x, y in loader:
                     continue
                 if not (e.accumulates or e.kind is EventKind.APPEND or e.variant is AssignForm.ITEM):
                     continue
-                if e.variant is AssignForm.ITEM and not e.accumulates and _same_key(e):
-                    continue  # `loss_dict["d"] = d_loss`: each iteration replaces the last one's value
+                if e.variant is AssignForm.ITEM and not e.accumulates and (_same_key(e) or model.kinds.of_name(
+                        e.target, scope, e) is VKind.DATA):
+                    continue  # `loss_dict["d"] = d_loss`: each iteration replaces the last one's value; an ndarray
                 if "no_grad" in e.contexts:
                     continue
                 fed = e.target in backprop and scope.feeds_backward({e.target}, {e.target})
@@ -431,9 +435,9 @@ def _evaluated_with_grad(model: FileModel) -> Iterator[Finding]:
                 continue
             if any(a.loops for a in scope.assignments(e.target or "") if a.rebinds):
                 continue  # bound afresh for each batch: one batch's graph, not the pass's
-            if model.kinds.of(e.value, scope, e) is not VKind.GRAPH or _switches_grad(scope):
+            if model.kinds.of(e.value, scope, e) is not VKind.GRAPH or switches_grad(scope):
                 continue
-            callers = _training_callers(model, scope)
+            callers = training_callers(model, scope)
             if callers and e.value is not None:
                 yield Finding(
                     e.node,
@@ -443,31 +447,6 @@ def _evaluated_with_grad(model: FileModel) -> Iterator[Finding]:
                     f"`torch.no_grad()` or add `.item()`",
                 )
                 break
-
-
-def _training_callers(model: FileModel, callee: Scope) -> list[Scope]:
-    """The functions that call `callee` inside a loop that back-propagates; empty unless every call of it runs
-    outside `no_grad` and only keeps the value it returns (never back-propagates it)."""
-    out = []
-    for caller in model.scopes:
-        for e in caller.raw:
-            if e.kind is not EventKind.LOCAL_CALL or model.resolve(caller, e.callee or "") is not callee:
-                continue
-            if "no_grad" in e.contexts or _switches_grad(caller):
-                return []
-            targets = [t.target for small in getattr(e.stmt, "body", ()) if type(small) is cst.Assign
-                       for t in small.targets]
-            if not targets or any(names_in(t) & caller.backpropagated() for t in targets):
-                return []  # handed on as it is, or back-propagated: a loss builder, not an evaluation
-            if any(lp.scope is caller and lp.node in e.loops and lp.of(EventKind.BACKWARD) for lp in model.loops):
-                out.append(caller)
-    return out
-
-
-def _switches_grad(scope: Scope) -> bool:
-    """The function turns gradients off itself (`torch.set_grad_enabled(False)`, a `no_grad` it calls)."""
-    return any(type(n) is cst.Call and (dotted(n.func) or "").rsplit(".", 1)[-1] in GRAD_MODE_SWITCHES
-               for n in walk(scope.node))
 
 
 def _backpropagated_part(model: FileModel, loop: Loop, scope: Scope, e: Event) -> cst.BaseExpression | None:
