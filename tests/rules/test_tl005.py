@@ -1180,3 +1180,23 @@ def test_message():
         "gradients of `accum` micro-batches add up, an update `accum`x too large; divide the loss by "
         "`accum`",
     )]
+
+
+def test_a_backward_served_by_its_own_step_is_outside_the_window():
+    """A temperature's loss back-propagated and stepped by its own optimizer right away, every iteration, beside
+    a main loss accumulated (and divided) over a window: only the main backward belongs to the window."""
+    src = """
+        for i, (x, y) in enumerate(loader):
+            alpha_loss = -(log_alpha * (logp(x).detach() + target)).mean()
+            alpha_loss.backward()
+            alpha_opt.step()
+            alpha_opt.zero_grad()
+            loss = criterion(model(x), y) / accum_steps
+            loss.backward()
+            if (i + 1) % accum_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """
+    assert findings(src, "TL005") == []
+    undivided = src.replace("criterion(model(x), y) / accum_steps", "criterion(model(x), y)")
+    assert findings(undivided, "TL005") == [(8, 5)]

@@ -382,3 +382,11 @@ def _builds(call: cst.Call) -> bool:
     """`StepLR(opt, 10)`, `lr_scheduler.StepLR(...)`: a class instantiated (by the capital of its name)."""
     name = dotted(call.func)
     return name is not None and name.rsplit(".", 1)[-1][:1].isupper()
+
+
+def stepped_at_once(loop: Loop, b: Event) -> bool:
+    """An optimizer steps right after the backward, in its block, before any other backward (`alpha_loss.backward()`
+    then `alpha_opt.step()`): those gradients serve that step, not the window of another optimizer."""
+    later = [x.seq for x in loop.of(EventKind.BACKWARD) if x.scope is b.scope and x.seq > b.seq]
+    return any(s.scope is b.scope and b.seq < s.seq < min(later, default=s.seq + 1) and s.guards == b.guards
+               and s.loops == b.loops for s in loop.of(EventKind.STEP))

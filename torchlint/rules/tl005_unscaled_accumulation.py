@@ -15,7 +15,7 @@ from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileMo
 from torchlint.analysis.events import SELF_SCALING_BACKWARDS
 from torchlint.analysis.bindings import optimizer_calls
 from torchlint.analysis.hooks import lightning_steps
-from torchlint.analysis.clearing import wipes_window
+from torchlint.analysis.clearing import stepped_at_once, wipes_window
 from torchlint.analysis.semantics import (
     ACCUMULATION_NAME, BATCH_NAME, DECOUPLED_DECAY_OPTIMIZERS, DIVIDING_METHODS, GRAD_RESCALING_METHODS,
     GRAD_RESCALING_TEXT, SETTINGS_HOLDERS, scale_invariant,
@@ -123,9 +123,8 @@ built with `gradient_accumulation_steps` (one built in the file without it is re
 not known and not reported).
 
 ## Why it is wrong
-Gradients add up over the k micro-batches. Without the division the update is the *sum* of k mean gradients,
-k times the full-batch gradient: the effective learning rate is k times too large and changes whenever k does.
-Nothing raises; the training curve is just worse or diverges.
+Gradients add up over the k micro-batches. Without the division the update is the *sum* of k mean gradients, k times
+the full-batch gradient: the effective learning rate is k times too large and changes whenever k does. Nothing raises.
 
 ## Example
 ```python
@@ -142,10 +141,12 @@ Divide the back-propagated loss by the guard's divisor: `(loss / accum_steps).ba
 `scaler.scale(loss / accum_steps).backward()`. **Unsafe**: the updates change, to the full-batch gradient.
 
 ## Correct look-alikes (not flagged)
-`loss = loss / k` or `loss /= k` before backward; `with accelerator.accumulate(model):`; `accelerator.backward`
-and DeepSpeed `engine.backward` (they divide by the configured steps); backward under the same guard as the step;
-a GAN that steps its generator every `n_critic` iterations (the generator's backward runs under the same guard
-as its step, so the backward that runs every iteration serves the discriminator).
+`loss = loss / k` or `loss /= k` before backward; `with accelerator.accumulate(model):`; `accelerator.backward` and
+DeepSpeed `engine.backward` (they divide by the configured steps); backward under the same guard as the step; a GAN
+that steps its generator every `n_critic` iterations (the generator's backward runs under the same guard as its step,
+so the backward that runs every iteration serves the discriminator). A backward followed, in its own block and before
+any other backward, by an optimizer's step (`alpha_loss.backward(); alpha_opt.step()` beside the window of the main
+loss): its gradients serve that step.
 
 ```python
 for i, (x, y) in enumerate(loader):
@@ -157,13 +158,12 @@ for i, (x, y) in enumerate(loader):
 ```
 
 ## Limits
-A division by anything named like the accumulation steps, or mentioning a name of the guard's divisor, counts
-as scaling. A loss multiplied by hand on its way to the backward (`loss *= world_size`, `loss = loss * bs`) is
-not reported: its scale is managed by the author, and a sum over samples is meant to add up across micro-batches.
-A loss that is a mean over a window built elsewhere is not recognised. An optimizer returned by a function of
-another file, or passed by callers in another file, is not followed: it is not known (see above). An optimizer
-bound in another function than the loop's under one name on several branches is judged by the file's last binding
-of that name.
+A division by anything named like the accumulation steps, or mentioning a name of the guard's divisor, counts as
+scaling. A loss multiplied by hand on its way to the backward (`loss *= world_size`, `loss = loss * bs`) is not
+reported: its scale is managed by the author, and a sum over samples is meant to add up across micro-batches. A loss
+that is a mean over a window built elsewhere is not recognised. An optimizer returned by a function of another file,
+or passed by callers in another file, is not followed: it is not known (see above). An optimizer bound in another
+function than the loop's under one name on several branches is judged by the file's last binding of that name.
 """
 
     def check(self, model: FileModel) -> Iterator[Finding]:
@@ -181,8 +181,8 @@ of that name.
                 if _self_scaling(model, b) or "accumulate" in b.contexts or "no_grad" in b.contexts:
                     continue
                 if any(modulo_divisor(loop.scope.test_of(g, b)) is not None or _counter_divisor(loop, g) is not None
-                       for g in b.guards_within(loop.node) if not g.negated):
-                    continue  # backward itself runs only every k-th iteration
+                       for g in b.guards_within(loop.node) if not g.negated) or stepped_at_once(loop, b):
+                    continue  # backward itself runs only every k-th iteration, or its own step follows it
                 scope = model.scope_of(b)
                 assert b.value is not None  # a backward always has its value
                 division = _counter_division(model, scope, loop, b.value, k, b)
