@@ -253,3 +253,22 @@ def test_message():
         "`self.optimizer.step()` runs before `loss.backward()` in the same iteration: it applies stale "
         "(or zeroed) gradients; step after the backward",
     )]
+
+
+def test_a_differentiable_optimizer_of_higher_takes_its_loss():
+    """`higher.innerloop_ctx` yields a functional model and a differentiable optimizer whose `step(loss)` takes
+    the loss's gradients itself: no `.grad` is read, so nothing is stale (meta-learning's reweighting step)."""
+    src = """
+        for x, y in loader:
+            opt.zero_grad()
+            with higher.innerloop_ctx(model, opt) as (meta_model, meta_opt):
+                meta_loss = (eps * criterion(meta_model(x), y)).sum()
+                meta_opt.step(meta_loss)
+                val_loss = criterion(meta_model(xv), yv)
+                eps_grads = torch.autograd.grad(val_loss, eps)[0]
+            loss = (weights(eps_grads) * criterion(model(x), y)).sum()
+            loss.backward()
+            opt.step()
+    """
+    assert findings(src, "TL009") == []
+    assert findings(src.replace("higher.innerloop_ctx(model, opt)", "make_pair(model, opt)"), "TL009") == [(6, 9)]

@@ -104,6 +104,11 @@ class Symbols:
     def record(self, target: str, value: cst.BaseExpression, first: bool = True) -> None:
         """Learn from `target = value`; `first` is False for the later names of a tuple target."""
         self._record_scaled(target, _scale_of(value) if first else None)
+        if type(value) is cst.Call and last_part(dotted(value.func) or "") == "innerloop_ctx":
+            # `with higher.innerloop_ctx(model, opt) as (fmodel, diffopt):` a functional copy of the model and a
+            # differentiable optimizer, whose `step(loss)` takes the gradients of the loss itself (no `.grad`)
+            self._set(target, Role.OTHER)
+            return
         if type(value) is cst.Call and dotted(value.func) == "deepspeed.initialize":
             # `engine, optimizer, _, _ = deepspeed.initialize(...)`: the engine steps and zeroes by itself.
             if first:

@@ -50,7 +50,9 @@ same conditions), the step is moved to right after the backward. Otherwise there
 
 ## Correct look-alikes (not flagged)
 `optimizer.step(closure)` whose closure runs the backward (LBFGS); a guarded step at the start of the next
-accumulation window (`if i > 0 and i % k == 0: optimizer.step()`); `scheduler.step()`; `env.step()`.
+accumulation window (`if i > 0 and i % k == 0: optimizer.step()`); `scheduler.step()`; `env.step()`; the
+differentiable optimizer of `with higher.innerloop_ctx(model, opt) as (fmodel, diffopt):`, whose `diffopt.step(loss)`
+takes the loss's gradients itself.
 
 ```python
 for x, y in loader:
