@@ -1237,3 +1237,19 @@ def test_message_of_a_first_pass_clearing():
         "`opt.step()` runs in a loop that only clears `opt`'s gradients in its first pass: backward() adds into "
         ".grad, so each step applies the sum of all earlier gradients; call `opt.zero_grad()`",
     )]
+
+
+def test_gradients_written_by_hand_before_each_step_add_up_to_nothing():
+    """`target.grad = source.grad.clone()` before the mirror optimizer's step: each step applies what the loop
+    wrote, not a sum (a check that two optimizers agree)."""
+    src = """
+        for _ in range(count):
+            optimizer.zero_grad(set_to_none=True)
+            loss_fn(model(data)).backward()
+            for target, source in zip(mirror, model.parameters()):
+                target.grad = source.grad.clone()
+            mirror_optimizer.step()
+            optimizer.step()
+    """
+    assert findings(src, "TL004") == []
+    assert findings(src.replace("target.grad = source.grad.clone()", "target.data += 0"), "TL004") == [(7, 5)]

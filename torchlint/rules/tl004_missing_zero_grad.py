@@ -11,10 +11,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis import Event, EventKind, FileModel, Loop, StepVia
+from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop, StepVia
 from torchlint.analysis.clearing import clears, first_pass_only, optional_guard, reaches_step
 from torchlint.analysis.engines import engine_iterations, run_by_callers
-from torchlint.analysis.exprs import code_of, modulo_test
+from torchlint.analysis.exprs import code_of, modulo_test, names_in
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after
 from torchlint.rules.base import BACKWARD_CALL, STEP_CALL, Finding, Rule, where
@@ -125,7 +125,9 @@ for x, y in loader:
 ```
 
 `dist_autograd.backward(context_id, ...)` with `DistributedOptimizer.step(context_id)`: each context holds its
-own gradients. `torch.autograd.grad(...)`: it returns gradients and adds nothing to `.grad`.
+own gradients. A loop that writes the gradients by hand before the step (`target.grad = source.grad.clone()`, a
+value that does not read the `.grad` it binds): each step applies what the loop wrote. `torch.autograd.grad(...)`:
+it returns gradients and adds nothing to `.grad`.
 
 A loop that cannot run (for every rule): a call before its backward that misses a required argument of what it
 runs (`model(x, lengths)` where the model's `forward` needs `targets` too, the model built by a class of the
@@ -156,6 +158,8 @@ file is followed one level deep: what it hands on to calls of its own file's imp
             if not steps or not loop.backwards_into_grad():
                 continue
             zero_grads = loop.of(EventKind.ZERO_GRAD)
+            if _grads_set_by_hand(loop):
+                continue  # `p.grad = g.clone()`: each step applies the gradients the loop writes, nothing adds up
             reported: set[str] = set()
             for step in steps:
                 opt = step.target
@@ -278,6 +282,12 @@ def _known_int(model: FileModel, loop: Loop, expr: cst.BaseExpression) -> int | 
             return values.pop()
     default = model.options.default(expr)
     return int(default.evaluated_value) if type(default) is cst.Integer else None
+
+
+def _grads_set_by_hand(loop: Loop) -> bool:
+    """The loop binds a `.grad` to a value that does not read it (`target.grad = source.grad.clone()`)."""
+    return any(e.kind is EventKind.ASSIGN and e.variant is AssignForm.PLAIN and (e.target or "").endswith(".grad")
+               and e.value is not None and e.target not in names_in(e.value) for e in loop.events)
 
 
 def _cleared_elsewhere(model: FileModel, loop: Loop, opt: str) -> bool:
