@@ -890,3 +890,25 @@ def test_a_scheduler_stepped_while_its_order_warning_is_silenced():
         """
     assert findings(src, "TL011") == []
     assert findings(src.replace("with warnings.catch_warnings():", "if True:"), "TL011") == [(6, 9)]
+
+
+def test_a_scheduler_bound_only_to_none_never_steps():
+    """`self.lr_scheduler = None` and no other binding in the class: the step under `if self.lr_scheduler is not
+    None:` never runs."""
+    src = """
+        class Model:
+            def setup(self):
+                self.optimizer = torch.optim.SGD(self.net.parameters(), lr=0.1)
+                self.lr_scheduler = None
+
+            def train_epoch(self, loader):
+                if self.lr_scheduler is not None:
+                    self.lr_scheduler.step()
+                for x, y in loader:
+                    self.optimizer.zero_grad()
+                    self.loss(self.net(x), y).backward()
+                    self.optimizer.step()
+    """
+    assert findings(src, "TL011") == []
+    built = src.replace("self.lr_scheduler = None", "self.lr_scheduler = StepLR(self.optimizer, 10)")
+    assert findings(built, "TL011") == [(9, 13)]

@@ -91,7 +91,8 @@ loop that steps the scheduler before calling a training function (of the same fi
 of another file) that steps the optimizer; the message names that function's file and line.
 
 ## Correct look-alikes (not flagged)
-`scheduler.step(start_epoch)` when resuming; per-epoch scheduling after the inner batch loop;
+`scheduler.step(start_epoch)` when resuming; per-epoch scheduling after the inner batch loop; a scheduler bound only
+to None in the file (`self.lr_scheduler = None`, stepped under `if self.lr_scheduler is not None:`: it never runs);
 `ReduceLROnPlateau.step(val_loss)` after validation; any other `scheduler.step(...)` with an argument (the epoch
 a loop binds, a count advanced after the optimizer's step, a count advanced by anything but an integer); a scheduler
 stepped after its own optimizer's batch loop and before another optimizer's (GAN); `if epoch > 0:
@@ -133,7 +134,7 @@ for epoch in range(epochs):
                 continue
             for sched in loop.of(EventKind.SCHED_STEP):
                 call = sched.node
-                if sched.loops[-1] is not loop.node:
+                if sched.loops[-1] is not loop.node or _only_none(model, sched):
                     continue
                 if type(call) is cst.Call and call.args and not _counted(loop.scope, sched, steps, loop.node):
                     continue
@@ -330,7 +331,7 @@ def _wrappers(model: FileModel) -> Iterator[Finding]:
         own = [e for e in scope.events if e.scope is scope.node and e.inlined_from is None]
         steps = [e for e in own if e.kind is EventKind.STEP]
         for sched in own:
-            if sched.kind is not EventKind.SCHED_STEP or sched.loops:
+            if sched.kind is not EventKind.SCHED_STEP or sched.loops or _only_none(model, sched):
                 continue
             counted = type(sched.node) is cst.Call and bool(sched.node.args)
             if counted and not _counted(scope, sched, steps):
@@ -391,3 +392,10 @@ def _scheduled(model: FileModel, sched: Event, steps: list[Event]) -> list[Event
 def _fix(loop: Loop, sched: Event, opt: Event) -> Fix | None:
     anchor = loop.after_step(opt)  # after `scaler.update()` when a GradScaler steps the optimizer
     return _move(sched, anchor) if sched.scope is anchor.scope else None
+
+
+def _only_none(model: FileModel, sched: Event) -> bool:
+    """The scheduler is bound only to None (`self.lr_scheduler = None` and no other binding in the class): its step
+    never runs (it sits under `if self.lr_scheduler is not None:`, or would raise)."""
+    values = bound_values(model, model.scope_of(sched), sched.target)
+    return bool(values) and all(type(v) is cst.Name and v.value == "None" for v in values)  # type: ignore[union-attr]
