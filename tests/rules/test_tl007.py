@@ -3400,3 +3400,41 @@ def test_an_item_stored_into_a_tensor_keeps_its_graph():
 def test_an_item_stored_into_an_ndarray_keeps_no_graph(made):
     """An ndarray holds numbers: the store converts the loss (or raises), it keeps no graph."""
     assert findings(ITEM_STORE.format(made=made), "TL007") == []
+
+
+KEPT_AS_NUMBERS = """
+    for epoch in range(epochs):
+        seen = []
+        for x, y in loader:
+            optimizer.zero_grad()
+            out = model(x)
+            loss = criterion(out, y)
+            {more}
+            loss.backward()
+            optimizer.step()
+            {keep}
+        print(seen)
+"""
+
+
+@pytest.mark.parametrize(("more", "keep"), [
+    # one arm reads the other as a number: the plain arm runs where the value is one
+    ("gamma = model.gamma() if learned else 0.99\n            loss = loss * gamma",
+     "seen.append(gamma.item() if learned else gamma)"),
+    ("aux = out.abs().mean() if use_aux else 0.0\n            loss = loss + aux",
+     "seen.append(aux if isinstance(aux, float) else aux.item())"),
+    # a weight both share (`loss *= w` back-propagated, `w * loss.item()` kept) carries no graph
+    ("w = len(x) / n\n            loss *= w", "seen.append(w * loss.item() * scale)"),
+], ids=["learned_or_number", "float_or_tensor", "shared_weight"])
+def test_values_kept_as_numbers(more, keep):
+    assert findings(KEPT_AS_NUMBERS.format(more=more, keep=keep), "TL007") == []
+
+
+def test_an_addition_into_a_dict_raises_instead_of_keeping():
+    """`other += loss` where `other` is a dict raises TypeError at the first batch: no total grows."""
+    src = KEPT_BY.replace("{start}", "total = {k: 0.0 for k in heads}").replace("{keep}", "total += loss")
+    assert findings(src, "TL007") == []
+    assert findings(KEPT_BY.replace("{start}", "total = 0.0").replace("{keep}", "total += loss"), "TL007") == [(9, 9)]
+    # an entry of the dict adds up: `total["loss"] += loss` keeps every graph
+    entry = KEPT_BY.replace("{start}", "total = defaultdict(float)").replace("{keep}", 'total["loss"] += loss')
+    assert findings(entry, "TL007") == [(9, 9)]

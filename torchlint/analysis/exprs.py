@@ -324,9 +324,19 @@ def summand_names(expr: cst.BaseExpression, graph: Callable[[cst.BaseExpression]
                 todo.append(node.args[0].value)  # `amp.scale_loss(loss, opt)`, `scaler.scale(loss)`: the loss, scaled
         elif type(node) in (cst.List, cst.Tuple):
             todo += combined_items(node)
-        elif type(node) is cst.IfExp:
+        elif type(node) is cst.IfExp and not _read_as_number(node):
             todo += [node.body, node.orelse]  # `sum(parts) if isinstance(parts, tuple) else parts`: either arm
     return out
+
+
+def _read_as_number(node: cst.IfExp) -> bool:
+    """`x.item() if learned else x`: one arm reads the other as a number, so the plain arm runs only where `x` is
+    one (the author tells the two cases apart)."""
+    for cut, plain in ((node.body, node.orelse), (node.orelse, node.body)):
+        found = as_detachment(cut)
+        if found is not None and dotted(plain) is not None and dotted(found.operand) == dotted(plain):
+            return True
+    return False
 
 
 def added_terms(expr: cst.BaseExpression, graph) -> list[cst.BaseExpression]:

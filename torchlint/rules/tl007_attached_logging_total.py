@@ -210,7 +210,9 @@ differentiable iterates). A total rebound to a value without a graph (`total =
 total.detach().cpu().numpy()`) before it is handed to a call is not handed on attached.
 
 ## Correct look-alikes (not flagged)
-A total that is later back-propagated (correct chunked accumulation, or TL001); values kept to be
+Values read as numbers: `x.item() if learned else x` (the plain arm runs where `x` is one), `w * loss.item()` with
+`loss *= w` back-propagated (a shared weight is no graph); an item stored into an ndarray (`np.zeros(n)`); `stats +=
+loss` on a dict (it raises TypeError). A total that is later back-propagated (correct chunked accumulation, or TL001); values kept to be
 back-propagated later (a pipeline schedule's queue of micro-batch outputs, each popped into a helper that runs the
 backward): the container, its items or a value computed from them handed to a helper of the file that
 back-propagates, or to a call the analysis cannot follow (what it does with them is not known); a backward that
@@ -341,8 +343,8 @@ for x, y in loader:
                 if e.variant is AssignForm.ITEM and not e.accumulates and (_same_key(e) or model.kinds.of_name(
                         e.target, scope, e) is VKind.DATA):
                     continue  # `loss_dict["d"] = d_loss`: each iteration replaces the last one's value; an ndarray
-                if "no_grad" in e.contexts:
-                    continue
+                if "no_grad" in e.contexts or e.variant is AssignForm.ADD and _dict_bound(scope, e):
+                    continue  # (`stats += loss` where `stats` is a dict raises TypeError: no total grows)
                 fed = e.target in backprop and scope.feeds_backward({e.target}, {e.target})
                 latest = loop.backpropagates_latest(e) if fed else None
                 if fed and latest is None:
@@ -455,12 +457,27 @@ def _backpropagated_part(model: FileModel, loop: Loop, scope: Scope, e: Event) -
     `sum(parts).backward()` then `history.append(parts)`): whatever the analysis knows of it, the kept value
     holds a tensor that carried a graph. A factor beside a graph tensor is a weight, not a term."""
     def terms(x: cst.BaseExpression, at: Event) -> set[str]:
-        if at.variant in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK) and at is not e:
-            return set()  # `loss, image = out`: the image is not a term of the loss, though both come from `out`
-        return summand_names(x, lambda y: model.kinds.of(y, scope, at) is VKind.GRAPH)
+        if at.variant in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK) and at is not e or at.variant in (
+                AssignForm.MUL, AssignForm.DIV) and at.kind is EventKind.ASSIGN:
+            return set()  # `loss, image = out`: the image is not a term of the loss; `loss *= w`: `w` weighs it
+        names = summand_names(x, lambda y: model.kinds.of(y, scope, at) is VKind.GRAPH)
+        # a number both share (`weight * loss.item()` kept, `loss *= weight` back-propagated) is no graph kept
+        return {n for n in names if not model.kinds.of_name(n, scope, at).graph_free}
 
     b = loop.backpropagated_term(e, terms)
     return b.value if b is not None else None
+
+
+def _dict_bound(scope: Scope, e: Event) -> bool:
+    """`total += v` on the name itself (not an entry), and every definition of it reaching `e` binds a dict (`{...}`, a
+    dict comprehension, `dict(...)`)."""
+    if not (type(e.node) is cst.AugAssign and type(e.node.target) is cst.Name):
+        return False
+    defs, entry = scope.reaching(e.target or "", e)
+    bound = [d for d in defs if not d.accumulates]
+    return bool(bound) and not entry and all(
+        type(d.value) in (cst.Dict, cst.DictComp) or type(d.value) is cst.Call and dotted(d.value.func) in (
+            "dict", "collections.OrderedDict", "OrderedDict", "defaultdict", "collections.defaultdict") for d in bound)
 
 
 def _detach_all(attached: list[cst.BaseExpression]) -> Fix:
