@@ -11,7 +11,7 @@ from typing import Iterable, Sequence
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, CallVia, ClipVia, Event, EventKind, Guard, ZeroGradOf
-from torchlint.analysis.exprs import container_name, dotted, is_self_accumulation
+from torchlint.analysis.exprs import container_name, dotted, is_self_accumulation, names_in
 from torchlint.analysis.semantics import STEPPING_FUNCTIONS, STEPPING_LAST_NAMES, context_of
 from torchlint.source.walk import calls_in_evaluation_order
 
@@ -341,26 +341,10 @@ def _paired(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple
     if any(b is None for b in bound):
         return None
     for i, item in enumerate(items):
-        read = {dotted(n) for n in _names_in(item.value)}
+        read = names_in(item.value)
         if any(b in read for j, b in enumerate(bound) if j != i):
             return None
     return [(n, item.value) for n, item in zip(names, items)]
-
-
-def _names_in(node: cst.CSTNode) -> list[cst.BaseExpression]:
-    """The names and attribute chains `node` reads."""
-    found: list[cst.BaseExpression] = []
-
-    class _Reads(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            found.append(n)
-
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            found.append(n)
-            return True
-
-    node.visit(_Reads())
-    return found
 
 
 def _flatten(target: cst.BaseExpression) -> list[cst.BaseExpression]:

@@ -212,32 +212,31 @@ total.detach().cpu().numpy()`) before it is handed to a call is not handed on at
 ## Correct look-alikes (not flagged)
 Values read as numbers: `x.item() if learned else x` (the plain arm runs where `x` is one), `w * loss.item()` with
 `loss *= w` back-propagated (a shared weight is no graph); an item stored into an ndarray (`np.zeros(n)`); `stats +=
-loss` on a dict (it raises TypeError). A total that is later back-propagated (correct chunked accumulation, or TL001); values kept to be
-back-propagated later (a pipeline schedule's queue of micro-batch outputs, each popped into a helper that runs the
-backward): the container, its items or a value computed from them handed to a helper of the file that
-back-propagates, or to a call the analysis cannot follow (what it does with them is not known); a backward that
-reads them is judged by the definitions reaching it (an epoch's mean stored into `out`, which each batch rebinds
-to the model's output before `out["loss"].backward()`, does not reach it). Calls known not to back-propagate
-what they are given are followed past: a reader (builtins, display, numerics, torch's functions, named in full
-through the file's imports: `dist.all_reduce(total)` with `import torch.distributed as dist`, a collective
-working in place), a scheduler's `step(metric)` (a name whose role is a scheduler, of no class of the project
-that acts), and a method of a class of the file or of another project file that neither back-propagates the
+loss` on a dict (it raises TypeError). A total that is later back-propagated (correct chunked accumulation, or
+TL001); values kept to be back-propagated later (a pipeline schedule's queue of micro-batch outputs, each popped
+into a helper that runs the backward): the container, its items or a value computed from them handed to a helper of
+the file that back-propagates, or to a call the analysis cannot follow (what it does with them is not known); a
+backward that reads them is judged by the definitions reaching it (an epoch's mean stored into `out`, which each
+batch rebinds to the model's output before `out["loss"].backward()`, does not reach it). Calls known not to
+back-propagate what they are given are followed past: a reader (builtins, display, numerics, torch's functions,
+named in full through the file's imports: `dist.all_reduce(total)` with `import torch.distributed as dist`, a
+collective working in place), a scheduler's `step(metric)` (a name whose role is a scheduler, of no class of the
+project that acts), and a method of a class of the file or of another project file that neither back-propagates the
 value, nor hands it to a call not followed, nor stores it for another method of its class that may
 (`board.record("total", total)`); the object's class is known from its constructor, or from the default or
 annotation of the parameter an attribute of `self` is bound to (`def __init__(self, hooks=Hooks()): self.hooks =
-hooks`). A method meant to be overridden is judged by the class the code names. Anything under
-`torch.no_grad()` / `inference_mode()`; `loss.item()` / `.detach()` already; a model's forward that collects
-features of one call in a list; loops without a backward (evaluation code); a list of the totals an inner loop
-summed (reported once, where the sum grows); an object built afresh in each call of a method that steps; the
-micro-batch outputs of one step, kept in a list the batch loop binds afresh (it never holds more than one step's graphs), or in a local of a
-function summed over its one loop of micro-batches with the optimizer stepped once after it (dropped when the call
-returns); a dict entry with a literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest value
-only; not one that reads the entry back, `log["loss"] = log.get("loss", 0) + loss`, which adds to it); a meter
-given `loss.item()`, a method that converts what it is given (`self.values.append(float(val))`) or only
-replaces an attribute (`self.last = val`), a meter bound afresh in each iteration; the slots of a tensor
-the function allocates before its loops (`q = torch.zeros_like(r)`), filled over a counted loop
-(`for t in range(T): q[:, t] = q_t`): bounded by its shape and dropped when the call returns (filled over the
-batches of a loader, it is reported).
+hooks`). A method meant to be overridden is judged by the class the code names. Anything under `torch.no_grad()` /
+`inference_mode()`; `loss.item()` / `.detach()` already; a model's forward that collects features of one call in a
+list; loops without a backward (evaluation code); a list of the totals an inner loop summed (reported once, where
+the sum grows); an object built afresh in each call of a method that steps; the micro-batch outputs of one step,
+kept in a list the batch loop binds afresh (it never holds more than one step's graphs), or in a local of a function
+summed over its one loop of micro-batches with the optimizer stepped once after it (dropped when the call returns);
+a dict entry with a literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest value only; not
+one that reads the entry back, `log["loss"] = log.get("loss", 0) + loss`, which adds to it); a meter given
+`loss.item()`, a method that converts what it is given (`self.values.append(float(val))`) or only replaces an
+attribute (`self.last = val`), a meter bound afresh in each iteration; the slots of a tensor the function allocates
+before its loops (`q = torch.zeros_like(r)`), filled over a counted loop (`for t in range(T): q[:, t] = q_t`):
+bounded by its shape and dropped when the call returns (filled over the batches of a loader, it is reported).
 
 ```python
 running_loss = 0.0
