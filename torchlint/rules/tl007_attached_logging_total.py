@@ -470,13 +470,16 @@ def _backpropagated_part(model: FileModel, loop: Loop, scope: Scope, e: Event) -
 def _dict_bound(scope: Scope, e: Event) -> bool:
     """`total += v` on the name itself (not an entry), and every definition of it reaching `e` binds a dict (`{...}`, a
     dict comprehension, `dict(...)`)."""
-    if not (type(e.node) is cst.AugAssign and type(e.node.target) is cst.Name):
-        return False
+    def a_dict(value: cst.BaseExpression | None) -> bool:
+        return type(value) in (cst.Dict, cst.DictComp) or type(value) is cst.Call and dotted(value.func) in (
+            "dict", "collections.OrderedDict", "OrderedDict", "defaultdict", "collections.defaultdict")
+
+    if not (type(e.node) is cst.AugAssign and type(e.node.target) is cst.Name) or not any(
+            a_dict(a.value) for a in scope.assignments(e.target or "")):
+        return False  # (the cheap question first: nothing binds the name to a dict)
     defs, entry = scope.reaching(e.target or "", e)
     bound = [d for d in defs if not d.accumulates]
-    return bool(bound) and not entry and all(
-        type(d.value) in (cst.Dict, cst.DictComp) or type(d.value) is cst.Call and dotted(d.value.func) in (
-            "dict", "collections.OrderedDict", "OrderedDict", "defaultdict", "collections.defaultdict") for d in bound)
+    return bool(bound) and not entry and all(a_dict(d.value) for d in bound)
 
 
 def _detach_all(attached: list[cst.BaseExpression]) -> Fix:

@@ -397,5 +397,10 @@ def _fix(loop: Loop, sched: Event, opt: Event) -> Fix | None:
 def _only_none(model: FileModel, sched: Event) -> bool:
     """The scheduler is bound only to None (`self.lr_scheduler = None` and no other binding in the class): its step
     never runs (it sits under `if self.lr_scheduler is not None:`, or would raise)."""
+    target = sched.target or ""
+    last = target.rpartition(".")[2]
+    if not target.startswith("self.") or target.count(".") != 1 or last not in model.text \
+            or not re.search(rf"\b{re.escape(last)}\s*(?::[^=\n]*)?=\s*None\b", model.text):
+        return False  # (the cheap question first: no binding to None is written)
     values = bound_values(model, model.scope_of(sched), sched.target)
     return bool(values) and all(type(v) is cst.Name and v.value == "None" for v in values)  # type: ignore[union-attr]
