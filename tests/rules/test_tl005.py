@@ -1200,3 +1200,41 @@ def test_a_backward_served_by_its_own_step_is_outside_the_window():
     assert findings(src, "TL005") == []
     undivided = src.replace("criterion(model(x), y) / accum_steps", "criterion(model(x), y)")
     assert findings(undivided, "TL005") == [(8, 5)]
+
+
+RESCALED = """
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for batch_idx, (x, y) in enumerate(loader):
+        loss = criterion(model(x), y)
+        loss.backward()
+        for p in {params}:
+            p.grad.data *= {factor}
+        if (batch_idx + 1) % args.accu_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def test_gradients_rescaled_by_the_window_by_hand():
+    src = RESCALED.format(params="model.parameters()", factor="1.0 / args.accu_steps")
+    assert findings(src, "TL005") == []
+
+
+def test_gradients_rescaled_for_another_purpose_leave_the_window_summed():
+    """`p.grad *= 1 / loss_ratio` on one module's parameters undoes a loss weight; it does not divide the window."""
+    src = RESCALED.format(params="center_loss.parameters()", factor="(1.0 / args.loss_ratio)")
+    assert findings(src, "TL005") == [(5, 5)]
+
+
+def test_gradients_returned_by_autograd_grad_do_not_add_up():
+    src = """
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i, (x, y) in enumerate(loader):
+            weights = torch.autograd.grad(meta_loss(x, eps), eps)[0]
+            loss = (weights * criterion(model(x), y)).sum() / args.accu_steps
+            loss.backward()
+            if (i + 1) % args.accu_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """
+    assert findings(src, "TL005") == []

@@ -10,7 +10,7 @@ from torchlint.analysis.events import SELF_SCALING_BACKWARDS, AssignForm, Event,
 from torchlint.analysis.exprs import calls_anything, code_of, dotted, last_part, modulo_divisor, names_in
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
-from torchlint.analysis.semantics import ACCUMULATION_NAME, MODULE_WRAPPERS
+from torchlint.analysis.semantics import ACCUMULATION_NAME, GRAD_RESCALING_METHODS, MODULE_WRAPPERS
 from torchlint.source.walk import calls_in_evaluation_order, walk
 
 
@@ -390,3 +390,26 @@ def stepped_at_once(loop: Loop, b: Event) -> bool:
     later = [x.seq for x in loop.of(EventKind.BACKWARD) if x.scope is b.scope and x.seq > b.seq]
     return any(s.scope is b.scope and b.seq < s.seq < min(later, default=s.seq + 1) and s.guards == b.guards
                and s.loops == b.loops for s in loop.of(EventKind.STEP))
+
+
+def grads_rescaled(node: cst.CSTNode, k: cst.BaseExpression) -> bool:
+    """The gradients rescaled by the window (`p.grad /= k`, `p.grad.div_(accum_steps)`: a factor that reads the
+    window's names or an accumulation setting), or by a framework's own method; not a factor of another purpose
+    (`p.grad *= 1 / loss_ratio` on one module's parameters)."""
+    window = code_of(k)  # `args.k`, `cfg["k"]`: the window itself, not what holds it
+
+    def by_window(factor: cst.BaseExpression | None) -> bool:
+        return factor is not None and (window in code_of(factor) or ACCUMULATION_NAME.search(code_of(factor)) is not None)
+
+    for n in walk(node):
+        if type(n) is cst.Call:
+            name = dotted(n.func) or ""
+            last = name.rsplit(".", 1)[-1]
+            if any(m in last for m in GRAD_RESCALING_METHODS):
+                return True
+            if last in ("mul_", "div_") and ".grad" in name and by_window(n.args[0].value if n.args else None):
+                return True
+        elif type(n) is cst.AugAssign and type(n.operator) in (cst.MultiplyAssign, cst.DivideAssign):
+            if (".grad" in (dotted(n.target) or "") or ".grad" in code_of(n.target)) and by_window(n.value):
+                return True
+    return False

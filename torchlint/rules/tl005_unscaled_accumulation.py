@@ -15,9 +15,9 @@ from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileMo
 from torchlint.analysis.events import SELF_SCALING_BACKWARDS
 from torchlint.analysis.bindings import optimizer_calls
 from torchlint.analysis.hooks import lightning_steps
-from torchlint.analysis.clearing import stepped_at_once, wipes_window
+from torchlint.analysis.clearing import grads_rescaled, stepped_at_once, wipes_window
 from torchlint.analysis.semantics import (
-    ACCUMULATION_NAME, BATCH_NAME, DECOUPLED_DECAY_OPTIMIZERS, DIVIDING_METHODS, GRAD_RESCALING_METHODS,
+    ACCUMULATION_NAME, BATCH_NAME, DECOUPLED_DECAY_OPTIMIZERS, DIVIDING_METHODS,
     GRAD_RESCALING_TEXT, SETTINGS_HOLDERS, scale_invariant,
 )
 from torchlint.analysis.exprs import dotted, code_of, keyword, modulo_divisor, names_in
@@ -88,7 +88,8 @@ RMSprop, Adagrad, LAMB, Lion, ... : it divides by a running gradient magnitude, 
 update from the sum as from the mean, so it is reported only when something sees the gradient's size: clipping in
 the loop (whatever the optimizer), or a coupled L2 `weight_decay` (Adam's, not AdamW's; one written as zero does
 not). Gradients rescaled by hand before the step (`optimizer.multiply_grads(...)`, `p.grad.div_(k)`,
-`p.grad /= k`) count as divided.
+`p.grad /= k`: a factor that reads the window or an accumulation setting) count as divided; a factor of another
+purpose (`p.grad *= 1 / loss_ratio` on one module's parameters) does not. `torch.autograd.grad(...)` adds nothing.
 
 The optimizer is known when the analysis sees its constructor: bound by the definitions that reach the step
 (each branch of a configuration that builds one: an SGD on one of them is an SGD the loop may step); built in the
@@ -178,8 +179,8 @@ function than the loop's under one name on several branches is judged by the fil
                                       _declared(loop.scope, k)):
                 continue
             for b in loop.of(EventKind.BACKWARD):
-                if _self_scaling(model, b) or "accumulate" in b.contexts or "no_grad" in b.contexts:
-                    continue
+                if _self_scaling(model, b) or "accumulate" in b.contexts or "no_grad" in b.contexts or not b.into_grad():
+                    continue  # (`torch.autograd.grad(...)` returns its gradients: nothing adds up in `.grad`)
                 if any(modulo_divisor(loop.scope.test_of(g, b)) is not None or _counter_divisor(loop, g) is not None
                        for g in b.guards_within(loop.node) if not g.negated) or stepped_at_once(loop, b):
                     continue  # backward itself runs only every k-th iteration, or its own step follows it
@@ -243,7 +244,7 @@ def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Even
     window or the batch (a loss summed by design). An optimizer not known counts only where the code `declared`
     the window a gradient-accumulation setting (k named as accumulation steps, a batch split into micro-batches):
     such a setting must not change the training for any optimizer the function may be handed, SGD included."""
-    if GRAD_RESCALING_TEXT.search(model.text) and _grads_rescaled(node):
+    if GRAD_RESCALING_TEXT.search(model.text) and grads_rescaled(node, k):
         return True
     if not steps or clips:
         return False
@@ -305,21 +306,6 @@ def _lr_divided(model: FileModel, call: cst.Call, k: cst.BaseExpression) -> bool
     divisor = value.right
     window = names_in(k) - SETTINGS_HOLDERS
     return bool(names_in(divisor) & window) or any(BATCH_NAME.search(n) for n in names_in(divisor))
-
-
-def _grads_rescaled(node: cst.CSTNode) -> bool:
-    for n in walk(node):
-        if type(n) is cst.Call:
-            name = dotted(n.func) or ""
-            last = name.rsplit(".", 1)[-1]
-            if any(m in last for m in GRAD_RESCALING_METHODS):
-                return True
-            if last in ("mul_", "div_") and ".grad" in name:
-                return True
-        elif type(n) is cst.AugAssign and type(n.operator) in (cst.MultiplyAssign, cst.DivideAssign):
-            if ".grad" in (dotted(n.target) or "") or ".grad" in code_of(n.target):
-                return True
-    return False
 
 
 def _self_scaling(model: FileModel, b: Event) -> bool:
