@@ -387,8 +387,8 @@ def _builds(call: cst.Call) -> bool:
 def stepped_at_once(loop: Loop, b: Event) -> bool:
     """An optimizer steps right after the backward, in its block, before any other backward (`alpha_loss.backward()`
     then `alpha_opt.step()`): those gradients serve that step, not the window of another optimizer."""
-    later = [x.seq for x in loop.of(EventKind.BACKWARD) if x.scope is b.scope and x.seq > b.seq]
-    return any(s.scope is b.scope and b.seq < s.seq < min(later, default=s.seq + 1) and s.guards == b.guards
+    later = min((x.seq for x in loop.of(EventKind.BACKWARD) if x.scope is b.scope and x.seq > b.seq), default=None)
+    return any(s.scope is b.scope and b.seq < s.seq and (later is None or s.seq < later) and s.guards == b.guards
                and s.loops == b.loops for s in loop.of(EventKind.STEP))
 
 

@@ -128,9 +128,7 @@ def _reads(model: FileModel, call: cst.Call, derived: set[str]) -> bool:
     themselves (`outputs.append(...)`, `total.add_(...)`; their `.backward()` is a backward the scope already
     counts). A library's function is named in full through the file's imports (`import torch.distributed as
     dist`: `dist.reduce(total)`, a collective, works on the tensor in place)."""
-    func = dotted(call.func) or ""
-    head, dot, rest = func.partition(".")
-    func = model.imported_as.get(head, head) + dot + rest
+    func = model.full_name(dotted(call.func) or "")
     if func.startswith("torch.autograd"):
         return False
     if type(call.func) is cst.Attribute and dotted(call.func.value) in derived:

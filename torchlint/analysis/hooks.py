@@ -24,9 +24,7 @@ def derives_from(model: FileModel, name: str | None, wanted: Callable[[str], boo
         return False
     for base in cls.bases:
         written = dotted(base.value) or ""
-        head, _, rest = written.partition(".")
-        full = model.imported_as.get(head, head) + (f".{rest}" if rest else "")
-        if wanted(full) or derives_from(model, written, wanted, _seen | {name or ""}):
+        if wanted(model.full_name(written)) or derives_from(model, written, wanted, _seen | {name or ""}):
             return True
     return False
 
@@ -35,20 +33,23 @@ def _trainer(full: str) -> bool:
     return full.split(".", 1)[0] in TRAINER_PACKAGES and last_part(full).endswith("Trainer")
 
 
+def _run_by(model: FileModel, hooks: tuple[str, ...], framework: Callable[[str], bool]) -> list[Loop]:
+    """The methods named in `hooks` of the file's classes that derive from a `framework` class, each as one
+    iteration of the framework's loop."""
+    return [Loop(None, scope, scope.events) for scope in model.scopes  # type: ignore[arg-type]  # no head of its own
+            if scope.name in hooks and derives_from(model, scope.class_name, framework)]
+
+
 def trainer_steps(model: FileModel) -> list[Loop]:
     """A transformers or trl `Trainer` subclass's `compute_loss` and `training_step`: the Trainer's loop runs them
     once per step (and back-propagates what `compute_loss` returns)."""
-    if "Trainer" not in model.text:
-        return []
-    return [Loop(None, scope, scope.events) for scope in model.scopes  # type: ignore[arg-type]  # no head of its own
-            if scope.name in TRAINER_STEP_HOOKS and scope.class_name and derives_from(model, scope.class_name, _trainer)]
+    return _run_by(model, TRAINER_STEP_HOOKS, _trainer) if "Trainer" in model.text else []
 
 
 def lightning_steps(model: FileModel) -> list[Loop]:
     """A LightningModule's `training_step` (a subclass's, directly or through the file's classes): Lightning's loop
     runs it once per batch."""
-    return [Loop(None, scope, scope.events) for scope in model.scopes  # type: ignore[arg-type]  # no head of its own
-            if scope.name == "training_step" and derives_from(model, scope.class_name, _lightning)]
+    return _run_by(model, ("training_step",), _lightning)
 
 
 def _lightning(full: str) -> bool:

@@ -143,6 +143,12 @@ class FileModel:
                 and any(e.kind is EventKind.STEP for e in scope.events)]
         return bodies
 
+    def full_name(self, name: str) -> str:
+        """A dotted name read through the file's imports (`dist.reduce` with `import torch.distributed as dist`:
+        `torch.distributed.reduce`); a name the file does not import stays as written."""
+        head, dot, rest = name.partition(".")
+        return self.imported_as.get(head, head) + dot + rest
+
     def role(self, name: str | None) -> Role:
         """What the name holds among optimizer, scheduler, GradScaler, accelerator, engine (`names.Role`)."""
         return self.symbols.role(name)
