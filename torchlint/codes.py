@@ -13,7 +13,8 @@ TIMEOUT = "TL904"
 # Diagnostics about the run itself rather than the code's training logic.
 META_RULES = {
     READ_ERROR: ("unreadable-file", "the file cannot be read or decoded as Python source"),
-    SYNTAX_ERROR: ("syntax-error", "the file does not parse; it is not checked and never rewritten"),
+    SYNTAX_ERROR: ("syntax-error", "the file does not parse; it is not checked (a notebook export's IPython lines aside) "
+                                   "and never rewritten"),
     INTERNAL_ERROR: ("internal-error", "torchlint failed on this file; please report it"),
     FIX_ERROR: ("invalid-fix", "a fix was discarded: it produced code that does not parse, or (--verify) changed "
                 "what a safe fix must keep"),

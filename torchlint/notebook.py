@@ -19,30 +19,13 @@ from torchlint.source import pyast
 from torchlint.codes import SYNTAX_ERROR
 from torchlint.diagnostic import Diagnostic, FixInfo
 from torchlint.engine import fix_source, lint_source
+from torchlint.source.ipython import LineState, is_magic
 from torchlint.source.lines import END_BREAK, carry_over, split_lines
 from torchlint.rules import Rule
 
 NOTEBOOK_ERROR = "TL900"
 _MARKER = "# torchlint-cell {index}\n"
 _MARKER_RE = re.compile(r"^# torchlint-cell (\d+)\n", re.MULTILINE)
-# IPython's escapes at the start of a statement (`%magic`, `!cmd`, `?obj`/`??obj` help, the autocall escapes
-# `/f x`, `,f a b`, `;f a b`: no Python statement starts with one), an assignment from a magic or a shell command
-# (`x = %time f()`, `files = !ls`), and the help suffix (`obj?`, `obj.attr??`, `np.*load*?`).
-_MAGIC_LINE = re.compile(r"^\s*[%!?/,;]|^[^#'\"]*=\s*(%\w|!)|^\s*%{0,2}[\w.*]+\?\??\s*$")
-# IPython's line magics and the shell aliases it defines as magics: with automagic (on by default) a line that
-# starts with one of these names followed by a space or the line's end runs the magic (`cd data`, `pip install x`)
-# unless what follows starts with `=` or `,` (IPython's assignment check: `cd = 3` is Python) or the name is a
-# variable. Kept conservative: only a line that is not Python on its own and leaves no bracket, string or
-# backslash continuation open is taken for one (`ls` alone, `ls(x)`, `pwd + "/x"`, `time (a +` stay Python).
-_AUTOMAGICS = frozenset("""
-    alias alias_magic autoawait autocall automagic autosave bookmark cat cd clear colors conda config connect_info cp
-    debug dhist dirs doctest_mode ed edit env gui hist history killbgscripts ldir less lf lk ll load load_ext loadpy
-    logoff logon logstart logstate logstop ls lsmagic lx macro magic man matplotlib mamba micromamba mkdir more mv
-    notebook page pastebin pdb pdef pdoc pfile pinfo pinfo2 pip popd pprint precision prun psearch psource pushd pwd
-    pycat pylab qtconsole quickref recall rehashx reload_ext rep rerun reset reset_selective rm rmdir run save sc
-    set_env store sx system tb time timeit unalias unload_ext uv who who_ls whos xdel xmode
-""".split())
-_AUTOMAGIC_LINE = re.compile(r"^\s*([A-Za-z_]\w*)(?:[ \t]+(.*))?$")
 _PLACEHOLDER = "pass  # torchlint-magic {n}"
 _PLACEHOLDER_RE = re.compile(r"^([ \t]*)pass  # torchlint-magic (\d+)$", re.MULTILINE)
 
@@ -95,64 +78,6 @@ def _source(cell: dict) -> str:
     return "".join(src) if isinstance(src, list) else src
 
 
-class _LineState:
-    """Where a line of Python leaves the logical line: inside brackets, a triple-quoted string or after a
-    backslash, the next physical line continues it (`print("..."\n      % (a, b))` is not a line magic)."""
-
-    def __init__(self) -> None:
-        self.depth = 0
-        self.quote = ""  # an open triple quote
-        self.backslash = False
-
-    def at_statement_start(self) -> bool:
-        return self.depth == 0 and not self.quote and not self.backslash
-
-    def feed(self, line: str) -> None:
-        i, n = 0, len(line)
-        while i < n:
-            if self.quote:
-                end = line.find(self.quote, i)
-                if end < 0:
-                    break
-                i, self.quote = end + 3, ""
-                continue
-            c = line[i]
-            if c == "#":
-                break
-            if c in "'\"":
-                if line.startswith(c * 3, i):
-                    self.quote = c * 3
-                    i += 3
-                    continue
-                i += 1
-                while i < n and line[i] != c:
-                    i += 2 if line[i] == "\\" else 1
-            elif c in "([{":
-                self.depth += 1
-            elif c in ")]}":
-                self.depth = max(0, self.depth - 1)
-            i += 1
-        self.backslash = not self.quote and line.endswith("\\")
-
-
-def _is_magic(line: str) -> bool:
-    """An IPython line (at the start of a statement) that is not Python: an escape, or an automagic."""
-    if _MAGIC_LINE.match(line):
-        return True
-    m = _AUTOMAGIC_LINE.match(line.rstrip("\r\n"))
-    if m is None or m.group(1) not in _AUTOMAGICS or (m.group(2) or "").startswith(("=", ",")):
-        return False
-    state = _LineState()
-    state.feed(line)
-    if not state.at_statement_start():
-        return False  # the next line continues it: Python split over lines
-    try:
-        pyast.parse(line.strip() + "\n", "<cell line>")
-    except SyntaxError:
-        return True  # `cd data/My\\ Drive`, `pip install x`: not Python, the magic IPython runs
-    return False
-
-
 def _leading_indent(lines: list[str]) -> tuple[str, frozenset[int], list[str]]:
     """IPython's `leading_indent`: a cell whose first non-blank line is indented runs with that indent stripped
     from every line that starts with it (` def f(x):` / `     return x`). The indent, the lines stripped, the
@@ -179,10 +104,10 @@ def join(nb: dict) -> Joined:
         out_lines: list[str] = []
         magics: list[str] = []
         continued = None  # the indent of a magic line ending in a backslash: the next line continues it
-        code_state = _LineState()  # open brackets, strings and continuations of the Python lines so far
+        code_state = LineState()  # open brackets, strings and continuations of the Python lines so far
         cell_indent, dedented, raw_lines = _leading_indent(split_lines(src))
         for raw in raw_lines:
-            if continued is not None or (code_state.at_statement_start() and _is_magic(raw)):
+            if continued is not None or (code_state.at_statement_start() and is_magic(raw)):
                 indent = continued if continued is not None else raw[: len(raw) - len(raw.lstrip())]
                 out_lines.append(indent + _PLACEHOLDER.format(n=magic_number + len(magics)))
                 magics.append(raw)

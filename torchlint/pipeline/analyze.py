@@ -6,13 +6,14 @@ from __future__ import annotations
 import ast
 import gc
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterator, Sequence
 
 import libcst as cst
 
 from torchlint.source import pyast
 from torchlint.source.cstfast import parse_read_only
+from torchlint.source.ipython import mask_ipython_lines
 from torchlint.analysis import FileModel
 from torchlint.analysis.expected import expected_regions
 from torchlint.analysis.foreign import ProjectLookup
@@ -131,7 +132,10 @@ def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool, vi
         # Reporting only reads the tree: libcst's per-node validation is skipped (torchlint.source.cstfast).
         module = cst.parse_module(source) if whole else parse_read_only(source)
     except Exception as exc:  # libcst raises ParserSyntaxError, and RecursionError on absurd nesting
-        return Analysis(None, [], [_syntax_error(text, path, exc)])
+        refused = _syntax_error(text, path, exc)
+        exported = mask_ipython_lines(source) if not refused.message.startswith("syntax error: nested") else None
+        return _as_notebook_export(exported, refused, path, firing, whole, view, lookup, keep) if exported \
+            else Analysis(None, [], [refused])
     if source.endswith("\r") and not module.has_trailing_newline:
         # libcst sees a final line break only in `\n`: without this, the code it writes back drops a final `\r`
         module = module.with_changes(has_trailing_newline=True)
@@ -159,6 +163,28 @@ def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool, vi
         expected = expected_regions(module, text)
         findings = [(rule, f) for rule, f in findings if id(f.node) not in expected]
     return Analysis(module, findings, errors, source, model.top_of, model.statement_of, tree)
+
+
+def _as_notebook_export(exported: tuple[str, list[int]], refused: Diagnostic, path: str, firing: Sequence[type[Rule]],
+                        whole: bool, view: ProjectView | None, lookup: ProjectLookup | None, keep: bool) -> Analysis:
+    """A `.py` exported from a notebook that keeps its IPython lines (`!pip install ...`, `%matplotlib inline`):
+    with those lines read as `pass` (line for line) it may parse, and is then checked like the notebook it comes
+    from; nothing is fixed in it (the file is not Python), and a TL901 notice says so. Else the parser's refusal."""
+    masked, lines = exported
+    try:
+        pyast.parse(masked, path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return Analysis(None, [], [refused])
+    analysis = _analyze(masked, path, firing, whole, view, lookup, keep)
+    if analysis.module is None:
+        return Analysis(None, [], [refused])
+    shown = ", ".join(map(str, lines[:3])) + (", ..." if len(lines) > 3 else "")
+    notice = Diagnostic(path, lines[0], 1, lines[0], 1, SYNTAX_ERROR, (
+        f"IPython lines (line{'s' if len(lines) > 1 else ''} {shown}) are not Python: the file was checked with them "
+        f"read as no-ops, as the notebook it comes from runs, and no fix is applied to it"))
+    analysis.findings = [(rule, replace(f, fix=None)) for rule, f in analysis.findings]
+    analysis.errors = [notice, *analysis.errors]
+    return analysis
 
 
 def internal_error(path: str, where: str, exc: Exception) -> Diagnostic:
