@@ -76,7 +76,18 @@ def _sets_rate(project: ClassFiles, path: Path, text: str, name: str) -> bool:
         if bases is None or any(not b.isidentifier() for b in bases):
             return False  # not a class of that file, or a base elsewhere (`lr_scheduler._LRScheduler`)
         todo.extend(b for b in bases if b != "object")
-    return any(LR_WRITE.search(class_text(text, cls)) for cls in seen)
+    return any(LR_WRITE.search(body) or _calls_rate_writer(text, body) for body in (class_text(text, c) for c in seen))
+
+
+def _calls_rate_writer(text: str, body: str) -> bool:
+    """The class calls a top-level function of its file that writes the rate (`def adjust_lr(optimizer, lr): for
+    group in optimizer.param_groups: group["lr"] = lr`, called as `adjust_lr(self.optimizer, self.lr)`)."""
+    for m in re.finditer(r"(?m)^def[ \t]+(\w+)", text):
+        end = _AT_MARGIN.search(text, m.end())
+        if LR_WRITE.search(text, m.end(), end.start() if end is not None else len(text)) and re.search(
+                rf"(?<![\w.]){re.escape(m.group(1))}\s*\(", body):
+            return True
+    return False
 
 
 def _factory_classes(reader: "SignatureReader", path: Path, name: str) -> list[str]:

@@ -179,6 +179,19 @@ class OtherFilesValues:
             _PASSED[key] = _passed(_model(got), lineage, method)
         return _PASSED[key]
 
+    def function_passed_on(self, dotted: str) -> Passed | None:
+        """A top-level function of another project file that `dotted(...)` calls: its positional parameters and those
+        it never back-propagates (`passed_on`, for a plain function: `to_numpy(total)` that detaches what it gets)."""
+        target = self._target(dotted) if not self.project.cached_only else None
+        got = self.project.text(target[0]) if target is not None else None
+        if target is None or got is None or not _defines(got[0], target[1], top=True):
+            return None
+        key = (got[1], (), target[1])
+        if key not in _PASSED:
+            _room(_PASSED)
+            _PASSED[key] = _passed(_model(got), [None], target[1])  # type: ignore[list-item]  # top level: no class
+        return _PASSED[key]
+
     def _made_method(self, maker: str, method: str) -> tuple[tuple[Path, str], tuple[str, str], list] | None:
         """The class `maker(...)` makes (its file and name), its file's text, and the lineage of classes of that
         file that may define `method`, when that file defines `method` at all."""

@@ -601,3 +601,58 @@ def test_message():
         "each backward re-walks the graphs of earlier batches ('Trying to backward through the graph a "
         "second time'); rebind `total_loss` after the step",
     )]
+
+
+# A total whose additions are of unknown origin (`head(x)` for a head of a module list) but that starts from a
+# number: the back-propagated loss can carry a graph only through what is added (known by its use).
+_HEADS = """
+        def train(model, loader, opt):
+            loss = 0
+            for x, y in loader:
+                {reset}
+                for head in model.heads:
+                    loss += F.mse_loss(head(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        """
+
+
+def test_a_total_of_unknown_additions_back_propagated_is_known_by_its_use():
+    assert findings(_HEADS.format(reset="pass"), "TL001") == [(9, 9)]
+
+
+def test_a_total_of_unknown_additions_started_each_iteration_is_fine():
+    assert findings(_HEADS.format(reset="loss = 0"), "TL001") == []
+
+
+def test_a_total_beside_another_unknown_term_is_not_judged_by_use():
+    """`loss + extra` where `extra` is not known to hold no graph: the graph may come from it, and the additions
+    may be numbers (a total kept for the record)."""
+    src = """
+        def train(model, loader, opt, extra):
+            total = 0
+            for x, y in loader:
+                total += stats(x)
+                loss = extra(x) + total
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        """
+    assert findings(src, "TL001") == []
+
+
+def test_a_list_of_unknown_values_whose_last_item_is_back_propagated_is_no_total():
+    """`losses.append(f(...))` then `losses[-1].backward()`: one item, not the list's sum, is back-propagated."""
+    src = """
+        def fit(params, f, optimizer):
+            losses = []
+            while True:
+                optimizer.zero_grad()
+                losses.append(f(params))
+                if len(losses) > 100:
+                    break
+                losses[-1].backward()
+                optimizer.step()
+        """
+    assert findings(src, "TL001") == []

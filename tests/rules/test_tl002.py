@@ -1,5 +1,7 @@
 """TL002 retain_graph never released."""
 
+import textwrap
+
 import pytest
 
 from tests.helpers import findings, fixed, messages
@@ -727,4 +729,43 @@ def test_input_gradient_through_backward_with_create_graph_is_flagged(src):
     _input_gradient(backward="score.backward(torch.ones_like(score), create_graph=second_order)"),  # not known
 ])
 def test_input_gradient_look_alikes_are_not_flagged(src):
+    assert findings(src, "TL002") == []
+
+
+_HANDED = """
+        def backprop(loss):
+            loss.backward(retain_graph=True)
+
+        for x, y in loader:
+            {forward}
+            optimizer.zero_grad()
+            backprop({handed})
+            optimizer.step()
+        """
+
+
+def test_a_helper_handed_the_iterations_loss_keeps_its_graph():
+    src = _HANDED.format(forward="loss = criterion(model(x), y)", handed="loss")
+    assert findings(src, "TL002") == [(3, 5)]
+    assert fixed(src, "TL002") == textwrap.dedent(src)  # no fix: the helper's other callers may need the graph
+
+
+def test_a_helper_handed_a_graph_built_once_before_the_loop_needs_it_kept():
+    src = _HANDED.format(forward="pass", handed="shared_loss")
+    assert findings(src, "TL002") == []
+
+
+def test_a_guidance_loop_handing_its_loss_to_a_helper_trains_nothing():
+    """No optimizer steps: the loop refines latents from a graph that may have been built before it (attention
+    maps a denoiser stored), which each `autograd.grad` goes through again."""
+    src = """
+        def update(latents, loss, step):
+            grad = torch.autograd.grad(loss, [latents], retain_graph=True)[0]
+            return latents - step * grad
+
+        while loss > target:
+            latents = latents.clone().detach().requires_grad_(True)
+            loss = attention_loss(store)
+            latents = update(latents, loss, 0.1)
+        """
     assert findings(src, "TL002") == []

@@ -1481,3 +1481,119 @@ def test_a_latent_made_a_leaf_for_guidance_is_no_loss():
             return latents + grads
     """
     assert findings(src, "TL003") == []
+
+
+_FORWARD_CUT = """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.Linear(3, 4)
+                self.head = nn.Linear(4, 1)
+
+            def forward(self, x):
+                feats = self.enc(x)
+                return self.head(feats), {feats}
+
+        model = Net()
+        for x, y, pos in loader:
+            logits, feats = model(x)
+            _, pos_feats = model(pos)
+            loss = F.cross_entropy(logits, y) + 0.5 * F.mse_loss(feats, {target})
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """
+
+
+def test_a_criterion_given_only_outputs_the_models_forward_cut():
+    """`return logits, feats.detach()`: the contrastive term built from `feats` trains nothing."""
+    src = _FORWARD_CUT.format(feats="feats.detach()", target="pos_feats")
+    assert findings(src, "TL003") == [(16, 58)]
+    assert "in `model`'s forward" in messages(src, "TL003")[0][2]
+
+
+def test_a_criterion_given_a_cut_output_beside_one_with_a_graph_is_a_target():
+    """`mse(feats, target)` with `target` from another call that keeps its graph: the cut output is a target."""
+    src = _FORWARD_CUT.format(feats="feats.detach()", target="logits")
+    assert findings(src, "TL003") == []
+
+
+def test_outputs_the_forward_returns_uncut_are_not_read_as_cut():
+    src = _FORWARD_CUT.format(feats="feats", target="pos_feats")
+    assert findings(src, "TL003") == []
+
+
+def test_a_forward_that_detaches_its_whole_output_cuts_a_criterion_of_it():
+    src = """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(3, 1)
+
+            def forward(self, x):
+                return self.body(x).data
+
+        model = Net()
+        for x, y in loader:
+            loss = F.mse_loss(model(x), y) + reg.pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """
+    assert findings(src, "TL003") == [(12, 23)]
+
+
+def test_a_frozen_encoder_detached_inside_the_forward_is_fine():
+    """`h = self.enc(x).detach()` then `return self.head(h)`: a frozen backbone; the head still trains."""
+    src = """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.Linear(3, 4)
+                self.head = nn.Linear(4, 1)
+
+            def forward(self, x):
+                h = self.enc(x).detach()
+                return self.head(h)
+
+        model = Net()
+        for x, y in loader:
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """
+    assert findings(src, "TL003") == []
+
+
+def test_a_list_of_losses_copied_and_made_a_leaf_by_hand():
+    """`torch.tensor(loss_list).sum()` then `loss.requires_grad = True`: the copy has no graph."""
+    src = """
+        for x, y in loader:
+            out = model(x)
+            loss_list = [criterion(out, y), out.abs().mean()]
+            loss = torch.tensor(loss_list).sum()
+            loss.requires_grad = True
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """
+    assert findings(src, "TL003") == [(5, 12)]
+
+
+def test_a_model_judging_its_own_cut_reconstruction_is_by_design():
+    """`rec = vae.decoder(z)`, then `vae(rec.detach())` in the encoder's loss beside `mse(rec, x)`: the term trains
+    the model's encoder on its reconstruction as a fixed input; the cut keeps it from reaching back through `z`."""
+    src = """
+        for x in loader:
+            mu, logvar = vae.encode(x)
+            rec = vae.decoder(reparameterize(mu, logvar))
+            rec_mu, rec_logvar, _, _ = vae(rec.detach())
+            loss = F.mse_loss(rec, x) + kl(rec_mu, rec_logvar).exp().mean()
+            opt_e.zero_grad()
+            loss.backward()
+            opt_e.step()
+        """
+    assert findings(src, "TL003") == []
+    gan = src.replace("vae(rec.detach())", "discriminator(rec.detach())")
+    assert findings(gan, "TL003") == [(5, 46)]

@@ -1253,3 +1253,23 @@ def test_gradients_written_by_hand_before_each_step_add_up_to_nothing():
     """
     assert findings(src, "TL004") == []
     assert findings(src.replace("target.grad = source.grad.clone()", "target.data += 0"), "TL004") == [(7, 5)]
+
+
+def test_a_module_cleared_beside_an_optimizer_both_handed_in():
+    """`adv.zero_grad()` and `adv_optimizer.step()` of parameters: which parameters the optimizer holds is not known
+    here, whatever the file binds under that name elsewhere (`adv_optimizer = Adam(adv_model.parameters())`)."""
+    src = """
+        def train(clf, adv, loader, crit, adv_optimizer):
+            for x, z in loader:
+                adv.zero_grad()
+                loss = crit(adv(clf(x)), z)
+                loss.backward()
+                adv_optimizer.step()
+
+        adv_model = Adversary()
+        adv_optimizer = optim.Adam(adv_model.parameters(), lr=0.01)
+        """
+    assert findings(src, "TL004") == []
+    bound_here = src.replace("def train(clf, adv, loader, crit, adv_optimizer):",
+                             "def train(clf, adv, loader, crit):\n            adv_optimizer = optim.Adam(clf.parameters())")
+    assert findings(bound_here, "TL004") == [(8, 9)]

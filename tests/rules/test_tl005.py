@@ -1238,3 +1238,32 @@ def test_gradients_returned_by_autograd_grad_do_not_add_up():
                 optimizer.zero_grad()
     """
     assert findings(src, "TL005") == []
+
+
+_DECAY_FROM_DEFAULTS = """
+        def defaults():
+            args = types.SimpleNamespace()
+            args.lr = 1e-4
+            args.weight_decay = {decay}
+            args.accum = 16
+            return args
+
+        def train(model, args, loader):
+            optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+            for i, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y)
+                loss.backward()
+                if (i + 1) % args.accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """
+
+
+def test_adam_whose_weight_decay_is_zero_in_every_assignment_is_scale_invariant():
+    """`args.weight_decay = 0.00` is the only value the file gives it: no coupled decay sees the window's size (the
+    function that sets it is read even where the file is checked pruned)."""
+    assert findings(_DECAY_FROM_DEFAULTS.format(decay="0.00"), "TL005") == []
+
+
+def test_adam_whose_weight_decay_is_set_elsewhere_to_a_value_is_reported():
+    assert findings(_DECAY_FROM_DEFAULTS.format(decay="1e-4"), "TL005") == [(13, 9)]

@@ -1,10 +1,11 @@
 """TL007 graph-attached loss kept across iterations only for logging."""
 
+import json
 import textwrap
 
 import pytest
 
-from tests.helpers import findings, fixed, messages
+from tests.helpers import findings, fixed, lint_in_process, messages
 
 POSITIVE = {
     "forward_keeps_each_activation_in_a_list_of_the_module": (
@@ -3438,3 +3439,135 @@ def test_an_addition_into_a_dict_raises_instead_of_keeping():
     # an entry of the dict adds up: `total["loss"] += loss` keeps every graph
     entry = KEPT_BY.replace("{start}", "total = defaultdict(float)").replace("{keep}", 'total["loss"] += loss')
     assert findings(entry, "TL007") == [(9, 9)]
+
+
+_OUTPUT_DICT = """
+        history = []
+        for batch in loader:
+            output = model(**batch)
+            loss = output["loss"]
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            history.append({{"loss": loss.item(), "kept": output[{key}]}})
+        """
+
+
+def test_a_score_entry_of_the_models_output_dict_is_not_known_to_carry_a_graph():
+    """`output["metric"]`: a model that returns a dict computes such entries for reporting (scores, counts)."""
+    assert findings(_OUTPUT_DICT.format(key='"metric"'), "TL007") == []
+    assert findings(_OUTPUT_DICT.format(key='"accuracy"'), "TL007") == []
+
+
+def test_a_tensor_entry_of_the_models_output_dict_keeps_its_graph():
+    assert findings(_OUTPUT_DICT.format(key='"logits"'), "TL007") == [(9, 5)]
+
+
+_SCORE_HELPER = """
+        def score(pred, target, eps=1e-7):
+            {body}
+
+        def fit(model, loader, optimizer, criterion, epochs):
+            for epoch in range(epochs):
+                total = 0.0
+                for images, masks in loader:
+                    optimizer.zero_grad()
+                    pred = model(images)
+                    loss = criterion(pred, masks)
+                    total += score(pred, masks)
+                    loss.backward()
+                    optimizer.step()
+                print(total / len(loader))
+        """
+
+
+def test_a_helper_that_passes_its_arguments_graph_on_to_what_it_returns():
+    """A dice score of the model's output keeps the output's graph: the epoch's total keeps every batch's."""
+    body = "inter = torch.sum(pred * target)\n            union = pred.sum() + target.sum()\n            " \
+           "return (2. * inter + eps) / (union + eps)"
+    assert findings(_SCORE_HELPER.format(body=body), "TL007") == [(14, 13)]
+
+
+@pytest.mark.parametrize("body", [
+    "return (pred.argmax(1) == target).float().mean()",        # a comparison: no graph
+    "return torch.sum(pred.detach() * target)",                 # cut in the helper
+    "return float(torch.sum(pred * target))",                   # a number
+    "return compute(pred, target)",                             # a call of unknown effect
+])
+def test_a_helper_that_does_not_pass_its_arguments_graph_on(body):
+    assert findings(_SCORE_HELPER.format(body=body), "TL007") == []
+
+
+def test_a_helper_of_another_project_file_that_passes_its_arguments_graph_on(tmp_path):
+    (tmp_path / "metrics.py").write_text(
+        "import torch\n\n\ndef dice(pred, target, eps=1e-7):\n    inter = torch.sum(pred * target)\n"
+        "    return (2. * inter + eps) / (pred.sum() + target.sum() + eps)\n")
+    (tmp_path / "train.py").write_text(
+        "from metrics import dice\n\n\ndef fit(model, loader, optimizer, criterion):\n    total = 0.0\n"
+        "    for x, y in loader:\n        optimizer.zero_grad()\n        out = model(x)\n"
+        "        loss = criterion(out, y)\n        total += dice(out, y)\n        loss.backward()\n"
+        "        optimizer.step()\n    return total / len(loader)\n")
+    code, out = lint_in_process(tmp_path, "--select", "TL007", ".")
+    assert [(d["path"], d["line"]) for d in json.loads(out)] == [("train.py", 10)]
+
+
+_HAND_WRITTEN = """
+        class Adaline:
+            def __init__(self, n):
+                self.weight = torch.zeros(n, 1)
+
+            def forward(self, x):
+                return torch.mm(x, self.weight).view(-1)
+
+            def backward(self, x, yhat, y):
+                return torch.mm(x.t(), (yhat - y).view(-1, 1)) / y.size(0)
+
+        def mse(yhat, y):
+            return torch.mean((yhat - y) ** 2)
+
+        def train(model, x, y, epochs):
+            cost = []
+            for e in range(epochs):
+                yhat = model.forward(x)
+                {update}
+                curr_loss = mse(yhat, y)
+                cost.append(curr_loss)
+            return cost
+
+        cost = train({made}, x, y, 10)
+        """
+
+
+@pytest.mark.parametrize("update,made", [
+    ("model.weight -= 0.1 * model.backward(x, yhat, y)", "Adaline(2)"),  # gradients by hand: no module
+    ("model.weight -= 0.1", "Adaline(2)"),                               # every call hands a plain object
+])
+def test_a_model_named_parameter_that_is_no_module_gives_no_graph(update, made):
+    assert findings(_HAND_WRITTEN.format(update=update, made=made), "TL007") == []
+
+
+def test_a_model_named_parameter_not_known_to_be_plain_keeps_its_graph():
+    """No call of the file says what `model` holds: named like a module, by convention it is one."""
+    src = _HAND_WRITTEN.format(update="mse(model(x), y).backward()", made="nn.Linear(2, 1)").replace(
+        "cost = train(nn.Linear(2, 1), x, y, 10)", "")
+    assert findings(src, "TL007") == [(21, 9)]
+
+
+def _handed_total(tmp_path, helper_body):
+    (tmp_path / "utils.py").write_text(f"def report(total):\n    {helper_body}\n")
+    (tmp_path / "train.py").write_text(
+        "from utils import report\n\n\ndef fit(model, loader, optimizer, criterion, epochs):\n"
+        "    for epoch in range(epochs):\n        total = 0.0\n        for x, y in loader:\n"
+        "            optimizer.zero_grad()\n            loss = criterion(model(x), y)\n            total += loss\n"
+        "            loss.backward()\n            optimizer.step()\n        report(total / len(loader))\n")
+    code, out = lint_in_process(tmp_path, "--select", "TL007", "--no-cache", ".")
+    return [(d["path"], d["line"]) for d in json.loads(out)]
+
+
+def test_a_total_handed_to_another_files_function_that_only_reads_it(tmp_path):
+    """`report(total)` of another project file detaches what it gets: it back-propagates nothing."""
+    assert _handed_total(tmp_path, "print(total.detach().cpu().numpy())") == [("train.py", 10)]
+
+
+def test_a_total_handed_to_another_files_function_that_back_propagates_it(tmp_path):
+    assert _handed_total(tmp_path, "total.backward()") == []

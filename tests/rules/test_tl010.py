@@ -1132,3 +1132,58 @@ def test_accelerate_clip_without_accumulation():
     src = ACCUMULATE_CLIP.format(clip="accelerator.clip_grad_norm_(model.parameters(), 1.0)").replace(
         "with accelerator.accumulate(model):", "if True:")
     assert findings(src, "TL010") == []
+
+
+_EPOCH_FUNCTION = """
+        from torch.cuda.amp import GradScaler, autocast
+        {opt_outside}
+
+        def train_epoch(loader):
+            scaler = GradScaler()
+            for x, y in loader:
+                with autocast():
+                    loss = criterion(model(x), y)
+                opt.zero_grad()
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+
+        for epoch in range(10):
+            {opt_inside}
+            train_epoch(loader)
+        """
+
+
+def test_rebuilt_scaler_in_an_epoch_function_stepping_a_module_optimizer():
+    src = _EPOCH_FUNCTION.format(opt_outside="opt = torch.optim.SGD(model.parameters(), lr=0.1)", opt_inside="pass")
+    assert findings(src, "TL010") == [(6, 14)]
+
+
+def test_rebuilt_scaler_in_an_epoch_function_whose_optimizer_the_loop_builds_again():
+    """Each run of the loop builds its own optimizer (a fold, a restart): a new scaler for a new run."""
+    src = _EPOCH_FUNCTION.format(opt_outside="pass", opt_inside="opt = torch.optim.SGD(model.parameters(), lr=0.1)")
+    assert findings(src, "TL010") == []
+
+
+def test_rebuilt_scaler_in_an_epoch_method_stepping_the_trainers_optimizer():
+    src = """
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+            def train_epoch(self, loader):
+                scaler = torch.cuda.amp.GradScaler()
+                for x, y in loader:
+                    with torch.cuda.amp.autocast():
+                        loss = self.model(x, y)
+                    self.optimizer.zero_grad()
+                    scaler.scale(loss).backward()
+                    scaler.step(self.optimizer)
+                    scaler.update()
+
+            def fit(self, loader, epochs):
+                for epoch in range(epochs):
+                    self.train_epoch(loader)
+        """
+    assert findings(src, "TL010") == [(8, 18)]

@@ -1,10 +1,11 @@
 """TL011 lr_scheduler.step() before optimizer.step()."""
 
+import json
 import textwrap
 
 import pytest
 
-from tests.helpers import findings, fixed, messages
+from tests.helpers import findings, fixed, lint_in_process, messages
 
 POSITIVE = {
     # -- a learning-rate range test stepping its own scheduler first -------------------------------------------
@@ -912,3 +913,117 @@ def test_a_scheduler_bound_only_to_none_never_steps():
     assert findings(src, "TL011") == []
     built = src.replace("self.lr_scheduler = None", "self.lr_scheduler = StepLR(self.optimizer, 10)")
     assert findings(built, "TL011") == [(9, 13)]
+
+
+_BASE_LOOP = """
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                self.lr_scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, 10)
+
+            def unit_train(self, batch):
+                raise NotImplementedError
+
+            def train_epoch(self, loader):
+                for batch in loader:
+                    self.lr_scheduler.step()
+                    self.unit_train(batch)
+
+        class MseTrainer(Trainer):
+            def unit_train(self, batch):
+                x, y = batch
+                loss = F.mse_loss(self.model(x), y)
+                self.optimizer.zero_grad()
+                loss.backward()
+                {step}
+        {other}
+        """
+
+
+def test_a_base_loop_runs_the_step_its_one_subclass_writes():
+    """The base's `unit_train` only raises: `self.unit_train(batch)` runs the subclass's, which steps."""
+    src = _BASE_LOOP.format(step="self.optimizer.step()", other="")
+    assert findings(src, "TL011") == [(13, 13)]
+
+
+def test_a_base_loop_whose_subclass_does_not_step_there():
+    src = _BASE_LOOP.format(step="pass", other="")
+    assert findings(src, "TL011") == []
+
+
+_SECOND = """
+        class L1Trainer(Trainer):
+            def unit_train(self, batch):
+                return None
+"""
+
+
+def test_a_base_loop_with_two_subclasses_writing_the_step_is_not_guessed():
+    """Two overrides: which one runs depends on the instance; the analysis does not pick one."""
+    src = _BASE_LOOP.format(step="self.optimizer.step()", other=_SECOND)
+    assert findings(src, "TL011") == []
+
+
+_RATE_HELPER = """
+    def set_rate(opt, lr):
+        for g in opt.param_groups:
+            g["lr"] = lr
+"""
+
+
+def test_a_scheduler_of_the_file_that_sets_the_rate_through_a_helper_of_the_file():
+    """`set_rate(self.opt, lr)`, a function of the file that writes `g["lr"]`: the class sets the rate itself."""
+    src = _own(body="set_rate(self.opt, 0.1 * (1 - self.n / self.steps))") + _RATE_HELPER
+    assert findings(src, "TL011") == []
+    assert findings(_own(body="set_other(self.opt, 0.1)") + _RATE_HELPER, "TL011") == [(17, 13)]
+
+
+def test_a_project_scheduler_that_sets_the_rate_through_a_helper_of_its_file(tmp_path):
+    """The class is imported from the project's `sched.py`, whose `adjust_lr` writes the rate."""
+    (tmp_path / "sched.py").write_text(
+        "def adjust_lr(optimizer, lr):\n    for g in optimizer.param_groups:\n        g['lr'] = lr\n\n\n"
+        "class Warmup:\n    def __init__(self, optimizer):\n        self.optimizer, self.n = optimizer, 0\n\n"
+        "    def step(self):\n        self.n += 1\n        adjust_lr(self.optimizer, 0.1 * min(1.0, self.n / 100))\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom sched import Warmup\n\n\ndef fit(net, loader, crit):\n"
+        "    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n    sched = Warmup(opt)\n    for x, y in loader:\n"
+        "        opt.zero_grad()\n        crit(net(x), y).backward()\n        sched.step()\n        opt.step()\n")
+    code, out = lint_in_process(tmp_path, "--select", "TL011", ".")
+    assert code == 0 and json.loads(out) == []
+    (tmp_path / "sched.py").write_text((tmp_path / "sched.py").read_text().replace("adjust_lr(self", "print(self"))
+    code, out = lint_in_process(tmp_path, "--select", "TL011", "--no-cache", ".")
+    assert [(d["path"], d["line"]) for d in json.loads(out)] == [("train.py", 11)]
+
+
+_EPOCH_METHOD = """
+        class Trainer:
+            def __init__(self, args, model):
+                self.args, self.model, self.epoch = args, model, 0
+                self.optimizer = optim.Adam(model.parameters())
+                self.lr_scheduler = optim.lr_scheduler.StepLR(self.optimizer, step_size=args.decay_step)
+
+            def train(self):
+                for epoch in range(self.args.num_epochs):
+                    self.train_one_epoch(epoch)
+                    self.epoch += 1
+
+            def train_one_epoch(self, epoch):
+                if {guard}:
+                    self.lr_scheduler.step()
+                for batch in self.loader:
+                    self.optimizer.zero_grad()
+                    self.loss(batch).backward()
+                    self.optimizer.step()
+        """
+
+
+def test_an_epoch_method_stepping_its_scheduler_first_under_a_configuration_flag():
+    """`if self.args.enable_lr_schedule:` is the same on every call: whenever it holds, the first rate is skipped."""
+    assert findings(_EPOCH_METHOD.format(guard="self.args.enable_lr_schedule"), "TL011") == [(15, 13)]
+
+
+@pytest.mark.parametrize("guard", ["epoch > 0", "self.epoch > 0", "self.warm()"])
+def test_an_epoch_method_stepping_its_scheduler_under_a_changing_condition(guard):
+    """A condition that may change from one call to the next may be what delays the scheduler (`epoch > 0`)."""
+    assert findings(_EPOCH_METHOD.format(guard=guard), "TL011") == []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, Event, EventKind
-from torchlint.analysis.exprs import argument_for, dotted, positional_params
+from torchlint.analysis.exprs import argument_for, dotted, names_in, positional_params
 from torchlint.source.walk import walk
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
@@ -251,3 +251,26 @@ def _passed_for(model: FileModel, callee: Scope, param: str) -> list[cst.BaseExp
             if passed is not None:
                 out.append(passed)
     return out
+
+
+def configuration_test(model: FileModel, scope: Scope, test: cst.BaseExpression) -> bool:
+    """`test` reads only configuration, the same on every call of the function: attributes of an object `self` holds
+    (`self.args.enable_lr_schedule`) that no method but `__init__` binds, or names the module binds and no function
+    rebinds; no call, no parameter (`epoch > 0` changes from one call to the next), no name the function binds."""
+    if any(type(n) is cst.Call for n in walk(test)):
+        return False
+    names = names_in(test)
+    for name in (n for n in names if not any(m.startswith(n + ".") for m in names)):  # the whole chains
+        root = name.split(".", 1)[0]
+        if root == "self":
+            parts = name.split(".")
+            if len(parts) < 3:
+                return False  # `self.epoch`: the object's own state
+            held = ".".join(parts[:2])
+            if any(s.name != "__init__" and (s.assignments(held) or s.assignments(name)) for s in model.scopes
+                   if s.class_name == scope.class_name):
+                return False
+        elif root in scope.params or scope.assignments(root) or not model.scopes[0].assignments(root) or any(
+                s.assignments(root) for s in model.scopes[1:]):
+            return False
+    return True

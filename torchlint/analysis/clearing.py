@@ -22,7 +22,12 @@ def clears(model: FileModel, opt: str, z: Event) -> bool:
     if z.variant is ZeroGradOf.OPTIMIZER:
         return (target == opt or target.rsplit(".", 1)[-1] == opt.rsplit(".", 1)[-1]
                 or handed_to_base(model, opt, target))
-    # model.zero_grad(): clears the optimizer unless we know it optimizes other models.
+    # model.zero_grad(): clears the optimizer unless we know it optimizes other models (not known of a parameter:
+    # `def train_both(adv, adv_optimizer): ... adv.zero_grad()`, whatever the file binds under that name elsewhere)
+    scope = model.scope_at(z.scope)
+    root = opt.split(".", 1)[0]
+    if scope is not None and root in scope.params and root not in ("self", "cls") and not scope.assignments(opt):
+        return True
     owned = _owned(model, opt)
     return not owned or target == "self" or any(_related(target, m) for m in owned)
 

@@ -17,6 +17,7 @@ from torchlint.analysis.events import AssignForm, Event
 from torchlint.analysis.exprs import COMBINING_CALLS, dotted, names_in
 from torchlint.analysis.foreign import Resolved
 from torchlint.analysis.scopes import Scope
+from torchlint.analysis.semantics import is_metric_key
 from torchlint.analysis.vkind import VKind, join
 from torchlint.source.walk import walk
 
@@ -133,6 +134,22 @@ def pick(kinds: dict[str, VKind] | None, key: str | None) -> VKind | None:
     """The join of the kinds of a dict's entries (`key`: of that entry and of those whose key is not known)."""
     found = [v for name, v in kinds.items() if key is None or name in (key, ANY_KEY)] if kinds else []
     return join(found) if found else None
+
+
+def entry(k: Asker, e: cst.Subscript, scope: Scope, at: Event | None, depth: int) -> VKind:
+    """The kind of `e`, an item read by subscript: a shape's size is a number; an entry of a dict whose every
+    value is known is that value's kind; a score entry of what a module returned is not known (`output["metric"]`:
+    the forward returned a dict, whose scores are for reporting); else the container's kind carries over for a
+    tensor (with or without its graph) and a string."""
+    base = k.of(e.value, scope, at, depth + 1)
+    if type(e.value) is cst.Attribute and e.value.attr.value == "shape":
+        return VKind.NUMBER
+    if base is VKind.CONTAINER and at is not None:
+        found = dict_values(k, e.value, scope, at, depth, subscript_key(e))
+        return found if found is not None else VKind.UNKNOWN
+    if base is VKind.GRAPH and (key := subscript_key(e)) is not None and is_metric_key(key):
+        return VKind.UNKNOWN
+    return base if base in (VKind.GRAPH, VKind.TENSOR, VKind.STRING) else VKind.UNKNOWN
 
 
 def subscript_key(node: cst.Subscript) -> str | None:
@@ -278,3 +295,23 @@ def _comprehension_names(scope: cst.CSTNode) -> dict[int, tuple[cst.BaseExpressi
                 if type(n) is cst.Name and n.value in bound:
                     out[id(n)] = bound[n.value]
     return out
+
+
+def from_args(k: Asker, call: cst.Call, scope: Scope, at: Event | None, depth: int, numbers_stay: bool = False) -> VKind:
+    """A function of its arguments: a graph if any argument has one, no graph if none can have one."""
+    kinds = []
+    for arg in call.args:
+        value = arg.value
+        if type(value) is cst.GeneratorExp or type(value) is cst.ListComp:
+            kinds.append(k.of(value.elt, scope, at, depth + 1))
+        elif type(value) is cst.List or type(value) is cst.Tuple:
+            kinds.extend(k.of(el.value, scope, at, depth + 1) for el in value.elements)
+        else:
+            kinds.append(k.of(value, scope, at, depth + 1))
+    if VKind.GRAPH in kinds:
+        return VKind.GRAPH
+    if numbers_stay and kinds and all(kind is VKind.NUMBER for kind in kinds):
+        return VKind.NUMBER
+    if kinds and all(kind in (VKind.TENSOR, VKind.NUMBER, VKind.STRING, VKind.NONE) for kind in kinds):
+        return VKind.TENSOR if not numbers_stay or VKind.TENSOR in kinds else VKind.NUMBER
+    return VKind.UNKNOWN

@@ -12,7 +12,7 @@ import re
 import libcst as cst
 
 from torchlint.analysis.events import Event, EventKind
-from torchlint.analysis.exprs import dotted, keyword, last_part, names_in
+from torchlint.analysis.exprs import argument_for, dotted, keyword, last_part, names_in, positional_params
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
@@ -216,3 +216,37 @@ def switches_grad(scope: Scope) -> bool:
     """The function turns gradients off itself (`torch.set_grad_enabled(False)`, a `no_grad` it calls)."""
     return any(type(n) is cst.Call and (dotted(n.func) or "").rsplit(".", 1)[-1] in GRAD_MODE_SWITCHES
                for n in walk(scope.node))
+
+
+def called_per_run(model: FileModel, callee, optimizers: list[str]) -> str | None:
+    """The function holding a call of `callee` inside a loop of the file that steps the same optimizer on every call:
+    for one of the `optimizers` the callee steps, it hands a name bound before that loop, or the callee steps one it
+    is neither handed nor binds (`_outlives_calls`). An epoch function run by the epoch loop, not a fold's new run."""
+    params = positional_params(callee.node)
+    for scope in model.scopes:
+        for e in scope.raw:
+            if e.kind is not EventKind.LOCAL_CALL or not e.loops or type(e.node) is not cst.Call:
+                continue
+            if model.resolve(scope, e.callee or "") is not callee:
+                continue
+            for opt in optimizers:
+                if opt not in params:
+                    if _outlives_calls(scope, e, callee, opt):
+                        return scope.name
+                    continue
+                arg = argument_for(e.node, params[1:] if params[:1] == ["self"] else params, opt)
+                if type(arg) is not cst.Name:
+                    continue
+                defs, _ = scope.reaching(arg.value, e)
+                if all(e.loops[-1] not in d.loops for d in defs):
+                    return scope.name
+    return None
+
+
+def _outlives_calls(caller, call: Event, callee, opt: str) -> bool:
+    """An optimizer the callee steps without being handed it or binding it (a module's, or `self.optimizer` bound by
+    another method) that the calling loop does not bind either: every call of the loop steps the same one."""
+    root = opt.split(".", 1)[0]
+    if root in positional_params(callee.node) and root != "self" or callee.assignments(opt) or callee.assignments(root):
+        return False
+    return not any(call.loops[-1] in d.loops for d in caller.assignments(opt))

@@ -12,6 +12,7 @@ from torchlint.analysis.events import Event, EventKind, variant_word
 from torchlint.analysis.exprs import dotted, positional_params
 from torchlint.analysis.foreign import ExportedEvent, Exports, FunctionExport
 from torchlint.analysis.model import FileModel
+from torchlint.analysis.passing import graph_params
 from torchlint.analysis.prescan import EVENT_TEXT
 from torchlint.analysis.prune import prune_with_tree
 from torchlint.analysis.records import backpropagated_fields
@@ -87,7 +88,7 @@ def export(model: FileModel, names: frozenset[str], tree: ast.Module | None = No
         return FunctionExport(
             line(scope.node), params, trains, steps, events,
             bool(summary.zeroes) or any(e.kind is EventKind.ZERO_GRAD for e in scope.events), handed, returns, items,
-            parts, values, whole,
+            parts, values, whole, sorted(graph_params(scope)) if returns == "UNKNOWN" else [],
         )
 
     out = Exports()

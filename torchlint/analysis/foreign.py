@@ -38,6 +38,7 @@ class FunctionExport:
     # ("*": entries whose key is not a literal); {} when not a dict
     values: list[dict[str, str]] = field(default_factory=list)
     dict_values: dict[str, str] = field(default_factory=dict)  # the same when every `return` gives a dict itself
+    passes: list[str] = field(default_factory=list)  # parameters a return passes on with their graph (`passing`)
 
 
 @dataclass
@@ -187,6 +188,10 @@ class ProjectLookup(Protocol):
         (`self` included) and those it never back-propagates, itself, through its file's helpers, by handing them
         to calls its file cannot follow or by storing them for another method of its class that may
         (`handing.passive_params`); None when not known."""
+        ...
+
+    def function_passed_on(self, dotted: str) -> tuple[tuple[str, ...], frozenset[str]] | None:
+        """The same for a top-level function of another project file that `dotted(...)` calls."""
         ...
 
     def callers(self, name: str) -> tuple[CallerUse, ...]:

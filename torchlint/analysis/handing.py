@@ -216,22 +216,27 @@ def _defaulted_method(model: FileModel, scope: Scope, func: str) -> Scope | None
 def _passive_elsewhere(model: FileModel, scope: Scope, func: str, call: cst.Call, handed: list[cst.Arg]) -> bool:
     """The call, which the file cannot follow, does not back-propagate what it is handed: a scheduler's `step(metric)`
     (a name whose role is a scheduler, of no class of the project that acts: `ReduceLROnPlateau` reads a number),
-    or a method of another project file's class that neither back-propagates its parameters nor hands them on
-    (`meter.update(total)` storing it: `ProjectLookup.passed_on`)."""
+    or a method of another project file's class, or a function of another project file, that neither back-propagates
+    its parameters nor hands them on (`meter.update(total)` storing it, `to_numpy(total)`: `ProjectLookup.passed_on`,
+    `function_passed_on`)."""
     receiver, _, method = func.rpartition(".")
-    if not receiver:
-        return False
     if method == "step" and model.role(receiver) is Role.SCHEDULER:
         cls = model.receivers.class_of(scope, receiver)
         return cls not in model.classes and model.external(scope, func) is None
-    maker = _maker(model, scope, receiver)
-    if maker is None or maker in model.classes or model.project is None:
+    if model.project is None:
         return False
-    found = model.project.passed_on(maker, method)
+    if receiver:  # a method of an object another file's class or factory makes
+        maker = _maker(model, scope, receiver)
+        if maker is None or maker in model.classes:
+            return False
+        found = model.project.passed_on(maker, method)
+    else:  # a function of another project file (`to_numpy(total)`)
+        maker = None
+        found = None if func in model.classes else model.project.function_passed_on(func)
     if found is None:
         return False
     params, passive = found
-    names = list(params[1:])
+    names = list(params[1:] if maker is not None else params)
     positional = [a for a in call.args if a.keyword is None]
     for a in handed:
         if a.star or a.keyword is None and positional.index(a) >= len(names):

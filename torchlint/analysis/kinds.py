@@ -10,10 +10,11 @@ import libcst as cst
 from torchlint.analysis import containers, semantics as sem
 from torchlint.analysis.answers import Answers, question
 from torchlint.analysis.events import AssignForm, Event, EventKind
-from torchlint.analysis.exprs import dotted, last_part
+from torchlint.analysis.exprs import argument_for, dotted, last_part, positional_params
 from torchlint.analysis.foreign import Resolved
 from torchlint.analysis.lookup import FileLookup
 from torchlint.analysis.names import Role
+from torchlint.analysis.passing import graph_params, handed_plain_objects
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.vkind import VKind, arith, join
 
@@ -170,7 +171,11 @@ class KindInference(Answers):
         """A name that reaches the scope from its entry: a parameter, a global, or an attribute of `self`."""
         param = scope.params.get(name)
         if param is not None:
-            return self._param(name, param)
+            kind = self._param(name, param)
+            # named like a module, but handed instances of a plain class, or one that back-propagates by hand
+            # (`model.backward(x, yhat, y)`: an nn.Module has no such method)
+            return VKind.UNKNOWN if kind is VKind.MODULE and (f"{name}.backward" in scope.called_names() or
+                                                              handed_plain_objects(self.model, scope, name)) else kind
         model = self.model
         if name.startswith("self.") and scope.class_name is not None:
             defs = [
@@ -251,14 +256,7 @@ class KindInference(Answers):
         if cls is cst.Attribute:
             return self._attribute(e, scope, at, depth)  # type: ignore[arg-type]  # by cls
         if cls is cst.Subscript:
-            base = self.of(e.value, scope, at, depth + 1)  # type: ignore[attr-defined]  # by cls
-            if type(e.value) is cst.Attribute and e.value.attr.value == "shape":  # type: ignore[attr-defined]  # by cls
-                return VKind.NUMBER
-            if base is VKind.CONTAINER and at is not None:  # an entry of a dict whose every value is known
-                found = containers.dict_values(self, e.value, scope, at, depth,  # type: ignore[attr-defined]  # by cls
-                                               containers.subscript_key(e))  # type: ignore[arg-type]  # by cls
-                return found if found is not None else VKind.UNKNOWN
-            return base if base in (VKind.GRAPH, VKind.TENSOR, VKind.STRING) else VKind.UNKNOWN
+            return containers.entry(self, e, scope, at, depth)  # type: ignore[arg-type]  # by cls
         if cls is cst.BinaryOperation:
             left = self.of(e.left, scope, at, depth + 1)  # type: ignore[attr-defined]  # by cls
             right = self.of(e.right, scope, at, depth + 1)  # type: ignore[attr-defined]  # by cls
@@ -343,15 +341,15 @@ class KindInference(Answers):
                     return VKind.MODULE
                 if method in sem.MODULE_WRAPPERS:
                     return self._first_arg(call, scope, at, depth)
-                return self._from_args(call, scope, at, depth)
+                return containers.from_args(self, call, scope, at, depth)
             if prefix in sem.MODULE_NAMESPACES and method[:1].isupper():
                 return VKind.MODULE
             if name is not None and (name.count(".") == 1 or name.startswith("self.") and name.count(".") == 2):
                 callee = self.callee(scope, name)  # `self.f(...)`, or a method of an object of known class
                 if callee is not None:
-                    return self._summary(callee, call, depth)
+                    return self._summary(callee, call, depth, scope, at)
             if name is not None and self.model.project is not None:
-                found = self._external(scope, name)
+                found = self._external(scope, name, call, at, depth)
                 if found is not None:
                     return found
             if (name is not None and name.startswith("self.") and name.count(".") == 1
@@ -382,16 +380,16 @@ class KindInference(Answers):
             if fname in sem.CONTAINER_FUNCTIONS:
                 return VKind.CONTAINER
             if fname in ("sum", "max", "min", "abs"):
-                return self._from_args(call, scope, at, depth, numbers_stay=True)
+                return containers.from_args(self, call, scope, at, depth, numbers_stay=True)
             if fname in sem.MODULE_WRAPPERS:
                 return self._first_arg(call, scope, at, depth)
             if fname == "self" and scope.class_name is not None and self.model.is_module_class(scope.class_name):
                 return VKind.GRAPH  # `self(x)` in a method of a module: its own forward
             callee = self.callee(scope, fname)
             if callee is not None:
-                return self._summary(callee, call, depth)
+                return self._summary(callee, call, depth, scope, at)
             if self.model.project is not None:
-                found = self._external(scope, fname)
+                found = self._external(scope, fname, call, at, depth)
                 if found is not None:
                     return found
             cls = self.model.classes.get(fname)
@@ -431,12 +429,15 @@ class KindInference(Answers):
                 kinds.append(k)
         return VKind.DATA if all(k.graph_free for k in kinds) else VKind.CONTAINER
 
-    def _external(self, scope: Scope, name: str) -> VKind | None:
-        """What a function of another project file returns (its exports), or None when it is not one."""
+    def _external(self, scope: Scope, name: str, call: cst.Call, at: Event | None, depth: int) -> VKind | None:
+        """What a function of another project file returns (its exports, `_handed` too), or None if it is none."""
         found = self.foreign(scope, name)
         if found is None:
             return None
-        kind = VKind.__members__.get(found.export.returns, VKind.UNKNOWN)
+        kind, params = VKind.__members__.get(found.export.returns, VKind.UNKNOWN), found.export.params
+        if kind is VKind.UNKNOWN and self._handed(call, params[1:] if "." in name else params, found.export.passes,
+                                                  scope, at, depth):
+            return VKind.GRAPH
         return VKind.UNKNOWN if kind is VKind.CYCLE else kind
 
     def callee(self, scope: Scope, name: str) -> Scope | None:
@@ -462,37 +463,26 @@ class KindInference(Answers):
             found = project.instance_returned(maker, method) if maker is not None else found
         return found
 
-    def _summary(self, callee: Scope, call: cst.Call, depth: int) -> VKind:
+    def _summary(self, callee: Scope, call: cst.Call, depth: int, scope: Scope, at: Event | None) -> VKind:
         """What calling a function of the file gives. A function that runs its work under `no_grad` when a
         parameter says so (`if cross_valid: with torch.no_grad(): ...`) returns a graph or not by its caller's
         argument: a call that sets that parameter is not known to return what the default path returns."""
         modes = callee.mode_params()
         if modes and callee.given_any(call, modes):
             return VKind.UNKNOWN
-        return self.returns(callee, depth + 1)
+        kind = self.returns(callee, depth + 1)
+        params = positional_params(callee.node)[1 if callee.class_name else 0:]
+        if kind is VKind.UNKNOWN and self._handed(call, params, graph_params(callee), scope, at, depth):
+            return VKind.GRAPH
+        return kind
+
+    def _handed(self, call: cst.Call, params: list[str], passes, scope: Scope, at: Event | None, depth: int) -> bool:
+        """Where the callee's own view leaves its return unknown: a parameter it passes on with its graph
+        (`passing.graph_params`) is handed a tensor with a graph, so the result has one."""
+        return any(p in passes and (a := argument_for(call, params, p)) is not None
+                   and self.of(a, scope, at, depth + 1) is VKind.GRAPH for p in params)
 
     def _first_arg(self, call: cst.Call, scope: Scope, at: Event | None, depth: int) -> VKind:
         if call.args and call.args[0].keyword is None:
             return self.of(call.args[0].value, scope, at, depth + 1)
-        return VKind.UNKNOWN
-
-    def _from_args(
-        self, call: cst.Call, scope: Scope, at: Event | None, depth: int, numbers_stay: bool = False
-    ) -> VKind:
-        """A function of its arguments: a graph if any argument has one, no graph if none can have one."""
-        kinds = []
-        for arg in call.args:
-            value = arg.value
-            if type(value) is cst.GeneratorExp or type(value) is cst.ListComp:
-                kinds.append(self.of(value.elt, scope, at, depth + 1))
-            elif type(value) is cst.List or type(value) is cst.Tuple:
-                kinds.extend(self.of(el.value, scope, at, depth + 1) for el in value.elements)
-            else:
-                kinds.append(self.of(value, scope, at, depth + 1))
-        if VKind.GRAPH in kinds:
-            return VKind.GRAPH
-        if numbers_stay and kinds and all(k is VKind.NUMBER for k in kinds):
-            return VKind.NUMBER
-        if kinds and all(k in (VKind.TENSOR, VKind.NUMBER, VKind.STRING, VKind.NONE) for k in kinds):
-            return VKind.TENSOR if not numbers_stay or VKind.TENSOR in kinds else VKind.NUMBER
         return VKind.UNKNOWN

@@ -9,6 +9,7 @@ import libcst as cst
 from torchlint.analysis.arity import drop_dead
 from torchlint.analysis.classify import classify
 from torchlint.analysis.cmdline import Options
+from torchlint.analysis.dispatch import Methods
 from torchlint.analysis.events import (
     CLEARING_DEPTH, INLINE_DEPTH, AssignForm, CallVia, Event, EventKind, Guard, ResetOf, ZeroGradOf, variant_named,
 )
@@ -61,8 +62,8 @@ class FileModel:
                 stmt_scope[id(e.stmt)] = scope
         self._summaries: dict[int, Summary] = {}
         self._functions = {s.name: s for s in self.scopes if s.class_name is None and "." not in s.name}
-        self._methods: dict[tuple[str | None, str], Scope] = {(s.class_name, s.name): s for s in self.scopes if s.class_name}
-        self._forwards = any(name == "forward" for _, name in self._methods)  # a class of the file defines one
+        self._methods = Methods(self.scopes, self.classes)
+        self._forwards = any(name == "forward" for _, name in self._methods.own)  # a class of the file defines one
         self.receivers = Receivers(self.scopes, self.classes, self.imported, project,
                                    project.star_names() if project is not None else frozenset())
         # A method call of an object becomes a call event where its class is known and defines or inherits it.
@@ -169,7 +170,7 @@ class FileModel:
 
     def resolve(self, caller: Scope, callee: str) -> Scope | None:
         if callee.startswith("self.") and callee.count(".") == 1:
-            return self._methods.get((caller.class_name, callee[5:]))
+            return self._methods.of_self(caller.class_name, callee[5:])
         if "." in callee:
             return self._object_method(caller, callee)
         local = caller.local_defs.get(callee)
@@ -365,15 +366,7 @@ class FileModel:
         through a base of the file)."""
         receiver, _, name = callee.rpartition(".")
         cls = self.receivers.class_of(scope, receiver)
-        seen: set[str] = set()
-        while cls is not None and cls in self.classes and cls not in seen:
-            seen.add(cls)
-            found = self._methods.get((cls, name))
-            if found is not None:
-                return found
-            bases = [dotted(b.value) for b in self.classes[cls].bases]
-            cls = next((b for b in bases if b in self.classes), None)
-        return None
+        return self._methods.inherited(cls, name) if cls in self.classes else None
 
     def _object_external(self, scope: Scope, callee: str) -> Resolved | None:
         """`obj.name(...)` where `obj` is an instance of a class of another project file (or of a class of this

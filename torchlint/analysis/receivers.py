@@ -124,8 +124,15 @@ class Receivers:
                 if written != "object":
                     todo.append(written)
             writes = writes or any(type(n) is cst.AssignTarget and _rate_slot(n.target)
+                                   or type(n) is cst.Call and self._writes_rate(dotted(n.func))
                                    for n in walk(node, descend_scopes=True))
         return writes
+
+    def _writes_rate(self, func: str | None) -> bool:
+        """A function of the file (`adjust_lr(self.optimizer, lr)`) that writes `group["lr"]` itself."""
+        found = next((s for s in self.scopes if s.class_name is None and s.name == func), None) if func else None
+        return found is not None and any(type(n) is cst.AssignTarget and _rate_slot(n.target)
+                                         for n in walk(found.node, descend_scopes=True))
 
 
 def _rate_slot(target: cst.BaseExpression) -> bool:

@@ -245,3 +245,13 @@ STEPPING_LAST_NAMES = frozenset(f.rsplit(".", 1)[-1] for f in STEPPING_FUNCTIONS
 # Containers that drop their oldest items past a bound given when built: the constructor's last name -> the keyword
 # and position of that bound (`deque(maxlen=100)`, `deque([], 100)`); `None` as the bound leaves it unbounded.
 BOUNDED_CONTAINERS = {"deque": ("maxlen", 1)}
+
+
+# The key of an output dict's entry that holds a score, not a tensor of the graph (`output["metric"]`,
+# `out["accuracy"]`, `logs["ntokens"]`): a model returning a dict computes such entries for reporting.
+_METRIC_KEY_WORDS = frozenset({"metric", "metrics", "acc", "accuracy", "f1", "precision", "recall", "stats", "stat",
+                               "bleu", "wer", "cer", "ntokens", "count", "counts", "correct"})
+
+
+def is_metric_key(key: str) -> bool:
+    return any(part in _METRIC_KEY_WORDS for part in re.split(r"[_\W]+", key.lower()))

@@ -1,7 +1,8 @@
 """What the terms of a back-propagated loss hold beyond the loss's own expression: a term a function of the file cut
 in what it returns to the caller (`returned_cuts`: `return l1 + l2.item()`, a loss module's `forward`), and a
 forward's output known to carry a graph by the use of another output of the same call (`forward_sibling`), and a
-criterion among the terms whose only input with a graph is cut (`cut_predictions`: `F.mse_loss(out.detach(), y)`).
+criterion among the terms whose only input with a graph is cut (`cut_predictions`: `F.mse_loss(out.detach(), y)`,
+or what a module's `forward` returns cut: `forward_cut`).
 A layer above `cuts`, whose detachments it reads."""
 
 from __future__ import annotations
@@ -136,24 +137,67 @@ def forward_sibling(model: FileModel, scope: Scope, expr: cst.BaseExpression, at
     return True
 
 
-def cut_predictions(expr: cst.BaseExpression, graph, loss_function, module_output) -> Iterator[tuple[cst.Call, Detachment]]:
+def cut_predictions(expr: cst.BaseExpression, graph, loss_function, module_output,
+                    cut_elsewhere=None) -> Iterator[tuple[cst.Call, Detachment]]:
     """A criterion that is a term of `expr` (`rec` of `rec + reg`, through sums, weights without graph, a
     reduction) whose only input with a graph is a module's output it is given cut: `F.mse_loss(out.detach(), y)`.
     The term gives no gradient at all (a student beside its cut teacher, `kl(s, t.detach())`, or a BYOL
     prediction beside its cut target, has another input with a graph and is not one). `graph(e)`: does `e` carry
-    a graph; `loss_function(name)`: is it a criterion's name; `module_output(e)`: is `e` what a module returned."""
+    a graph; `loss_function(name)`: is it a criterion's name; `module_output(e)`: is `e` what a module returned;
+    `cut_elsewhere(e)`: the detachment, made out of sight, that an input `e` is (`forward_cut`), or None."""
     for call in (t for t in term_leaves(expr, graph, differences=True) if type(t) is cst.Call):
         inputs = [a.value for a in call.args if a.keyword is None or a.keyword.value in _INPUT_KEYWORDS]
         cut = [d for x in inputs if type(x) in (cst.Call, cst.Attribute) and (d := as_detachment(x)) is not None
                and d.how in (".detach()", ".data")]
+        if cut_elsewhere is not None and not cut:
+            cut = [d for x in inputs if type(x) in (cst.Name, cst.Call) and (d := cut_elsewhere(x)) is not None]
+            outside = {id(d.node) for d in cut}
+        else:
+            outside = set()
         func = (dotted(call.func) or "") if cut else ""
         receiver = func.rpartition(".")[0]
         if not cut or receiver not in ("", "self", "F", "torch", "nn.functional", "torch.nn.functional") \
                 or not loss_function(func):
             continue  # (no cut input; a method of an object: `D.compute_loss(fake.detach(), label)` runs the critic)
-        cut = [d for d in cut if module_output(d.operand)]
+        cut = [d for d in cut if id(d.node) in outside or module_output(d.operand)]
         if cut and all(any(x is d.node for d in cut) or not (graph(x) or module_output(x)) for x in inputs):
             yield call, cut[0]
+
+
+def forward_cut(model: FileModel, scope: Scope, x: cst.BaseExpression, at: Event) -> Detachment | None:
+    """`x` is what the `forward` of a module class of the file returns cut from its graph: `model(x)` whose forward
+    ends `return self.head(h).data`, or `feats` of `logits, feats = model(x)` where it returns `logits,
+    feats.detach()` (every return; every definition of `feats` reaching `at`). The detachment returned stands for
+    `x` itself (`node` is `x`, `operand` what the forward cut)."""
+    index = -1
+    call: cst.BaseExpression | None = x
+    if type(x) is cst.Name:
+        defs, entry = scope.reaching(x.value, at)
+        if entry or len(defs) != 1 or defs[0].kind is not EventKind.ASSIGN or type(defs[0].value) is not cst.Call:
+            return None
+        d = defs[0]
+        if d.variant in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK) and d.index >= 0:
+            index = d.index
+        elif d.variant is not AssignForm.PLAIN:
+            return None
+        call = d.value
+    func = dotted(call.func) if type(call) is cst.Call else None
+    cls = model.receivers.class_of(scope, func) if func else None
+    forward = model.resolve(scope, f"{func}.forward") if cls is not None and model.is_module_class(cls) else None
+    if forward is None:
+        return None
+    found = None
+    for r in forward.own_returns():
+        item = r.value
+        if index >= 0:
+            if type(item) is not cst.Tuple or index >= len(item.elements):
+                return None
+            item = item.elements[index].value
+        det = as_detachment(item) if item is not None and type(item) in (cst.Call, cst.Attribute) else None
+        if det is None or det.how not in (".detach()", ".data") or not carries_graph(model, forward, det.operand, r):
+            return None
+        found = found or Detachment(x, det.operand, f"{det.how} in `{func}`'s forward")
+    return found
 
 
 # A value cut right where it is handed to a criterion (`mse(out.detach(), y)`, `crit(pred.data, t)`): the text

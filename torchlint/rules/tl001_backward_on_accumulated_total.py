@@ -97,7 +97,10 @@ The fix is **unsafe**: it changes what is computed (to the intended per-window g
 A total built fresh inside one iteration (`loss = 0` then the heads added, then one backward), a total reset right
 after its backward, and a running total of `loss.item()` used for logging; a counter or index advanced each
 iteration (`i += seq_len`) that the loss depends on: only totals whose added value carries a graph (its kind, see
-docs/architecture.md) and that reach the backward as a term of the loss (reaching definitions) count.
+docs/architecture.md) and that reach the backward as a term of the loss (reaching definitions) count. An added value
+of unknown kind counts when it is the only way the back-propagated loss can carry a graph: everything else reaching
+the backward as a term is known to hold none (`loss = 0` before the loop, then `loss += crit(head(x), y)` for each
+`head` of a module list: a backward of a graph-free total would raise).
 
 ```python
 running = 0.0
@@ -135,7 +138,8 @@ The total must be a plain name, an attribute or a dict entry (`stats["loss"] += 
                 for acc in _accumulations(loop, defs) if accumulating else ():
                     if acc.seq == backward.seq or _rebound_between(loop, backward, acc):
                         continue
-                    if kinds.of(acc.value, scope, acc) is not VKind.GRAPH:
+                    added = kinds.of(acc.value, scope, acc)
+                    if added is not VKind.GRAPH and not (added is VKind.UNKNOWN and _graph_by_use(model, scope, defs, acc)):
                         continue  # nothing with a graph is added (a counter, a detached term: TL003's concern)
                     if not (_carried(scope, loop, acc) if loop.node is not None else _kept_by_self(model, scope, acc)):
                         continue
@@ -173,6 +177,17 @@ def _returned_totals(model: FileModel, scope, backward: Event, defs: list[Event]
                 f"backward through the graph a second time'); return the loss itself, or rebind `{total}` each step",
             )
             return
+
+
+def _graph_by_use(model: FileModel, scope, defs: list[Event], acc: Event) -> bool:
+    """The backward's loss can carry a graph only through what is added into the total: every other definition that
+    reaches it as a term is known to hold none (`loss = 0` before the loop, a count it is divided by), so the added
+    value of unknown origin (`loss += crit(head(x), y)` for `head` in a module list) carries one, whoever built it.
+    Not for a list appended to: a backward of one of its items (`losses[-1].backward()`) needs no total."""
+    if acc.kind is EventKind.APPEND:
+        return False
+    return all(d.target == acc.target and (d.accumulates or d.kind is EventKind.APPEND)
+               or d.value is not None and model.kinds.of_def(d, scope).graph_free for d in defs)
 
 
 def _accumulations(loop: Loop, defs: list[Event]) -> list[Event]:

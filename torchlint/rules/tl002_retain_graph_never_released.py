@@ -18,7 +18,7 @@ from torchlint.analysis.bindings import trip_count
 from torchlint.analysis.engines import run_by_callers
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.semantics import FUNCTIONAL_MODULES, GRAPH_PRESERVING_METHODS, NOT_A_FORWARD
-from torchlint.analysis.exprs import code_of, dotted, positional_params
+from torchlint.analysis.exprs import argument_for, code_of, dotted, positional_params
 from torchlint.analysis.gradmode import leaf_grads_read
 from torchlint.source.walk import children, walk
 from torchlint.diagnostic import Fix
@@ -131,7 +131,10 @@ The same holds for a helper the loop calls (`q_loss, pi_loss = agent.update(batc
 whose backward runs once per call, outside any loop of the helper: when the loss is built in the helper from
 nothing that may hold a graph from outside (an attribute of `self` read as a value, a global, a parameter the loop
 passes a value not known to be graph-free) and nothing computed from it leaves the call (`return loss.item()` is a
-number), the graph is freed when the helper returns, before the loop's next forward.
+number), the graph is freed when the helper returns, before the loop's next forward. A helper handed the loss the
+iteration computed (`def backprop(loss): loss.backward(retain_graph=True)`, called as `backprop(loss)`) is the
+loop's own backward: the caller's `loss` keeps the graph into the next forward. Reported without a fix (the
+helper's other callers may back-propagate through what they hand it again).
 
 With project analysis (the command, pre-commit), a training-step method of a class (it back-propagates and steps
 outside any loop of its own) that no function of its file calls is checked as one iteration of the loops of other
@@ -356,6 +359,8 @@ def _fix(model: FileModel, loop: Loop, last: Event) -> Fix | None:
     if _graph_from_enclosing_iteration(scope, last, deps) or _shared_by_helper_runs(model, loop, last):
         # The call runs several times over one graph (per head, per task): the earlier runs need it kept.
         return None
+    if scope is not loop.scope and not any(scope.assignments(name) for name in deps):
+        return None  # a helper handed the loss: its other callers (other files too) may back-propagate it again
     args = [a for a in call.args if a is not last.retain_arg]
     if args:
         # Keep the formatting of what remains; the last argument must not keep a dangling comma.
@@ -484,11 +489,29 @@ def _built_in_iteration(model: FileModel, loop: Loop, last: Event) -> bool:
     scope = model.scope_of(last)
     assert last.value is not None  # a backward always has its value
     deps = scope.depends(last.value)
-    if scope is not loop.scope:  # a helper called from the loop: it computes what it back-propagates
-        return any(scope.assignments(name) for name in deps)
+    if scope is not loop.scope:  # a helper called from the loop: it computes what it back-propagates, or is handed
+        return any(scope.assignments(name) for name in deps) or _handed_from_iteration(model, loop, scope, last, deps)
     return any(
         a.variant is not AssignForm.FOR and loop.node in a.loops for name in deps for a in scope.assignments(name)
     ) or _calls_in(last.value)
+
+
+def _handed_from_iteration(model: FileModel, loop: Loop, helper: Scope, last: Event, deps) -> bool:
+    """The helper back-propagates a parameter (`def backprop(loss): loss.backward(retain_graph=True)`) that the
+    loop's call hands a value computed in the iteration (`backprop(loss)`): the caller's name keeps the graph into
+    the next iteration's forward, as if the backward were written in the loop. Only in a loop that steps an
+    optimizer: a guidance loop (`latents = update(latents, loss)` until the loss is small) may back-propagate a graph
+    built before it, out of sight, again and again."""
+    if not loop.of(EventKind.STEP):
+        return False
+    params = positional_params(helper.node)[1 if helper.class_name else 0:]
+    handed = [p for p in params if p in deps]
+    call = last.inlined_from  # the loop's call of the helper (a nested helper's events stand at the outer call)
+    if type(call) is not cst.Call or not handed or model.resolve(loop.scope, dotted(call.func) or "") is not helper:
+        return False
+    args = [a for p in handed if (a := argument_for(call, params, p)) is not None]
+    return any(_calls_in(a) or any(d.variant is not AssignForm.FOR and loop.node in d.loops
+                                   for name in loop.scope.depends(a) for d in loop.scope.assignments(name)) for a in args)
 
 
 def _calls_in(expr: cst.BaseExpression) -> bool:

@@ -18,7 +18,7 @@ from torchlint.analysis.cuts import (
     written_graphs,
 )
 from torchlint.analysis.terms import (
-    CUT_ARGUMENT, cut_args, cut_predictions, forward_sibling, loss_function, module_call, module_output, returned_cuts,
+    CUT_ARGUMENT, cut_args, cut_predictions, forward_cut, forward_sibling, loss_function, module_call, module_output, returned_cuts,
 )
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
@@ -32,6 +32,8 @@ DETACHING = re.compile(r"\.\s*(?:data\b|(?:item|detach|tolist)\s*\()|f(?<!\wf)lo
 # A cut: a detaching wrapper, a list's values copied into a new tensor (`torch.tensor(losses)`), or a value
 # computed under `no_grad` / `inference_mode`, a loss re-wrapped by `Variable(...)` or made a leaf
 # (`loss.requires_grad = True`).
+# A `return` that cuts a value (`return self.head(h).data`, `return logits, feats.detach()`).
+FORWARD_CUT = re.compile(r"\breturn\b[^\n]*\.(?:detach\(\s*\)|data\b)")
 CUT = re.compile(DETACHING.pattern + r"|torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\("
                  r"|no_grad|inference_mode|V(?<!\wV)ariable\s*\(|\.requires_grad\s*=\s*True")
 
@@ -104,6 +106,10 @@ only input with a graph is a module's output it is given cut: `rec = F.mse_loss(
 reg` gives no gradient at all (not when another input carries a graph, `mse(student, teacher.detach())`, nor a
 method of an object named like a loss, `D.compute_loss(fake.detach(), label)`, nor a function or method of the file,
 `self.discriminator_loss(real.data, fake.data)`: either may run the critic on the cut sample). No fix.
+The same when the cut is made in the `forward` of a module class of the file and the criterion is handed what it
+returns: `F.mse_loss(feats, pos_feats)` of `logits, feats = model(x)` where every return is `logits,
+feats.detach()`, or `F.mse_loss(model(x), y)` where `forward` returns `self.body(x).data` (a cut inside the
+forward that a later layer reads, a frozen encoder, is not one). No fix.
 A module's input cut in a loss that trains that input's producer through another term: `G_loss =
 mse(D(fake.detach()), ones) + l1(fake, real)`, the generator's loss whose adversarial term reaches only `D` (a
 module: known to be one, named like one, or an attribute of `self` bound to an instance of a class). No fix.
@@ -218,7 +224,8 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         cuts = ".detach()" in model.text or ".data" in model.text  # else no argument is cut (`D(fake.detach())`)
-        cut_argument = cuts and CUT_ARGUMENT.search(model.text) is not None  # `F.mse_loss(out.detach(), y)`
+        # `F.mse_loss(out.detach(), y)`, or a forward that returns a cut value (`return logits, feats.detach()`)
+        cut_argument = cuts and (CUT_ARGUMENT.search(model.text) is not None or FORWARD_CUT.search(model.text) is not None)
         copies = LIST_TO_TENSOR_CALL.search(model.text) is not None  # else no forward returns a copy
         text = model.text
         appends = ".append" in text
@@ -365,7 +372,7 @@ def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
                 continue  # the cheap tests first: most calls are handed no cut value
             for det in cut:
                 x = dotted(det.operand)
-                if x is None or not module_output(model, scope, det.operand, at):
+                if x is None or not module_output(model, scope, det.operand, at) or _same_model(scope, func, x, at):
                     continue
                 uses = [(c, v) for v, _ in values for c in _calls_given(v, x)]
                 if uses and not any(dotted(n.func) == func and any(dotted(a.value) == x for a in n.args)
@@ -378,6 +385,19 @@ def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
                     )
 
 
+def _same_model(scope, func: str, x: str, at: Event) -> bool:
+    """The module reading the cut value belongs to the model that produced it (`rec = model.decoder(z)`, then
+    `model(rec.detach())`): the term trains that model's other parts on the cut sample (an encoder judging its own
+    reconstructions), by design; the cut only keeps it from reaching back through the producer."""
+    def root(name: str) -> str:
+        parts = name.split(".")
+        return ".".join(parts[:2]) if parts[0] == "self" and len(parts) > 1 else parts[0]
+
+    defs, _ = scope.reaching(x, at)
+    made = {root(f) for d in defs if type(d.value) is cst.Call and (f := dotted(d.value.func))}
+    return root(func) in made
+
+
 def _cut_prediction_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
     """`rec = F.mse_loss(out.detach(), y)` a term of the back-propagated loss (`terms.cut_predictions`). Not a
     function or method of the file, which may run a trained module itself (a critic's loss of a cut sample)."""
@@ -385,11 +405,13 @@ def _cut_prediction_findings(model: FileModel, scope, expr: cst.BaseExpression, 
         return loss_function(name) and model.resolve(scope, name) is None
 
     for call, det in cut_predictions(expr, lambda e: carries_graph(model, scope, e, at), criterion,
-                                     lambda e: module_output(model, scope, e, at)):
+                                     lambda e: module_output(model, scope, e, at),
+                                     lambda e: forward_cut(model, scope, e, at)):
         x = code_of(det.operand)
+        remedy = f"return `{x}` uncut" if "forward" in det.how else f"pass `{x}` itself"
         yield Finding(det.node, f"`{code_of(det.node)}` is the only input with a graph of `{code_of(call.func)}`, and "
                       f"it is cut ({det.how}), yet that term is added into a loss that is back-propagated: it gives "
-                      f"no gradient to what computed `{x}`; pass `{x}` itself")
+                      f"no gradient to what computed `{x}`; {remedy}")
 
 
 def _holds_cut_argument(model: FileModel, scope) -> bool:
@@ -532,8 +554,12 @@ def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event,
             losses = [s.value for s in scope.stores(arg.value) if s.value is not None and s.kind is EventKind.APPEND
                       and (carries_graph(model, scope, s.value, s)
                            or named and model.kinds.of(s.value, scope, s) is VKind.UNKNOWN)]
-            losses += [d.value.elt for d in scope.summand_defs(arg, at)  # `losses = [crit(h, y) for h in heads]`
-                       if type(d.value) is cst.ListComp and carries_graph(model, scope, d.value.elt, d)]
+            for d in scope.summand_defs(arg, at):  # `losses = [crit(h, y) for h in heads]`, `losses = [ce, kl]`
+                if type(d.value) is cst.ListComp and carries_graph(model, scope, d.value.elt, d):
+                    losses.append(d.value.elt)
+                elif type(d.value) in (cst.List, cst.Tuple):
+                    losses += [el.value for el in d.value.elements
+                               if type(el) is cst.Element and carries_graph(model, scope, el.value, d)]
         else:
             continue
         if not losses:

@@ -36,7 +36,10 @@ class UnscaledAccumulation(Rule):
     # around `training_step` (no loop in the file): no text narrows further.
     requires = (BACKWARD_CALL, STEP_CALL)
     scope_requires = (BACKWARD_CALL, LOOP, STEP_CALL)
-    scope_alternatives = ((DEF_TRAINING_STEP, re.compile(r"manual_backward\s*\("), STEP_CALL),)
+    # (and a function that sets a weight decay to zero, `args.weight_decay = 0.0`, is kept for what it tells
+    # of the optimizer: `_coupled_decay`)
+    scope_alternatives = ((DEF_TRAINING_STEP, re.compile(r"manual_backward\s*\("), STEP_CALL),
+                          (re.compile(r"weight_decay\s*=\s*0(?:\.0*)?\s*(?:#|$)", re.MULTILINE),))
     runtime_signs = (Sign.UNSCALED_WINDOW,)
     runtime_same_line = True
 
@@ -86,8 +89,9 @@ Only an optimizer whose update sees the gradient's size. SGD, with or without mo
 itself: the sum of k micro-batch gradients is an update k times too large. A scale-invariant one (Adam, AdamW,
 RMSprop, Adagrad, LAMB, Lion, ... : it divides by a running gradient magnitude, or takes its sign) makes the same
 update from the sum as from the mean, so it is reported only when something sees the gradient's size: clipping in
-the loop (whatever the optimizer), or a coupled L2 `weight_decay` (Adam's, not AdamW's; one written as zero does
-not). Gradients rescaled by hand before the step (`optimizer.multiply_grads(...)`, `p.grad.div_(k)`,
+the loop (whatever the optimizer), or a coupled L2 `weight_decay` (Adam's, not AdamW's; one known to be zero does
+not: written as zero, an option whose default is zero, or a name every assignment of which in the file is zero,
+`args.weight_decay = 0.0`). Gradients rescaled by hand before the step (`optimizer.multiply_grads(...)`, `p.grad.div_(k)`,
 `p.grad /= k`: a factor that reads the window or an accumulation setting) count as divided; a factor of another
 purpose (`p.grad *= 1 / loss_ratio` on one module's parameters) does not. `torch.autograd.grad(...)` adds nothing.
 
@@ -264,7 +268,7 @@ def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Even
                 unknown = True
             elif not invariant:
                 return False
-            elif _coupled_decay(call, name):
+            elif _coupled_decay(model, call, name):
                 return False
     return not (unknown and declared)
 
@@ -283,13 +287,21 @@ def _declared(scope, k: cst.BaseExpression) -> bool:
             and all(any(BATCH_NAME.search(n) for n in names_in(side)) for side in (value.left, value.right)))
 
 
-def _coupled_decay(call: cst.Call, name: str) -> bool:
-    """An L2 `weight_decay` added to the gradient (Adam's, not AdamW's) that is not written as zero: it sees the
-    gradient's size."""
+def _coupled_decay(model: FileModel, call: cst.Call, name: str) -> bool:
+    """An L2 `weight_decay` added to the gradient (Adam's, not AdamW's) not known to be zero: written as zero, an
+    option whose default is zero, or a name every assignment of which in the file is zero (`args.weight_decay =
+    0.0` in the defaults it is built from). It sees the gradient's size."""
     decay = keyword(call, "weight_decay")
-    return (decay is not None and name not in DECOUPLED_DECAY_OPTIMIZERS
-            and not ((type(decay.value) is cst.Integer or type(decay.value) is cst.Float)
-                     and float(decay.value.value) == 0))
+    if decay is None or name in DECOUPLED_DECAY_OPTIMIZERS:
+        return False
+    value = model.options.default(decay.value) or decay.value
+    target = dotted(value)
+    values = [a.value for sc in model.scopes for a in sc.assignments(target)] if target and type(value) is not cst.Name else [value]
+    return not values or not all(_zero(v) for v in values)
+
+
+def _zero(value: cst.BaseExpression | None) -> bool:
+    return (type(value) is cst.Integer or type(value) is cst.Float) and float(value.value) == 0
 
 
 def _lr_divided(model: FileModel, call: cst.Call, k: cst.BaseExpression) -> bool:

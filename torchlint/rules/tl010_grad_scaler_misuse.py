@@ -13,7 +13,8 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel, Loop
-from torchlint.analysis.exprs import argument_for, code_of, modulo_divisor, names_in, positional_params
+from torchlint.analysis.engines import called_per_run
+from torchlint.analysis.exprs import code_of, modulo_divisor, names_in
 from torchlint.analysis.names import Role, role_of_value
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, insert_after, insert_before, movable
@@ -70,7 +71,8 @@ And in a loop whose backwards are all plain (`loss.backward()`):
 7. A GradScaler built again where it is used: `scaler = GradScaler()` inside the iteration that scales and steps
    with it (not under a condition there, `if scaler is None:`), or at the start of a function whose loop steps with
    it when a loop of the same file calls that function handing it an optimizer bound before that loop (an epoch
-   function, `for epoch in ...: train_one_epoch(model, optimizer)`): each new scaler starts again from its initial
+   function, `for epoch in ...: train_one_epoch(model, optimizer)`), or stepping one it is not handed and does not
+   bind (the module's, `self.optimizer` of the trainer) that the loop does not bind again: each new scaler starts again from its initial
    scale (65536) and growth count. Not followed: a disabled scaler (`enabled=False`), a function called once, or one
    a loop calls with a new optimizer each time (a fold of cross-validation: a new run). No fix is offered.
 
@@ -543,35 +545,13 @@ def _rebuilt_scalers(model: FileModel) -> Iterator[Finding]:
                         f"skipped; build the scaler once, before the loop"))
                 continue
             steps = [u for u in uses if u.kind is EventKind.STEP and u.loops and u.target]
-            call = _called_per_run(model, scope, [u.target for u in steps if u.target]) if steps else None
+            call = called_per_run(model, scope, [u.target for u in steps if u.target]) if steps else None
             if call is not None:
                 yield Finding(a.value, (
                     f"`{built}` builds a new GradScaler on each call of `{scope.name}`, which a loop of `{call}` "
                     f"calls with the same optimizer: the loss scale starts again at 65536 each time (the first "
                     f"steps of every call overflow and are skipped until it comes down again); build the scaler "
                     f"once, outside that loop, and hand it in"))
-
-
-def _called_per_run(model: FileModel, callee, optimizers: list[str]) -> str | None:
-    """The function holding a call of `callee` inside a loop of the file that hands it, for one of the `optimizers` the
-    callee steps (its parameters), a name bound before that loop (the same optimizer on every call)."""
-    params = positional_params(callee.node)
-    for scope in model.scopes:
-        for e in scope.raw:
-            if e.kind is not EventKind.LOCAL_CALL or not e.loops or type(e.node) is not cst.Call:
-                continue
-            if model.resolve(scope, e.callee or "") is not callee:
-                continue
-            for opt in optimizers:
-                if opt not in params:
-                    continue
-                arg = argument_for(e.node, params[1:] if params[:1] == ["self"] else params, opt)
-                if type(arg) is not cst.Name:
-                    continue
-                defs, _ = scope.reaching(arg.value, e)
-                if all(e.loops[-1] not in d.loops for d in defs):
-                    return scope.name
-    return None
 
 
 def _clipped_every_micro_step(model: FileModel) -> Iterator[Finding]:

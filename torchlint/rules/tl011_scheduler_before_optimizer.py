@@ -14,7 +14,7 @@ import libcst as cst
 from torchlint.analysis import Event, EventKind, FileModel, Loop
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.exprs import code_of, dotted, names_in
-from torchlint.analysis.bindings import bound_values
+from torchlint.analysis.bindings import bound_values, configuration_test
 from torchlint.analysis.semantics import LAST_LR_METHOD, LR_KEY, PARAM_GROUPS
 from torchlint.source.walk import walk
 from torchlint.analysis.names import role_suffix
@@ -54,7 +54,11 @@ scheduler's step (`first = True` then `if first and warming_up: sched.step()` ..
 first pass), nor a condition the optimizer's step is tested under again (`if phase ==
 "train":` around the scheduler, and again around the step in the batch loop). A guard of its own that may change
 between iterations and does not hold in the first pass (`if epoch > 0:`, a flag set false before the loop and true
-in it, a call, an attribute of `self`), or one around the batch loop only, keeps the rule silent.
+in it, a call, an attribute of `self`), or one around the batch loop only, keeps the rule silent. The same holds
+for an epoch function whose loop steps the optimizer (`train_one_epoch()`, run by the epoch loop): a configuration
+flag around its scheduler step (`if self.args.enable_lr_schedule:`, an attribute of an object `self` holds that no
+method but `__init__` binds; a name only the module binds) does not keep it from being reported; a parameter
+(`if epoch > 0:`), the object's own state (`self.epoch`) or a call does.
 
 Also `scheduler.step(n)` (or `step(epoch=n)`) where `n` is a count the same iteration or call advances (`n += 1`)
 before it with no optimizer step in between, then the optimizer steps: the scheduler is set to the count of the
@@ -102,7 +106,8 @@ warning PyTorch gives for this order: the order is chosen, as YOLO trainers do w
 
 A scheduler of the project's own class that derives from nothing outside its file (`class CycleScheduler:`, or
 `(object)`, or a base of the same file that does the same) and writes the learning rate into the optimizer's param
-groups itself (`group["lr"] = lr`, in its `step()` or another method such as `set_lr(optimizer)`): its `step()`
+groups itself (`group["lr"] = lr`, in its `step()` or another method such as `set_lr(optimizer)`, or through a
+function of its file that does, `adjust_lr(self.optimizer, self.lr)`): its `step()`
 sets the rate for the step about to run. Every binding of the stepped name (followed into the callers of the file
 for a parameter; `None` aside) must build such a class, of this file or, with project analysis, of the file it is
 imported from, or call a function of that file every return of which builds one (`schedule.get_scheduler(cfg)`
@@ -338,9 +343,12 @@ def _wrappers(model: FileModel) -> Iterator[Finding]:
                 continue
             # Guards outside the function's loops must agree (a scheduler's presence aside); one inside the
             # optimizer's loop (an accumulation window) only delays its first step further. A scheduler handed the
-            # count it is at may have guards of its own: whenever it steps, it sets the rate one count ahead.
+            # count it is at may have guards of its own: whenever it steps, it sets the rate one count ahead. So may
+            # any scheduler, a guard that tests configuration (`if self.args.enable_lr_schedule:`): whenever it
+            # holds, the scheduler steps first.
             later = [s for s in _scheduled(model, sched, steps)
-                     if (_guards(s, 0) <= _guards(sched, 0) if counted else _guards(s, 0) == _guards(sched, 0))
+                     if _guards(s, 0) <= _guards(sched, 0) and (counted or not _configured(
+                         model, scope, _guards(sched, 0) - _guards(s, 0)))
                      and scope.may_follow(sched, s) and not scope.may_follow(s, sched)
                      and not (counted and s.loops)]
             if not later or _not_torchs(model, sched):
@@ -366,6 +374,13 @@ def _wrappers(model: FileModel) -> Iterator[Finding]:
                 f"optimizer",
                 _move(sched, opt) if not counted or sched.guards == opt.guards else None,
             )
+
+
+def _configured(model: FileModel, scope: Scope, guards: frozenset) -> frozenset:
+    """Of the scheduler's own guards, those that do not test configuration (`if self.args.enable_lr_schedule:`,
+    the same on every call: whenever it holds, the scheduler steps first)."""
+    return frozenset(g for g in guards if not (isinstance(g.test, cst.BaseExpression)
+                                               and configuration_test(model, scope, g.test)))
 
 
 def _move(sched: Event, opt: Event) -> Fix | None:
