@@ -200,6 +200,19 @@ def forward_cut(model: FileModel, scope: Scope, x: cst.BaseExpression, at: Event
     return found
 
 
+def returns_cut(model: FileModel) -> bool:
+    """Some `forward` of a module class of the file returns a value it cuts (whole, or an item of a tuple): only
+    then may `forward_cut` find anything (asked once per file)."""
+    for scope in model.scopes:
+        if scope.name != "forward" or not scope.class_name or not model.is_module_class(scope.class_name):
+            continue
+        for r in scope.own_returns():
+            items = [el.value for el in r.value.elements] if type(r.value) is cst.Tuple else [r.value]
+            if any(i is not None and type(i) in (cst.Call, cst.Attribute) and as_detachment(i) is not None for i in items):
+                return True
+    return False
+
+
 # A value cut right where it is handed to a criterion (`mse(out.detach(), y)`, `crit(pred.data, t)`): the text
 # `cut_predictions` needs
 CUT_ARGUMENT = re.compile(r"(?:loss|crit|mse|l1|bce|nll|kl_div|cross_entropy|huber)\w*\s*\((?:[^()\n]*,)?\s*"

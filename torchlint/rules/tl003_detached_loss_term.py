@@ -18,7 +18,8 @@ from torchlint.analysis.cuts import (
     written_graphs,
 )
 from torchlint.analysis.terms import (
-    CUT_ARGUMENT, cut_args, cut_predictions, forward_cut, forward_sibling, loss_function, module_call, module_output, returned_cuts,
+    CUT_ARGUMENT, cut_args, cut_predictions, forward_cut, forward_sibling, loss_function, module_call, module_output,
+    returned_cuts, returns_cut,
 )
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
@@ -33,7 +34,7 @@ DETACHING = re.compile(r"\.\s*(?:data\b|(?:item|detach|tolist)\s*\()|f(?<!\wf)lo
 # computed under `no_grad` / `inference_mode`, a loss re-wrapped by `Variable(...)` or made a leaf
 # (`loss.requires_grad = True`).
 # A `return` that cuts a value (`return self.head(h).data`, `return logits, feats.detach()`).
-FORWARD_CUT = re.compile(r"\breturn\b[^\n]*\.(?:detach\(\s*\)|data\b)")
+FORWARD_CUT = re.compile(r"return\b[^\n]*\.(?:detach\(\s*\)|data\b)")  # (no leading \b: `re` then looks for "return")
 CUT = re.compile(DETACHING.pattern + r"|torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\("
                  r"|no_grad|inference_mode|V(?<!\wV)ariable\s*\(|\.requires_grad\s*=\s*True")
 
@@ -225,7 +226,8 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
     def check(self, model: FileModel) -> Iterator[Finding]:
         cuts = ".detach()" in model.text or ".data" in model.text  # else no argument is cut (`D(fake.detach())`)
         # `F.mse_loss(out.detach(), y)`, or a forward that returns a cut value (`return logits, feats.detach()`)
-        cut_argument = cuts and (CUT_ARGUMENT.search(model.text) is not None or FORWARD_CUT.search(model.text) is not None)
+        cut_argument = cuts and (CUT_ARGUMENT.search(model.text) is not None
+                                 or FORWARD_CUT.search(model.text) is not None and returns_cut(model))
         copies = LIST_TO_TENSOR_CALL.search(model.text) is not None  # else no forward returns a copy
         text = model.text
         appends = ".append" in text
