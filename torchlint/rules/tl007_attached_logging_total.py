@@ -64,7 +64,9 @@ a running total, dict entry or list that outlives the iteration and is never bac
 `running_loss += loss`, `stats["loss"] = stats["loss"] + loss`, `epoch_loss += loss / n`, `history.append(loss)`,
 `total.add_(loss)` (in place), `total, n = total + loss * len(x), n + len(x)` (each name bound to its own item),
 `outputs.append({"loss": loss, "n": len(y)})` (a record that holds the loss), `total += train_step(batch)` (a
-helper of the file that returns its attached loss), `running += model.compute_loss(x, y)` (a method of a module
+helper of the file that returns its attached loss), `score += dice(out, y)` (a helper, of the file or of another
+project file, that returns a value computed from its argument with the argument's graph: `passing` in
+docs/architecture.md), `running += model.compute_loss(x, y)` (a method of a module
 class of the file whose loss comes from `self(x)` or a submodule assigned in `__init__`), `logs[name] += part`
 over `parts.items()` or `.values()` of a dict the loop builds (a literal, or entries stored one by one), or of one
 whose values it sums and back-propagates (`losses = model(x, y)`; `sum(losses.values()).backward()`). A tensor grown by
