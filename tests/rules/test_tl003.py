@@ -1597,3 +1597,61 @@ def test_a_model_judging_its_own_cut_reconstruction_is_by_design():
     assert findings(src, "TL003") == []
     gan = src.replace("vae(rec.detach())", "discriminator(rec.detach())")
     assert findings(gan, "TL003") == [(5, 46)]
+
+
+_NO_GRAD_OF_A_GRAPH = """
+        def train(generator, encoder, loader, opt):
+            for z, c, target in loader:
+                fake = generator(z)
+                with torch.no_grad():
+                    emb = encoder({encoded})
+                emb_loss = {term}
+                loss = F.mse_loss(fake, target) + emb_loss
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        """
+
+
+@pytest.mark.parametrize("term", ["F.mse_loss(emb, c)", "emb.mean()", "1 - F.cosine_similarity(emb, c).mean()"])
+def test_a_term_computed_under_no_grad_from_a_tensor_with_a_graph(term):
+    """`encoder(fake)` under `no_grad`: the term built from it would train the generator; it trains nothing."""
+    assert findings(_NO_GRAD_OF_A_GRAPH.format(encoded="fake", term=term), "TL003") == [(8, 43)]
+
+
+def test_a_term_computed_under_no_grad_from_the_batch_is_a_constant_on_purpose():
+    assert findings(_NO_GRAD_OF_A_GRAPH.format(encoded="c", term="F.mse_loss(emb, c)"), "TL003") == []
+
+
+@pytest.mark.parametrize("student", ["student(x)", "student.features(x)"])
+def test_a_teacher_under_no_grad_beside_a_student_is_a_target(student):
+    """Distillation: the teacher's output is a constant beside the student's features (known or not)."""
+    src = f"""
+        def train(student, teacher, loader, opt):
+            for x, y in loader:
+                s = {student}
+                with torch.no_grad():
+                    t = teacher(x)
+                loss = F.cross_entropy(s, y) + F.mse_loss(s, t)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        """
+    assert findings(src, "TL003") == []
+
+
+def test_a_td_target_under_no_grad_beside_the_critics_own_output():
+    """`F.smooth_l1_loss(self.critic_net(s), target_v)`: the critic's output carries the graph; the target is a
+    constant on purpose, whatever graph `next_state` may have come from."""
+    src = """
+        class Agent:
+            def update(self, state, next_state, reward):
+                with torch.no_grad():
+                    target_v = reward + 0.99 * self.critic_net(next_state)
+                for index in batches:
+                    value_loss = F.smooth_l1_loss(self.critic_net(state[index]), target_v[index])
+                    self.critic_optimizer.zero_grad()
+                    value_loss.backward()
+                    self.critic_optimizer.step()
+        """
+    assert findings(src, "TL003") == []

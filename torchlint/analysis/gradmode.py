@@ -10,11 +10,13 @@ import weakref
 
 import libcst as cst
 
-from torchlint.analysis.events import Event, EventKind
+from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import added_terms, dotted
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import is_callable_name, is_module_name
+from torchlint.analysis.semantics import (
+    GRAPH_PRESERVING_METHODS, TENSOR_FUNCTION_MODULES, is_callable_name, is_module_name,
+)
 from torchlint.analysis.vkind import VKind
 from torchlint.source.walk import walk
 
@@ -31,14 +33,28 @@ def cut_by_no_grad(model: FileModel, scope: Scope, name: str, at: Event) -> tupl
     if not defs:
         return ()
     trained = _forwards_with_grad(model, scope)
-    if not trained:
-        return ()
     for d in defs:
         assert d.value is not None  # checked above
         for src in (d, *scope.operand_defs(d.value, d)):
-            if src.value is not None and "no_grad" in src.contexts and _calls(src.value) & trained:
+            if src.value is not None and "no_grad" in src.contexts and (
+                    _calls(src.value) & trained or _reads_a_graph(model, scope, src)):
                 return defs
     return ()
+
+
+def _reads_a_graph(model: FileModel, scope: Scope, d: Event) -> bool:
+    """The value computed under `no_grad` reads a name bound, outside it, to a tensor with a graph (`emb =
+    encoder(fake)` of the generator's `fake`): run with grad it would carry that graph on."""
+    assert d.value is not None  # the caller's
+    attrs = {id(n.attr) for n in walk(d.value) if type(n) is cst.Attribute}
+    for n in walk(d.value):
+        if type(n) is not cst.Name or id(n) in attrs or n.value == "self":
+            continue
+        found = scope.reaching(n.value, d)[0]
+        if found and all("no_grad" not in x.contexts for x in found) and any(
+                model.kinds.of_def(x, scope) is VKind.GRAPH for x in found):
+            return True
+    return False
 
 
 def _under_no_grad(model: FileModel, scope: Scope, name: str, at: Event, depth: int = 0) -> tuple[Event, ...]:
@@ -60,7 +76,11 @@ def _under_no_grad(model: FileModel, scope: Scope, name: str, at: Event, depth: 
         if not names or not d.rebinds or any(  # the other factors: weights read from settings (`args.beta`)
                 type(t) is not cst.Name and (type(t) is not cst.Attribute or model.kinds.of(t, scope, d) is VKind.GRAPH)
                 for t in terms):
-            return ()
+            computed = _computed_from_cut(model, scope, d, depth) if d.rebinds else None
+            if not computed:
+                return ()
+            found.extend(computed)
+            continue
         if _reads_a_forward(model, scope, d, {t.value for t in names}):
             return ()  # `beta * kl + (out ** 2).mean()`: the value carries a graph of its own
         for t in names:
@@ -69,6 +89,65 @@ def _under_no_grad(model: FileModel, scope: Scope, name: str, at: Event, depth: 
                 return ()
             found.extend(inner)
     return tuple(found)
+
+
+def _computed_from_cut(model: FileModel, scope: Scope, d: Event, depth: int) -> list[Event] | None:
+    """`d` computes its value with tensor operations and criteria only (no module's forward) from names that are
+    each graph-free or computed under `no_grad` themselves (`emb_loss = F.mse_loss(emb, c)` of a `no_grad` `emb`):
+    the `no_grad` definitions it rests on, or None."""
+    assert d.value is not None  # the caller's
+    if not _a_computation(d.value):
+        return None  # (a product may weigh a graph term by the cut value: `picked[0] * kl`)
+    called: set[int] = set()
+    for c in walk(d.value):
+        if type(c) is cst.Call:
+            func = dotted(c.func) or ""
+            last = func.rpartition(".")[2].lower()
+            criterion = is_callable_name(func) or bool(set(last.split("_")) & _CRITERION_WORDS) or any(
+                w in last for w in ("cross_entropy", "kl_div"))
+            tensor_op = func.rpartition(".")[0] in TENSOR_FUNCTION_MODULES or (
+                type(c.func) is cst.Attribute and c.func.attr.value in GRAPH_PRESERVING_METHODS
+                and not (func.startswith("self.") and func.count(".") == 1))
+            if not (criterion or tensor_op) or is_module_name(func) and not criterion:
+                return None  # a forward, or a call of unknown effect: it may carry a graph of its own
+            if func:  # the names of a dotted function (`F.mse_loss`), not those of a receiver computed by a call
+                called.update(id(n) for n in walk(c.func) if type(n) is cst.Name)
+    attrs = {id(n.attr) for n in walk(d.value) if type(n) is cst.Attribute}
+    found: list[Event] = []
+    for n in walk(d.value):
+        if type(n) is not cst.Name or id(n) in attrs or id(n) in called or n.value in ("self", "True", "False", "None"):
+            continue
+        inner = _under_no_grad(model, scope, n.value, d, depth + 1)
+        if inner:
+            found.extend(inner)
+        elif not model.kinds.of(n, scope, d).graph_free and not _data(model, scope, n.value, d):
+            return None  # (a value of unknown origin may carry a graph: a student's features beside a teacher's)
+    return found or None
+
+
+# Words of a criterion's name, whole (`recon_loss_func`, `F.smooth_l1_loss`; not `critic_net`).
+_CRITERION_WORDS = frozenset({"loss", "criterion", "crit", "mse", "nll", "bce", "l1", "huber", "similarity"})
+
+
+def _a_computation(e: cst.BaseExpression) -> bool:
+    """A call (a criterion, a reduction), a sign, or a number combined with one (`1 - F.cosine_similarity(a, b)`)."""
+    if type(e) is cst.Call:
+        return True
+    if type(e) is cst.UnaryOperation:
+        return _a_computation(e.expression)
+    if type(e) is cst.BinaryOperation and type(e.operator) in (cst.Add, cst.Subtract, cst.Multiply, cst.Divide):
+        number = (cst.Integer, cst.Float)
+        return (type(e.left) in number and _a_computation(e.right)) or (type(e.right) in number and _a_computation(e.left))
+    return False
+
+
+def _data(model: FileModel, scope: Scope, name: str, at: Event) -> bool:
+    """`name` is bound only by the loop to an item of what it iterates, not known to carry a graph (`c` of `for
+    z, c in loader`): a batch's data."""
+    defs, entry = scope.reaching(name, at)
+    return bool(defs) and not entry and all(
+        d.variant is AssignForm.FOR and d.value is not None and model.kinds.of(d.value, scope, d) is not VKind.GRAPH
+        for d in defs)
 
 
 def _reads_a_forward(model: FileModel, scope: Scope, d: Event, chained: set[str]) -> bool:

@@ -98,7 +98,10 @@ the helper cannot show graph-free is a weight there (`-(logp * adv).mean()` with
 A term computed under `torch.no_grad()` / `inference_mode()` from a forward the same function runs with grad (the model
 it trains), then added into the back-propagated loss: `with torch.no_grad(): kl = logp - ref_logp`, then `loss = pg +
 beta * kl.mean()` (every definition of the term is under `no_grad`, or, after the block, only reduces or weighs such
-values: `kl_loss = beta * kl.mean()`). Reported once per term, nearest the backward. No fix.
+values: `kl_loss = beta * kl.mean()`). Likewise a term computed under `no_grad` from a tensor that carries a graph
+(`with torch.no_grad(): emb = encoder(fake)` of the generator's `fake`), after the block through tensor operations
+and criteria whose other inputs are a batch's data (`emb_loss = F.mse_loss(emb, c)` of `for z, c in loader`): run
+with grad it would train what made `fake`. Reported once per term, nearest the backward. No fix.
 An output of a forward read as a number (`.item()`, `float()`) and added into the loss, when another output of the
 same call flows into the backward (`logits, aux = model(x)`; `loss = F.cross_entropy(logits, y) + 0.1 *
 aux.mean().item()`): that call ran with grad, so `aux` carries the graph the number drops (not under `no_grad`; a
@@ -190,7 +193,8 @@ for x, y in loader:
 print(running_loss)
 ```
 
-Under `no_grad`, the output of a model the function never runs with grad (a reference or target network), a
+Under `no_grad`, the output of a model the function never runs with grad (a reference or target network) from the
+batch's data, a criterion of it beside an input of unknown origin (a student's features beside a teacher's), a
 value subtracted from or beside a graph tensor (`q - target`, `log_prob * (ret - old_value)`), or inside another
 function (`torch.exp(new_logp - old_logp)`): a target, baseline or weight meant as a constant.
 
@@ -436,12 +440,11 @@ def _calls_given(value: cst.BaseExpression, x: str) -> list[cst.Call]:
 
 def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event, reported: set[int]) -> Iterator[Finding]:
     """A term added into the loss that was computed under `no_grad` from a forward the function also runs with
-    grad (`with torch.no_grad(): kl = logp - ref_logp`, then `loss = pg_loss + beta * kl.mean()`): the term is a
-    constant, and the penalty it stands for trains nothing. Only added terms: a difference (`q - target`) or a
-    factor beside a graph tensor (`log_prob * advantage`) is a target, baseline or weight."""
+    grad (`kl = logp - ref_logp` under it, then `loss = pg_loss + beta * kl.mean()`), or from a tensor with a graph
+    (`gradmode.cut_by_no_grad`): the term is a constant, and the penalty it stands for trains nothing. Only added
+    terms: a difference (`q - target`) or a factor beside a graph tensor is a target, baseline or weight."""
     def graph(e: cst.BaseExpression) -> bool:
         return carries_graph(model, scope, e, at) or from_trained_forward(model, scope, e, at)
-
     for term in added_terms(expr, graph):
         name = dotted(term.value if type(term) is cst.Subscript else term)
         defs = cut_by_no_grad(model, scope, name, at) if name is not None else ()
@@ -450,8 +453,8 @@ def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Eve
             yield Finding(
                 term,
                 f"`{code_of(term)}` is computed under `torch.no_grad()` (`{defs[0].target}` is bound there) from the model "
-                f"this function trains, so it carries no graph, yet it is added into a loss that is back-propagated: "
-                f"this term gets no gradient; compute it outside `no_grad`",
+                f"this function trains or a tensor with its graph, so it carries no graph, yet it is added into a loss "
+                f"that is back-propagated: this term gets no gradient; compute it outside `no_grad`",
             )
 
 
