@@ -223,23 +223,20 @@ def called_per_run(model: FileModel, callee, optimizers: list[str]) -> str | Non
     for one of the `optimizers` the callee steps, it hands a name bound before that loop, or the callee steps one it
     is neither handed nor binds (`_outlives_calls`). An epoch function run by the epoch loop, not a fold's new run."""
     params = positional_params(callee.node)
-    for scope in model.scopes:
-        for e in scope.raw:
-            if e.kind is not EventKind.LOCAL_CALL or not e.loops or type(e.node) is not cst.Call:
-                continue
-            if model.resolve(scope, e.callee or "") is not callee:
-                continue
-            for opt in optimizers:
-                if opt not in params:
-                    if _outlives_calls(scope, e, callee, opt):
-                        return scope.name
-                    continue
-                arg = argument_for(e.node, params[1:] if params[:1] == ["self"] else params, opt)
-                if type(arg) is not cst.Name:
-                    continue
-                defs, _ = scope.reaching(arg.value, e)
-                if all(e.loops[-1] not in d.loops for d in defs):
+    for scope, e in model.calls_of(callee):
+        if not e.loops or type(e.node) is not cst.Call:
+            continue
+        for opt in optimizers:
+            if opt not in params:
+                if _outlives_calls(scope, e, callee, opt):
                     return scope.name
+                continue
+            arg = argument_for(e.node, params[1:] if params[:1] == ["self"] else params, opt)
+            if type(arg) is not cst.Name:
+                continue
+            defs, _ = scope.reaching(arg.value, e)
+            if all(e.loops[-1] not in d.loops for d in defs):
+                return scope.name
     return None
 
 

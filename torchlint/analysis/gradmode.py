@@ -46,10 +46,7 @@ def _reads_a_graph(model: FileModel, scope: Scope, d: Event) -> bool:
     """The value computed under `no_grad` reads a name bound, outside it, to a tensor with a graph (`emb =
     encoder(fake)` of the generator's `fake`): run with grad it would carry that graph on."""
     assert d.value is not None  # the caller's
-    attrs = {id(n.attr) for n in walk(d.value) if type(n) is cst.Attribute}
-    for n in walk(d.value):
-        if type(n) is not cst.Name or id(n) in attrs or n.value == "self":
-            continue
+    for n in _variables(d.value):
         found = scope.reaching(n.value, d)[0]
         if found and all("no_grad" not in x.contexts for x in found) and any(
                 model.kinds.of_def(x, scope) is VKind.GRAPH for x in found):
@@ -112,10 +109,9 @@ def _computed_from_cut(model: FileModel, scope: Scope, d: Event, depth: int) -> 
                 return None  # a forward, or a call of unknown effect: it may carry a graph of its own
             if func:  # the names of a dotted function (`F.mse_loss`), not those of a receiver computed by a call
                 called.update(id(n) for n in walk(c.func) if type(n) is cst.Name)
-    attrs = {id(n.attr) for n in walk(d.value) if type(n) is cst.Attribute}
     found: list[Event] = []
-    for n in walk(d.value):
-        if type(n) is not cst.Name or id(n) in attrs or id(n) in called or n.value in ("self", "True", "False", "None"):
+    for n in _variables(d.value):
+        if id(n) in called or n.value in ("True", "False", "None"):
             continue
         inner = _under_no_grad(model, scope, n.value, d, depth + 1)
         if inner:
@@ -154,10 +150,9 @@ def _reads_a_forward(model: FileModel, scope: Scope, d: Event, chained: set[str]
     """Does the value of `d` read, besides the `chained` names, a name bound outside `no_grad` to what a forward
     the function trains returned (`out` of `out = model(x)`)?"""
     assert d.value is not None  # the caller's
-    attrs = {id(n.attr) for n in walk(d.value) if type(n) is cst.Attribute}
     trained = _forwards_with_grad(model, scope)
-    for n in walk(d.value):
-        if type(n) is not cst.Name or id(n) in attrs or n.value in chained or n.value == "self":
+    for n in _variables(d.value):
+        if n.value in chained:
             continue
         if any(x.value is not None and "no_grad" not in x.contexts and _calls(x.value) & trained
                for x in scope.reaching(n.value, d)[0]):
@@ -201,6 +196,12 @@ def _forwards_with_grad(model: FileModel, scope: Scope) -> frozenset[str]:
 
 
 _FORWARDS: weakref.WeakKeyDictionary[Scope, frozenset[str]] = weakref.WeakKeyDictionary()  # dies with its scope
+
+
+def _variables(value: cst.BaseExpression) -> list[cst.Name]:
+    """The names `value` reads as variables: not the attribute names of a chain (`fc` of `self.fc`), nor `self`."""
+    attrs = {id(n.attr) for n in walk(value) if type(n) is cst.Attribute}
+    return [n for n in walk(value) if type(n) is cst.Name and id(n) not in attrs and n.value != "self"]
 
 
 def _calls(expr: cst.BaseExpression) -> set[str]:

@@ -41,6 +41,10 @@ class FileLookup(Protocol):
         """The function or inherited method of another project file that `callee(...)` reaches."""
         ...
 
+    def calls_of(self, scope: Scope) -> list[tuple[Scope, Event]]:
+        """Each call of `scope`'s function in this file: the calling scope and its LOCAL_CALL event."""
+        ...
+
     def is_module_class(self, name: str) -> bool:
         """A class of this file that derives from nn.Module."""
         ...

@@ -165,7 +165,11 @@ class FileModel:
         """For each call of `scope`'s function in this file: the calling scope and its name for `name` (a parameter
         becomes the argument passed for it; None when the caller has no name for it)."""
         params = positional_params(scope.node)
-        return [(caller, _mapped(name, _positional(params, e), e)) for caller in self.scopes for e in caller.raw
+        return [(caller, _mapped(name, _positional(params, e), e)) for caller, e in self.calls_of(scope)]
+
+    def calls_of(self, scope: Scope) -> list[tuple[Scope, Event]]:
+        """Each call of `scope`'s function in this file: the calling scope and its LOCAL_CALL event."""
+        return [(caller, e) for caller in self.scopes for e in caller.raw
                 if e.kind is EventKind.LOCAL_CALL and self.resolve(caller, e.callee or "") is scope]
 
     def resolve(self, caller: Scope, callee: str) -> Scope | None:

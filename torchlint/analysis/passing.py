@@ -98,15 +98,13 @@ def handed_plain_objects(model: FileLookup, scope: Scope, name: str) -> bool:
     if name not in memo:
         params = positional_params(scope.node)
         found: list[bool] = []
-        for caller in model.scopes:
-            for e in caller.raw:
-                if e.kind is not EventKind.LOCAL_CALL or type(e.node) is not cst.Call \
-                        or model.resolve(caller, e.callee or "") is not scope:
-                    continue
-                arg = argument_for(e.node, params[1:] if (e.callee or "").startswith("self.") else params, name)
-                values = [arg] if type(arg) is not cst.Name else [
-                    d.value for d in caller.reaching(arg.value, e)[0]] if arg is not None else [None]
-                found.append(bool(values) and all(_plain_instance(model, v) for v in values))
+        for caller, e in model.calls_of(scope):
+            if type(e.node) is not cst.Call:
+                continue
+            arg = argument_for(e.node, params[1:] if (e.callee or "").startswith("self.") else params, name)
+            values = [arg] if type(arg) is not cst.Name else [
+                d.value for d in caller.reaching(arg.value, e)[0]] if arg is not None else [None]
+            found.append(bool(values) and all(_plain_instance(model, v) for v in values))
         memo[name] = bool(found) and all(found)
     return memo[name]
 

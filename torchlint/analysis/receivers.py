@@ -123,16 +123,20 @@ class Receivers:
                     return False  # `lr_scheduler._LRScheduler`, `metaclass=...`
                 if written != "object":
                     todo.append(written)
-            writes = writes or any(type(n) is cst.AssignTarget and _rate_slot(n.target)
-                                   or type(n) is cst.Call and self._writes_rate(dotted(n.func))
-                                   for n in walk(node, descend_scopes=True))
+            writes = writes or _writes_rate(node, self._writes_rate_by_call)
         return writes
 
-    def _writes_rate(self, func: str | None) -> bool:
+    def _writes_rate_by_call(self, func: str | None) -> bool:
         """A function of the file (`adjust_lr(self.optimizer, lr)`) that writes `group["lr"]` itself."""
         found = next((s for s in self.scopes if s.class_name is None and s.name == func), None) if func else None
-        return found is not None and any(type(n) is cst.AssignTarget and _rate_slot(n.target)
-                                         for n in walk(found.node, descend_scopes=True))
+        return found is not None and _writes_rate(found.node)
+
+
+def _writes_rate(node: cst.CSTNode, by_call=None) -> bool:
+    """`node` assigns a param group's learning rate (`group["lr"] = lr`), or calls what `by_call(name)` says does."""
+    return any(type(n) is cst.AssignTarget and _rate_slot(n.target)
+               or by_call is not None and type(n) is cst.Call and by_call(dotted(n.func))
+               for n in walk(node, descend_scopes=True))
 
 
 def _rate_slot(target: cst.BaseExpression) -> bool:

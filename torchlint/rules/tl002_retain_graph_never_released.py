@@ -491,9 +491,14 @@ def _built_in_iteration(model: FileModel, loop: Loop, last: Event) -> bool:
     deps = scope.depends(last.value)
     if scope is not loop.scope:  # a helper called from the loop: it computes what it back-propagates, or is handed
         return any(scope.assignments(name) for name in deps) or _handed_from_iteration(model, loop, scope, last, deps)
-    return any(
-        a.variant is not AssignForm.FOR and loop.node in a.loops for name in deps for a in scope.assignments(name)
-    ) or _calls_in(last.value)
+    return _computed_in(loop, last.value)
+
+
+def _computed_in(loop: Loop, expr: cst.BaseExpression) -> bool:
+    """`expr` runs a forward, or reads a name the loop's scope assigns inside the loop (a loop variable aside)."""
+    scope = loop.scope
+    return any(a.variant is not AssignForm.FOR and loop.node in a.loops
+               for name in scope.depends(expr) for a in scope.assignments(name)) or _calls_in(expr)
 
 
 def _handed_from_iteration(model: FileModel, loop: Loop, helper: Scope, last: Event, deps) -> bool:
@@ -509,9 +514,7 @@ def _handed_from_iteration(model: FileModel, loop: Loop, helper: Scope, last: Ev
     call = last.inlined_from  # the loop's call of the helper (a nested helper's events stand at the outer call)
     if type(call) is not cst.Call or not handed or model.resolve(loop.scope, dotted(call.func) or "") is not helper:
         return False
-    args = [a for p in handed if (a := argument_for(call, params, p)) is not None]
-    return any(_calls_in(a) or any(d.variant is not AssignForm.FOR and loop.node in d.loops
-                                   for name in loop.scope.depends(a) for d in loop.scope.assignments(name)) for a in args)
+    return any(a is not None and _computed_in(loop, a) for a in (argument_for(call, params, p) for p in handed))
 
 
 def _calls_in(expr: cst.BaseExpression) -> bool:

@@ -347,7 +347,7 @@ def _wrappers(model: FileModel) -> Iterator[Finding]:
             # any scheduler, a guard that tests configuration (`if self.args.enable_lr_schedule:`): whenever it
             # holds, the scheduler steps first.
             later = [s for s in _scheduled(model, sched, steps)
-                     if _guards(s, 0) <= _guards(sched, 0) and (counted or not _configured(
+                     if _guards(s, 0) <= _guards(sched, 0) and (counted or not _changing(
                          model, scope, _guards(sched, 0) - _guards(s, 0)))
                      and scope.may_follow(sched, s) and not scope.may_follow(s, sched)
                      and not (counted and s.loops)]
@@ -376,7 +376,7 @@ def _wrappers(model: FileModel) -> Iterator[Finding]:
             )
 
 
-def _configured(model: FileModel, scope: Scope, guards: frozenset) -> frozenset:
+def _changing(model: FileModel, scope: Scope, guards: frozenset) -> frozenset:
     """Of the scheduler's own guards, those that do not test configuration (`if self.args.enable_lr_schedule:`,
     the same on every call: whenever it holds, the scheduler steps first)."""
     return frozenset(g for g in guards if not (isinstance(g.test, cst.BaseExpression)
