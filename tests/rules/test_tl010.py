@@ -1,5 +1,7 @@
 """TL010 GradScaler misuse."""
 
+import textwrap
+
 import pytest
 
 from tests.helpers import findings, fixed, messages
@@ -76,6 +78,59 @@ POSITIVE = {
                 opt.zero_grad()
         """,
         [(5, 9)],
+    ),
+    "gradients_clamped_by_hand_in_a_loop_over_the_parameters": (
+        """
+        for x, y in loader:
+            opt.zero_grad()
+            scaler.scale(crit(net(x), y)).backward()
+            for p in net.parameters():
+                if p.grad is not None:
+                    p.grad.data.clamp_(-1.0, 1.0)
+            scaler.step(opt)
+            scaler.update()
+        """,
+        [(7, 13)],
+    ),
+    "gradients_clamped_by_hand_in_a_helper_of_the_file": (
+        """
+        def clamp_grads(model, bound):
+            for p in model.parameters():
+                p.grad.clamp_(-bound, bound)
+
+        for x, y in loader:
+            opt.zero_grad()
+            scaler.scale(crit(net(x), y)).backward()
+            clamp_grads(net, 5.0)
+            scaler.step(opt)
+            scaler.update()
+        """,
+        [(4, 9)],
+    ),
+    # one step per call: the window's micro-batches in a loop of the function, the clip and the step after it
+    "clip_after_a_micro_batch_loop_in_a_step_function": (
+        """
+        def train_step(model, batches, optimizer, scaler, accum):
+            for _ in range(accum):
+                x, y = next(batches)
+                scaler.scale(crit(model(x), y) / accum).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+        """,
+        [(6, 5)],
+    ),
+    "deprecated_clip_grad_norm_before_unscale": (
+        """
+        for x, y in loader:
+            opt.zero_grad()
+            scaler.scale(crit(net(x), y)).backward()
+            torch.nn.utils.clip_grad_norm(net.parameters(), 1.0)
+            scaler.step(opt)
+            scaler.update()
+        """,
+        [(5, 5)],
     ),
     "accumulation_no_update": (
         """
@@ -380,6 +435,25 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    "gradients_clamped_by_hand_after_unscale": """
+        for x, y in loader:
+            opt.zero_grad()
+            scaler.scale(crit(net(x), y)).backward()
+            scaler.unscale_(opt)
+            for p in net.parameters():
+                p.grad.data.clamp_(-1.0, 1.0)
+            scaler.step(opt)
+            scaler.update()
+        """,
+    "a_clamp_of_a_tensor_that_is_no_gradient": """
+        for x, y in loader:
+            opt.zero_grad()
+            scaler.scale(crit(net(x), y)).backward()
+            for p in net.parameters():
+                p.data.clamp_(-0.01, 0.01)
+            scaler.step(opt)
+            scaler.update()
+        """,
     "second_update_sets_the_scale_by_hand": """
         scaler = torch.cuda.amp.GradScaler()
         for i, (x, y) in enumerate(loader):
@@ -1187,3 +1261,25 @@ def test_rebuilt_scaler_in_an_epoch_method_stepping_the_trainers_optimizer():
                     self.train_epoch(loader)
         """
     assert findings(src, "TL010") == [(8, 18)]
+
+
+def test_no_unscale_inserted_where_the_scaler_may_be_none():
+    """The scaled backward runs only `if scaler:`: an unconditional `scaler.unscale_(...)` would raise on the
+    plain path, so the clip is reported without a fix."""
+    src = """
+        for x, y in loader:
+            loss = crit(net(x), y)
+            if scaler:
+                scaler.scale(loss).backward()
+            else:
+                loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            if scaler:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+            opt.zero_grad()
+        """
+    assert findings(src, "TL010") == [(8, 5)]
+    assert fixed(src, "TL010") == textwrap.dedent(src)

@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.analysis.events import BackwardVia, ClipVia, Event, EventKind, ResetOf, StepVia, ZeroGradOf
 from torchlint.analysis.exprs import container_name, dotted, is_true, keyword, positional
 from torchlint.analysis.names import Role, Symbols
-from torchlint.analysis.semantics import IN_PLACE_DETACH, STEPPING_FUNCTIONS
+from torchlint.analysis.semantics import CLIP_FUNCTIONS, IN_PLACE_DETACH, STEPPING_FUNCTIONS
 
 
 def classify(e: Event, symbols: Symbols) -> Event | None:
@@ -47,9 +47,12 @@ def classify(e: Event, symbols: Symbols) -> Event | None:
     if method == "unscale_" and role is Role.SCALER:
         arg = positional(call, 0)
         return e.but(kind=EventKind.SCALER_UNSCALE, target=dotted(arg.value) if arg else None, via=recv_name)
-    if method in ("clip_grad_norm_", "clip_grad_value_"):
+    if method in CLIP_FUNCTIONS:
         clip = ClipVia.ACCELERATOR if role is Role.ACCELERATOR else ClipVia.TORCH
         return e.but(kind=EventKind.CLIP, variant=clip)
+    if method == "clamp_" and (recv_name or "").removesuffix(".data").endswith(".grad"):
+        # `p.grad.data.clamp_(-c, c)`: clipping by hand, each gradient to a range
+        return e.but(kind=EventKind.CLIP, variant=ClipVia.BY_HAND)
     if recv_name is None:
         container = container_name(recv)
         if method in IN_PLACE_DETACH and container is not None:

@@ -86,6 +86,7 @@ class ClipVia(Enum):
 
     TORCH = "torch"  # `torch.nn.utils.clip_grad_norm_(...)`, `clip_grad_value_(...)`
     ACCELERATOR = "accelerator"  # `accelerator.clip_grad_norm_(...)`: unscales a prepared GradScaler's first
+    BY_HAND = "by_hand"  # `p.grad.data.clamp_(-c, c)`: each gradient clamped to a range
 
 
 class ResetOf(Enum):

@@ -66,12 +66,16 @@ def export(model: FileModel, names: frozenset[str], tree: ast.Module | None = No
         trains = summary.trains or bool(runs)
         steps = sorted(set(summary.steps) | {r.target for r in runs if r.target})
         events = []
+        # A clip under `if max_norm:` or `if p.grad is not None:` clips whatever gradients it is given, whenever it
+        # runs; not in a function that unscales a GradScaler on some path (the clip may be on that path).
+        maybe = (EventKind.ZERO_GRAD,) if any(e.kind is EventKind.SCALER_UNSCALE for e in scope.events) \
+            else (EventKind.ZERO_GRAD, EventKind.CLIP)
         for e in scope.events:
             if e.kind not in _EXPORTED_KINDS:
                 continue
             if trains and e.loops:
                 continue  # a run of its own: callers see it as one RUN event
-            if e.guards and e.kind is not EventKind.ZERO_GRAD:
+            if e.guards and e.kind not in maybe:
                 continue  # guarded inside the callee: when it runs is not known to the caller
             at = line(e.node if e.scope is scope.node else scope.node)
             events.append(ExportedEvent(e.kind.value, e.target, variant_word(e.variant), e.via, at, tuple(e.contexts)))

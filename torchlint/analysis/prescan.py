@@ -12,9 +12,12 @@ from torchlint.analysis.semantics import OTHER_FRAMEWORKS, TORCH_PACKAGES
 from torchlint.source.lines import split_lines
 from torchlint.source.words import word_start
 
-# Text that any exported event needs (a backward, a step, a zero_grad or gradient reset, a GradScaler call).
-EVENT_TEXT = re.compile(r"\.backward\s*\(|manual_backward\s*\(|\.\s*step\s*\(|optimizer_step\s*\(|zero_grad"
-                        r"|\.grad\s*=\s*None|\.grad\.zero_")
+# Text that any exported event needs (a backward, a step, a zero_grad or gradient reset, a GradScaler call, a
+# clip); `_STEP_TEXT`: the same but a clip, which neither steps nor clears (`inert`)
+_STEP_TEXT = (r"\.backward\s*\(|manual_backward\s*\(|\.\s*step\s*\(|optimizer_step\s*\(|zero_grad"
+              r"|\.grad\s*=\s*None|\.grad\.zero_")
+EVENT_TEXT = re.compile(_STEP_TEXT + r"|clip_grad_(?:norm|value)|\.grad(?:\.data)?\.clamp_")
+STEP_TEXT = re.compile(_STEP_TEXT)
 EVENT_BYTES = re.compile(EVENT_TEXT.pattern.encode())
 
 _IMPORTS = re.compile(
@@ -112,10 +115,11 @@ def acting(text: str) -> frozenset[str]:
 
 
 def inert(text: str) -> frozenset[str]:
-    """The top-level functions of a file that can neither act nor clear gradients: no event text and no write to
-    a `.grad` (`p.grad.data.zero_()`) in their code or in the code of the file's functions they call, and no call
-    of a name the file does not define but the builtins that touch no gradient. A call of one (`utils.clip(opt,
-    5)`) is handed the optimizer and leaves its gradients as they are. Read from the text, like `acting`."""
+    """The top-level functions of a file that can neither step nor clear gradients: no event text but a clip's
+    (which changes gradients, never clears them) and no write to a `.grad` (`p.grad.data.zero_()`) in their code or
+    in the code of the file's functions they call, and no call of a name the file does not define but the builtins
+    that touch no gradient. A call of one (`utils.clip(opt, 5)`) is handed the optimizer and leaves its gradients
+    as they are. Read from the text, like `acting`."""
     index = _definitions(text)
     out = set()
     for name, piece in index.items():
@@ -125,7 +129,7 @@ def inert(text: str) -> frozenset[str]:
         if not called <= index.keys() | _HARMLESS_BUILTINS:
             continue
         pieces = [piece] + [index[c] for c in called if c in index]
-        if not any(EVENT_TEXT.search(p) or _GRAD_WRITE.search(p) for p in pieces):
+        if not any(STEP_TEXT.search(p) or _GRAD_WRITE.search(p) for p in pieces):
             out.add(name)
     return frozenset(out)
 

@@ -97,6 +97,18 @@ def is_callable_name(name: str) -> bool:
     return _CALLABLE_NAME.search(name.rsplit(".", 1)[-1].lower()) is not None
 
 
+# Words of a loss function's last name, split at underscores (`recon_crit`, `mse`, `loss`; not `critic`)
+_LOSS_WORDS = frozenset({"loss", "criterion", "crit", "mse", "nll", "bce", "l1", "huber", "similarity"})
+
+
+def computes_loss(func: str) -> bool:
+    """A called name that says it computes a loss from its arguments, the prediction first (`criterion(out, y)`,
+    `F.mse_loss`, `self.recon_crit`, `F.cross_entropy`, `loss_fn`): not a forward (`self.critic(obs)`)."""
+    last = func.rpartition(".")[2].lower()
+    return is_callable_name(func) or bool(set(last.split("_")) & _LOSS_WORDS) or "cross_entropy" in last \
+        or "kl_div" in last
+
+
 def is_criterion_name(name: str) -> bool:
     """A name that holds a criterion or loss function (`loss_fn`, `criterion`, `self.loss_func`): calling it computes
     a loss from its arguments."""
@@ -241,6 +253,8 @@ ITERATION_ENGINES = frozenset({("ignite.engine", "Engine"), ("ignite.engine.engi
 # nothing. (`import torch_xla.core.xla_model as xm`.)
 STEPPING_FUNCTIONS = frozenset({"torch_xla.core.xla_model.optimizer_step"})
 STEPPING_LAST_NAMES = frozenset(f.rsplit(".", 1)[-1] for f in STEPPING_FUNCTIONS)
+# torch.nn.utils' clipping functions (`clip_grad_norm`: the name before 0.4, still accepted for years)
+CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
 
 # Containers that drop their oldest items past a bound given when built: the constructor's last name -> the keyword
 # and position of that bound (`deque(maxlen=100)`, `deque([], 100)`); `None` as the bound leaves it unbounded.

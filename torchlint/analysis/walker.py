@@ -12,14 +12,14 @@ import libcst as cst
 
 from torchlint.analysis.events import AssignForm, CallVia, ClipVia, Event, EventKind, Guard, ZeroGradOf
 from torchlint.analysis.exprs import container_name, dotted, is_self_accumulation, names_in
-from torchlint.analysis.semantics import STEPPING_FUNCTIONS, STEPPING_LAST_NAMES, context_of
+from torchlint.analysis.semantics import CLIP_FUNCTIONS, STEPPING_FUNCTIONS, STEPPING_LAST_NAMES, context_of
 from torchlint.source.walk import calls_in_evaluation_order
 
 # Method calls that may be events (a backward, a step, an append into a total ...): emitted as METHOD events and
 # classified later, once the names' kinds are known.
 TRACKED_METHODS = frozenset(
-    """backward manual_backward grad step zero_grad update unscale_ clip_grad_norm_ clip_grad_value_
-    append extend clear detach_ zero_ fill_""".split()
+    """backward manual_backward grad step zero_grad update unscale_ clip_grad_norm_ clip_grad_value_ clip_grad_norm
+    clamp_ append extend clear detach_ zero_ fill_""".split()
 )
 _Ctx = tuple  # (loops, guards, contexts)
 # An augmented assignment's operator, by its libcst class name, as the form of its ASSIGN event.
@@ -299,7 +299,7 @@ class EventWalker:
             else:
                 self._object_call(scope, call, line, ctx, None)
         elif type(func) is cst.Name:
-            if func.value in ("clip_grad_norm_", "clip_grad_value_"):
+            if func.value in CLIP_FUNCTIONS:
                 self._emit(scope, EventKind.CLIP, call, line, ctx, variant=ClipVia.TORCH)
             else:
                 self._emit(scope, EventKind.LOCAL_CALL, call, line, ctx, callee=func.value)

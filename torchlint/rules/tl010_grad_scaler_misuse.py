@@ -44,7 +44,11 @@ In a loop that back-propagates through a GradScaler (`scaler.scale(loss).backwar
 name every binding of which in the file is `scaled = scaler.scale(loss)`):
 1. `optimizer.step()` called directly instead of `scaler.step(optimizer)`, or a second time after
    `scaler.step(optimizer)` in the same iteration (the message says so; no fix);
-2. `clip_grad_norm_` / `clip_grad_value_` with no `scaler.unscale_(optimizer)` between the backward and the clip;
+2. `clip_grad_norm_` / `clip_grad_value_` (or the old `clip_grad_norm`), or gradients clamped by hand
+   (`p.grad.data.clamp_(-c, c)`, also in a loop over the parameters), with no `scaler.unscale_(optimizer)` between
+   the backward and the clip; also a clip in a function of the file or of another project file that the loop calls
+   there (even one under a test in that function, `if max_norm > 0:`), reported at the call for the latter. Not
+   followed: a helper that unscales on some path of its own;
 3. `scaler.step(...)` with no `scaler.update()` in the iteration, or with updates after it only under a periodic
    test the step does not share (`if i % 100 == 0:`, or its `else:`), so that most iterations step without one;
 4. `scaler.update()` under a condition decided after `scaler.unscale_(optimizer)` (`if not skip:` with `skip`
@@ -83,6 +87,8 @@ And in a loop whose backwards are all plain (`loss.backward()`):
 A function that back-propagates outside any loop of its own and steps an optimizer (an optimizer wrapper's
 `step(loss)`, an agent's `learn(batch)`) runs once per step of whatever loop calls it, in this file or another:
 1, 2 and 5 are checked in its body as in one iteration. 3 is not (its caller may update the scale once it returns).
+So is a function that back-propagates in a loop of its own, the micro-batches of one window, and steps after it
+(`for _ in range(accum): scaler.scale(loss).backward()`, then the clip and `scaler.step(opt)`): one step per call.
 
 ## Why it is wrong
 1. The gradients are still multiplied by the loss scale (65536 at first): the update is tens of thousands of
@@ -114,7 +120,8 @@ for x, y in loader:
 ```
 
 ## Fix
-1. `optimizer.step()` → `scaler.step(optimizer)`; 2. insert `scaler.unscale_(optimizer)` before the clip;
+1. `optimizer.step()` → `scaler.step(optimizer)`; 2. insert `scaler.unscale_(optimizer)` before the clip (not
+offered where the scaled backward runs under a test the clip is not under, `if scaler:`: the scaler may be None);
 3. insert `scaler.update()` after the last `scaler.step(...)`; 4. (no fix) call `scaler.update()` on every path
 after the unscale: it is valid after a skipped step; 5. (no fix) keep one `scaler.update()`, after the last
 optimizer's step of the iteration. **Unsafe**: the updates change, to the correct ones.
@@ -158,7 +165,7 @@ for x, y in loader:
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         seen: set[int] = set()  # a per-step function called in a loop of the file is judged there and alone
-        for loop in [*model.loops, *model.step_bodies()]:
+        for loop in [*model.loops, *model.step_bodies(), *_window_bodies(model)]:
             scaled = [b for b in loop.of(EventKind.BACKWARD) if b.variant is BackwardVia.SCALER]
             if not scaled:
                 for finding in _unscaled_backward(model, loop):
@@ -181,6 +188,17 @@ for x, y in loader:
                     yield finding
         yield from _rebuilt_scalers(model)
         yield from _clipped_every_micro_step(model)
+
+
+def _window_bodies(model: FileModel) -> list[Loop]:
+    """A function that back-propagates in a loop of its own (the micro-batches of one window) and steps outside
+    any (`for _ in range(accum): scaler.scale(loss).backward()`, then `clip_grad_norm_(...)`, `scaler.step(opt)`):
+    one training step per call, its whole body one iteration (a Loop with no head)."""
+    bodies = {id(b.scope) for b in model.step_bodies()}
+    return [Loop(None, scope, scope.events) for scope in model.scopes  # type: ignore[arg-type]  # no head
+            if type(scope.node) is cst.FunctionDef and id(scope) not in bodies
+            and any(e.kind is EventKind.BACKWARD and e.loops and e.variant is BackwardVia.SCALER for e in scope.events)
+            and any(e.kind is EventKind.STEP and not e.loops for e in scope.events)]
 
 
 def _serves(loop: Loop, backward: Event, later: Event) -> bool:
@@ -247,9 +265,14 @@ def _handed_scaler(call: cst.CSTNode, scaled: list[Event], scaler: str) -> bool:
 
 def _clip_before_unscale(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Finding]:
     for clip in loop.of(EventKind.CLIP):
-        if clip.variant is ClipVia.ACCELERATOR or _level(clip) is not loop.node:
+        if clip.variant is ClipVia.ACCELERATOR:
             continue
-        before = [b for b in scaled if _serves(loop, b, clip)]
+        # A clip in a loop of its own with no backward (`for p in model.parameters(): p.grad.data.clamp_(-1, 1)`)
+        # is judged here, as one clip; one in a loop that back-propagates too is judged in that loop.
+        inner = clip.loops[clip.loops.index(loop.node) + 1:] if loop.node in clip.loops else clip.loops
+        if inner and any(set(inner) & set(b.loops) for b in scaled):
+            continue
+        before = [b for b in scaled if (loop.node is None or loop.node in b.loops) and loop.may_follow(b, clip)]
         if not before:
             continue
         by = before[-1].via or scaler  # the scaler of the backward just before (one per network)
@@ -260,7 +283,10 @@ def _clip_before_unscale(loop: Loop, scaled: list[Event], scaler: str) -> Iterat
         opt = steps[0].target if steps else None
         fix = None
         # Not when the optimizer is a name bound by a loop after the clip (`for opt in optimizers: scaler.step(opt)`).
-        if opt and steps[0].loops == clip.loops and movable(clip.stmt) and clip.inlined_from is None:
+        # (not when the scaled backward runs under a test the clip is not under, `if scaler:`: the scaler may be None)
+        tests = {id(g.test) for g in clip.guards}
+        if opt and steps[0].loops == clip.loops and movable(clip.stmt) and clip.inlined_from is None \
+                and all({id(g.test) for g in b.guards} <= tests for b in before):
             fix = Fix("unsafe", f"insert `{by}.unscale_({opt})` before clipping",
                       (insert_before(clip.stmt, f"{by}.unscale_({opt})\n"),))
         yield Finding(
