@@ -228,6 +228,18 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # chunks of one prediction handed in by the caller: each chunk's backward but the last needs the graph kept
+    "chunks_of_a_prediction_handed_in": """
+        def backward_in_chunks(criterion, hyp, gold, step=4):
+            hyp = hyp.view(-1, hyp.size(2))
+            gold = gold.contiguous().view(-1)
+            total = 0.0
+            for i in range(0, hyp.size(0), step):
+                loss = criterion(hyp[i:i + step], gold[i:i + step]) / hyp.size(0)
+                loss.backward(retain_graph=True)
+                total += loss.item()
+            return total
+        """,
     "same_forward_once_before_the_loop": """
         def probe(net, weights, xs):
             anchor = net(xs, weights)

@@ -20,6 +20,40 @@ POSITIVE = {
         """,
         [(5, 11)],
     ),
+    # the critic's values of `logits, value = net(s)` (reshaped) copied into a new tensor by name, then the
+    # critic's squared error on that copy: the critic trains nothing
+    "critic_values_appended_then_copied_by_name": (
+        """
+        def update(net, opt, states, returns, actions):
+            values, logps = [], []
+            for j in range(len(states)):
+                logits, value = net(states[j])
+                value = value.view(-1)
+                values.append(value)
+                logps.append(F.log_softmax(logits, 0)[actions[j]])
+            V = torch.Tensor(values)
+            critic = (returns - V).pow(2).mean()
+            policy = -(torch.stack(logps) * (returns - V)).mean()
+            opt.zero_grad()
+            (policy + 0.5 * critic).backward()
+            opt.step()
+        """,
+        [(9, 9)],
+    ),
+    "predictions_copied_by_name_into_a_criterion": (
+        """
+        for x, y in loader:
+            preds = []
+            for xi in x:
+                preds.append(model(xi))
+            stacked = torch.FloatTensor(preds)
+            loss = F.mse_loss(stacked, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """,
+        [(6, 15)],
+    ),
     # -- a helper that returns several losses as a tuple, one of them detached ------------------------------
     "helper_tuple_item": (
         """
@@ -485,6 +519,33 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # the discriminator's loss on one arm cuts `fake`; the other arm hands `fake` to a helper: never one pass
+    "cut_on_one_arm_and_a_helper_given_the_sample_on_the_other": """
+        for real, _ in loader:
+            fake = netG(torch.randn(real.size(0), nz))
+            if use_mixup:
+                d_loss = bce(netD(real), ones) + bce(netD(fake.detach()), zeros)
+            else:
+                d_loss, score = discriminator_loss(netD, real, fake, bce)
+            opt_d.zero_grad()
+            d_loss.backward()
+            opt_d.step()
+        """,
+    # the copy only weighs the log-probabilities (a baseline cut on purpose); the critic trains on the values
+    "critic_values_copied_only_as_a_weight": """
+        def update(net, opt, states, returns, actions):
+            values, logps = [], []
+            for j in range(len(states)):
+                logits, value = net(states[j])
+                values.append(value)
+                logps.append(F.log_softmax(logits, 0)[actions[j]])
+            V = torch.Tensor(values)
+            policy = -(torch.stack(logps) * (returns - V)).mean()
+            critic = F.mse_loss(torch.stack(values), returns)
+            opt.zero_grad()
+            (policy + critic).backward()
+            opt.step()
+        """,
     "losses_copied_into_a_tensor_only_for_logging": """
         history = []
         for x, y in loader:

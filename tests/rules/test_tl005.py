@@ -16,6 +16,27 @@ POSITIVE = {
         """,
         [(4, 5)],
     ),
+    # a guard around the whole window (`if mode == "train":`), shared by the backward and the step, is no window
+    "window_inside_a_guard_the_backward_shares": (
+        """
+        class Trainer:
+            def _step(self, mode, idx, batch):
+                x, y = batch
+                loss = F.cross_entropy(self.model(x), y)
+                if mode == "train":
+                    loss.backward()
+                    if idx % self.grad_accumulation_steps == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+                return loss
+
+            def fit(self, loader):
+                for mode in ("train", "eval"):
+                    for idx, batch in enumerate(loader, start=1):
+                        self._step(mode, idx, batch)
+        """,
+        [(7, 13)],
+    ),
     # -- scale-invariant optimizers: reported only when something sees the summed gradient's size ---------------
     "adam_with_clipping": (
         """

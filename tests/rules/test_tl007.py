@@ -8,6 +8,22 @@ import pytest
 from tests.helpers import findings, fixed, lint_in_process, messages
 
 POSITIVE = {
+    # every entry of the output dict, `out["loss"]` among them, added into a running dict (no fix: other entries
+    # may be plain numbers, on which `.detach()` raises)
+    "every_entry_of_an_output_dict_whose_loss_entry_is_back_propagated": (
+        """
+        running = {}
+        for x, y in loader:
+            out = model(x, y)
+            loss = out["loss"]
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            for k, v in out.items():
+                running[k] = running.get(k, 0) + v
+        """,
+        [(10, 9)],
+    ),
     "forward_keeps_each_activation_in_a_list_of_the_module": (
         """
         class Probe(nn.Module):
@@ -1496,6 +1512,19 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # the loop over the entries skips the back-propagated one
+    "entries_of_an_output_dict_but_its_loss": """
+        running = {}
+        for x, y in loader:
+            out = model(x, y)
+            loss = out["loss"]
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            for k, v in out.items():
+                if k != "loss":
+                    running[k] = running.get(k, 0) + v
+        """,
     "helper_total_of_numbers_read_from_the_loss": """
         def accumulate(total, value):
             return total + value.item()
@@ -3571,3 +3600,9 @@ def test_a_total_handed_to_another_files_function_that_only_reads_it(tmp_path):
 
 def test_a_total_handed_to_another_files_function_that_back_propagates_it(tmp_path):
     assert _handed_total(tmp_path, "total.backward()") == []
+
+
+def test_no_fix_for_a_total_of_a_dicts_entries():
+    """The entries of an output dict may mix tensors with plain numbers (`ntokens`): `.detach()` would raise."""
+    src, _ = POSITIVE["every_entry_of_an_output_dict_whose_loss_entry_is_back_propagated"]
+    assert fixed(src, "TL007") == textwrap.dedent(src)

@@ -45,6 +45,9 @@ def element(k: Asker, value: cst.BaseExpression, index: int, scope: Scope, at: E
     if type(value) is cst.Call:
         name = dotted(value.func)
         callee = k.callee(scope, name) if name is not None else None
+        if callee is None and _handed_back(value, at):
+            # `model, opt = amp.initialize(model, opt)` (`accelerator.prepare`, `fabric.setup`): handed back as taken
+            return k.of(value.args[index].value, scope, at, depth)
         if callee is None:  # a function of another project file: the kinds its exports give each element
             found = k.foreign(scope, name) if name is not None else None
             items = found.export.items if found is not None else []
@@ -62,6 +65,20 @@ def element(k: Asker, value: cst.BaseExpression, index: int, scope: Scope, at: E
     if len(defs) == 1 and not outside and defs[0].variant is AssignForm.PLAIN and defs[0].value is not None:
         return element(k, defs[0].value, index, scope, defs[0], depth + 1)
     return None
+
+
+def _handed_back(call: cst.Call, at: Event) -> bool:
+    """Every name the statement unpacks is the positional argument in its place, and no other is passed (`model, opt
+    = amp.initialize(model, opt, opt_level="O1")`); not `out, hidden = rnn(x, hidden)`, which hands back a new state."""
+    stmt = at.stmt
+    assign = stmt.body[0] if type(stmt) is cst.SimpleStatementLine and len(stmt.body) == 1 else None
+    if type(assign) is not cst.Assign or len(assign.targets) != 1 or type(assign.targets[0].target) is not cst.Tuple:
+        return False
+    names = [dotted(el.value) for el in assign.targets[0].target.elements]
+    if any(a.star == "*" for a in call.args):
+        return False
+    args = [dotted(a.value) for a in call.args if a.keyword is None and not a.star]  # (options by keyword aside)
+    return None not in names and names == args
 
 
 def element_of_iterable(k: Asker, it: cst.BaseExpression, scope: Scope, at: Event | None, depth: int,
@@ -92,6 +109,8 @@ def element_of_iterable(k: Asker, it: cst.BaseExpression, scope: Scope, at: Even
             found = dict_values(k, it.func.value, scope, at, depth)
             if found is None and type(it.func.value) is cst.Name and _values_backpropagated(scope, it.func.value, at):
                 return VKind.GRAPH  # `loss = sum(losses.values()); loss.backward()`: each value carries a graph
+            if found is None and type(it.func.value) is cst.Name and _entry_backpropagated(scope, it.func.value, at):
+                return VKind.GRAPH  # `out["loss"].backward()`, then every entry of `out`, unfiltered: one has a graph
             return found if found is not None else VKind.UNKNOWN
         if entries is None or keys and any(key is None for key, _, _ in entries):
             return VKind.UNKNOWN
@@ -116,6 +135,38 @@ def _values_backpropagated(scope: Scope, d: cst.Name, at: Event) -> bool:
                         _values_of(n, d.value) for arg in node.args for n in walk(arg.value)):
                     return True
     return False
+
+
+def _entry_backpropagated(scope: Scope, d: cst.Name, at: Event) -> bool:
+    """An entry of the dict `d` is what a backward of the scope back-propagates (`loss = out["loss"];
+    loss.backward()`), the same definitions of `d` reaching it and `at` (a loop over all of `d`'s entries), and the
+    loop at `at` compares nothing with a string (`if k != "loss":`, `if "acc" in k:`): one of the values it
+    visits carries a graph."""
+    if type(at.stmt) is not cst.For or any(type(n) is cst.Comparison and any(
+            type(s) in (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString) for s in walk(n))
+            for n in walk(at.stmt.body)):
+        return False
+    reaching = scope.reaching(d.value, at)
+    for b in scope.own_backwards():
+        assert b.value is not None  # own_backwards: each with a value
+        exprs = [b.value] + [x.value for name in names_in(b.value) for x in scope.reaching(name, b)[0]
+                             if x.value is not None]
+        if scope.reaching(d.value, b) == reaching and any(
+                type(n) is cst.Subscript and type(n.value) is cst.Name and n.value.value == d.value
+                and type(n.slice[0].slice) is cst.Index and type(n.slice[0].slice.value) is cst.SimpleString
+                for e in exprs for n in walk(e)):
+            return True
+    return False
+
+
+def over_entries(k: Asker, scope: Scope, value: cst.BaseExpression, at: Event) -> bool:
+    """`value` reads a loop variable over `.items()` / `.values()` of a dict whose entries the scope does not build
+    nor knows to be all tensors with a graph (a model's output): they may mix tensors with plain numbers (`ntokens`),
+    on which `.detach()` or `.item()` raises."""
+    return any(type(d.stmt) is cst.For and type(it := d.stmt.iter) is cst.Call and type(it.func) is cst.Attribute
+               and it.func.attr.value in ("items", "values") and scope.dict_entries(it.func.value, d) is None
+               and dict_values(k, it.func.value, scope, d, 0) is not VKind.GRAPH
+               for n in names_in(value) for d in scope.reaching(n, at)[0])
 
 
 def _values_of(node: cst.CSTNode, name: str) -> bool:

@@ -15,7 +15,7 @@ from torchlint.analysis.exprs import added_terms, dotted
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import (
-    GRAPH_PRESERVING_METHODS, TENSOR_FUNCTION_MODULES, is_callable_name, is_module_name,
+    GRAPH_PRESERVING_METHODS, TENSOR_FUNCTION_MODULES, computes_loss, is_callable_name, is_module_name,
 )
 from torchlint.analysis.vkind import VKind
 from torchlint.source.walk import walk
@@ -99,9 +99,7 @@ def _computed_from_cut(model: FileModel, scope: Scope, d: Event, depth: int) -> 
     for c in walk(d.value):
         if type(c) is cst.Call:
             func = dotted(c.func) or ""
-            last = func.rpartition(".")[2].lower()
-            criterion = is_callable_name(func) or bool(set(last.split("_")) & _CRITERION_WORDS) or any(
-                w in last for w in ("cross_entropy", "kl_div"))
+            criterion = computes_loss(func)
             tensor_op = func.rpartition(".")[0] in TENSOR_FUNCTION_MODULES or (
                 type(c.func) is cst.Attribute and c.func.attr.value in GRAPH_PRESERVING_METHODS
                 and not (func.startswith("self.") and func.count(".") == 1))
@@ -119,10 +117,6 @@ def _computed_from_cut(model: FileModel, scope: Scope, d: Event, depth: int) -> 
         elif not model.kinds.of(n, scope, d).graph_free and not _data(model, scope, n.value, d):
             return None  # (a value of unknown origin may carry a graph: a student's features beside a teacher's)
     return found or None
-
-
-# Words of a criterion's name, whole (`recon_loss_func`, `F.smooth_l1_loss`; not `critic_net`).
-_CRITERION_WORDS = frozenset({"loss", "criterion", "crit", "mse", "nll", "bce", "l1", "huber", "similarity"})
 
 
 def _a_computation(e: cst.BaseExpression) -> bool:

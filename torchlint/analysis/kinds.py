@@ -316,7 +316,7 @@ class KindInference(Answers):
         name = dotted(func)
         if type(func) is cst.Attribute:
             method = func.attr.value
-            if method in sem.NUMBER_METHODS:
+            if method in sem.NUMBER_METHODS or method == "size" and call.args:  # `y.size(0)`: one dimension's size
                 return VKind.NUMBER
             if method in sem.CONTAINER_METHODS:
                 return VKind.CONTAINER

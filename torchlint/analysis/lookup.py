@@ -14,6 +14,13 @@ from torchlint.analysis.names import Symbols
 from torchlint.analysis.scopes import Scope
 
 
+class Keeping(Protocol):
+    @property
+    def keeps(self) -> frozenset[str]:
+        """The parameters it keeps in an attribute of `self` (`summaries.Summary`)."""
+        ...
+
+
 class Makers(Protocol):
     def maker_of(self, scope: Scope, receiver: str) -> str | None:
         """The class or function imported from elsewhere that every binding of `receiver` calls (`receivers`)."""
@@ -51,4 +58,8 @@ class FileLookup(Protocol):
 
     def classify(self, e: Event) -> Event | None:
         """What a METHOD event is (see `classify`), memoised per event."""
+        ...
+
+    def summary(self, scope: Scope) -> Keeping:
+        """What a function of this file does, as its callers see it (`summaries.Summary`), computed once."""
         ...

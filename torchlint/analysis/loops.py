@@ -9,7 +9,7 @@ from typing import Callable
 
 import libcst as cst
 
-from torchlint.analysis.events import AssignForm, CallVia, Event, EventKind
+from torchlint.analysis.events import AssignForm, CallVia, Event, EventKind, Guard
 from torchlint.analysis.exprs import calls_anything, code_of, dotted, modulo_divisor, names_in, summand_names
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import ACCUMULATION_NAME, TENSOR_CONSTRUCTORS, is_criterion_name, is_module_name
@@ -396,11 +396,11 @@ class Loop:
         """The backwards of the iteration that add into `.grad` (not `autograd.grad`, not dist_autograd)."""
         return [b for b in self.of(EventKind.BACKWARD) if b.into_grad()]
 
-    def gated_with(self, step: Event) -> list[Event]:
-        """Backwards under the same guard as `step` (within this loop): the guard that gates a step also gates
-        the backward that serves it, so such a step is not fed by the backwards that run every iteration (a GAN's
-        generator trained every n_critic steps)."""
-        tests = {id(g.test) for g in step.guards_within(self.node) if not g.negated}
+    def gated_with(self, step: Event, guard: Guard | None = None) -> list[Event]:
+        """Backwards under the same guard as `step` (within this loop; only `guard`, one of the step's, when given):
+        the guard that gates a step also gates the backward that serves it, so such a step is not fed by the
+        backwards that run every iteration (a GAN's generator trained every n_critic steps)."""
+        tests = {id(g.test) for g in step.guards_within(self.node) if not g.negated and (guard is None or g is guard)}
         return [
             b for b in self.backwards_into_grad()
             if tests & {id(g.test) for g in b.guards_within(self.node) if not g.negated}

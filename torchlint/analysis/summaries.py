@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, EventKind
-from torchlint.analysis.exprs import container_name, dotted, positional_params, summand_names
+from torchlint.analysis.exprs import argument_for, container_name, dotted, positional_params, summand_names
 from torchlint.analysis.lookup import FileLookup
 from torchlint.analysis.names import Role
 from torchlint.analysis.scopes import Scope
@@ -59,7 +59,40 @@ def summarize(model: FileLookup, scope: Scope) -> Summary:
             if e.variant is AssignForm.PLAIN and e.value is not None and model.symbols.built_here(e.value):
                 builds.add(e.target)
     return Summary(frozenset(steps), frozenset(zeroes), frozenset(builds), backprops,
-                   looped_backward and looped_step, _kept_parameters(scope))
+                   looped_backward and looped_step, _kept_parameters(scope) | _kept_by_own_methods(model, scope))
+
+
+_SUMMARISING: set[int] = set()  # methods whose summary is being computed: a call back into one is not followed
+
+
+def _kept_by_own_methods(model: FileLookup, scope: Scope) -> frozenset[str]:
+    """The parameters a method hands to another method of its class that keeps them (`collect(pred, label, loss)`
+    calling `self.update("loss", loss)`, where `update` appends its value to `self.losses[name]`)."""
+    params = _unrebound_params(scope)
+    kept: set[str] = set()
+    for e in scope.raw if params else ():
+        if e.kind is not EventKind.LOCAL_CALL or type(e.node) is not cst.Call or e.scope is not scope.node \
+                or not (e.callee or "").startswith("self.") or (e.callee or "").count(".") != 1:
+            continue
+        callee = model.resolve(scope, e.callee or "")
+        if callee is None or callee is scope or id(callee.node) in _SUMMARISING:
+            continue
+        _SUMMARISING.add(id(scope.node))
+        try:
+            keeps = model.summary(callee).keeps
+        finally:
+            _SUMMARISING.discard(id(scope.node))
+        for p in keeps:
+            a = argument_for(e.node, positional_params(callee.node)[1:], p)
+            kept |= {n for n in summand_names(a) if n in params} if a is not None else set()
+    return frozenset(kept)
+
+
+def _unrebound_params(scope: Scope) -> set[str]:
+    """A method's parameters past `self` that it never rebinds (a rebound one may be converted first: `if
+    torch.is_tensor(val): val = val.item()`)."""
+    params = set(positional_params(scope.node)[1:]) if scope.class_name else set()
+    return params - {e.target for e in scope.raw if e.kind is EventKind.ASSIGN and e.rebinds and e.scope is scope.node}
 
 
 def _kept_parameters(scope: Scope) -> frozenset[str]:
@@ -67,9 +100,7 @@ def _kept_parameters(scope: Scope) -> frozenset[str]:
     (`self.sum += val * n`, `self.values.append(val)`, `self.stats[key].append(value)`), themselves or through a
     loop over them (`for i, v in enumerate(values): self.sums[i] += v`); not one turned into a number first
     (`val.item() * n`)."""
-    params = set(positional_params(scope.node)[1:]) if scope.class_name else set()
-    # a parameter the method rebinds may be converted first (`if torch.is_tensor(val): val = val.item()`)
-    params -= {e.target for e in scope.raw if e.kind is EventKind.ASSIGN and e.rebinds and e.scope is scope.node}
+    params = _unrebound_params(scope)
     if not params:
         return frozenset()
     stands_for = {p: p for p in params}  # a loop variable over a parameter stands for its items

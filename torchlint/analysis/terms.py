@@ -14,14 +14,16 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis.bindings import bound_values
-from torchlint.analysis.cuts import carries_graph, may_carry_graph, returned_terms, summand_detachments
+from torchlint.analysis.cuts import carries_graph, lists_to_tensor, may_carry_graph, returned_terms, summand_detachments
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import (
     Detachment, as_detachment, dotted, positional_params, term_leaves,
 )
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import GRAPH_PRESERVING_METHODS, LOSS_FUNCTION_WORDS, is_callable_name, is_module_name
+from torchlint.analysis.semantics import (
+    GRAPH_PRESERVING_METHODS, LOSS_FUNCTION_WORDS, computes_loss, is_callable_name, is_module_name,
+)
 from torchlint.analysis.vkind import VKind
 from torchlint.source.walk import walk
 
@@ -108,11 +110,12 @@ def _from_graph_argument(model: FileModel, scope: Scope, at: Event, callee: Scop
     return False
 
 
-def forward_sibling(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event, module_call) -> bool:
+def forward_sibling(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event, module_call,
+                    depth: int = 0) -> bool:
     """`aux` (or `aux.mean()`, `aux[0]`) of `logits, aux = model(x)`, where another name that call binds flows into
     a backward of the function: the forward ran with grad, so its tensor outputs carry the graph too (known by
-    use, whatever the model's class). Every definition reaching `at` is such an item, outside `no_grad`.
-    `module_call(model, scope, call, at)` says whether a call runs a module."""
+    use, whatever the model's class). Every definition reaching `at` is such an item, outside `no_grad`, or is
+    one reshaped (`aux = aux.view(-1)`). `module_call(model, scope, call, at)` says whether a call runs a module."""
     root = expr
     while True:
         if type(root) is cst.Call and type(root.func) is cst.Attribute and root.func.attr.value in GRAPH_PRESERVING_METHODS:
@@ -128,6 +131,10 @@ def forward_sibling(model: FileModel, scope: Scope, expr: cst.BaseExpression, at
         return False
     backpropagated = scope.backpropagated()
     for d in defs:
+        if d.variant is AssignForm.PLAIN and d.value is not None and type(d.value) is not cst.Name and depth < 3:
+            if forward_sibling(model, scope, d.value, d, module_call, depth + 1):
+                continue
+            return False
         if (d.variant not in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK) or type(d.value) is not cst.Call
                 or "no_grad" in d.contexts or not module_call(model, scope, d.value, d)):
             return False
@@ -253,3 +260,24 @@ def module_output(model: FileModel, scope: Scope, x: cst.BaseExpression, at: Eve
 def loss_function(func: str) -> bool:
     """`F.l1_loss`, `criterion`, `self.recon_crit`, `mse`: a name that says it computes a loss."""
     return is_callable_name(func) or any(w in func.lower() for w in LOSS_FUNCTION_WORDS)
+
+
+def copied_names(scope: Scope, expr: cst.BaseExpression, at: Event) -> list[cst.Call]:
+    """The copies into a new tensor that names among the terms of `expr` (through `+ -`, powers, reductions and a
+    loss function's arguments; not a product, where a copy is a weight) hold by every definition reaching `at`:
+    `V = torch.Tensor(values)`, then `(returns - V).pow(2).mean()` or `F.mse_loss(V, returns)`."""
+    out, todo = [], [expr]
+    while todo:
+        node = todo.pop()
+        if type(node) is cst.BinaryOperation and type(node.operator) in (cst.Add, cst.Subtract, cst.Power):
+            todo += [node.left, node.right]
+        elif type(node) is cst.UnaryOperation:
+            todo.append(node.expression)
+        elif type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in ("pow", "mean", "sum"):
+            todo.append(node.func.value)
+        elif type(node) is cst.Call and computes_loss(dotted(node.func) or ""):
+            todo += [a.value for a in node.args if a.keyword is None]
+        elif type(node) is cst.Name and (defs := scope.reaching(node.value, at)[0]):
+            copies = [lists_to_tensor(d.value) if d.value is not None else [] for d in defs]
+            out += [c[0] for c in copies if c] if all(copies) else []
+    return out

@@ -17,8 +17,8 @@ from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop, Sc
 from torchlint.analysis.bindings import trip_count
 from torchlint.analysis.engines import run_by_callers
 from torchlint.analysis.vkind import VKind
-from torchlint.analysis.semantics import FUNCTIONAL_MODULES, GRAPH_PRESERVING_METHODS, NOT_A_FORWARD
-from torchlint.analysis.exprs import argument_for, code_of, dotted, positional_params
+from torchlint.analysis.semantics import FUNCTIONAL_MODULES, GRAPH_PRESERVING_METHODS, NOT_A_FORWARD, computes_loss
+from torchlint.analysis.exprs import argument_for, code_of, dotted, names_in, positional_params
 from torchlint.analysis.gradmode import leaf_grads_read
 from torchlint.source.walk import children, walk
 from torchlint.diagnostic import Fix
@@ -115,9 +115,10 @@ one loss per layer with `retain_graph=True`) is not reported: all iterations but
 it is freed when the function returns. The same goes for a helper called once per batch whose own loop does that
 (`outs = model(x)`, then one backward per layer). That value must be known to carry a graph, or be computed by the
 same module or function as a forward of the iteration (`anchor = net(x)` before the loop, `noisy = net(x)` in it;
-not under `no_grad`), and be a term or an argument of the loss: a model or loss function built before the loop
-and called in it (`model = self.train()`, `loss_fn = self.loss_fn`), or a target reshaped from a parameter, does
-not count. The right code there is
+not under `no_grad`), or be what a loss function of the loop is handed first, the prediction (`hyp` reshaped from
+a parameter, then `criterion(hyp[i:j], gold[i:j])` per chunk), and be a term or an argument of the loss: a model or
+loss function built before the loop and called in it (`model = self.train()`, `loss_fn = self.loss_fn`), or a
+target reshaped from a parameter, does not count. The right code there is
 `retain_graph=<not the last layer>`, which the rule does not offer.
 
 A loop known to run once, in a function (`for _ in range(args.gradient_steps)` in an agent's `update()`, with
@@ -258,11 +259,27 @@ def _graph_from_before_loop(model: FileModel, loop: Loop, last: Event) -> bool:
     outside = [d for d in defs if (node := scope.flow_node(d)) is not None and not scope.flow.in_loop(node, own)]
     # the forwards the iteration runs (`out = net(x)`): the same call before the loop builds a graph as well
     forwards = {_forward_of(d) for d in defs if d not in outside} - {None}
+    predictions = _criterion_inputs(d for d in scope.events if d.kind is EventKind.ASSIGN
+                                    and (node := scope.flow_node(d)) is not None and scope.flow.in_loop(node, own))
     for d in outside:
         kind = model.kinds.of_def(d, scope)
-        if kind is VKind.GRAPH or _forward_of(d) in forwards and not kind.graph_free:
+        if kind is VKind.GRAPH or not kind.graph_free and (_forward_of(d) in forwards or d.target in predictions):
             return True
     return False
+
+
+def _criterion_inputs(defs) -> set[str]:
+    """The names whose slices a loss function of the loop's assignments is handed first (`loss =
+    criterion(hyp[i:j], gold[i:j])`: `hyp`): chunks of one prediction, where a graph comes from, not the target
+    (nor leaves handed whole on every iteration, `loss_fn(*params)`, which build a new graph each time)."""
+    out: set[str] = set()
+    for d in defs:
+        for call in walk(d.value) if d.value is not None else ():
+            if type(call) is cst.Call and call.args and call.args[0].keyword is None \
+                    and type(first := call.args[0].value) is cst.Subscript \
+                    and (func := dotted(call.func)) is not None and computes_loss(func):
+                out |= names_in(first.value)
+    return out
 
 
 def _no_next_iteration(model: FileModel, loop: Loop, last: Event) -> bool:

@@ -18,7 +18,7 @@ from torchlint.analysis.cuts import (
     written_graphs,
 )
 from torchlint.analysis.terms import (
-    CUT_ARGUMENT, cut_args, cut_predictions, forward_cut, forward_sibling, loss_function, module_call, module_output,
+    CUT_ARGUMENT, copied_names, cut_args, cut_predictions, forward_cut, forward_sibling, loss_function, module_call, module_output,
     returned_cuts, returns_cut,
 )
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
@@ -30,9 +30,8 @@ from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
 
 DETACHING = re.compile(r"\.\s*(?:data\b|(?:item|detach|tolist)\s*\()|f(?<!\wf)loat\s*\(")  # (see rules.base on \b)
-# A cut: a detaching wrapper, a list's values copied into a new tensor (`torch.tensor(losses)`), or a value
-# computed under `no_grad` / `inference_mode`, a loss re-wrapped by `Variable(...)` or made a leaf
-# (`loss.requires_grad = True`).
+# A cut: a detaching wrapper, a list's values copied into a new tensor (`torch.tensor(losses)`), or a value computed
+# under `no_grad` / `inference_mode`, a loss re-wrapped by `Variable(...)` or made a leaf (`loss.requires_grad = True`).
 # A `return` that cuts a value (`return self.head(h).data`, `return logits, feats.detach()`).
 FORWARD_CUT = re.compile(r"return\b[^\n]*\.(?:detach\(\s*\)|data\b)")  # (no leading \b: `re` then looks for "return")
 CUT = re.compile(DETACHING.pattern + r"|torch\.(?:cuda\.)?(?:tensor|as_tensor|Tensor|FloatTensor)\s*\("
@@ -126,7 +125,10 @@ the file appends to and copies by name (`aux.append(l)` ... `torch.tensor(aux)`)
 The new tensor holds the values, not the graphs: use `torch.stack(losses)`. Reported without a fix. A returned
 name bound to a sum with such a copy among its terms is followed (`extra = torch.tensor(aux).mean()`; `loss = mse +
 beta * extra`; `return out, loss`), and a list named like a loss (`aux_loss`) holds losses unless what is appended
-is known to be a number.
+is known to be a number. A copy bound to a name that a term reads through `+ -`, a power, a reduction or a loss
+function's arguments (`V = torch.Tensor(values)`, then `(returns - V).pow(2).mean()`; not in a product, where a cut
+copy may be a baseline's weight) also counts the other outputs of a forward whose first feeds the backward
+(`logits, value = net(s)`, `value = value.view(-1)`, `values.append(value)`) as values with a graph.
 A list of values that carry a graph made a new leaf, `torch.tensor(self.log_probs, requires_grad=True)` (or
 `Variable(...)`), anywhere, with or without a backward in the file (the flag says it is meant to be
 differentiated): the list is appended, in the same function, with values known to carry a graph, or, for an
@@ -233,8 +235,7 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
         cut_argument = cuts and (CUT_ARGUMENT.search(model.text) is not None
                                  or FORWARD_CUT.search(model.text) is not None and returns_cut(model))
         copies = LIST_TO_TENSOR_CALL.search(model.text) is not None  # else no forward returns a copy
-        text = model.text
-        appends = ".append" in text
+        appends = ".append" in (text := model.text)
         # else no list is made a leaf; no helper returns a copy of a list of a distribution's values
         leaves = appends and "requires_grad" in text and any(p.search(text) for p in NAMED_LEAVES)
         helpers = copies and appends and DISTRIBUTION_VALUE.search(text) is not None
@@ -252,10 +253,9 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
                 for c in cut_for_callers(model, scope) if cuts and model.project is not None else ():
                     u, cut = c.use, code_of(c.cut.operand)
                     what = f"`{c.param}`" if cut == c.param else f"`{cut}` (computed from `{c.param}`)"
-                    yield Finding(c.cut.node, f"`{code_of(c.cut.node)}` cuts {what} out of the graph ({c.cut.how}) "
-                                  f"in `{scope.name}()`, yet {u.path}:{u.line} passes a model's output for `{c.param}` "
-                                  f"and back-propagates what this computes (line {u.backward_line}): the term trains "
-                                  f"nothing; use `{cut}` itself")
+                    yield Finding(c.cut.node, f"`{code_of(c.cut.node)}` cuts {what} out of the graph ({c.cut.how}) in "
+                                  f"`{scope.name}()`, yet {u.path}:{u.line} passes a model's output for `{c.param}` and back-"
+                                  f"propagates what this computes (line {u.backward_line}): the term trains nothing; use `{cut}` itself")
                 continue
             candidates: list[tuple[cst.BaseExpression, Event]] = []
             owner: dict[int, Event] = {}  # the backward each candidate expression is first found for
@@ -380,7 +380,7 @@ def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
                 x = dotted(det.operand)
                 if x is None or not module_output(model, scope, det.operand, at) or _same_model(scope, func, x, at):
                     continue
-                uses = [(c, v) for v, _ in values for c in _calls_given(v, x)]
+                uses = [(c, v) for v, a in values if not scope.exclusive(a, at) for c in _calls_given(v, x)]
                 if uses and not any(dotted(n.func) == func and any(dotted(a.value) == x for a in n.args)
                                     for v, _ in values for n in walk(v) if type(n) is cst.Call):
                     yield Finding(
@@ -548,7 +548,8 @@ def _forward_list_findings(model: FileModel, scope) -> Iterator[Finding]:
 def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event, where: str) -> Iterator[Finding]:
     """`torch.tensor(losses)` among the terms of `expr`, where `losses` holds values that carry a graph (a list
     literal of them, or a list they are appended to): the new tensor holds their values, not their graphs."""
-    for call in lists_to_tensor(expr):
+    by_name = copied_names(scope, expr, at)  # (a forward's other output counts there, not in a product: a weight)
+    for call in lists_to_tensor(expr) + by_name:
         arg = call.args[0].value
         if type(arg) in (cst.List, cst.Tuple):
             held = [el.value for el in arg.elements if type(el) is cst.Element]  # type: ignore[attr-defined]
@@ -558,6 +559,7 @@ def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event,
             named = scope.is_loss(arg)
             losses = [s.value for s in scope.stores(arg.value) if s.value is not None and s.kind is EventKind.APPEND
                       and (carries_graph(model, scope, s.value, s)
+                           or call in by_name and forward_sibling(model, scope, s.value, s, module_call)
                            or named and model.kinds.of(s.value, scope, s) is VKind.UNKNOWN)]
             for d in scope.summand_defs(arg, at):  # `losses = [crit(h, y) for h in heads]`, `losses = [ce, kl]`
                 if type(d.value) is cst.ListComp and carries_graph(model, scope, d.value.elt, d):
@@ -569,12 +571,8 @@ def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event,
             continue
         if not losses:
             continue  # numbers (`torch.tensor(lengths)`), or values already read with `.item()`
-        yield Finding(
-            call,
-            f"`{code_of(call)}` copies the values of `{code_of(losses[0])}` and the rest into a new tensor, which "
-            f"{where}: it has no graph, so these losses train nothing; combine them with "
-            f"`torch.stack(...)` instead",
-        )
+        yield Finding(call, f"`{code_of(call)}` copies the values of `{code_of(losses[0])}` and the rest into a new tensor, "
+                      f"which {where}: it has no graph, so these losses train nothing; combine them with `torch.stack(...)` instead")
 
 
 def _trained_by_another_backward(scope, operand: cst.BaseExpression, b: Event, backwards: list[Event]) -> bool:

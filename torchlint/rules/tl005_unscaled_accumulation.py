@@ -149,7 +149,8 @@ Divide the back-propagated loss by the guard's divisor: `(loss / accum_steps).ba
 `loss = loss / k` or `loss /= k` before backward; `with accelerator.accumulate(model):`; `accelerator.backward` and
 DeepSpeed `engine.backward` (they divide by the configured steps); backward under the same guard as the step; a GAN
 that steps its generator every `n_critic` iterations (the generator's backward runs under the same guard as its step,
-so the backward that runs every iteration serves the discriminator). A backward followed, in its own block and before
+so the backward that runs every iteration serves the discriminator; a guard both share around the whole window,
+`if mode == "train":`, gates nothing). A backward followed, in its own block and before
 any other backward, by an optimizer's step (`alpha_loss.backward(); alpha_opt.step()` beside the window of the main
 loss): its gradients serve that step.
 
@@ -410,7 +411,7 @@ def _micro_batches(node: cst.CSTNode, text: str = "") -> cst.BaseExpression | No
 
 def _accumulation_divisor(loop: Loop) -> cst.BaseExpression | None:
     for step in loop.of(EventKind.STEP):
-        if step.loops[-1] is not loop.node or loop.gated_with(step):
+        if step.loops[-1] is not loop.node:
             continue
         for g in step.guards_within(loop.node):
             if g.negated or not isinstance(g.test, cst.BaseExpression):
@@ -418,7 +419,8 @@ def _accumulation_divisor(loop: Loop) -> cst.BaseExpression | None:
             k = modulo_divisor(loop.scope.test_of(g, step))  # `if is_step:` after `is_step = (i + 1) % k == 0`
             if k is None:
                 k = _counter_divisor(loop, g)
-            if k is not None:
+            # (not when a backward shares the window's guard itself: the step's own backward runs under it)
+            if k is not None and not loop.gated_with(step, g):
                 return k
     return None
 

@@ -20,6 +20,7 @@ from torchlint.analysis.keeping import (
     SET_ITEM, kept_by_objects, kept_by_steps, kept_for_callers, stored_for_callers, summed_by_helper, term_of_backpropagated,
 )
 from torchlint.analysis.semantics import DISPLAY
+from torchlint.analysis.containers import over_entries
 from torchlint.analysis.exprs import code_of, dotted, summand_names
 from torchlint.source.walk import walk
 from torchlint.analysis.vkind import VKind
@@ -69,7 +70,9 @@ project file, that returns a value computed from its argument with the argument'
 docs/architecture.md), `running += model.compute_loss(x, y)` (a method of a module
 class of the file whose loss comes from `self(x)` or a submodule assigned in `__init__`), `logs[name] += part`
 over `parts.items()` or `.values()` of a dict the loop builds (a literal, or entries stored one by one), or of one
-whose values it sums and back-propagates (`losses = model(x, y)`; `sum(losses.values()).backward()`). A tensor grown by
+whose values it sums and back-propagates (`losses = model(x, y)`; `sum(losses.values()).backward()`) or one entry of
+which it back-propagates (`out["loss"].backward()`, then every entry unfiltered: no string comparison in the loop;
+no fix, since such entries may be plain numbers). A tensor grown by
 concatenation keeps every part too (`seen = torch.cat([seen, out])`, `torch.vstack`), and so does a total whose
 conditional keeps adding (`shown = loss if shown is None else 0.98 * shown + 0.02 * loss`; no fix there: the
 other arm keeps a graph too). A total reset only every k-th iteration (`if i % log_every == 0: print(total);
@@ -585,12 +588,10 @@ def _only_displayed(model: FileModel, e: Event) -> bool:
 def _fix(model: FileModel, scope: Scope, e: Event, displayed: dict[str, bool]) -> Fix | None:
     value = e.value
     assert value is not None
-    if type(e.stmt) is cst.SimpleStatementLine and any(
-            type(small) is cst.Assign and type(small.value) is cst.IfExp for small in e.stmt.body):
-        return None  # `t = x if t is None else t + x`: the other arm keeps the graph too
-    numeric_start = any(
-        a.rebinds and type(a.value) in (cst.Integer, cst.Float) for a in scope.assignments(e.target or "")
-    )
+    if type(e.stmt) is cst.SimpleStatementLine and any(type(small) is cst.Assign and type(small.value) is cst.IfExp
+                                                       for small in e.stmt.body) or over_entries(model.kinds, scope, value, e):
+        return None  # `t = x if t is None else t + x`: the other arm keeps the graph too; a dict's entries: numbers too
+    numeric_start = any(a.rebinds and type(a.value) in (cst.Integer, cst.Float) for a in scope.assignments(e.target or ""))
     as_number = e.accumulates and e.kind is EventKind.ASSIGN and numeric_start and _scalar(scope, value)
     if as_number and e.target not in displayed:
         displayed[e.target or ""] = _only_displayed(model, e)  # one scan of the file per total's name
