@@ -383,6 +383,57 @@ def test_a_helper_of_another_file_updating_the_scaler_is_placed_at_each_call(tmp
     assert [line.split(" ", 2)[:2] for line in found] == [["two_nets.py:7:9:", "TL010"]], found
 
 
+def test_clipping_helpers_of_another_file_clip_at_the_call(tmp_path, run_cli):
+    """A function of another file that clips (`clip_grad_norm_` under `if params:`, or each gradient clamped by
+    hand) clips the scaled gradients where a loop calls it between `scaler.scale(loss).backward()` and
+    `scaler.step`; one that unscales first on some path of its own is not known to clip scaled gradients."""
+    (tmp_path / "gradtools.py").write_text(
+        "import torch\n\n\ndef clip_grads(params, max_norm=1.0):\n"
+        "    params = [p for p in params if p.grad is not None]\n    if params:\n"
+        "        return torch.nn.utils.clip_grad_norm_(params, max_norm)\n\n\n"
+        "def clip_gradient(optimizer, bound):\n    for group in optimizer.param_groups:\n"
+        "        for p in group['params']:\n            if p.grad is not None:\n"
+        "                p.grad.data.clamp_(-bound, bound)\n\n\n"
+        "def unscale_and_clip(model, opt, scaler=None):\n    if scaler is not None:\n"
+        "        scaler.unscale_(opt)\n    if model is not None:\n"
+        "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+    )
+    loop = ("import torch\nfrom gradtools import clip_grads, clip_gradient, unscale_and_clip\n\n\n"
+            "def fit(model, loader, opt, scaler):\n    for x, y in loader:\n        opt.zero_grad()\n"
+            "        scaler.scale(torch.nn.functional.mse_loss(model(x), y)).backward()\n"
+            "        {call}\n        scaler.step(opt)\n        scaler.update()\n")
+    (tmp_path / "by_norm.py").write_text(loop.format(call="clip_grads(model.parameters())"))
+    (tmp_path / "by_hand.py").write_text(loop.format(call="clip_gradient(opt, 0.5)"))
+    (tmp_path / "unscaled.py").write_text(loop.format(call="unscale_and_clip(model, opt, scaler)"))
+    found = _lines(run_cli("-q", "--no-cache", ".", cwd=tmp_path).stdout)
+    assert [f.split(" ", 2)[:2] for f in found] == [["by_hand.py:9:9:", "TL010"], ["by_norm.py:9:9:", "TL010"]], \
+        "\n".join(found)
+    assert "`clip_gradient` clips gradients still multiplied by the loss scale" in found[0]
+
+
+def test_a_loop_that_calls_another_files_function_with_a_missing_argument_never_runs(tmp_path, run_cli):
+    """`update_bank(bank, x, model, 0.1)` where utils.py's `update_bank` takes five arguments (one added later,
+    the script left behind): every iteration raises TypeError there, so the retained graph of the backward
+    before it never meets a next iteration. The same loop with a call that fits is reported; so is one whose
+    call misses an argument only under an option (`if use_bank:`), and one after a call before the loop that
+    misses one (judged only in a loop: a setup call that no longer fits its helper may be a refactor under way)."""
+    (tmp_path / "utils.py").write_text(
+        "def update_bank(bank, data, model, head, momentum, source=False):\n    return bank\n")
+    loop = ("import torch\nfrom utils import update_bank\n\n\n"
+            "def fit(model, head, loader, opt, bank, use_bank):\n    for x, y in loader:\n        opt.zero_grad()\n"
+            "        loss = torch.nn.functional.cross_entropy(head(model(x)), y)\n"
+            "        loss.backward(retain_graph=True)\n        {call}\n        opt.step()\n")
+    (tmp_path / "stale.py").write_text(loop.format(call="bank = update_bank(bank, x, model, 0.1)"))
+    (tmp_path / "fits.py").write_text(loop.format(call="bank = update_bank(bank, x, model, head, 0.1)"))
+    (tmp_path / "option.py").write_text(loop.format(call="if use_bank:\n            bank = update_bank(bank, x, model, 0.1)"))
+    # before the loop, a call that no longer fits may be a refactor under way: the loop is still judged
+    (tmp_path / "setup.py").write_text(loop.format(call="pass").replace(
+        "    for x, y", "    bank = update_bank(bank, None, model, 0.1)\n    for x, y"))
+    found = _lines(run_cli("-q", "--no-cache", ".", cwd=tmp_path).stdout)
+    assert [f.split(" ", 2)[:2] for f in found] == [
+        ["fits.py:9:9:", "TL002"], ["option.py:9:9:", "TL002"], ["setup.py:10:9:", "TL002"]], "\n".join(found)
+
+
 def test_a_function_named_like_a_method_of_a_project_module_is_that_function(tmp_path, run_cli):
     """`engine.step(model, optimizer, loss)` where `engine` is a module of the project (src/engine.py): a function
     of that file, whose backward and step the loop runs, not an optimizer named `engine` stepping."""

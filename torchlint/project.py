@@ -33,7 +33,6 @@ from torchlint.analysis.prescan import (
     CLASS_LINE, EVENT_BYTES, EVENT_TEXT, OBJECT_CALL, SELF_CALL, Imported, acting, class_bases, inert,
     scan_imports, star_imports, top_level_names,
 )
-from torchlint.analysis.semantics import MODULE_BASES
 from torchlint.project_callers import CallersIndex
 from torchlint.project_values import Kept, OtherFilesValues
 from torchlint.source.decode import SourceError, decode
@@ -272,10 +271,14 @@ class Project:
     def classes_view(self, path: str | Path, text: str, called: bool = False) -> "ClassesOnly | None":
         """For a file whose `view` is None: what its imported classes are, and its helpers' `called` callers."""
         bound = scan_imports(text)
-        if not bound and not called:
+        stars = star_imports(text)
+        if not bound and not stars and not called:
             return None
         file = Path(path).resolve()
-        return ClassesOnly(ProjectView(self, file, bound, self.reads.setdefault(file, {})))
+        view = ProjectView(self, file, bound, self.reads.setdefault(file, {}))
+        for star in stars:
+            view.import_all(star)
+        return ClassesOnly(view)
 
 
 _STEP_TEXT = re.compile(r"\.\s*step\s*\(")
@@ -309,14 +312,23 @@ class ProjectView(OtherFilesValues):
         imported by name (where no import of the file binds them already; a name the importing file defines itself
         is its own, whatever is bound)."""
         path = self._path(star.module, star.level)
-        if path is None or path == self.file or not self.project.has_events(path):
+        if path is None or path == self.file:
             return
         got = self.project.text(path)
         if got is None:
             return
-        for name in top_level_names(got[0]):
-            if name not in self.bound:
-                self.bound[name] = Imported(star.module, star.level, name)
+        if self.project.has_events(path):
+            for name in top_level_names(got[0]):
+                if name not in self.bound:
+                    self.bound[name] = Imported(star.module, star.level, name)
+                    self.star_bound.add(name)
+        # What the file itself imports by name is bound too (`from . import *` of a package whose `__init__.py`
+        # re-exports `from ..utils.metrics import BatchMeter`): as written there, when it means the same here (an
+        # absolute import, or a relative one from a file of this file's folder).
+        same_folder = os.path.dirname(str(path)) == self._dir
+        for name, imported in scan_imports(got[0]).items():
+            if name not in self.bound and imported.name is not None and (imported.level == 0 or same_folder):
+                self.bound[name] = imported
                 self.star_bound.add(name)
 
     def star_names(self) -> frozenset[str]:
@@ -516,40 +528,15 @@ class ProjectView(OtherFilesValues):
                     return Resolved(exports.classes[owner][name], self.project.display(path), name)
         return None
 
-    def _lineage(self, path: Path, cls_name: str) -> list[str]:
-        """The class and the bases it names that are defined in the same file, nearest first (from its text)."""
-        out: list[str] = []
-        todo = [cls_name]
-        while todo and len(out) < 8:
-            name = todo.pop(0)
-            if name not in out:
-                out.append(name)
-                todo.extend(b for b in self.project.bases(path, name) if b.isidentifier())
-        return out
-
     def rate_setter(self, dotted: str) -> bool:
         """Is `dotted` a scheduler class of another project file, or a function there that builds only such classes
         (`project_text.rate_setter`)? Read from its file's text."""
         target = self._target(dotted)
         return target is not None and rate_setter(self.project, self.project.signatures, *target)
 
-    def instance_call(self, dotted: str, forward: Signature | None) -> Signature | None:
-        """What calling the object `dotted(...)` gives runs, when a project file defines it (`project_text`)."""
-        head, _, rest = dotted.partition(".")
-        target = self._target(dotted) if head in self.bound else None
-        return None if target is None else self._memo(
-            ("instance_call", self._dir, self.bound[head], rest, forward),
-            lambda: self.project.signatures.instance_call(*target, forward, self._record))
-
     def _record(self, path: Path) -> None:
         for reads in self._recorders:
             reads[self.project.display(path)] = path
-
-    def module_base(self, base: str) -> bool:
-        """Is `base` a class of another project file that derives from nn.Module (read from its file's text)?"""
-        target = self._target(base)
-        return target is not None and any(b.rsplit(".", 1)[-1] in MODULE_BASES for name in self._lineage(*target)
-                                          for b in self.project.bases(target[0], name))
 
 
 class ClassesOnly:
@@ -576,7 +563,7 @@ class ClassesOnly:
         return False
 
     def star_names(self) -> frozenset[str]:
-        return frozenset()
+        return self._view.star_names()  # (what `import *` binds: its classes are asked of the view)
 
     def method(self, bases: list[str], name: str) -> Resolved | None:
         return None
@@ -598,3 +585,6 @@ class ClassesOnly:
 
     def instance_call(self, dotted: str, forward: Signature | None) -> Signature | None:
         return self._view.instance_call(dotted, forward)
+
+    def function_call(self, name: str) -> Signature | None:
+        return self._view.function_call(name)

@@ -123,6 +123,14 @@ class SignatureReader:
         """What calling the object `name(...)` of `path` gives runs (see the module's docstring)."""
         return _Question(self, record).instance(path, name, forward)
 
+    def function_call(self, path: Path, name: str, record: Callable[[Path], None]) -> Signature | None:
+        """How the function `name` of `path` (its own, or one it imports from another project file) may be called;
+        None for a class, or a decorated or async function."""
+        found = _Question(self, record).locate(path, name)
+        if found is None or not isinstance(found[1], ast.FunctionDef) or found[1].decorator_list:
+            return None
+        return _signature(found[1], method=False)
+
     def file(self, path: Path) -> tuple[dict[str, _Def], dict[str, Imported]] | None:
         got = self.project.text(path)
         if got is None:
@@ -204,15 +212,16 @@ class _Question:
         return None
 
 
-def _signature(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Signature | None:
-    """How a method may be called, `self` left out; None when a decorator may change that."""
+def _signature(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool = True) -> Signature | None:
+    """How a method (`self` left out) or a function may be called; None when a decorator may change that."""
     if fn.decorator_list or isinstance(fn, ast.AsyncFunctionDef):
         return None
     a = fn.args
-    positional = [p.arg for p in a.posonlyargs + a.args][1:]
-    if len(a.posonlyargs + a.args) == 0:
+    skip = 1 if method else 0
+    positional = [p.arg for p in a.posonlyargs + a.args][skip:]
+    if len(a.posonlyargs + a.args) < skip:
         return None
-    required = len(a.posonlyargs + a.args) - 1 - len(a.defaults)
+    required = len(a.posonlyargs + a.args) - skip - len(a.defaults)
     return Signature(
         tuple(positional), max(required, 0), a.vararg is not None, tuple(p.arg for p in a.kwonlyargs),
         tuple(p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is None), a.kwarg is not None,

@@ -28,9 +28,10 @@ from typing import Any
 from torchlint.analysis.exports import export
 from torchlint.analysis.exprs import positional_params
 from torchlint.analysis.handing import passive_params
-from torchlint.analysis.foreign import CallerUse, FunctionExport, Resolved
+from torchlint.analysis.foreign import CallerUse, FunctionExport, Resolved, Signature
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.prescan import Imported
+from torchlint.analysis.semantics import MODULE_BASES
 from torchlint.analysis.overrides import detaches_state, method_of
 from torchlint.project_trees import tree_of
 from torchlint.source.cstfast import parse_read_only
@@ -60,6 +61,7 @@ class OtherFilesValues:
     project: Any  # the `Project`: its `text(path)`, `display(path)` and `cached_only` are read here
     file: Path  # the viewing file
     bound: dict  # the names the file's imports bind (`prescan.Imported` each)
+    _dir: str  # the viewing file's folder
     _files_imported: bool | None = None
 
     def _target(self, dotted: str) -> tuple[Path, str] | None:
@@ -85,6 +87,43 @@ class OtherFilesValues:
         return self.project.callers_index.runs.runs(self.file, name, self._record)
 
     def _lineage(self, path: Path, cls_name: str) -> list[str]:
+        """The class and the bases it names that are defined in the same file, nearest first (from its text)."""
+        out: list[str] = []
+        todo = [cls_name]
+        while todo and len(out) < 8:
+            name = todo.pop(0)
+            if name not in out:
+                out.append(name)
+                todo.extend(b for b in self.project.bases(path, name) if b.isidentifier())
+        return out
+
+    def instance_call(self, dotted: str, forward: Signature | None) -> Signature | None:
+        """What calling the object `dotted(...)` gives runs, when a project file defines it (`project_text`)."""
+        head, _, rest = dotted.partition(".")
+        target = self._target(dotted) if head in self.bound else None
+        return None if target is None else self._memo(
+            ("instance_call", self._dir, self.bound[head], rest, forward),
+            lambda: self.project.signatures.instance_call(*target, forward, self._record))
+
+    def function_call(self, name: str) -> Signature | None:
+        """How the function of another project file bound here as `name` may be called (`project_text`)."""
+        imported = self.bound.get(name)
+        if imported is None or imported.name is None:
+            return None
+        path = self._path(imported.module, imported.level)
+        return None if path is None else self._memo(
+            ("function_call", self._dir, imported), lambda: self.project.signatures.function_call(path, imported.name, self._record))
+
+    def module_base(self, base: str) -> bool:
+        """Is `base` a class of another project file that derives from nn.Module (read from its file's text)?"""
+        target = self._target(base)
+        return target is not None and any(b.rsplit(".", 1)[-1] in MODULE_BASES for name in self._lineage(*target)
+                                          for b in self.project.bases(target[0], name))
+
+    def _memo(self, key: tuple, compute):
+        raise NotImplementedError
+
+    def _path(self, module: str, level: int) -> Path | None:
         raise NotImplementedError
 
     def imports_project_files(self) -> bool:

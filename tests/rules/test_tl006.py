@@ -280,6 +280,17 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # the critic steps on all but every n-th iteration, each time on that iteration's own gradient: no window
+    "step_skipped_every_nth_iteration_is_no_window": """
+        for i, (x, y) in enumerate(loader):
+            opt.zero_grad()
+            d_opt.zero_grad()
+            total = crit(net(x), y) + critic_term(disc, net(x), y, train_critic=i % n_critic != 0)
+            total.backward()
+            opt.step()
+            if i % n_critic != 0:
+                d_opt.step()
+        """,
     "per_step_method_whose_second_backward_is_beyond_the_inlined_depth": """
         class Pair:
             def __init__(self, gen, disc):

@@ -5,6 +5,25 @@ import pytest
 from tests.helpers import findings, fixed, messages
 
 POSITIVE = {
+    # the same helper, but the loss reads the carried average with its graph
+    "moving_average_read_with_its_graph_by_the_loss_function": (
+        """
+        def mine_loss(net, joint, marginal, last_ma, rate=0.01):
+            t = net(joint)
+            et = torch.exp(net(marginal))
+            ma = torch.mean(et) if last_ma is None else (1 - rate) * last_ma + rate * torch.mean(et)
+            loss = -(torch.mean(t) - torch.mean(et) / torch.mean(ma))
+            return loss, ma
+
+        ma = None
+        for joint, marginal in batches:
+            loss, ma = mine_loss(net, joint, marginal, ma)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """,
+        [(11, 16)],
+    ),
     # -- the state kept on the module, read and rebound in forward ----------------------------------------------
     "module_state_lstm": (
         """
@@ -197,6 +216,22 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # MINE's moving average: fed back with its graph, but the loss reads it only detached
+    "moving_average_read_only_detached_by_the_loss_function": """
+        def mine_loss(net, joint, marginal, last_ma, rate=0.01):
+            t = net(joint)
+            et = torch.exp(net(marginal))
+            ma = torch.mean(et) if last_ma is None else (1 - rate) * last_ma + rate * torch.mean(et)
+            loss = -(torch.mean(t) - torch.mean(et) / torch.mean(ma).detach())
+            return loss, ma
+
+        ma = None
+        for joint, marginal in batches:
+            loss, ma = mine_loss(net, joint, marginal, ma)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """,
     "running_total_returned_by_a_helper_reaches_no_backward": """
         def add_to(total, loss):
             return total + loss

@@ -3,7 +3,9 @@ never runs. Calling a module runs its class's `__call__`, nn.Module's runs `forw
 `model(x)` where `forward(self, x, lengths)` needs two is dead code from there on. The class is known from the
 name's definitions (`model = Net(...)`, `self.net = Net()`, through `.to(device)` and `nn.DataParallel(...)`), in
 this file or, through the lookup, another of the project (`model = build_model(...)`, a function there returning
-such an instance). Decorated functions, `*args` or `**kwargs` on either side, and classes with a base outside the
+such an instance); and a function imported from another project file (`from utils import update_features`, or
+through `import *`), judged only where every iteration of a loop calls it (a stale script left behind by a changed
+helper). Decorated functions, `*args` or `**kwargs` on either side, and classes with a base outside the
 project other than nn.Module's stay unknown: no call is judged on them."""
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from torchlint.analysis.foreign import Signature
 from torchlint.analysis.lookup import FileLookup
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import MODULE_BASES, MODULE_METHODS_RETURNING_MODULE, MODULE_WRAPPERS
+from torchlint.source.walk import walk
 
 _ACTS = frozenset({EventKind.BACKWARD, EventKind.STEP, EventKind.RUN})
 _KIND = attrgetter("kind")
@@ -81,23 +84,32 @@ def instance_of(expr: cst.BaseExpression) -> str | None:
 
 def drop_dead(model: FileLookup) -> None:
     """In each scope that back-propagates or steps, drop the events that only a call missing an argument leads to
-    (every path from the scope's entry to them passes through it: it raises there first)."""
+    (every path from the scope's entry to them passes through it: it raises there first), and the events of a loop
+    every iteration of which makes such a call (it raises in the first)."""
     binds: _Binds | None = None
     for scope in model.scopes:
         if _ACTS.isdisjoint(map(_KIND, scope.events)):
             continue  # (read in C: this runs on every scope of every file that is parsed)
         binds = binds or _Binds(model)
-        failing = [e for e in scope.raw if e.kind is EventKind.LOCAL_CALL and type(e.node) is cst.Call
-                   and e.scope is scope.node and _fails(model, binds, scope, e)]
-        if not failing:
+        # (the calls written as such: not a closure's call placed at `optimizer.step(closure)`)
+        calls = [e for e in scope.raw if e.kind is EventKind.LOCAL_CALL and type(e.node) is cst.Call
+                 and e.scope is scope.node and dotted(e.node.func) == e.callee]
+        failing = [e for e in calls if _fails(model, binds, scope, e, False)]
+        # a loop whose every iteration reaches such a call never completes one: nothing in it runs twice. A call
+        # of another project file's function counts only there (a stale script left behind by a changed helper
+        # fails in its loop; a setup call that no longer fits its helper may be a refactor under way)
+        broken = {loop for e in failing for loop in e.loops if not e.guards_within(loop) and not _in_try(loop, e)} | {
+            loop for e in calls if e.loops and not e.guards_within(e.loops[-1]) and _fails(model, binds, scope, e, True)
+            for loop in e.loops if not e.guards_within(loop) and not _in_try(loop, e)}
+        if not failing and not broken:
             continue
         flow = scope.flow
         dead = frozenset(n for n in (flow.node(e.stmt) for e in failing) if n is not None)
-        if not dead:
-            continue
         live = {}
         kept = []
         for e in scope.events:
+            if broken and not broken.isdisjoint(e.loops):
+                continue
             node = scope.flow_node(e)
             if node is not None and node not in dead:
                 if node not in live:
@@ -108,6 +120,11 @@ def drop_dead(model: FileLookup) -> None:
         if len(kept) != len(scope.events):
             scope.events = kept
             scope.forget()
+
+
+def _in_try(loop: cst.CSTNode, e: Event) -> bool:
+    """The call sits in the body of a `try` inside `loop`: a handler may catch what it raises."""
+    return any(type(t) is cst.Try and any(n is e.node for n in walk(t.body)) for t in walk(loop))
 
 
 class _Binds:
@@ -138,12 +155,23 @@ class _Binds:
         return found
 
 
-def _fails(model: FileLookup, binds: _Binds, scope: Scope, e: Event) -> bool:
+def _fails(model: FileLookup, binds: _Binds, scope: Scope, e: Event, imported: bool) -> bool:
     name = e.callee or ""
     if not name or name.count(".") > (1 if name.startswith("self.") else 0):
         return False
-    sig = _signature(model, binds, scope, name, e)
+    if imported:  # only a function imported from another project file
+        sig = _imported_signature(model, binds, name)
+    else:
+        sig = _signature(model, binds, scope, name, e)
     return sig is not None and misses_argument(sig, e.node)  # type: ignore[arg-type]  # a Call (above)
+
+
+def _imported_signature(model: FileLookup, binds: _Binds, name: str) -> Signature | None:
+    """How a function of another project file bound by an import (`import *` too) may be called."""
+    if "." in name or model.project is None or name in model.classes or name in binds.targets or not (
+            name in model.imported or name in model.project.star_names()):
+        return None
+    return model.project.function_call(name)
 
 
 def _signature(model: FileLookup, binds: _Binds, scope: Scope, name: str, at: Event) -> Signature | None:

@@ -245,7 +245,11 @@ def _scaled(summand: cst.BaseExpression, target: str) -> bool:
 
 def modulo_divisor(test: cst.CSTNode) -> cst.BaseExpression | None:
     """The `k` of a gradient-accumulation guard such as `(i + 1) % k == 0` or `step % args.k == k - 1`.
-    Calls are not entered: `print("%d" % x)` formatting is not a guard."""
+    Calls are not entered: `print("%d" % x)` formatting is not a guard. Nor is a test true on all but one
+    iteration in k (`if i % k != 0:`, `if i % k:`): it skips every k-th iteration, it does not wait for k."""
+    if _is_modulo(test) or type(test) is cst.Comparison and len(test.comparisons) == 1 and type(
+            test.comparisons[0].operator) is cst.NotEqual and (_is_modulo(test.left) or _is_modulo(test.comparisons[0].comparator)):
+        return None
     for n in walk(test, prune=lambda n: type(n) is cst.Call):
         if (
             type(n) is cst.BinaryOperation
@@ -254,6 +258,10 @@ def modulo_divisor(test: cst.CSTNode) -> cst.BaseExpression | None:
         ):
             return n.right
     return None
+
+
+def _is_modulo(e: cst.CSTNode) -> bool:
+    return type(e) is cst.BinaryOperation and type(e.operator) is cst.Modulo
 
 
 def modulo_test(test: cst.CSTNode) -> tuple[cst.BaseExpression, int] | None:

@@ -143,6 +143,11 @@ class ProjectLookup(Protocol):
         """Does this base (as written) derive from nn.Module through the project's classes?"""
         ...
 
+    def function_call(self, name: str) -> Signature | None:
+        """How the function of another project file that the file imports as `name` may be called (for a call of
+        it that raises TypeError: `arity`); None for a class, a decorated function, or one not found."""
+        ...
+
     def instance_call(self, dotted: str, forward: Signature | None) -> Signature | None:
         """What calling the object that `dotted(...)` gives runs, when `dotted` is a class of another project file
         or a function there that returns an instance of one (through `.to(device)`, `nn.DataParallel(...)`): the

@@ -110,7 +110,8 @@ Move the `zero_grad()` to right after the step (inside the accumulation guard wh
 
 ## Correct look-alikes (not flagged)
 `zero_grad()` at the top of the iteration before the backward, after the step, or under the same accumulation
-guard as the step; `optimizer.zero_grad()` inside `accelerator.accumulate`; GANs that clear one network while
+guard as the step; a step on all but every k-th iteration (`if i % n_critic != 0:`, `if i % k:`), each on that
+iteration's own gradient: no window; `optimizer.zero_grad()` inside `accelerator.accumulate`; GANs that clear one network while
 stepping the other (`netD.zero_grad()` before `optimizerG.step()` when `optimizerG` owns only `netG`), and GANs
 that share one optimizer and clear one sub-network between the backward and the step so that the step leaves it
 out (`model.generator.zero_grad()` before `optimizer.step()` when the optimizer owns all of `model`, or when its

@@ -21,6 +21,7 @@ from torchlint.analysis.overrides import DEF_DETACH, NOOP_DETACH, detaches_state
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_before
 from torchlint.rules.base import BACKWARD_CALL, LOOP, Finding, Rule
+from torchlint.source.walk import children
 from torchlint.verify.signs import Sign
 
 # The assignments that bind the state anew: `h = v`, `out, h = model(x, h)`.
@@ -91,7 +92,9 @@ the code does not show which. **Unsafe**: gradients stop at the batch boundary (
 value that is not a forward's output (`batch = move_to_device(batch)`, `out_dir = os.path.join(out_dir, ...)`);
 a state re-initialised for every sequence and carried only across the time steps of that sequence; a running
 value a helper returns and is fed again (`running = add_to(running, loss)`) when nothing the call binds flows
-into a backward of the function (no backward walks into it).
+into a backward of the function (no backward walks into it), or when the function is one of the file whose every
+`return` gives a tuple whose back-propagated items read the state's parameter only through a cut
+(`loss, ma = mine_loss(net, x, y, ma)`, where the loss divides by `torch.mean(ma).detach()`: MINE's moving average).
 
 ```python
 hidden = model.init_hidden(batch_size)
@@ -128,7 +131,7 @@ alone.
                     continue
                 if not _forward_output(model, scope, e):
                     continue  # not a forward's output (a string, a batch, a value of an unresolved call)
-                if not _reaches_backward(scope, loop, e):
+                if not _reaches_backward(scope, loop, e) or _cut_by_callee(model, scope, loop, e):
                     continue  # a running value a helper returns (`total = add(total, loss)`): no backward walks it
                 if not scope.carried_round(e, loop.node):
                     continue  # the call is not fed the output of the previous iteration of the backward's loop
@@ -223,6 +226,44 @@ def _reaches_backward(scope: Scope, loop: Loop, e: Event) -> bool:
     state carries from the previous batch."""
     bound = {a.target for a in loop.events if a.stmt is e.stmt and a.kind is EventKind.ASSIGN and a.target}
     return bool(bound & scope.backpropagated())
+
+
+def _cut_by_callee(model: FileModel, scope: Scope, loop: Loop, e: Event) -> bool:
+    """A function of the file (`loss, mi, ma = mine_loss(net, x, ma, rate)`) whose every `return` is a tuple in
+    which each item the caller back-propagates reads the state's parameter only through a cut (`ma.detach()`,
+    `.item()`, `.data`): the backward never walks into the graph the state carries from earlier iterations."""
+    call = e.value
+    if type(call) is not cst.Call or e.variant not in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK):
+        return False
+    callee = model.resolve(scope, dotted(call.func) or "")
+    if callee is None:
+        return False
+    params = list(callee.params)[1 if callee.class_name else 0:]
+    state = next((params[i] for i, a in enumerate(call.args) if a.keyword is None and i < len(params)
+                  and dotted(a.value) == e.target), None)
+    targets = e.stmt.body[0].targets if type(e.stmt) is cst.SimpleStatementLine and type(e.stmt.body[0]) is cst.Assign else []
+    if state is None or len(targets) != 1 or type(targets[0].target) is not cst.Tuple:
+        return False
+    names = [dotted(el.value) for el in targets[0].target.elements]
+    trained = [i for i, n in enumerate(names) if n in scope.backpropagated() and n != e.target]
+    returns = callee.own_returns()
+    return bool(returns) and all(
+        type(r.value) is cst.Tuple and len(r.value.elements) == len(names)
+        and not any(_reads_uncut(callee, r.value.elements[i].value, r, state, 0) for i in trained) for r in returns)
+
+
+def _reads_uncut(scope: Scope, expr: cst.CSTNode, at: Event, state: str, depth: int) -> bool:
+    """Does `expr` read the parameter `state` other than through a cut, following the definitions it reads?"""
+    if depth > 8:
+        return True  # (not known: read)
+    if type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in ("detach", "item") \
+            or type(expr) is cst.Attribute and expr.attr.value == "data":
+        return False
+    if type(expr) is cst.Name:
+        defs, entry = scope.reaching(expr.value, at)
+        return entry and expr.value == state or any(
+            d.value is not None and _reads_uncut(scope, d.value, d, state, depth + 1) for d in defs)
+    return any(_reads_uncut(scope, c, at, state, depth) for c in children(expr))
 
 
 def _released(model: FileModel, scope: Scope, loop: Loop, state: str) -> bool:
