@@ -34,6 +34,7 @@ KNOWN_MISSES_MINED = frozenset({
     "me02", "me05", "me08",
     "mf02", "mf05",
     "mg01", "mg03", "mg04", "mg05", "mg06", "mg07", "mg09", "mg10", "mg11",
+    "mh25",
 })
 
 # variable, what to run, known misses
