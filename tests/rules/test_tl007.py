@@ -8,6 +8,27 @@ import pytest
 from tests.helpers import findings, fixed, lint_in_process, messages
 
 POSITIVE = {
+    # a logger whose `log(**values)` appends each keyword's value to a list of `self` (through `setdefault`)
+    "logger_keeping_what_it_is_given_by_keyword": (
+        """
+        class Logger:
+            def __init__(self):
+                self.logs = {}
+
+            def log(self, **values):
+                for k, v in values.items():
+                    self.logs.setdefault(k, []).append(v)
+
+        logger = Logger()
+        for x, y in loader:
+            loss = crit(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            logger.log(loss=loss)
+        """,
+        [(16, 5)],
+    ),
     # every entry of the output dict, `out["loss"]` among them, added into a running dict (no fix: other entries
     # may be plain numbers, on which `.detach()` raises)
     "every_entry_of_an_output_dict_whose_loss_entry_is_back_propagated": (
@@ -1512,6 +1533,24 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # the same logger turning each value into a number first
+    "logger_keeping_numbers_given_by_keyword": """
+        class Logger:
+            def __init__(self):
+                self.logs = {}
+
+            def log(self, **values):
+                for k, v in values.items():
+                    self.logs.setdefault(k, []).append(float(v))
+
+        logger = Logger()
+        for x, y in loader:
+            loss = crit(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            logger.log(loss=loss)
+        """,
     # the loop over the entries skips the back-propagated one
     "entries_of_an_output_dict_but_its_loss": """
         running = {}
@@ -3177,6 +3216,14 @@ def _evaluated(head="pass", body="total += self.crit(self.net(x), y)", call="sco
 
 def test_a_pass_summed_with_grad_enabled_during_training_is_flagged():
     assert findings(_evaluated(), "TL007") == [(9, 13)]
+
+
+def test_a_pass_whose_total_is_only_printed_by_the_training_loop_is_flagged():
+    """`print(self.evaluate(val_loader))`: the total is read by a call that back-propagates nothing."""
+    src = _evaluated(call="print(self.evaluate(val_loader))").replace("            print(score)\n", "")
+    assert findings(src, "TL007") == [(9, 13)]
+    backprop = _evaluated(call="self.evaluate(val_loader).backward()").replace("            print(score)\n", "")
+    assert findings(backprop, "TL007") == []
 
 
 @pytest.mark.parametrize("src", [

@@ -203,9 +203,12 @@ def training_callers(model: FileModel, callee: Scope) -> list[Scope]:
                 continue
             if "no_grad" in e.contexts or switches_grad(caller):
                 return []
-            targets = [t.target for small in getattr(e.stmt, "body", ()) if type(small) is cst.Assign
-                       for t in small.targets]
-            if not targets or any(names_in(t) & caller.backpropagated() for t in targets):
+            body: list = list(getattr(e.stmt, "body", ()))
+            targets = [t.target for small in body if type(small) is cst.Assign for t in small.targets]
+            # (or read by a call of the statement, `print(validate(...))`, that back-propagates nothing)
+            shown = not targets and len(body) == 1 and type(body[0]) is cst.Expr and not any(
+                type(n) is cst.Attribute and n.attr.value in ("backward", "manual_backward") for n in walk(body[0]))
+            if not targets and not shown or any(names_in(t) & caller.backpropagated() for t in targets):
                 return []  # handed on as it is, or back-propagated: a loss builder, not an evaluation
             if any(lp.scope is caller and lp.node in e.loops and lp.of(EventKind.BACKWARD) for lp in model.loops):
                 out.append(caller)

@@ -94,12 +94,14 @@ def _kept_argument(model: FileModel, scope: Scope, call: cst.Call, params: tuple
                    keeps: frozenset[str]) -> cst.BaseExpression | None:
     """The first argument of `call` given for a kept parameter that carries a graph (`_attached`)."""
     positional = [a for a in call.args if a.keyword is None]
+    star_kept = bool(keeps - set(params))  # `def log(self, **values)` keeps what it is given by other keywords
     for a in call.args:
         if a.star:
             break
         param = a.keyword.value if a.keyword is not None else (
             params[positional.index(a)] if positional.index(a) < len(params) else None)
-        attached = _attached(model, scope, a.value, None) if param in keeps else None
+        kept = param in keeps or star_kept and a.keyword is not None and param not in params
+        attached = _attached(model, scope, a.value, None) if kept else None
         if attached is not None:
             return attached
     return None

@@ -92,6 +92,9 @@ def _unrebound_params(scope: Scope) -> set[str]:
     """A method's parameters past `self` that it never rebinds (a rebound one may be converted first: `if
     torch.is_tensor(val): val = val.item()`)."""
     params = set(positional_params(scope.node)[1:]) if scope.class_name else set()
+    star = scope.node.params.star_kwarg if type(scope.node) is cst.FunctionDef and scope.class_name else None
+    if type(star) is cst.Param:
+        params.add(star.name.value)  # `def log(self, **values)`: what callers pass by keyword beyond the others
     return params - {e.target for e in scope.raw if e.kind is EventKind.ASSIGN and e.rebinds and e.scope is scope.node}
 
 
@@ -117,7 +120,10 @@ def _kept_parameters(scope: Scope) -> frozenset[str]:
         call = e.node
         if e.kind is EventKind.METHOD and type(call) is cst.Call and type(call.func) is cst.Attribute \
                 and call.func.attr.value in ("append", "extend") and call.args:
-            target, value = container_name(call.func.value) or "", call.args[-1].value
+            held = call.func.value  # `self.logs.setdefault(k, []).append(v)`: the list is an entry of `self.logs`
+            if type(held) is cst.Call and type(held.func) is cst.Attribute and held.func.attr.value == "setdefault":
+                held = held.func.value
+            target, value = container_name(held) or "", call.args[-1].value
         elif not (e.kind is EventKind.APPEND or e.kind is EventKind.ASSIGN and e.accumulates):
             continue
         if value is not None and target.startswith("self."):

@@ -111,13 +111,14 @@ An object of one of the file's classes, or of a class of another file of the pro
 (`self` too: `self.record(loss)`; a function of the file that adds its parameter into a `global` or `nonlocal`
 name, too) keeps what its method adds into an attribute of `self`: `meter.update(loss, n)` with `def update(self,
 val, n): self.sum += val * n` (or `self.values.append(val)`, or `for i, v in enumerate(values): self.sums[i] += v`
-given `[loss_a, loss_b]`), and `stats["loss"] = loss` where the class's `__setitem__` appends its value to a list
-of `self`. So does a meter held by `self` in a method that back-propagates and steps once per call (a runner's
-`train_step`, called by a loop elsewhere), and an element of a dict or list the function fills with instances of one
-class of the file (`meters = OrderedDict([(k, AverageMeter(k)) for k in names])`, then `meters[k].update(v, n)`). A part
-of a loss is known by the loss's backward when a function of the
-file returns both and the part is a term of the loss in every `return` (`total, part = self.losses(x)`,
-`total.backward()`, then `self.meter.update([part])`).
+given `[loss_a, loss_b]`, or `self.logs.setdefault(k, []).append(v)` over `**values` given by keyword, or by handing
+it to another method of the class that does: `collect(loss)` calling `self.update("loss", loss)`), and `stats["loss"] =
+loss` where the class's `__setitem__` appends its value to a list of `self`. So does a meter held by `self` in a
+method that back-propagates and steps once per call (a runner's `train_step`, called by a loop elsewhere), and an
+element of a dict or list the function fills with instances of one class of the file (`meters =
+OrderedDict([(k, AverageMeter(k)) for k in names])`, then `meters[k].update(v, n)`). A part of a loss is known by the
+loss's backward when a function of the file returns both and the part is a term of the loss in every `return`
+(`total, part = self.losses(x)`, `total.backward()`, then `self.meter.update([part])`).
 Reported in the class's own file too, which holds no backward (a metrics module), when a method adds a parameter
 named like a loss into `self` (or into an attribute named like one: `self.train_losses[key] += loss[key]`) and a
 file of the project near it calls the method in a loop that back-propagates what it passes or an item of it
@@ -165,11 +166,11 @@ create_loss(cfg)` with `def create_loss(cfg) -> DualLoss:`), in the file or in a
 plain name or a string; `Optional[...]` and a factory without annotation are not followed). A dict whose values
 differ in kind (a loss and a count) tells nothing about a value of its `.items()`.
 
-An evaluation function that a training loop runs with grad enabled (not under `no_grad`, no
-`set_grad_enabled` in it or its caller) and that sums attached losses over the whole pass of its own loop into a
-total it returns attached (`total += crit(model(x), y)`; `return total / n`): the total holds the graph of every
-batch of the pass, and the caller only keeps its value (it never back-propagates it). Not a total bound afresh per
-batch, returned as a number (`total.item() / n`), nor in a function that back-propagates or steps.
+An evaluation function that a training loop runs with grad enabled (not under `no_grad`, no `set_grad_enabled` in
+it or its caller) and that sums attached losses over the whole pass of its own loop into a total it returns attached
+(`total += crit(model(x), y)`; `return total / n`): the total holds the graph of every batch of the pass, and the
+caller only keeps its value (`score = evaluate(...)`, or `print(evaluate(...))`; it never back-propagates it). Not
+a total bound afresh per batch, returned as a number (`total.item() / n`), nor in a function that back-propagates or steps.
 
 ## Why it is wrong
 The total is a tensor whose graph reaches back through every iteration's forward pass, so none of those
@@ -263,12 +264,11 @@ for x, y in loader:
             for k in kept_by_objects(model, loop) if loop.of(EventKind.BACKWARD) else ():
                 if id(k.node) not in seen:
                     seen.add(id(k.node))
-                    what = "appends it to a list of" if k.method.endswith(SET_ITEM) else (
-                        "adds it into an attribute of an element of" if "[...]" in k.method else
-                        "adds it into an attribute of" if "." in k.method else "adds it into")
-                    yield Finding(k.node, f"`{code_of(k.value)}` is still attached to its graph and `{k.method}` {what} "
-                                  f"`{k.obj}`, which outlives the iteration: every step's graph stays alive and memory "
-                                  f"grows; pass `{code_of(parenthesized(k.value))}.item()` or `.detach()`", None)
+                    what = "appends it to a list of" if k.method.endswith(SET_ITEM) else "adds it into an attribute of an element of" \
+                        if "[...]" in k.method else "adds it into an attribute of" if "." in k.method else "adds it into"
+                    yield Finding(k.node, f"`{code_of(k.value)}` is still attached to its graph and `{k.method}` {what} `{k.obj}`, "
+                                  f"which outlives the iteration: every step's graph stays alive and memory grows; pass "
+                                  f"`{code_of(parenthesized(k.value))}.item()` or `.detach()`", None)
         yield from _evaluated_with_grad(model)
         for forward, e in kept_by_forward(model) if FORWARD_KEEPS.search(model.text) else ():
             what = "appends" if e.kind is EventKind.APPEND else "adds"
