@@ -8,6 +8,20 @@ import pytest
 from tests.helpers import findings, fixed, lint_in_process, messages
 
 POSITIVE = {
+    # `method.backward(loss)`: an object that back-propagates the loss it is handed, so the loss carries a graph
+    "loss_back_propagated_by_an_object_then_summed": (
+        """
+        def train(method, loader):
+            avg_loss = 0.0
+            for x, y in loader:
+                loss, preds = method.forward(x, y)
+                loss = loss.mean()
+                method.backward(loss)
+                avg_loss += loss
+            return avg_loss / len(loader)
+        """,
+        [(8, 9)],
+    ),
     # a logger whose `log(**values)` appends each keyword's value to a list of `self` (through `setdefault`)
     "logger_keeping_what_it_is_given_by_keyword": (
         """
@@ -1533,6 +1547,16 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # `out.backward(grad)`: a tensor handed its gradient; the gradient is no loss and keeps nothing
+    "a_tensor_handed_its_gradient": """
+        total = 0.0
+        for x, upstream in loader:
+            out = model(x)
+            out.backward(upstream)
+            opt.step()
+            opt.zero_grad()
+            total += upstream
+        """,
     # the same logger turning each value into a number first
     "logger_keeping_numbers_given_by_keyword": """
         class Logger:

@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.analysis.events import BackwardVia, ClipVia, Event, EventKind, ResetOf, StepVia, ZeroGradOf
 from torchlint.analysis.exprs import container_name, dotted, is_true, keyword, positional
 from torchlint.analysis.names import Role, Symbols
-from torchlint.analysis.semantics import CLIP_FUNCTIONS, IN_PLACE_DETACH, STEPPING_FUNCTIONS
+from torchlint.analysis.semantics import CLIP_FUNCTIONS, IN_PLACE_DETACH, STEPPING_FUNCTIONS, is_loss_name
 
 
 def classify(e: Event, symbols: Symbols) -> Event | None:
@@ -121,6 +121,12 @@ def _backward(
     elif (scaled := symbols.scaled_loss(recv_name)) is not None:
         via, value = scaled  # `scaled = scaler.scale(loss)`, then `scaled.backward()`
         how = BackwardVia.SCALER
+    elif type(recv) is cst.Name and recv.value != "self" and not is_loss_name(recv.value) and arg0 is not None \
+            and type(arg0.value) is cst.Name and is_loss_name(arg0.value.value):
+        # `method.backward(loss)`: an object that back-propagates the loss it is handed (a trainer, a plugin
+        # composer), not a tensor handed its gradient (`out.backward(grad)`); what it does besides (scaling,
+        # stepping) is not known, as of an engine's
+        how, value = BackwardVia.ENGINE, arg0.value
     else:
         how, value = BackwardVia.TENSOR, recv
         if retain is None:

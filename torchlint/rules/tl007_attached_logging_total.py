@@ -99,10 +99,10 @@ losses the loop adds into its loss). No fix. An ignite handler of
 when that return carries a graph (`return loss` after `loss.backward()`), not when it is `loss.item()`.
 
 A value is also known by its use: one back-propagated in the same iteration (`loss.backward()`,
-`scaler.scale(loss).backward()`, `accelerator.backward(loss)`, `manual_backward`) carries a graph there, whoever
-built it (a method the analysis cannot resolve, an element of a tuple a function returned). So is a term of it,
-followed through arithmetic and sums: `total += loss / len(loader)`, `history.append(parts)` after
-`sum(parts).backward()`, `log[step] = out.loss` after `accelerator.backward(out.loss)`.
+`scaler.scale(loss).backward()`, `accelerator.backward(loss)`, `manual_backward`, an object's `method.backward(loss)`)
+carries a graph there, whoever built it (a method the analysis cannot resolve, an element of a tuple a function
+returned). So is a term of it, followed through arithmetic and sums: `total += loss / len(loader)`,
+`history.append(parts)` after `sum(parts).backward()`, `log[step] = out.loss` after `accelerator.backward(out.loss)`.
 A list whose last item is back-propagated (`history.append(f(terms))`, then `history[-1].backward()`) keeps
 every earlier item's graph, which no backward reads again; not when the loop takes items out (`pop`, `clear`,
 `del`), the list is a `deque`, or a backward reads more than the last item.
