@@ -98,9 +98,8 @@ def drop_dead(model: FileLookup) -> None:
         # a loop whose every iteration reaches such a call never completes one: nothing in it runs twice. A call
         # of another project file's function counts only there (a stale script left behind by a changed helper
         # fails in its loop; a setup call that no longer fits its helper may be a refactor under way)
-        broken = {loop for e in failing for loop in e.loops if not e.guards_within(loop) and not _in_try(loop, e)} | {
-            loop for e in calls if e.loops and not e.guards_within(e.loops[-1]) and _fails(model, binds, scope, e, True)
-            for loop in e.loops if not e.guards_within(loop) and not _in_try(loop, e)}
+        stale = [e for e in calls if e.loops and not e.guards_within(e.loops[-1]) and _fails(model, binds, scope, e, True)]
+        broken = {loop for e in failing + stale for loop in e.loops if not e.guards_within(loop) and not _in_try(loop, e)}
         if not failing and not broken:
             continue
         flow = scope.flow

@@ -122,19 +122,8 @@ def _values_backpropagated(scope: Scope, d: cst.Name, at: Event) -> bool:
     """The values of the dict `d` are combined (`sum(d.values())`, `torch.stack(list(d.values()))`) into what a
     backward of the scope back-propagates, the same definitions of `d` reaching that backward and `at`: each value
     carries a graph, whoever built the dict (`losses = model(x, y)` of a detector)."""
-    reaching = scope.reaching(d.value, at)
-    for b in scope.own_backwards():
-        assert b.value is not None  # own_backwards: each with a value
-        exprs = [b.value] + [x.value for name in names_in(b.value) for x in scope.reaching(name, b)[0]
-                             if x.value is not None]
-        if scope.reaching(d.value, b) != reaching:
-            continue
-        for expr in exprs:
-            for node in walk(expr):
-                if type(node) is cst.Call and dotted(node.func) in COMBINING_CALLS and any(
-                        _values_of(n, d.value) for arg in node.args for n in walk(arg.value)):
-                    return True
-    return False
+    return _read_by_a_backward(scope, d, at, lambda node: type(node) is cst.Call and dotted(node.func) in COMBINING_CALLS
+                               and any(_values_of(n, d.value) for arg in node.args for n in walk(arg.value)))
 
 
 def _entry_backpropagated(scope: Scope, d: cst.Name, at: Event) -> bool:
@@ -146,15 +135,22 @@ def _entry_backpropagated(scope: Scope, d: cst.Name, at: Event) -> bool:
             type(s) in (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString) for s in walk(n))
             for n in walk(at.stmt.body)):
         return False
+    return _read_by_a_backward(scope, d, at, lambda n: type(n) is cst.Subscript and type(n.value) is cst.Name
+                               and n.value.value == d.value and type(n.slice[0].slice) is cst.Index
+                               and type(n.slice[0].slice.value) is cst.SimpleString)
+
+
+def _read_by_a_backward(scope: Scope, d: cst.Name, at: Event, reads) -> bool:
+    """A backward of the scope, reached by the same definitions of `d` as `at`, back-propagates a value (itself, or
+    a definition of a name it reads) with a node that `reads(node)` accepts."""
     reaching = scope.reaching(d.value, at)
     for b in scope.own_backwards():
         assert b.value is not None  # own_backwards: each with a value
+        if scope.reaching(d.value, b) != reaching:
+            continue
         exprs = [b.value] + [x.value for name in names_in(b.value) for x in scope.reaching(name, b)[0]
                              if x.value is not None]
-        if scope.reaching(d.value, b) == reaching and any(
-                type(n) is cst.Subscript and type(n.value) is cst.Name and n.value.value == d.value
-                and type(n.slice[0].slice) is cst.Index and type(n.slice[0].slice.value) is cst.SimpleString
-                for e in exprs for n in walk(e)):
+        if any(reads(n) for e in exprs for n in walk(e)):
             return True
     return False
 
