@@ -18,7 +18,7 @@ from torchlint.source.lines import carry_over, split_lines
 from torchlint.codes import FIX_ERROR, INTERNAL_ERROR, READ_ERROR, SYNTAX_ERROR  # noqa: F401
 from torchlint.diagnostic import Diagnostic, Fix, FixInfo
 from torchlint.project import Project
-from torchlint.pipeline.analyze import ISSUES_URL, Analysis, analyze
+from torchlint.pipeline.analyze import ISSUES_URL, Analysis, analyze, collector_paused
 from torchlint.pipeline.apply import LocalEdits, apply_fixes, edits as text_edits
 from torchlint.source.decode import Decoded, SourceError, decode  # noqa: F401
 from torchlint.source.positions import positions as node_positions
@@ -41,7 +41,10 @@ def lint_source(
     """All diagnostics of one file's text, sorted by position (with `project`: reading the other files' exports)."""
     rules = list(all_rules()) if rules is None else rules
     # Pruned even with edits: a blanked function keeps its lines, and edits are computed around the fixed node.
-    return _diagnostics(analyze(text, path, rules, whole=False, project=project), text, path, honour_noqa, with_edits)
+    # The collector resumes once the analysis is dropped: its tree and model are freed by their counts, not walked.
+    with collector_paused():
+        return _diagnostics(analyze(text, path, rules, whole=False, project=project), text, path, honour_noqa,
+                            with_edits)
 
 
 def _diagnostics(

@@ -36,7 +36,10 @@ def compute_exports(text: str, names: frozenset[str]) -> Exports | None:
         source, tree = prune_with_tree(text, [(EVENT_TEXT,)])
         module = parse_read_only(source)
         model = FileModel(module, source)
-        return export(model, names, tree)
+        try:
+            return export(model, names, tree)
+        finally:
+            model.release()
     except Exception:  # a file we cannot analyse is not followed: its callers stay as silent as before
         return None
 

@@ -99,6 +99,14 @@ class FileModel:
                         seen[loop].append(e)
             self.loops.extend(Loop(node, scope, evs) for node, evs in seen.items() if evs)
 
+    def release(self) -> None:
+        """Once the rules are done: the cycles the model holds (its scopes share a map back to themselves, its kinds
+        point back at it) are broken, so that the file's tree and model go at once, freed by their reference counts,
+        and the cycle collector need not walk them."""
+        for scope in self.scopes:
+            scope.stmt_scope.clear()
+        self._kinds = None
+
     @property
     def options(self) -> Options:
         """The script's command-line options and their defaults (`args.steps` of `parser.parse_args()`)."""

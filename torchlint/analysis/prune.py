@@ -229,20 +229,23 @@ def _definitions(tree: ast.Module) -> list[tuple[_Def, str | None]]:
     `try` or `with` holds them (`if HAS_CUDA: class T:`) and in a class nested in a class (its own name: `self`
     there is an instance of it); functions nested in functions stay with their parent."""
     found: list[tuple[_Def, str | None]] = []
-
-    def visit(body: list[ast.stmt], cls: str | None) -> None:
-        for node in body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                found.append((node, cls))
-            elif isinstance(node, ast.ClassDef):
-                visit(node.body, node.name)
-            elif isinstance(node, _BLOCKS):
-                for block in (getattr(node, "body", []), getattr(node, "orelse", []), getattr(node, "finalbody", [])):
-                    visit(block, cls)
-                for handler in getattr(node, "handlers", []):
-                    visit(handler.body, cls)
-    visit(tree.body, None)
+    _visit_definitions(tree.body, None, found)
     return found
+
+
+def _visit_definitions(body: list[ast.stmt], cls: str | None, found: list[tuple[_Def, str | None]]) -> None:
+    # A function of the module, not a closure: a closure that calls itself is a reference cycle, which would keep
+    # the tree alive until the cycle collector finds it.
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.append((node, cls))
+        elif isinstance(node, ast.ClassDef):
+            _visit_definitions(node.body, node.name, found)
+        elif isinstance(node, _BLOCKS):
+            for block in (getattr(node, "body", []), getattr(node, "orelse", []), getattr(node, "finalbody", [])):
+                _visit_definitions(block, cls, found)
+            for handler in getattr(node, "handlers", []):
+                _visit_definitions(handler.body, cls, found)
 
 
 def _owns_lines(lines: list[str], node: _Def, first: int, last: int) -> bool:

@@ -96,13 +96,13 @@ def analyze(
     firing = rules_that_may_fire(f"{text}\n{extra}" if extra else text, rules)
     if not firing or other_framework(text):
         return Analysis(None, [], [])  # nothing to check, or not PyTorch code (Paddle, TensorFlow ...)
-    with _collector_paused():
+    with collector_paused():
         lookup = view if view is not None or project is None else project.classes_view(path, text, bool(called))
         return _analyze(text, path, firing, whole, view, lookup, keep=bool(called))
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Python's cycle collector paused while one file is analysed: a libcst tree and the model are hundreds of
     thousands of young objects, and the collector would walk them again and again (a third of the time) to find
     cycles there are few of; it resumes, and collects as usual, once the file is done."""
@@ -158,6 +158,7 @@ def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool, vi
                     findings.append((rule, finding))
         except Exception as exc:
             errors.append(internal_error(path, rule.code, exc))
+    model.release()
     if findings:
         # A test that checks PyTorch warns or raises misbehaves on purpose (analysis.expected).
         expected = expected_regions(module, text)

@@ -19,13 +19,14 @@ def rules_that_may_fire(text: str, rules: Sequence[type[Rule]]) -> list[type[Rul
     """The prefilter: the rules whose necessary text (`Rule.requires`) the file holds; with none, the file is not
     parsed. Each pattern is searched at most once, and most files fail the first (a backward call, a step call)."""
     found: dict[TextTest, bool] = {}
+    return [rule for rule in rules if all(_has(p, text, found) for p in rule.requires)]
 
-    def has(p: Requirement) -> bool:
-        if isinstance(p, tuple):
-            return any(has(q) for q in p)  # one of them (`Rule.requires`)
-        hit = found.get(p)
-        if hit is None:
-            hit = found[p] = p.search(text) is not None
-        return hit
 
-    return [rule for rule in rules if all(has(p) for p in rule.requires)]
+def _has(p: Requirement, text: str, found: dict[TextTest, bool]) -> bool:
+    # Not a closure calling itself: that is a reference cycle, left for the cycle collector to find.
+    if isinstance(p, tuple):
+        return any(_has(q, text, found) for q in p)  # one of them (`Rule.requires`)
+    hit = found.get(p)
+    if hit is None:
+        hit = found[p] = p.search(text) is not None
+    return hit
