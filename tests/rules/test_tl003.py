@@ -1716,3 +1716,168 @@ def test_a_td_target_under_no_grad_beside_the_critics_own_output():
                     self.critic_optimizer.step()
         """
     assert findings(src, "TL003") == []
+
+
+_NUMBERS = """
+        def train(model, loader, opt, crit):
+            for x, y in loader:
+                out = model(x)
+                {reg}
+                loss = crit(out, y) + 0.1 * reg
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        """
+
+
+@pytest.mark.parametrize("reg, at", [
+    ("reg = torch.from_numpy(out.pow(2).mean().detach().cpu().numpy())", (5, 32)),
+    ("reg = np.mean(out.detach().cpu().numpy() ** 2)", (5, 23)),
+    ("reg = math.exp(-out.abs().mean().item())", (5, 25)),
+])
+def test_a_term_computed_by_numpy_from_a_cut_value_is_reported_without_a_fix(reg, at):
+    """NumPy (or `math`, or `torch.from_numpy`) computes numbers from the cut value: the term has no graph, and there
+    is no tensor to put in the cut's place inside the call, so no fix is offered."""
+    src = _NUMBERS.format(reg=reg)
+    assert findings(src, "TL003") == [at]
+    assert fixed(src, "TL003", unsafe=True) == textwrap.dedent(src)
+
+
+@pytest.mark.parametrize("reg", [
+    "reg = np.mean(y.cpu().numpy())",  # a statistic of the batch: no graph to cut
+    "reg = torch.from_numpy(np.ones(3)).sum()",
+    "reg = np.log(2.0) * out.mean()",
+])
+def test_numpy_values_without_a_cut_graph_are_not_reported(reg):
+    assert findings(_NUMBERS.format(reg=reg), "TL003") == []
+
+
+def test_a_numpy_weight_of_a_loss_with_a_graph_is_a_weight():
+    """`w * ce` with `w` computed by NumPy from a cut value: the product still carries `ce`'s graph."""
+    src = """
+        for x, y in loader:
+            out = model(x)
+            w = np.exp(-out.detach().cpu().numpy().mean())
+            loss = crit(out, y) * w
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """
+    assert findings(src, "TL003") == []
+
+
+_LIST_OF_TERMS = """
+        for x, y in loader:
+            out = model(x)
+            losses = [crit(out, y), out.abs().mean(){cut}]
+            loss = {combined}
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """
+
+
+@pytest.mark.parametrize("combined", ["sum(losses)", "torch.stack(losses).sum()"])
+def test_a_cut_item_of_a_list_literal_of_terms_is_reported(combined):
+    assert findings(_LIST_OF_TERMS.format(cut=".detach()", combined=combined), "TL003") == [(4, 29)]
+    assert findings(_LIST_OF_TERMS.format(cut="", combined=combined), "TL003") == []
+
+
+def test_a_tuple_record_whose_first_entry_is_back_propagated_is_not_a_list_of_terms():
+    src = """
+        for x, y in loader:
+            out = model(x)
+            pair = (crit(out, y), out.abs().mean().detach())
+            loss = pair[0]
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """
+    assert findings(src, "TL003") == []
+
+
+def test_a_cut_value_stored_in_a_dict_whose_values_are_summed_is_reported():
+    src = """
+        for x, y in loader:
+            out = model(x)
+            losses = {}
+            losses["ce"] = crit(out, y)
+            losses["l1"] = out.abs().mean().item()
+            loss = sum(losses.values())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """
+    assert findings(src, "TL003") == [(6, 20)]
+
+
+_RETURNED_CRITERION = """
+        def cos_loss(a, b):
+            return 1 - F.cosine_similarity(a, {b}, dim=1).mean()
+
+        def get_loss(model, teacher, x, y, args):
+            feats, logits = model(x)
+            with torch.no_grad():
+                t_feats = teacher(x)
+            total = F.cross_entropy(logits, y)
+            kd = cos_loss(t_feats, feats.detach())
+            total += kd * args.kd_weight
+            return total, logits
+
+        def train(model, teacher, loader, opt, args):
+            for x, y in loader:
+                loss, _ = get_loss(model, teacher, x, y, args)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        """
+
+
+def test_a_criterion_given_only_a_cut_input_in_what_a_helper_returns_is_reported():
+    """Distillation whose student features are cut before the criterion (of the file, computing with tensor
+    functions only): the term the helper adds into the loss its caller back-propagates trains nothing."""
+    src = _RETURNED_CRITERION.format(b="b")
+    assert findings(src, "TL003") == [(10, 28)]
+    assert "in what `get_loss()` returns" in messages(src, "TL003")[0][2]
+
+
+def test_a_criterion_of_the_file_that_runs_a_module_is_not_known_to_be_one():
+    """`cos_loss` calls a helper of its own: it may run a trained module on the cut input."""
+    assert findings(_RETURNED_CRITERION.format(b="project(b)"), "TL003") == []
+
+
+def test_a_teacher_output_under_no_grad_is_no_input_with_a_graph_beside_a_cut_student():
+    """`F.mse_loss(t, s.detach())` with `t = teacher(x)` under `no_grad`: the teacher's output has no graph, so the
+    cut student is the criterion's only input that had one."""
+    src = """
+        for x, y in loader:
+            s = student(x)
+            with torch.no_grad():
+                t = teacher(x)
+            loss = F.cross_entropy(s, y) + F.mse_loss(t, s.detach())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """
+    assert findings(src, "TL003") == [(6, 50)]
+
+
+def test_numbers_stored_by_key_beside_the_returned_loss_entry_are_logs():
+    """The helper returns a dict of the loss and numbers for the log, stored by key; the caller back-propagates
+    the loss entry only."""
+    src = """
+        def losses(model, x, y):
+            out = model(x)
+            kl = out.pow(2).mean()
+            logs = {"loss": F.cross_entropy(out, y) + kl}
+            logs["kl"] = kl.item()
+            return logs, out
+
+        def train(model, loader, opt):
+            for x, y in loader:
+                logs, _ = losses(model, x, y)
+                opt.zero_grad()
+                logs["loss"].backward()
+                opt.step()
+        """
+    assert findings(src, "TL003") == []

@@ -13,15 +13,16 @@ import libcst as cst
 from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import (
-    COMBINING_CALLS, Detachment, as_detachment, combined_items, dotted, is_true, keyword, names_in, positional_params,
-    summand_names,
+    COMBINING_CALLS, Detachment, as_detachment, combined_items, computes_numbers, cuts_within, dotted, is_true, keyword,
+    names_in, positional_params, summand_names,
 )
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.semantics import (
-    DISTRIBUTION_GRAPH_METHODS, GRAPH_PRESERVING_METHODS, GRAPH_REDUCTIONS, LIST_TO_TENSOR, SHAPE_READS, TENSOR_REWRAPPERS,
+    DISTRIBUTION_GRAPH_METHODS, GRAPH_PRESERVING_METHODS, GRAPH_REDUCTIONS, LIST_TO_TENSOR, OPTIONS_HOLDERS, SHAPE_READS,
+    TENSOR_REWRAPPERS,
 )
 from torchlint.source.walk import walk
 
@@ -207,7 +208,11 @@ def _cut_terms(model: FileModel, scope: Scope, params: list[str], item: cst.Base
 
 def may_carry_graph(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> bool:
     """Not known to be graph-free: in what a function returns to callers the analysis cannot see, a factor beside
-    such a value is a weight (`-(logp * adv).mean()` with `adv = ret - value.detach()`), not a term."""
+    such a value is a weight (`-(logp * adv).mean()` with `adv = ret - value.detach()`), not a term. A setting read
+    from the run's options (`args.kd_weight`, `cfg.alpha`) is a number."""
+    name = dotted(expr) if type(expr) is cst.Attribute else None
+    if name is not None and name.split(".", 1)[0] in OPTIONS_HOLDERS:
+        return False
     return not model.kinds.of(expr, scope, at).graph_free
 
 
@@ -259,6 +264,10 @@ def summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> list
             return summand_detachments(expr.left, graph)
     if type(expr) is cst.UnaryOperation:
         return summand_detachments(expr.expression, graph)
+    if type(expr) is cst.List:
+        # a list of terms, combined where it is used (`losses = [ce, aux.detach()]`, then `sum(losses)`); not a
+        # tuple or a dict, records whose one entry is read (`out = (loss, logits.detach())`, then `out[0]`)
+        return [d for el in expr.elements if type(el) is cst.Element for d in summand_detachments(el.value, graph)]
     if type(expr) is cst.Call:
         func = dotted(expr.func)
         if func in COMBINING_CALLS:
@@ -269,6 +278,10 @@ def summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> list
             return [d for item in combined_items(expr.args[0].value) for d in summand_detachments(item, graph)]
         if type(expr.func) is cst.Attribute and expr.func.attr.value in GRAPH_REDUCTIONS and not expr.args:
             return summand_detachments(expr.func.value, graph)
+        if computes_numbers(func):
+            # `np.mean(out.detach().cpu().numpy() ** 2)`, `torch.from_numpy(reg.detach().numpy())`: NumPy (or
+            # `math`) computes plain numbers from the cut values, and whatever it returns has no graph either
+            return [d for arg in expr.args for d in cuts_within(arg.value)]
     return []
 
 
@@ -461,9 +474,10 @@ def written_graphs(model: FileModel, scope: Scope, value: cst.BaseExpression, at
 
 
 def in_new_tensor(expr: cst.BaseExpression, node: cst.CSTNode) -> bool:
-    """Is `node` inside a call of `expr` that copies values into a new tensor (`torch.tensor(reg.item())`)."""
+    """Is `node` inside a call of `expr` that copies values into a new tensor (`torch.tensor(reg.item())`) or
+    computes numbers from them (`np.mean(x.detach().numpy())`): there is no tensor to use in its place."""
     return any(any(n is node for n in walk(call)) for call in walk(expr)
-               if type(call) is cst.Call and dotted(call.func) in LIST_TO_TENSOR)
+               if type(call) is cst.Call and (dotted(call.func) in LIST_TO_TENSOR or computes_numbers(dotted(call.func))))
 
 
 def term_calls(expr: cst.BaseExpression, wanted, through) -> list[cst.Call]:

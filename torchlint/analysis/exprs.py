@@ -7,7 +7,7 @@ from typing import Callable
 
 import libcst as cst
 
-from torchlint.analysis.semantics import GRAPH_REDUCTIONS
+from torchlint.analysis.semantics import GRAPH_REDUCTIONS, NUMBER_MODULES
 from torchlint.source.cstfast import code_of  # noqa: F401 - re-exported: the rules' one way to a node's code
 from torchlint.source.walk import walk
 
@@ -328,6 +328,8 @@ def summand_names(expr: cst.BaseExpression, graph: Callable[[cst.BaseExpression]
                     todo += combined_items(arg.value)
             elif type(node.func) is cst.Attribute and node.func.attr.value in _KEEPING_METHODS:
                 todo.append(node.func.value)
+            elif type(node.func) is cst.Attribute and node.func.attr.value == "values" and not node.args:
+                todo.append(node.func.value)  # `sum(parts.values())`: the dict's values are the terms
             elif type(node.func) is cst.Attribute and node.func.attr.value in LOSS_SCALING_CALLS and node.args:
                 todo.append(node.args[0].value)  # `amp.scale_loss(loss, opt)`, `scaler.scale(loss)`: the loss, scaled
         elif type(node) in (cst.List, cst.Tuple):
@@ -377,3 +379,24 @@ def term_leaves(expr: cst.BaseExpression, graph, differences: bool) -> list[cst.
     if op is cst.Divide and not graph(node.right):
         return term_leaves(node.left, graph, differences)
     return []
+
+
+def computes_numbers(func: str | None) -> bool:
+    """A call whose result holds numbers and no graph, whatever it is given: a function of NumPy or `math`, or
+    `torch.from_numpy` (a tensor over a NumPy array's values)."""
+    return func is not None and (func == "torch.from_numpy" or "." in func and func.split(".", 1)[0] in NUMBER_MODULES)
+
+
+def cuts_within(expr: cst.BaseExpression) -> list[Detachment]:
+    """The outermost detachments anywhere in `expr`."""
+    found: list[Detachment] = []
+
+    def visit(node: cst.CSTNode) -> bool:  # True: do not walk into `node`
+        det = as_detachment(node)
+        if det is not None:
+            found.append(det)
+        return det is not None
+
+    for _ in walk(expr, prune=visit):
+        pass
+    return found

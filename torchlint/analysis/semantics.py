@@ -215,6 +215,10 @@ DISPLAY_METHOD = re.compile(
 )
 NUMERIC_MODULES = ("torch", "F", "nn", "np", "numpy", "math", "statistics", "plt", "pyplot", "matplotlib", "sns",
                    "seaborn")
+# Modules whose functions compute plain numbers (NumPy arrays, floats) with no autograd graph, whatever they are given.
+NUMBER_MODULES = frozenset({"np", "numpy", "math", "statistics"})
+# Names that hold a run's options (`args.kd_weight`): what their attributes hold are numbers, never a graph.
+OPTIONS_HOLDERS = frozenset({"args", "cfg", "config", "conf", "hparams"})
 # Names that hold settings rather than count anything (`args.accum_steps`): never a divisor on their own.
 SETTINGS_HOLDERS = frozenset({"self", "args", "config", "cfg", "opt", "hparams"})
 # Rescaling the gradients by hand, after backward: methods of trainers and optimizers wrappers that multiply the

@@ -22,7 +22,8 @@ from torchlint.analysis.exprs import (
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import (
-    GRAPH_PRESERVING_METHODS, LOSS_FUNCTION_WORDS, computes_loss, is_callable_name, is_module_name,
+    GRAPH_PRESERVING_METHODS, LOSS_FUNCTION_WORDS, NUMERIC_MODULES, READING_CALLS, computes_loss, is_callable_name,
+    is_module_name,
 )
 from torchlint.analysis.vkind import VKind
 from torchlint.source.walk import walk
@@ -35,6 +36,7 @@ class ReturnedCut:
 
     cut: Detachment
     callee: Scope
+    criterion: cst.Call | None = None  # the criterion whose only input with a graph is the cut (`cos_loss(t, s.detach())`)
 
 
 def returned_cuts(model: FileModel, scope: Scope, d: Event) -> Iterator[ReturnedCut]:
@@ -64,11 +66,47 @@ def returned_cuts(model: FileModel, scope: Scope, d: Event) -> Iterator[Returned
             continue
         assert item is not None  # own_returns: each with a value
 
-        for expr, at in returned_terms(model, callee, item, r) if whole else [(item, r)]:
+        # (an item of a returned tuple: not what is stored into it by key, `logs["kl"] = kl.item()`, beside the
+        # entry the caller reads, `out["loss"]`)
+        for expr, at in [t for t in returned_terms(model, callee, item, r)
+                         if whole or t[1].variant is not AssignForm.ITEM]:
             for det in summand_detachments(expr, lambda e, at=at: may_carry_graph(model, callee, e, at)):
                 if carries_graph(model, callee, det.operand, at) or _from_graph_argument(
                         model, scope, d, callee, det.operand, call):
                     yield ReturnedCut(det, callee)
+            if ".detach()" in model.text or ".data" in model.text:
+                for crit, det in cut_predictions(
+                        expr, lambda e, at=at: carries_graph(model, callee, e, at),
+                        lambda name: _pure_criterion(model, callee, name),
+                        lambda e, at=at: module_output(model, callee, e, at) or not _under_no_grad(callee, e, at)
+                        and _from_graph_argument(model, scope, d, callee, e, call)):
+                    yield ReturnedCut(det, callee, crit)
+
+
+def _under_no_grad(scope: Scope, x: cst.BaseExpression, at: Event) -> bool:
+    defs = scope.reaching(x.value, at)[0] if type(x) is cst.Name else ()
+    return bool(defs) and all("no_grad" in d.contexts for d in defs)
+
+
+def _pure_criterion(model: FileModel, scope: Scope, name: str) -> bool:
+    """A criterion by its name that runs no module: torch's, or a function of the file that computes with tensor
+    functions and methods only (`def cos_loss(a, b): return 1 - F.cosine_similarity(a, b).mean()`): an input it is
+    given cut gives no gradient through it."""
+    if not loss_function(name):
+        return False
+    found = model.resolve(scope, name)
+    if found is None:
+        return True
+    if type(found.node) is not cst.FunctionDef or found.class_name or found.own_backwards():
+        return False
+    for n in walk(found.node.body):
+        if type(n) is cst.Call:
+            func = dotted(n.func) or ""
+            root = func.split(".", 1)[0]
+            if not (root in NUMERIC_MODULES and "." in func or func in READING_CALLS
+                    or type(n.func) is cst.Attribute and root != "self"):
+                return False  # a function or module the criterion runs (`self.critic(x)`, `helper(x)`)
+    return True
 
 
 def _returning_callee(model: FileModel, scope: Scope, func: str) -> Scope | None:
@@ -248,13 +286,14 @@ def module_call(model: FileModel, scope: Scope, call: cst.Call, at: Event) -> bo
 
 
 def module_output(model: FileModel, scope: Scope, x: cst.BaseExpression, at: Event) -> bool:
-    """Known to carry a graph, or bound (every definition reaching `at`) to what a module returns."""
+    """Known to carry a graph, or bound (every definition reaching `at`) to what a module returns with grad (not
+    under `no_grad`: a teacher's output there has no graph)."""
     kind = model.kinds.of(x, scope, at)
     if kind is not VKind.UNKNOWN or type(x) is not cst.Name:
         return kind is VKind.GRAPH
     defs, entry = scope.reaching(x.value, at)
     return bool(defs) and not entry and all(
-        type(d.value) is cst.Call and module_call(model, scope, d.value, d) for d in defs)
+        type(d.value) is cst.Call and "no_grad" not in d.contexts and module_call(model, scope, d.value, d) for d in defs)
 
 
 def loss_function(func: str) -> bool:

@@ -85,15 +85,18 @@ copies the value and drops the graph (Variable no longer returns its argument); 
 requires_grad=True)` of a list written out (or a name bound only to one) with an item that carries a graph, and
 `loss.detach().requires_grad_()` (`.clone().detach().requires_grad_(True)`). A number read from the graph and copied
 into a new tensor among the terms (`ce + torch.tensor(reg.item())`, `torch.FloatTensor([loss.item()])`) is a cut
-term too, reported without a fix (the copy would cut `reg` itself). And `loss.requires_grad = True` on a
-back-propagated loss (not bound again before its backward): PyTorch sets the flag only on a leaf (on a value with a
-graph the line raises), so where it runs the loss holds no graph (`argmax`, `.numpy()`): nothing trains. And a helper
-of the same file that returns several losses as a tuple with one of them detached (`return ce, reg.item()`), when the caller adds that
-item into the back-propagated loss (`ce, reg = compute_losses(out, y)`; `loss = ce + 0.1 * reg`), or that returns a
-sum with a detached term (`return l1 + l2.item()`, followed through the helper's own bindings), as does a loss
-module's `forward` (`crit = SmoothLoss()` ... `loss = crit(out, y)`), when the caller back-propagates what it
-gets: reported in the helper, without a fix (other callers may rely on getting a number). A factor beside a value
-the helper cannot show graph-free is a weight there (`-(logp * adv).mean()` with `adv = ret - value.detach()`).
+term too, reported without a fix (the copy would cut `reg` itself), as is NumPy's result from a cut
+(`torch.from_numpy(reg.detach().numpy())`); a list literal's items (`sum([ce, aux.detach()])`) and a dict's values
+(`sum(parts.values())`) are terms. And `loss.requires_grad = True` on a back-propagated loss (not bound again before
+its backward): PyTorch sets the flag only on a leaf (on a value with a graph the line raises), so where it runs the
+loss holds no graph (`argmax`, `.numpy()`): nothing trains. And a helper of the same file that returns several
+losses as a tuple with one of them detached (`return ce, reg.item()`), when the caller adds that item into the
+back-propagated loss (`ce, reg = compute_losses(out, y)`; `loss = ce + 0.1 * reg`), or that returns a sum with a
+detached term (`return l1 + l2.item()`, followed through the helper's own bindings) or with a criterion given only a
+cut input (`cos_loss(t, s.detach())`, of the file if it runs no module), as does a loss module's `forward` (`crit =
+SmoothLoss()` ... `loss = crit(out, y)`), when the caller back-propagates what it gets: reported in the helper,
+without a fix (other callers may rely on getting a number). A factor beside a value it cannot show graph-free (but
+an option, `args.w`) is a weight (`logp * (ret - v.detach())`).
 A term computed under `torch.no_grad()` / `inference_mode()` from a forward the same function runs with grad (the model
 it trains), then added into the back-propagated loss: `with torch.no_grad(): kl = logp - ref_logp`, then `loss = pg +
 beta * kl.mean()` (every definition of the term is under `no_grad`, or, after the block, only reduces or weighs such
@@ -352,14 +355,13 @@ def _helper_item_findings(model: FileModel, scope, d: Event) -> Iterator[Finding
     back-propagated loss (`cuts.returned_cuts`). Reported in the helper, at the detachment (no fix: other callers
     may rely on getting a number)."""
     for found in returned_cuts(model, scope, d):
-        det, callee = found.cut, found.callee
-        name = "forward" if callee.name == "forward" and callee.class_name else callee.name
-        yield Finding(
-            det.node,
-            f"`{code_of(det.node)}` cuts `{code_of(det.operand)}` out of the graph ({det.how}) before "
-            f"`{name}()` returns it, and the caller adds it into a loss that is back-propagated (as "
-            f"`{d.target}`): this term gets no gradient; return `{code_of(det.operand)}` itself",
-        )
+        det, callee, crit = found.cut, found.callee, found.criterion
+        name, x = ("forward" if callee.name == "forward" and callee.class_name else callee.name), code_of(det.operand)
+        cut = (f"`{code_of(det.node)}` cuts `{x}` out of the graph ({det.how}) before `{name}()` returns it" if crit is None
+               else f"`{code_of(det.node)}` is the only input with a graph of `{code_of(crit.func)}` in what `{name}()` "
+               f"returns, and it is cut ({det.how})")
+        yield Finding(det.node, f"{cut}, and the caller adds it into a loss that is back-propagated (as `{d.target}`): "
+                      f"this term gets no gradient; {'return' if crit is None else 'pass'} `{x}` itself")
 
 
 def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
