@@ -1,5 +1,7 @@
 """TL001 backward on an accumulated total: positives with exact positions, look-alikes that must stay silent."""
 
+import textwrap
+
 import pytest
 
 from tests.helpers import findings, fixed, messages
@@ -656,3 +658,56 @@ def test_a_list_of_unknown_values_whose_last_item_is_back_propagated_is_no_total
                 optimizer.step()
         """
     assert findings(src, "TL001") == []
+
+
+def test_the_last_item_of_a_list_of_losses_back_propagated_is_no_total():
+    """`losses.append(crit(...))` then `losses[-1].backward()`: the loss appended this iteration, not a total."""
+    src = """
+        def fit(model, loader, opt, crit):
+            losses = []
+            for x, y in loader:
+                opt.zero_grad()
+                losses.append(crit(model(x), y))
+                losses[-1].backward()
+                opt.step()
+        """
+    assert findings(src, "TL001") == []
+
+
+_COMPUTED_FROM = """
+        def train(model, loader, opt, crit):
+            {init}
+            for x, y in loader:
+                out = model(x)
+                {keep}
+                loss = crit(out, y) + {use}
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        """
+
+
+@pytest.mark.parametrize("init, keep, use", [
+    # a moving average of features with their graph, in a penalty
+    ("ema = None", "ema = out.mean(0) if ema is None else 0.9 * ema + 0.1 * out.mean(0)", "(out.mean(0) - ema).pow(2).sum()"),
+    # a bank of earlier outputs with their graphs
+    ("bank = []", "bank.append(out)", "torch.cat(bank[-8:]).pow(2).mean()"),
+])
+def test_a_loss_computed_from_a_total_kept_with_its_graph_is_reported_without_a_fix(init, keep, use):
+    """Not a term of the loss, but what the loss is computed from: the second backward reaches the first batch's
+    freed graph. The total is meant to be kept (a bank, an average), so no rebinding is offered."""
+    src = _COMPUTED_FROM.format(init=init, keep=keep, use=use)
+    assert findings(src, "TL001") == [(9, 9)]
+    assert "keep `.detach()`ed values in" in messages(src, "TL001")[0][2]
+    assert fixed(src, "TL001", unsafe=True) == textwrap.dedent(src)
+
+
+@pytest.mark.parametrize("init, keep, use", [
+    ("ema = None", "ema = out.mean(0).detach() if ema is None else 0.9 * ema + 0.1 * out.mean(0).detach()",
+     "(out.mean(0) - ema).pow(2).sum()"),
+    ("bank = []", "bank.append(out.detach())", "torch.cat(bank[-8:]).pow(2).mean()"),
+    ("bank = []", "bank.append(out)", "0.0 * len(bank)"),  # only its length
+    ("hits = 0", "hits += (out.argmax(1) == y).sum()", "0.0 * (hits > 10)"),  # a count, compared
+])
+def test_a_loss_reading_only_cut_values_counts_or_comparisons_of_a_total_is_not_reported(init, keep, use):
+    assert findings(_COMPUTED_FROM.format(init=init, keep=keep, use=use), "TL001") == []

@@ -1,5 +1,7 @@
 """TL008 recurrent hidden state carried across batches without detach."""
 
+import textwrap
+
 import pytest
 
 from tests.helpers import findings, fixed, messages
@@ -584,3 +586,52 @@ def test_noop_detach_override_of_a_base_in_another_file(tmp_path, run_cli):
     assert len(found) == 1 and found[0].startswith("attn.py:8:5: TL008"), out
     alone = run_cli("-q", "--no-cache", "--no-project", ".", cwd=tmp_path).stdout
     assert ": TL" not in alone, alone
+
+
+_CARRIED = """
+        def train(model, loader, opt, crit):
+            prev = None
+            for x, y in loader:
+                {top}
+                out = model(x)
+                loss = crit(out, y)
+                if prev is not None:
+                    loss = loss + {penalty}
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                prev = {kept}
+        """
+
+
+def test_an_output_carried_into_the_next_iterations_loss_is_reported_on_its_binding():
+    """A temporal-consistency penalty against the previous batch's output, kept with its graph: the second
+    backward reaches the first batch's freed graph. Reported without a fix."""
+    src = _CARRIED.format(top="pass", penalty="(out - prev).pow(2).mean()", kept="out")
+    assert findings(src, "TL008") == [(13, 9)]
+    assert "keep `out.detach()`" in messages(src, "TL008")[0][2]
+    assert fixed(src, "TL008", unsafe=True) == textwrap.dedent(src)
+
+
+@pytest.mark.parametrize("top, penalty, kept", [
+    ("pass", "(out - prev).pow(2).mean()", "out.detach()"),  # kept cut
+    ("prev = prev.detach() if prev is not None else None", "(out - prev).pow(2).mean()", "out"),  # cut at the top
+    ("pass", "(out - prev.detach()).pow(2).mean()", "out"),  # read cut
+    ("pass", "0.0 * prev.size(0)", "out"),  # only its shape
+])
+def test_a_carried_output_that_is_cut_or_only_measured_is_not_reported(top, penalty, kept):
+    assert findings(_CARRIED.format(top=top, penalty=penalty, kept=kept), "TL008") == []
+
+
+def test_an_output_bound_before_the_loss_of_the_same_iteration_is_not_carried():
+    src = """
+        def train(model, loader, opt, crit):
+            for x, y in loader:
+                out = model(x)
+                cur = out
+                loss = crit(cur, y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        """
+    assert findings(src, "TL008") == []

@@ -7,7 +7,7 @@ from typing import Callable
 
 import libcst as cst
 
-from torchlint.analysis.semantics import GRAPH_REDUCTIONS, NUMBER_MODULES
+from torchlint.analysis.semantics import GRAPH_REDUCTIONS, NUMBER_MODULES, SHAPE_READS
 from torchlint.source.cstfast import code_of  # noqa: F401 - re-exported: the rules' one way to a node's code
 from torchlint.source.walk import walk
 
@@ -118,6 +118,52 @@ def operand_names(node: cst.CSTNode) -> set[str]:
             elif type(func) is not cst.Name:
                 todo.append(func)
             todo.extend(arg.value for arg in n.args)  # type: ignore[attr-defined]  # as above
+            return True
+        if cls is cst.Name or (cls is cst.Attribute and dotted(n) is not None):
+            names.update(names_in(n))
+            return True
+        return False
+
+    while todo:
+        for _ in walk(todo.pop(), prune=visit):
+            pass
+    return names
+
+
+# What only reads a count, a shape, an index or a truth value of its operands: the result carries no graph of them.
+_GRAPH_FREE_CALLS = frozenset({"len", "int", "bool", "str", "range", "isinstance", "round"})
+_GRAPH_FREE_METHODS = SHAPE_READS | {"argmax", "argmin", "eq", "ne", "gt", "ge", "lt", "le", "nonzero", "long", "bool",
+                                     "sign", "isnan", "isfinite", "isinf", "any", "all"}
+
+
+def graph_operand_names(node: cst.CSTNode) -> set[str]:
+    """The names whose graphs the value of `node` may carry: `operand_names` without what a cut (`x.detach()`,
+    `x.item()`, `x.data`), a shape or count (`len(bank)`, `x.size(0)`), an index (`bank[i]` gives `bank`, not `i`) or
+    a comparison (`out.argmax(1) == y`) reads."""
+    names: set[str] = set()
+    todo = [node]
+
+    def visit(n: cst.CSTNode) -> bool:  # True: do not walk into `n`
+        cls = type(n)
+        if cls in (cst.Call, cst.Attribute, cst.Subscript) and as_detachment(n) is not None or cls is cst.Comparison:
+            return True
+        if cls is cst.Call:
+            func = n.func  # type: ignore[attr-defined]  # by cls = type(n)
+            if type(func) is cst.Attribute:
+                if func.attr.value in _GRAPH_FREE_METHODS:
+                    return True
+                todo.append(func.value)
+            elif type(func) is cst.Name:
+                if func.value in _GRAPH_FREE_CALLS:
+                    return True
+            else:
+                todo.append(func)
+            todo.extend(arg.value for arg in n.args)  # type: ignore[attr-defined]  # as above
+            return True
+        if cls is cst.Attribute and n.attr.value in SHAPE_READS:  # type: ignore[attr-defined]  # as above
+            return True
+        if cls is cst.Subscript:
+            todo.append(n.value)  # type: ignore[attr-defined]  # as above
             return True
         if cls is cst.Name or (cls is cst.Attribute and dotted(n) is not None):
             names.update(names_in(n))

@@ -12,13 +12,14 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop
-from torchlint.analysis.exprs import code_of, dotted
+from torchlint.analysis.exprs import code_of, dotted, graph_operand_names
 from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after, statements
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
 from torchlint.source.words import any_word
+from torchlint.source.walk import walk
 
 # `self.total += loss` / `self.total = self.total + loss` / `self.losses.append(loss)`: a total a per-step method
 # keeps in `self`; or one in a name it declares `global` / `nonlocal`.
@@ -58,6 +59,13 @@ more (`self.total = 0` once per epoch, then `for batch in loader: self.train_ste
 re-walks every earlier call's graph. Reported without a fix. Likewise a method of the class that adds each call's
 loss into such an attribute and returns it (`self.loss_sum += loss; return self.loss_sum`), whose result a loop
 back-propagates (`out = self.compute(x, y)`; `out.backward()`), unless the loop binds the attribute again.
+
+The total need not be a term of the loss: a loss computed from it (`(feat - ema).pow(2).sum()` with
+`ema = 0.9 * ema + 0.1 * feat`, a bank of earlier outputs `torch.cat(bank[-8:])` with `bank.append(out)`) reaches
+its graph all the same. Only what can carry a graph is followed: not a cut (`bank[i].detach()`), a shape or count
+(`len(bank)`, `x.size(0)`) or a comparison; not the last item of a list (`losses[-1].backward()`: the loss
+appended this iteration). Such a total is kept on purpose, so the message asks for `.detach()`ed values in it, and
+no rebinding is offered.
 
 ## Why it is wrong
 The total's autograd graph reaches back through every batch ever added to it. The first backward frees those
@@ -135,14 +143,31 @@ The total must be a plain name, an attribute or a dict entry (`stats["loss"] += 
                 defs = scope.summand_defs(backward.value, backward)
                 if returned:
                     yield from _returned_totals(model, scope, backward, defs)
-                for acc in _accumulations(loop, defs) if accumulating else ():
+                # A total the loss is computed from, not only one of its terms (`(feat - ema).pow(2).sum()`, a bank
+                # of earlier outputs `torch.cat(bank)`): the backward reaches its graph all the same.
+                terms = {id(d) for d in defs}
+                operands = [d for d in scope.summand_defs(backward.value, backward, _graph_operands)
+                            if id(d) not in terms] if accumulating else []
+                for acc in _accumulations(loop, defs + operands) if accumulating else ():
                     if acc.seq == backward.seq or _rebound_between(loop, backward, acc):
                         continue
+                    if acc.kind is EventKind.APPEND and _last_item_only(acc.target or "", [backward, *defs, *operands]):
+                        continue  # `losses[-1].backward()`: the item appended last, not the list's total
                     added = kinds.of(acc.value, scope, acc)
-                    if added is not VKind.GRAPH and not (added is VKind.UNKNOWN and _graph_by_use(model, scope, defs, acc)):
+                    if added is not VKind.GRAPH and not (added is VKind.UNKNOWN and id(acc) in terms
+                                                         and _graph_by_use(model, scope, defs, acc)):
                         continue  # nothing with a graph is added (a counter, a detached term: TL003's concern)
                     if not (_carried(scope, loop, acc) if loop.node is not None else _kept_by_self(model, scope, acc)):
                         continue
+                    if id(acc) not in terms:  # kept on purpose (a memory bank, a moving average): keep it cut
+                        yield Finding(
+                            backward.node,
+                            f"`{code_of(backward.node)}` back-propagates a loss computed from `{acc.target}`, which "
+                            f"keeps `{code_of(acc.value or acc.node)}` with its graph across iterations: each backward reaches "
+                            f"back into the graphs of earlier batches, already freed ('Trying to backward through "
+                            f"the graph a second time'); keep `.detach()`ed values in `{acc.target}`",
+                        )
+                        break
                     yield Finding(
                         backward.node,
                         f"`{code_of(backward.node)}` back-propagates `{acc.target}`, a running total carried across "
@@ -151,6 +176,29 @@ The total must be a plain name, an attribute or a dict entry (`stats["loss"] += 
                         _fix(loop, backward, acc) if loop.node is not None else None,
                     )
                     break
+
+
+def _last_item_only(name: str, events: list[Event]) -> bool:
+    """Every read of the list `name` in the values of `events` is of its last item (`losses[-1]`)."""
+    reads: list[bool] = []  # for each read: is it `name[-1]`
+
+    def visit(n: cst.CSTNode) -> bool:  # True: do not walk into `n`
+        if type(n) is cst.Subscript and dotted(n.value) == name:
+            reads.append(len(n.slice) == 1 and type(n.slice[0].slice) is cst.Index
+                         and code_of(n.slice[0].slice.value) == "-1")
+            return True
+        if type(n) is cst.Name and n.value == name:
+            reads.append(False)
+        return False
+
+    for e in events:
+        for _ in walk(e.value, prune=visit) if e.value is not None else ():
+            pass
+    return bool(reads) and all(reads)
+
+
+def _graph_operands(expr: cst.BaseExpression, _at: Event) -> set[str]:
+    return graph_operand_names(expr)
 
 
 def _returned_totals(model: FileModel, scope, backward: Event, defs: list[Event]) -> Iterator[Finding]:

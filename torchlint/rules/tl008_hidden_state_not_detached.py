@@ -12,11 +12,11 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop, Scope
+from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.cuts import DEF_FORWARD
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.semantics import STATE_RESETS
-from torchlint.analysis.exprs import code_of, dotted
+from torchlint.analysis.exprs import code_of, dotted, graph_operand_names
 from torchlint.analysis.overrides import DEF_DETACH, NOOP_DETACH, detaches_state, does_nothing, parse_method
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_before
@@ -58,6 +58,13 @@ docstring) while the base's detaches what the object keeps (`self.hidden = tuple
 self.hidden)`, `h.detach_()`): the training loop's `state.detach()` between truncated-BPTT chunks then cuts
 nothing. Reported on the override when the class keeps a value (`self.src = src`, not a constant) and the base
 is of the same file or, read from its text, of another project file (the file need not train).
+
+A value with a graph bound after the backward and read by the next iteration's loss (`prev = out` at the end of
+the iteration, `loss = loss + (out - prev).pow(2).mean()` in the next one), with nothing in the loop detaching or
+re-initialising it, carries the previous batch's graph into the next backward the same way. Only what can carry a
+graph is followed (a cut `prev.detach()`, a shape `prev.size(0)` or a comparison is not); reported on the binding,
+without a fix (`prev = out.detach()` is the intent, but whether the penalty should train the previous batch's
+output is the author's call).
 
 ## Why it is wrong
 The state carries the graph of the previous batch. The next backward walks into it, but that graph's buffers
@@ -123,6 +130,7 @@ alone.
             if not any(b.scope is loop.scope.node for b in loop.of(EventKind.BACKWARD)):
                 continue
             scope = loop.scope
+            yield from _carried_into_loss(model, loop)
             for e in loop.of(EventKind.ASSIGN):
                 if e.scope is not scope.node or e.variant not in _REBINDING or e.target is None:
                     continue
@@ -144,6 +152,41 @@ alone.
                     f"the graph a second time'); detach it at the top of the iteration",
                     _fix(scope, loop, e),
                 )
+
+
+def _carried_into_loss(model: FileModel, loop: Loop) -> Iterator[Finding]:
+    """`prev = out` after the backward, and the next iteration's loss computed from `prev` (`(out - prev).pow(2)`):
+    a value with its graph carried into the next iteration's loss, with nothing in the loop detaching it. Only a
+    binding after the backward (it reaches the loss through the loop's head, a batch later); an accumulation is
+    TL001's. Reported on the binding, without a fix."""
+    scope = loop.scope
+    seen: set[int] = set()
+    for b in loop.of(EventKind.BACKWARD):
+        # `autograd.grad(loss, weights)` stops at what it is given (MAML's fast weights); a kept graph is not freed
+        if b.scope is not scope.node or b.value is None or not isinstance(b.variant, BackwardVia) \
+                or not b.variant.into_grad or b.retain_arg is not None or b.create_graph:
+            continue
+        # what the loss, or one of its terms, computes with directly (`(out - prev).pow(2)`)
+        reads = [(n, e) for e in [b, *scope.summand_defs(b.value, b)] if e.value is not None and e.seq <= b.seq
+                 for n in graph_operand_names(e.value)]
+        # only a name whose every binding reaching the read is the carried one or made before the loop: one bound
+        # anew earlier in the iteration as well is read carried only on a path the code may never take
+        bound = [scope.reaching(n, e)[0] for n, e in reads]
+        for d in (d for defs in bound if all(loop.node not in r.loops or r.seq > b.seq for r in defs) for d in defs):
+            if (id(d) in seen or d.kind is not EventKind.ASSIGN or d.variant is not AssignForm.PLAIN or d.accumulates
+                    or d.scope is not scope.node or d.target is None or d.value is None or loop.node not in d.loops
+                    or d.seq < b.seq or d.contexts):
+                continue
+            seen.add(id(d))
+            if model.kinds.of(d.value, scope, d) is not VKind.GRAPH or not scope.carried_round(d, loop.node) \
+                    or _released(model, scope, loop, d.target):
+                continue
+            yield Finding(
+                d.node,
+                f"`{d.target}` keeps `{code_of(d.value)}` with its graph into the next iteration, whose loss is "
+                f"computed from it: that backward reaches into this batch's graph, already freed ('Trying to "
+                f"backward through the graph a second time'); keep `{code_of(d.value)}.detach()`",
+            )
 
 
 def _module_state(model: FileModel) -> Iterator[Finding]:
