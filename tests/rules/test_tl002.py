@@ -781,3 +781,44 @@ def test_a_guidance_loop_handing_its_loss_to_a_helper_trains_nothing():
             latents = update(latents, loss, 0.1)
         """
     assert findings(src, "TL002") == []
+
+
+_TWO_LOSSES = """
+        class Learner:
+            def update(self, batches):
+                for state, ret, adv in batches:
+                    {forward}
+                    self.critic_optim.zero_grad()
+                    critic_loss.backward(retain_graph=True)
+                    self.critic_optim.step()
+                    self.actor_optim.zero_grad()
+                    actor_loss.backward()
+                    self.actor_optim.step()
+        """
+
+
+def test_a_graph_kept_for_a_later_backward_of_another_graph_is_reported():
+    """The actor's and the critic's losses come from their own forwards of the batch: the actor's backward never
+    goes through the critic's graph, which is kept for nothing."""
+    forward = _lines("value = self.critic(state); critic_loss = (ret - value).pow(2).mean() * self.hp.w; "
+                     "actor_loss = -(self.actor(state) * adv).mean()")
+    assert findings(_TWO_LOSSES.format(forward=forward), "TL002") == [(9, 13)]
+
+
+def _lines(statements: str) -> str:
+    """`a; b` as lines of the loop's body (statements on one line count as one source)."""
+    return "\n                    ".join(part.strip() for part in statements.split(";"))
+
+
+@pytest.mark.parametrize("forward", [
+    # a shared trunk: the actor's loss goes through the kept graph
+    "h = self.trunk(state); critic_loss = (ret - self.critic(h)).pow(2).mean(); actor_loss = -(self.actor(h) * adv).mean()",
+    # both from one call
+    "critic_loss, actor_loss = self.losses(state, ret, adv)",
+    # the actor's loss reads the critic's value with its graph
+    "value = self.critic(state); critic_loss = (ret - value).pow(2).mean(); actor_loss = -(value * adv).mean()",
+    # a tensor kept on the object, read whole by both
+    "critic_loss = (ret - self.feats).pow(2).mean(); actor_loss = -(self.feats * adv).mean()",
+])
+def test_a_graph_a_later_backward_may_go_through_is_kept_on_purpose(forward):
+    assert findings(_TWO_LOSSES.format(forward=_lines(forward)), "TL002") == []

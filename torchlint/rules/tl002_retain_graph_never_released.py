@@ -17,10 +17,11 @@ from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop, Sc
 from torchlint.analysis.bindings import trip_count
 from torchlint.analysis.engines import run_by_callers
 from torchlint.analysis.vkind import VKind
-from torchlint.analysis.semantics import FUNCTIONAL_MODULES, GRAPH_PRESERVING_METHODS, NOT_A_FORWARD, computes_loss
+from torchlint.analysis.semantics import FUNCTIONAL_MODULES, NOT_A_FORWARD, computes_loss
 from torchlint.analysis.exprs import argument_for, code_of, dotted, names_in, positional_params
 from torchlint.analysis.gradmode import leaf_grads_read
-from torchlint.source.walk import children, walk
+from torchlint.analysis.sources import graph_sources, operands, shared_sources
+from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
@@ -51,6 +52,12 @@ In a training loop, the last `backward(...)` / `torch.autograd.grad(...)` of an 
 handed to `optimizer.step(closure)` runs in the iteration of that step: a local function, or the one closure a
 function or method of the file builds and returns (`closure = self.make_closure(x, y)`, then
 `optimizer.step(closure)`, when every binding of the name calls that factory).
+
+And a `backward(retain_graph=True)` followed in the iteration by backwards of graphs of their own: the later
+losses share no value that may carry a graph with the first (`critic_loss.backward(retain_graph=True)`, then
+`actor_loss.backward()`, each loss computed from its own forward of the batch). The sources of a graph are followed
+back through the loop's bindings to the items it iterates over; a value from before the loop, a parameter or global
+that may hold a tensor, or both losses bound by one statement (`a, b = self.losses(x)`) count as shared.
 
 Also, anywhere (in a loop or not): an input gradient taken with `backward(create_graph=True)` and read from the
 `.grad` of a leaf the function makes (`x.requires_grad = True`, `x.requires_grad_()`, `Variable(v,
@@ -157,6 +164,7 @@ under `no_grad`.
             backwards = loop.of(EventKind.BACKWARD)
             for last in backwards:
                 if not loop.ends_iteration_after(last, [b for b in backwards if b is not last]):
+                    yield from _kept_for_another_graph(model, loop, last, backwards)
                     continue  # a later backward of the iteration releases the graph on every path
                 if last.create_graph and not loop.of(EventKind.STEP, EventKind.RUN):
                     continue  # differentiating through gradients in a loop that trains nothing: an unrolled solver
@@ -165,6 +173,28 @@ under `no_grad`.
                     yield finding
         yield from _input_gradient_cycles(model, reported)
         yield from _run_by_callers(model, reported)
+
+
+def _kept_for_another_graph(model: FileModel, loop: Loop, first: Event, backwards: list[Event]) -> Iterator[Finding]:
+    """`critic_loss.backward(retain_graph=True)`, then `actor_loss.backward()`, where the later losses share no
+    value that may carry a graph with the first (`self.critic(s)` and `self.actor(s)` of the batch, each its own
+    forward): no later backward goes through the kept graph, which stays alive until the loss is bound again."""
+    scope = loop.scope
+    later = [b for b in backwards if b.seq > first.seq and b.scope is scope.node and b.value is not None]
+    if first.retain_arg is None or first.create_graph or first.scope is not scope.node or first.value is None \
+            or not later or not loop.of(EventKind.STEP):
+        return
+    kept = graph_sources(model, loop, first)
+    if kept is None or any((other := graph_sources(model, loop, b)) is None or other & kept for b in later):
+        return
+    if _no_next_iteration(model, loop, first):
+        return  # the loop runs once per call: the kept graph dies with the call (a little more memory till then)
+    yield Finding(
+        first.node,
+        f"`{code_of(first.node)}` keeps its graph (retain_graph=True) for a later backward, but none goes through it: "
+        f"`{code_of(later[0].node)}` back-propagates a graph of its own, so the saved activations stay alive until "
+        f"the loss is bound again (in the next iteration's forward); drop retain_graph=True",
+    )
 
 
 def _run_by_callers(model: FileModel, reported: set[int]) -> Iterator[Finding]:
@@ -308,7 +338,7 @@ def _dies_with_helper(model: FileModel, loop: Loop, last: Event) -> bool:
     home = _at_home(scope, last)
     if home is None or home.value is None or home.loops:
         return False
-    _, entries = _shared_sources(model, scope, home, _operands(home.value), None)
+    _, entries = shared_sources(model, scope, home, operands(home.value), None)
     entries -= model.imported  # `torch` of `torch.mean(q)`: a module, not a value
     if entries:
         args = _arguments_for(scope, call, entries)
@@ -417,7 +447,7 @@ def _shared_by_helper_runs(model: FileModel, loop: Loop, last: Event) -> bool:
     if home is None or home.value is None:
         return True
     inner = home.loops[-1] if home.loops else None
-    shared, entries = _shared_sources(model, scope, home, _operands(home.value), inner)
+    shared, entries = shared_sources(model, scope, home, operands(home.value), inner)
     if shared or not entries:
         return shared
     call = last.inlined_from
@@ -426,37 +456,9 @@ def _shared_by_helper_runs(model: FileModel, loop: Loop, last: Event) -> bool:
     args = _arguments_for(scope, call, entries)
     if args is None:
         return True
-    operands = set().union(*(_operands(arg) for arg in args))
-    shared, entries = _shared_sources(model, loop.scope, last, operands, last.loops[-1])
+    names = set().union(*(operands(arg) for arg in args))
+    shared, entries = shared_sources(model, loop.scope, last, names, last.loops[-1])
     return shared or bool(entries)
-
-
-def _shared_sources(model: FileModel, scope: Scope, at: Event, names: set[str], inner: cst.CSTNode | None
-                    ) -> tuple[bool, set[str]]:
-    """Follows `names` back from `at` through the definitions of `scope`: whether one computed outside the loop
-    `inner` (when given) may hold a graph, and which names that may hold one come from the scope's entry (its
-    parameters, globals). Loop variables end the walk: the items iterated over are inputs, not one shared graph."""
-    entries: set[str] = set()
-    todo = [(name, at) for name in names]
-    seen: set[tuple[str, int]] = set()
-    while todo:
-        name, where = todo.pop()
-        if (name, id(where)) in seen:
-            continue
-        seen.add((name, id(where)))
-        defs, entry = scope.reaching(name, where)
-        if entry and not model.kinds.of_name(name, scope, where).graph_free:
-            entries.add(name)
-        for d in defs:
-            if d.value is None or d.variant is AssignForm.FOR:
-                continue
-            node = scope.flow_node(d)
-            if inner is not None and (node is None or not scope.flow.in_loop(node, inner)):
-                if not model.kinds.of_def(d, scope).graph_free:
-                    return True, entries
-                continue
-            todo.extend((n, d) for n in _operands(d.value))
-    return False, entries
 
 
 def _arguments_for(scope: Scope, call: cst.Call, params: set[str]) -> list[cst.BaseExpression] | None:
@@ -473,32 +475,6 @@ def _arguments_for(scope: Scope, call: cst.Call, params: set[str]) -> list[cst.B
     if not params <= by_name.keys():
         return None
     return [by_name[p] for p in params]
-
-
-def _operands(expr: cst.CSTNode) -> set[str]:
-    """The names whose values `expr` computes with: not the functions it calls (`F.mse_loss`, `self.head`), except
-    the tensor a graph-preserving method is called on (`out.sum()`); an attribute chain counts by what is assigned
-    (`mb.x` by `mb`, `self.feats.x` by `self.feats`)."""
-    out: set[str] = set()
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        if type(node) in (cst.Name, cst.Attribute) and (name := dotted(node)) is not None:
-            parts = name.split(".")
-            out.add(".".join(parts[:2]) if parts[0] == "self" and len(parts) > 1 else parts[0])
-            continue
-        if type(node) is cst.Call:
-            stack.extend(a.value for a in node.args)
-            func = node.func
-            if type(func) is cst.Attribute and func.attr.value in GRAPH_PRESERVING_METHODS:
-                stack.append(func.value)
-            elif type(func) not in (cst.Name, cst.Attribute):
-                stack.append(func)
-            continue
-        if type(node) in (cst.Lambda, cst.FunctionDef, cst.ClassDef):
-            continue
-        stack.extend(children(node))
-    return out
 
 
 def _built_in_iteration(model: FileModel, loop: Loop, last: Event) -> bool:

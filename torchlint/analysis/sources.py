@@ -1,0 +1,106 @@
+"""Where the graph a backward goes through comes from: the values (definitions) and the names from a function's
+entry it is computed with, followed back through the scope's reaching definitions. Two backwards of one iteration
+share a graph only through such a source (TL002: is a kept graph needed by a later backward, is it one every
+iteration shares)."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from torchlint.analysis.events import AssignForm, Event
+from torchlint.analysis.exprs import code_of, dotted
+from torchlint.analysis.loops import Loop
+from torchlint.analysis.model import FileModel
+from torchlint.analysis.scopes import Scope
+from torchlint.analysis.semantics import GRAPH_PRESERVING_METHODS
+from torchlint.source.walk import children
+
+
+def operands(expr: cst.CSTNode) -> set[str]:
+    """The names whose values `expr` computes with: not the functions it calls (`F.mse_loss`, `self.head`), except
+    the tensor a graph-preserving method is called on (`out.sum()`); an attribute chain counts by what is assigned
+    (`mb.x` by `mb`, `self.feats.x` by `self.feats`)."""
+    out: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if type(node) in (cst.Name, cst.Attribute) and (name := dotted(node)) is not None:
+            parts = name.split(".")
+            out.add(".".join(parts[:2]) if parts[0] == "self" and len(parts) > 1 else parts[0])
+            continue
+        if type(node) is cst.Call:
+            stack.extend(a.value for a in node.args)
+            func = node.func
+            if type(func) is cst.Attribute and func.attr.value in GRAPH_PRESERVING_METHODS:
+                stack.append(func.value)
+            elif type(func) not in (cst.Name, cst.Attribute):
+                stack.append(func)
+            continue
+        if type(node) in (cst.Lambda, cst.FunctionDef, cst.ClassDef):
+            continue
+        stack.extend(children(node))
+    return out
+
+
+def shared_sources(model: FileModel, scope: Scope, at: Event, names: set[str],
+                   inner: cst.CSTNode | None) -> tuple[bool, set[str]]:
+    """Follows `names` back from `at` through the definitions of `scope`: whether one computed outside the loop
+    `inner` (when given) may hold a graph, and which names that may hold one come from the scope's entry (its
+    parameters, globals). Loop variables end the walk: the items iterated over are inputs, not one shared graph."""
+    entries: set[str] = set()
+    todo = [(name, at) for name in names]
+    seen: set[tuple[str, int]] = set()
+    while todo:
+        name, where = todo.pop()
+        if (name, id(where)) in seen:
+            continue
+        seen.add((name, id(where)))
+        defs, entry = scope.reaching(name, where)
+        if entry and not model.kinds.of_name(name, scope, where).graph_free:
+            entries.add(name)
+        for d in defs:
+            if d.value is None or d.variant is AssignForm.FOR:
+                continue
+            node = scope.flow_node(d)
+            if inner is not None and (node is None or not scope.flow.in_loop(node, inner)):
+                if not model.kinds.of_def(d, scope).graph_free:
+                    return True, entries
+                continue
+            todo.extend((n, d) for n in operands(d.value))
+    return False, entries
+
+
+def graph_sources(model: FileModel, loop: Loop, b: Event) -> set[int] | None:
+    """The statements whose values may carry a graph that `b` back-propagates through, followed back to the items
+    the loop iterates over (inputs); None where one may come from elsewhere (a value from before the loop, a
+    parameter or global of unknown kind: two such names may hold one graph)."""
+    scope, out = loop.scope, set()
+    todo = [(name, b) for name in operands(b.value)]  # type: ignore[arg-type]  # own backwards have a value
+    seen: set[tuple[str, int]] = set()
+    while todo:
+        name, where = todo.pop()
+        if (name, id(where)) in seen:
+            continue
+        seen.add((name, id(where)))
+        defs, entry = scope.reaching(name, where)
+        if entry and not model.kinds.of_name(name, scope, where).graph_free and not settings_name(model, scope, name):
+            return None
+        for d in defs:
+            if d.value is None or d.variant is AssignForm.FOR and d.node is loop.node \
+                    or model.kinds.of_def(d, scope).graph_free:
+                continue
+            if loop.node not in d.loops and d.node is not loop.node:
+                return None
+            out.add(id(d.stmt))  # both names of `a, b = f(x)` come from one call: one source
+            todo.extend((n, d) for n in operands(d.value))
+    return out
+
+
+def settings_name(model: FileModel, scope: Scope, name: str) -> bool:
+    """A module (`torch` of `torch.max(a, b)`), or an attribute of `self` the function reads only through further
+    attributes (`self.hparams.w_value`): settings, not a tensor two losses may share."""
+    if name in model.imported:
+        return True
+    return name.startswith("self.") and re.search(rf"{re.escape(name)}\b(?!\s*\.)", code_of(scope.node)) is None
