@@ -3677,3 +3677,28 @@ def test_no_fix_for_a_total_of_a_dicts_entries():
     """The entries of an output dict may mix tensors with plain numbers (`ntokens`): `.detach()` would raise."""
     src, _ = POSITIVE["every_entry_of_an_output_dict_whose_loss_entry_is_back_propagated"]
     assert fixed(src, "TL007") == textwrap.dedent(src)
+
+
+def test_a_loss_from_a_method_to_be_overridden_is_known_by_its_backward():
+    """`_train_step` of a base trainer returns what `_forward_step` does, whose body is `pass` (a subclass overrides
+    it): the loss is back-propagated, so it carries a graph, and the epoch's total keeps each one."""
+    src = """
+        class BaseTrainer:
+            def _forward_step(self, batch):
+                \"\"\"Overridden by each model's trainer.\"\"\"
+                pass
+
+            def _train_step(self, batch):
+                return self._forward_step(batch)
+
+            def _train_epoch(self):
+                epoch_sum_loss = 0.0
+                for batch in self.loader:
+                    loss = self._train_step(batch)
+                    self.accelerator.backward(loss)
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+                    epoch_sum_loss += loss
+                return epoch_sum_loss / len(self.loader)
+        """
+    assert findings(src, "TL007") == [(17, 13)]

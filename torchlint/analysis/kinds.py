@@ -130,8 +130,8 @@ class KindInference(Answers):
             # a value the function back-propagates before returning it carries a graph, whoever built it
             kind = join(VKind.GRAPH if found is VKind.UNKNOWN and e.value is not None and callee.backpropagated_before(
                 e.value, e) else found for e in rets for found in (self.of(e.value, callee, e, depth + 1),))
-            if not rets:
-                kind = VKind.NONE
+            if not rets:  # (a method whose body only says it is to be overridden returns what the override does)
+                kind = VKind.UNKNOWN if callee.class_name and _placeholder(callee.node) else VKind.NONE
         finally:
             self._leave(key)
         if self._may_remember(key, frame):
@@ -486,3 +486,11 @@ class KindInference(Answers):
         if call.args and call.args[0].keyword is None:
             return self.of(call.args[0].value, scope, at, depth + 1)
         return VKind.UNKNOWN
+
+
+def _placeholder(node: cst.CSTNode) -> bool:
+    """A body of `pass`, `...` or `raise NotImplementedError` (after a docstring): a method for subclasses to override."""
+    body = list(node.body.body) if type(node) is cst.FunctionDef and type(node.body) is cst.IndentedBlock else []
+    stmts = [s for line in body if type(line) is cst.SimpleStatementLine for s in line.body]
+    return len(stmts) == len(body) > 0 and all(type(s) in (cst.Pass, cst.Raise) or type(s) is cst.Expr and type(
+        s.value) in (cst.Ellipsis, cst.SimpleString, cst.ConcatenatedString) for s in stmts)
