@@ -35,6 +35,7 @@ KNOWN_MISSES_MINED = frozenset({
     "mf02", "mf05",
     "mg01", "mg03", "mg04", "mg05", "mg06", "mg07", "mg09", "mg10", "mg11",
     "mh25",
+    "mi02",
 })
 
 # variable, what to run, known misses
