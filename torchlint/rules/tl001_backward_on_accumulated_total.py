@@ -145,9 +145,9 @@ The total must be a plain name, an attribute or a dict entry (`stats["loss"] += 
                     yield from _returned_totals(model, scope, backward, defs)
                 # A total the loss is computed from, not only one of its terms (`(feat - ema).pow(2).sum()`, a bank
                 # of earlier outputs `torch.cat(bank)`): the backward reaches its graph all the same.
-                terms = {id(d) for d in defs}
+                terms, summed = {id(d) for d in defs}, {d.target for d in defs}
                 operands = [d for d in scope.summand_defs(backward.value, backward, _graph_operands)
-                            if id(d) not in terms] if accumulating else []
+                            if id(d) not in terms] if accumulating and _other_totals(model, loop, summed) else []
                 for acc in _accumulations(loop, defs + operands) if accumulating else ():
                     if acc.seq == backward.seq or _rebound_between(loop, backward, acc):
                         continue
@@ -176,6 +176,14 @@ The total must be a plain name, an attribute or a dict entry (`stats["loss"] += 
                         _fix(loop, backward, acc) if loop.node is not None else None,
                     )
                     break
+
+
+def _other_totals(model: FileModel, loop: Loop, summed: set[str | None]) -> bool:
+    """The loop adds a value with a graph into a total that is not a term of the loss (the premise of following
+    what the loss computes with)."""
+    return any((e.accumulates or e.kind is EventKind.APPEND) and e.target not in summed and e.value is not None
+               and e.scope is loop.scope.node and model.kinds.of(e.value, loop.scope, e) is VKind.GRAPH
+               for e in loop.events)
 
 
 def _last_item_only(name: str, events: list[Event]) -> bool:

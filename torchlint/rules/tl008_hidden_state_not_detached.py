@@ -161,6 +161,15 @@ def _carried_into_loss(model: FileModel, loop: Loop) -> Iterator[Finding]:
     TL001's. Reported on the binding, without a fix."""
     scope = loop.scope
     seen: set[int] = set()
+    first = min((b.seq for b in loop.of(EventKind.BACKWARD) if b.scope is scope.node), default=None)
+    # the premise first: a plain binding after a backward, of a name also bound before the loop (the first
+    # iteration reads that: `prev = None`), to a value with a graph
+    if first is None or not any(
+            e.kind is EventKind.ASSIGN and e.variant is AssignForm.PLAIN and not e.accumulates and e.seq > first
+            and e.scope is scope.node and e.value is not None and e.target is not None and not e.contexts
+            and any(loop.node not in a.loops for a in scope.assignments(e.target))
+            and model.kinds.of(e.value, scope, e) is VKind.GRAPH for e in loop.events):
+        return
     for b in loop.of(EventKind.BACKWARD):
         # `autograd.grad(loss, weights)` stops at what it is given (MAML's fast weights); a kept graph is not freed
         if b.scope is not scope.node or b.value is None or not isinstance(b.variant, BackwardVia) \
