@@ -1881,3 +1881,22 @@ def test_numbers_stored_by_key_beside_the_returned_loss_entry_are_logs():
                 opt.step()
         """
     assert findings(src, "TL003") == []
+
+
+@pytest.mark.parametrize("read, found", [
+    ('rec["loss"]', []),  # the loss entry: not what is stored under "pred"
+    ('sum(rec.values())', [(6, 19)]),  # every value: the cut one too
+    ('rec[key]', [(6, 19)]),  # a key not known
+])
+def test_an_entry_stored_under_another_literal_key_is_not_a_term(read, found):
+    src = f"""
+        for x, y in loader:
+            out = model(x)
+            rec = {{}}
+            rec["loss"] = crit(out, y)
+            rec["pred"] = out.detach()
+            opt.zero_grad()
+            {read}.backward()
+            opt.step()
+        """
+    assert findings(src, "TL003") == found

@@ -446,3 +446,33 @@ def cuts_within(expr: cst.BaseExpression) -> list[Detachment]:
     for _ in walk(expr, prune=visit):
         pass
     return found
+
+
+def literal_key(sub: cst.Subscript) -> str | None:
+    """The string literal a subscript reads (`d["loss"]`), or None."""
+    index = sub.slice[0].slice if len(sub.slice) == 1 else None
+    return index.value.evaluated_value if type(index) is cst.Index and type(index.value) is cst.SimpleString \
+        else None  # type: ignore[return-value]  # a plain string literal evaluates to a str
+
+
+def read_keys(expr: cst.BaseExpression, name: str) -> set[str] | None:
+    """The literal keys through which `expr` reads the container `name` (`d["loss"]`); None where it reads it whole
+    or by a key that is not a literal."""
+    keys: set[str] = set()
+    whole = False
+
+    def visit(n: cst.CSTNode) -> bool:  # True: do not walk into `n`
+        nonlocal whole
+        if type(n) is cst.Subscript and dotted(n.value) == name:
+            key = literal_key(n)
+            whole = whole or key is None
+            keys.add(key or "")
+            return True
+        if type(n) in (cst.Name, cst.Attribute) and dotted(n) == name:
+            whole = True
+            return True
+        return False
+
+    for _ in walk(expr, prune=visit):
+        pass
+    return None if whole or not keys else keys

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, Event, EventKind, Guard, contradict
-from torchlint.analysis.exprs import dotted, names_in, operand_names, summand_names
+from torchlint.analysis.exprs import dotted, literal_key, names_in, operand_names, read_keys, summand_names
 from torchlint.analysis.flow import FlowGraph
 from torchlint.analysis.semantics import LOSS_FUNCTION_WORDS
 from torchlint.analysis.walker import RawScope
@@ -305,22 +305,27 @@ class Scope(RawScope):
         out: list[Event] = []
         seen: set[tuple[str, int]] = set()
         seen_defs: set[int] = set()
-        todo = [(n, at) for n in names_of(expr, at)]
+        todo: list[tuple[str, Event, cst.BaseExpression | None]] = [(n, at, expr) for n in names_of(expr, at)]
         while todo:
-            name, where = todo.pop()
+            name, where, read = todo.pop()
             if (name, id(where)) in seen:
                 continue
             seen.add((name, id(where)))
             defs, _ = self.reaching(name, where)
             adds = [e for e in self.stores(name) if self._store_reaches(e, where)]
+            if read is not None and any(e.variant is AssignForm.ITEM for e in adds):
+                # `out["loss"]` read: not what is stored under another literal key (`out["pred"] = p.detach()`)
+                keys = read_keys(read, name)
+                adds = [e for e in adds if keys is None or e.variant is not AssignForm.ITEM
+                        or (key := _store_key(e)) is None or key in keys]
             for d in (*defs, *adds):
                 if id(d) in seen_defs or d.value is None or d.variant is AssignForm.FOR:
                     continue
                 seen_defs.add(id(d))
                 out.append(d)
-                todo.extend((n, d) for n in names_of(d.value, d))
+                todo.extend((n, d, d.value) for n in names_of(d.value, d))
                 if d.accumulates and d.target:
-                    todo.append((d.target, d))
+                    todo.append((d.target, d, None))  # the old value, read whole
         return out
 
     def _store_reaches(self, store: Event, at: Event) -> bool:
@@ -459,3 +464,14 @@ def _calls_loss_function(call: cst.Call) -> bool:
     """A call of a criterion or loss function, by its name (`criterion(out, y)`, `F.cross_entropy(...)`)."""
     func = (dotted(call.func) or "").lower()
     return any(w in func for w in LOSS_FUNCTION_WORDS)
+
+
+def _store_key(e: Event) -> str | None:
+    """The literal key an item store writes (`d["kl"] = v`, `d["loss"] += v`), or None."""
+    for small in getattr(e.node, "body", ()):
+        targets = [t.target for t in small.targets] if type(small) is cst.Assign else \
+            [small.target] if type(small) in (cst.AugAssign, cst.AnnAssign) else []
+        for t in targets:
+            if type(t) is cst.Subscript and dotted(t.value) == e.target:
+                return literal_key(t)
+    return None
