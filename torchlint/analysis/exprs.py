@@ -103,21 +103,34 @@ def names_in(node: cst.CSTNode) -> set[str]:
     return names
 
 
-def operand_names(node: cst.CSTNode) -> set[str]:
+def operand_names(node: cst.CSTNode, graph_only: bool = False) -> set[str]:
     """The names `node` computes with: `names_in` without what it calls (`model(x)` gives `x`, not `model`;
-    `self.model(x)` gives `self` and `x`; `out.sum()` gives `out`, the receiver of a method)."""
+    `self.model(x)` gives `self` and `x`; `out.sum()` gives `out`, the receiver of a method). With `graph_only`, the
+    names whose graphs its value may carry: not what a cut (`x.detach()`, `x.item()`, `x.data`), a shape or count
+    (`len(bank)`, `x.size(0)`), an index (`bank[i]` gives `bank`, not `i`) or a comparison (`out.argmax(1) == y`)
+    reads."""
     names: set[str] = set()
     todo = [node]
 
     def visit(n: cst.CSTNode) -> bool:  # True: do not walk into `n`
         cls = type(n)
+        if graph_only and (cls in (cst.Call, cst.Attribute, cst.Subscript) and as_detachment(n) is not None
+                           or cls is cst.Comparison or cls is cst.Attribute and n.attr.value in SHAPE_READS):  # type: ignore[attr-defined]
+            return True
         if cls is cst.Call:
             func = n.func  # type: ignore[attr-defined]  # by cls = type(n)
             if type(func) is cst.Attribute:
+                if graph_only and func.attr.value in _GRAPH_FREE_METHODS:
+                    return True
                 todo.append(func.value)
             elif type(func) is not cst.Name:
                 todo.append(func)
+            elif graph_only and func.value in _GRAPH_FREE_CALLS:
+                return True
             todo.extend(arg.value for arg in n.args)  # type: ignore[attr-defined]  # as above
+            return True
+        if graph_only and cls is cst.Subscript:
+            todo.append(n.value)  # type: ignore[attr-defined]  # as above
             return True
         if cls is cst.Name or (cls is cst.Attribute and dotted(n) is not None):
             names.update(names_in(n))
@@ -137,43 +150,8 @@ _GRAPH_FREE_METHODS = SHAPE_READS | {"argmax", "argmin", "eq", "ne", "gt", "ge",
 
 
 def graph_operand_names(node: cst.CSTNode) -> set[str]:
-    """The names whose graphs the value of `node` may carry: `operand_names` without what a cut (`x.detach()`,
-    `x.item()`, `x.data`), a shape or count (`len(bank)`, `x.size(0)`), an index (`bank[i]` gives `bank`, not `i`) or
-    a comparison (`out.argmax(1) == y`) reads."""
-    names: set[str] = set()
-    todo = [node]
-
-    def visit(n: cst.CSTNode) -> bool:  # True: do not walk into `n`
-        cls = type(n)
-        if cls in (cst.Call, cst.Attribute, cst.Subscript) and as_detachment(n) is not None or cls is cst.Comparison:
-            return True
-        if cls is cst.Call:
-            func = n.func  # type: ignore[attr-defined]  # by cls = type(n)
-            if type(func) is cst.Attribute:
-                if func.attr.value in _GRAPH_FREE_METHODS:
-                    return True
-                todo.append(func.value)
-            elif type(func) is cst.Name:
-                if func.value in _GRAPH_FREE_CALLS:
-                    return True
-            else:
-                todo.append(func)
-            todo.extend(arg.value for arg in n.args)  # type: ignore[attr-defined]  # as above
-            return True
-        if cls is cst.Attribute and n.attr.value in SHAPE_READS:  # type: ignore[attr-defined]  # as above
-            return True
-        if cls is cst.Subscript:
-            todo.append(n.value)  # type: ignore[attr-defined]  # as above
-            return True
-        if cls is cst.Name or (cls is cst.Attribute and dotted(n) is not None):
-            names.update(names_in(n))
-            return True
-        return False
-
-    while todo:
-        for _ in walk(todo.pop(), prune=visit):
-            pass
-    return names
+    """`operand_names(node, graph_only=True)`."""
+    return operand_names(node, graph_only=True)
 
 
 @dataclass(frozen=True)
