@@ -1900,3 +1900,41 @@ def test_an_entry_stored_under_another_literal_key_is_not_a_term(read, found):
             opt.step()
         """
     assert findings(src, "TL003") == found
+
+
+@pytest.mark.parametrize("expr, cut", [
+    # ACER's bias correction: the product carries `pi`'s graph through `torch.log(pi)`; both cuts are weights
+    ("-c * pi.detach() * torch.log(pi) * (q.detach() - v)", []),
+    ("-c * pi.detach() * (q.detach() - v)", ["pi.detach()", "q.detach()"]),  # nothing uncut: terms
+    ("ce + 0.1 * reg.detach()", ["reg.detach()"]),
+])
+def test_a_cut_factor_beside_the_same_value_uncut_is_a_weight(expr, cut):
+    """What the kinds cannot tell (every name of unknown kind): a factor that computes, uncut, with a value the
+    product cuts elsewhere carries a graph, since the cut value had one."""
+    import libcst as cst
+
+    from torchlint.analysis.cuts import summand_detachments
+    from torchlint.analysis.exprs import code_of
+
+    assert [code_of(d.node) for d in summand_detachments(cst.parse_expression(expr))] == cut
+
+
+@pytest.mark.parametrize("handler, found", [
+    ("except RuntimeError:", []), ("except Exception:", []), ("except:", []), ("except ValueError:", [(6, 9)]),
+])
+def test_a_leaf_flag_whose_raise_is_caught_expects_a_graph(handler, found):
+    """`try: penalty.requires_grad = True` / `except RuntimeError: pass`: the author expects the line to raise on a
+    penalty that has a graph (it always does here), so the flag says nothing about the loss."""
+    src = f"""
+        for x in loader:
+            out = critic(x)
+            penalty = (out.norm(2) - 1) ** 2
+            try:
+                penalty.requires_grad = True
+            {handler}
+                pass
+            opt.zero_grad()
+            penalty.backward()
+            opt.step()
+        """
+    assert findings(src, "TL003") == found

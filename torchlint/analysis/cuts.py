@@ -14,7 +14,7 @@ from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import (
     COMBINING_CALLS, Detachment, as_detachment, combined_items, computes_numbers, cuts_within, dotted, is_true, keyword,
-    names_in, positional_params, summand_names,
+    names_in, operand_names, positional_params, summand_names,
 )
 from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.model import FileModel
@@ -211,9 +211,7 @@ def may_carry_graph(model: FileModel, scope: Scope, expr: cst.BaseExpression, at
     such a value is a weight (`-(logp * adv).mean()` with `adv = ret - value.detach()`), not a term. A setting read
     from the run's options (`args.kd_weight`, `cfg.alpha`) is a number."""
     name = dotted(expr) if type(expr) is cst.Attribute else None
-    if name is not None and name.split(".", 1)[0] in OPTIONS_HOLDERS:
-        return False
-    return not model.kinds.of(expr, scope, at).graph_free
+    return not (name is not None and name.split(".", 1)[0] in OPTIONS_HOLDERS or model.kinds.of(expr, scope, at).graph_free)
 
 
 def carries_graph(model: FileModel, scope: Scope, expr: cst.BaseExpression, at: Event) -> bool:
@@ -246,9 +244,9 @@ def _criterion_value(scope: Scope, x: cst.BaseExpression, at: Event) -> bool:
 def summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> list[Detachment]:
     """Detachments that are terms of `expr`: added, or multiplied by a factor that carries no graph (a weight such
     as `args.alpha`); summed or stacked; not a factor next to a graph tensor (`ce * w.detach()` detaches the
-    weight, not a loss), not an argument of other calls, nor the straight-through trick (`x + (q - x).detach()`:
-    the value of `q` with the gradient of `x`, the cut reading what the other side adds). `graph(e)` says whether
-    `e` carries a graph."""
+    weight, not a loss) or next to one computing uncut with a value the product cuts (`pi.detach() * torch.log(pi)`,
+    ACER's bias correction: the cut value had a graph), not an argument of other calls, nor the straight-through trick
+    (`x + (q - x).detach()`: the value of `q` with the gradient of `x`). `graph(e)`: does `e` carry a graph."""
     found = as_detachment(expr)
     if found is not None:
         return [found]
@@ -258,8 +256,10 @@ def summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> list
             return ([d for d in left if not _straight_through(d, expr.right)]
                     + [d for d in right if not _straight_through(d, expr.left)])
         if type(expr.operator) is cst.Multiply:
-            return ((summand_detachments(expr.left, graph) if not weighs(expr.right, expr.left, graph) else [])
-                    + (summand_detachments(expr.right, graph) if not weighs(expr.left, expr.right, graph) else []))
+            cut = {dotted(d.operand) for d in cuts_within(expr)} - {None}
+            heavy = lambda f, o: weighs(f, o, graph) or bool(cut & operand_names(f, graph_only=True))  # noqa: E731
+            return ((summand_detachments(expr.left, graph) if not heavy(expr.right, expr.left) else [])
+                    + (summand_detachments(expr.right, graph) if not heavy(expr.left, expr.right) else []))
         if type(expr.operator) is cst.Divide and not graph(expr.right):
             return summand_detachments(expr.left, graph)
     if type(expr) is cst.UnaryOperation:

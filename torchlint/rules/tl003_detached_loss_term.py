@@ -335,18 +335,17 @@ def _made_leaf_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
     if not flags:
         return  # (the cheap question first: the definitions are read only for a loss made a leaf)
     reaching, _ = scope.reaching(b.value.value, b)
-    flags = [f for f in flags if all(d.seq < f.seq for d in reaching)]
+    caught = {id(n) for t in walk(scope.node) if type(t) is cst.Try and any(h.type is None or dotted(h.type) in (
+        "RuntimeError", "Exception") for h in t.handlers) for n in walk(t.body)}  # (`except RuntimeError`: it may raise)
+    flags = [f for f in flags if all(d.seq < f.seq for d in reaching) and id(f.stmt) not in caught]
     defs = [d.value for d in scope.summand_defs(b.value, b) if d.value is not None]
     if any(lists_to_tensor(v) or rewrapped(v) for v in defs):
         return  # the copy into a new tensor is reported where it is made
     for flag in flags:
-        yield Finding(
-            flag.stmt,
-            f"`{code_of(flag.stmt).strip()}` works only on a leaf (on a value with a graph the line raises), so where "
-            f"it runs `{b.value.value}` holds no graph: `{code_of(b.node)}` reaches no parameter and nothing trains (this "
-            f"silences 'element 0 of tensors does not require grad' instead of fixing it); compute the loss with "
-            f"torch operations on the model's output",
-        )
+        yield Finding(flag.stmt, f"`{code_of(flag.stmt).strip()}` works only on a leaf (on a value with a graph the line "
+                      f"raises), so where it runs `{b.value.value}` holds no graph: `{code_of(b.node)}` reaches no parameter "
+                      f"and nothing trains (this silences 'element 0 of tensors does not require grad' instead of fixing "
+                      f"it); compute the loss with torch operations on the model's output")
 
 
 def _helper_item_findings(model: FileModel, scope, d: Event) -> Iterator[Finding]:
