@@ -3702,3 +3702,25 @@ def test_a_loss_from_a_method_to_be_overridden_is_known_by_its_backward():
                 return epoch_sum_loss / len(self.loader)
         """
     assert findings(src, "TL007") == [(17, 13)]
+
+
+def test_a_total_started_with_the_first_loss_under_its_none_test_is_kept():
+    """`if running is None: running = loss` starts the total once; the additions after it keep every loss's graph
+    across the loop like `running = 0` would (the start is no reset of each iteration)."""
+    src = """
+        def train(model, opt, loader, crit, steps):
+            running = None
+            for x, y in loader:
+                opt.zero_grad()
+                loss = crit(model(x), y)
+                loss.backward()
+                opt.step()
+                if running is None:
+                    running = loss
+                else:
+                    running += loss
+            return running / steps
+        """
+    assert findings(src, "TL007") == [(12, 13)]
+    reset = src.replace("if running is None:", "if steps > 0:")
+    assert findings(reset, "TL007") == []

@@ -166,7 +166,8 @@ def runs_while_kept(model: FileModel, scope: Scope, e: Event) -> int | None:
     count = 1
     for node in e.loops:
         loop = next((lp for lp in model.loops if lp.node is node and lp.scope is scope), None)
-        resets = [a for a in scope.assignments(e.target or "") if a.rebinds and node in a.loops and a.node is not e.node]
+        resets = [a for a in scope.assignments(e.target or "") if a.rebinds and node in a.loops and a.node is not e.node
+                  and not a.seeds]
         if resets and not (loop is not None and all(loop.periodic(a) for a in resets)):
             continue  # bound afresh in each iteration of this loop (not only every k-th): they do not add up
         trips = _bounded_trip_count(model, scope, loop) if loop is not None else None

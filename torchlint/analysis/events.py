@@ -281,6 +281,12 @@ class Event:
             return self.variant in (AssignForm.PLAIN, AssignForm.UNPACK_FIRST, AssignForm.UNPACK)
         return self.kind is EventKind.RESET
 
+    @property
+    def seeds(self) -> bool:
+        """A binding under its own target's `is None` test (`if total is None: total = loss`): it starts a total
+        once, and the additions after it never bring `None` back, so it drops no graph."""
+        return self.target is not None and any(g.condition() == (self.target, False) for g in self.guards)
+
     def guards_within(self, loop: cst.CSTNode) -> tuple[Guard, ...]:
         """Guards between `loop` and the event (ignoring those outside the loop)."""
         depth = self.loops.index(loop) + 1 if loop in self.loops else 0

@@ -262,7 +262,8 @@ class Loop:
         (or an attribute of `self`)."""
         scope, target = self.scope, e.target or ""
         resets = [a for a in self.events if a.target == target and a.rebinds and a.scope is scope.node
-                  and a.node is not e.node]  # (not `e` itself, read as an addition: `total = add(total, loss)`)
+                  and a.node is not e.node  # (not `e` itself, read as an addition: `total = add(total, loss)`)
+                  and not a.seeds]  # (`if total is None: total = loss`)
         if resets:
             # Reset only every k-th iteration (`if i % log_every == 0: total = 0`), k not a small constant: between
             # resets it keeps k iterations' graphs.

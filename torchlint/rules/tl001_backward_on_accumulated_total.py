@@ -269,7 +269,7 @@ def _carried(scope, loop: Loop, acc: Event) -> bool:
     defs, _ = scope.reaching(acc.target or "", acc)
     return any(d.accumulates for d in defs) or any(
         loop.node not in d.loops for d in defs
-    ) and not any(d.rebinds and loop.node in d.loops and not _seeds(d, acc.target or "") for d in defs)
+    ) and not any(d.rebinds and loop.node in d.loops and not d.seeds for d in defs)
 
 
 def _self_total_bodies(model: FileModel) -> list[Loop]:
@@ -341,14 +341,8 @@ def _set_before_running(other, binds: list[Event], method) -> bool:
     return False
 
 
-def _seeds(rebinding: Event, target: str) -> bool:
-    """`if total is None: total = loss`: a rebinding only while the total holds nothing, which the accumulation
-    after it never brings back: it starts the total once and drops no graph."""
-    return any(g.condition() == (target, False) for g in rebinding.guards)
-
-
 def _rebound_between(loop: Loop, backward: Event, acc: Event) -> bool:
-    return any(e.target == acc.target and e.rebinds and not _seeds(e, e.target or "") for e in loop.between(backward, acc))
+    return any(e.target == acc.target and e.rebinds and not e.seeds for e in loop.between(backward, acc))
 
 
 def _initial_value(loop: Loop, acc: Event) -> cst.BaseExpression | None:
