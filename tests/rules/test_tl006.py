@@ -888,3 +888,18 @@ def test_division_with_a_window_made_by_continue():
             model.zero_grad(set_to_none=True)
         """
     assert findings(src, "TL006") == []
+
+
+@pytest.mark.parametrize("passes, found", [("range(1)", []), ("range(4)", [(4, 9)])])
+def test_an_inner_loop_of_one_pass_wipes_nothing(passes, found):
+    """`for _ in range(1): optimizer.zero_grad(); loss.backward()`, then the step: one pass, no micro-batch before
+    it whose gradients the clearing could wipe."""
+    src = f"""
+        for it in range(100000):
+            for sub in {passes}:
+                optimizer.zero_grad()
+                loss = criterion(model(next_batch()), target)
+                loss.backward()
+            optimizer.step()
+        """
+    assert findings(src, "TL006") == found

@@ -280,6 +280,8 @@ def _each_micro_batch(model: FileModel, loop: Loop, z: Event, steps: list[Event]
     inner = z.loops[-1]
     if type(inner) is not cst.For or z.guards_within(inner):
         return None  # a `while`: a retry (out of memory, a bad batch), not micro-batches
+    if any(lp.node is inner and (trips := lp.trip_count()) is not None and trips <= 1 for lp in model.loops):
+        return None  # `for _ in range(1)`: one pass, nothing before it to wipe
     refills = [b for b in loop.backwards_into_grad() if inner in b.loops and b.seq > z.seq and b.scope is z.scope]
     if not refills:
         return None
