@@ -1938,3 +1938,26 @@ def test_a_leaf_flag_whose_raise_is_caught_expects_a_graph(handler, found):
             opt.step()
         """
     assert findings(src, "TL003") == found
+
+
+@pytest.mark.parametrize("weighted, found", [
+    ("log_pi = torch.log(pi_taken + 1e-10)", []),  # an actor-critic's policy gradient: the advantage is its weight
+    ("log_pi = dist.log_prob(actions)", []),
+    ("log_pi = calc_log_probs(outs, actions)", []),  # a helper named for what it returns
+    ("log_pi = pi_taken.sum(-1)", [(6, 18)]),  # not a log-probability: the cut advantage is a term
+])
+def test_a_cut_advantage_beside_a_log_probability_is_its_weight(weighted, found):
+    """Whatever the kinds know of the policy's output (here nothing: it comes from an object's method), a cut value
+    multiplying a log-probability is the score-function estimator's weight, not a term."""
+    src = f"""
+        for batch in loader:
+            pi_taken, dist, outs = self.mac.forward(batch)
+            {weighted}
+            advantages = self.critic_advantages(batch)
+            advantages = advantages.detach()
+            loss = -(advantages * log_pi).mean()
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+        """
+    assert findings(src, "TL003") == found

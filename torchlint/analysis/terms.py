@@ -320,3 +320,19 @@ def copied_names(scope: Scope, expr: cst.BaseExpression, at: Event) -> list[cst.
             copies = [lists_to_tensor(d.value) if d.value is not None else [] for d in defs]
             out += [c[0] for c in copies if c] if all(copies) else []
     return out
+
+
+_LOG_PROBABILITY = frozenset({"log", "log_prob", "log_softmax", "logsigmoid"})
+
+
+def log_probability(scope: Scope, x: cst.BaseExpression, at: Event) -> bool:
+    """`x` computes a log-probability (`torch.log(pi)`, `dist.log_prob(a)`, `F.log_softmax(z)`), itself or through
+    every binding of the name reaching `at`: beside a value cut from the graph in a product, the score-function
+    estimator (REINFORCE, actor-critic: `adv.detach() * log_pi`) differentiates it, weighted by the cut value."""
+    def computes(e: cst.CSTNode) -> bool:  # (a helper named for what it returns too: `calc_log_probs(out, a)`)
+        return any(type(n) is cst.Call and ((name := (n.func.attr.value if type(n.func) is cst.Attribute else dotted(
+            n.func)) or "") in _LOG_PROBABILITY or "log_prob" in name) for n in walk(e))
+    if type(x) is cst.Name:
+        defs, entry = scope.reaching(x.value, at)
+        return bool(defs) and not entry and all(d.value is not None and computes(d.value) for d in defs)
+    return computes(x)

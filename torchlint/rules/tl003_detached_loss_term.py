@@ -18,8 +18,8 @@ from torchlint.analysis.cuts import (
     written_graphs,
 )
 from torchlint.analysis.terms import (
-    CUT_ARGUMENT, copied_names, cut_args, cut_predictions, forward_cut, forward_sibling, loss_function, module_call, module_output,
-    returned_cuts, returns_cut,
+    CUT_ARGUMENT, copied_names, cut_args, cut_predictions, forward_cut, forward_sibling, log_probability, loss_function,
+    module_call, module_output, returned_cuts, returns_cut,
 )
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
@@ -214,17 +214,17 @@ a forward that returns `torch.tensor(lengths)` (numbers); a `forward` of a class
 `loss.backward(); loss = loss.item()`: the rebinding comes after the backward (only the definitions that reach
 the backward are read); a detached recurrent state fed into the model (an input, not a term of the loss).
 
-A detached value that multiplies a graph tensor is a weight, not a term (`ce * w.detach()`, `ce / scale` with
-`scale = args.gamma * ce.detach()`), and so is one computed from the factor it multiplies, whatever that factor's
-kind (`log_prob * (log_prob - baseline).detach()`, the score-function estimator), and one multiplying a leaf an
-optimizer trains or a value computed from it elementwise (`self.log_beta.exp() * (kl - eps).detach()` with
-`self.log_beta` made by a call given `requires_grad=True`, or an `nn.Parameter`: a temperature or a Lagrange
-multiplier updated against a gap cut on purpose; not a loss weighted so, `torch.exp(-log_var) * ce.detach()`, still a
-term); a learnable scalar made with `torch.tensor(0.0, requires_grad=True)`; an input re-wrapped with
-`requires_grad=True` and fed to the model (adversarial examples). A value cut from what another backward of the same
-step trains: the critic's prediction in an actor's `advantage = (target - pred_value).detach()` next to
-`value_loss.backward()`, a value network's baseline `q - v_pred.detach()` next to `vf_loss.backward()` (its own loss
-trains it; the cut keeps this loss from training it too).
+A detached value that multiplies a graph tensor is a weight, not a term (`ce * w.detach()`, `ce / scale` with `scale
+= args.gamma * ce.detach()`), and so is one computed from the factor it multiplies, whatever that factor's kind
+(`log_prob * (log_prob - baseline).detach()`, the score-function estimator) or a log-probability (`adv.detach() *
+dist.log_prob(a)`), and one multiplying a leaf an optimizer trains or a value computed from it elementwise
+(`self.log_beta.exp() * (kl - eps).detach()`, `log_beta` made with `requires_grad=True` or an `nn.Parameter`: a
+temperature or a Lagrange multiplier updated against a gap cut on purpose; not a loss weighted so,
+`torch.exp(-log_var) * ce.detach()`, still a term); a learnable scalar made with `torch.tensor(0.0,
+requires_grad=True)`; an input re-wrapped with `requires_grad=True` and fed to the model (adversarial examples). A
+value cut from what another backward of the same step trains: the critic's prediction in an actor's `advantage =
+(target - pred_value).detach()` next to `value_loss.backward()`, a value network's baseline `q - v_pred.detach()`
+next to `vf_loss.backward()` (its own loss trains it; the cut keeps this loss from training it too).
 
 ## Limits
 Only terms are checked, through arithmetic, sums and stacks; the detached value must be known to carry a graph
@@ -266,8 +266,9 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
             tuple_items: list[Event] = []  # definitions of the loss's terms (`ce, reg = helper(...)`)
             seen_defs: set[int] = set()
 
-            def terms(e, at, scope=scope):
-                return summand_names(e, lambda x: carries_graph(model, scope, x, at))
+            def graph(x, at, scope=scope):  # (a log-probability beside a cut value: the cut is its weight)
+                return carries_graph(model, scope, x, at) or log_probability(scope, x, at)
+            terms = lambda e, at: summand_names(e, lambda x: graph(x, at))  # noqa: E731
 
             for b in backwards:
                 assert b.value is not None  # a backward always has its value
@@ -294,7 +295,7 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
                     yield from _cut_prediction_findings(model, scope, expr, at)
                 if helpers:
                     yield from _helper_copy_findings(model, scope, expr, at, reported)
-                dets = summand_detachments(expr, lambda e, at=at: carries_graph(model, scope, e, at))
+                dets = summand_detachments(expr, lambda e, at=at: graph(e, at))
                 # a gap weighting a learned leaf (a dual variable's update); a loss weighted by one is still a term
                 weights = {id(d.node) for d in dets} - {id(d.node) for d in summand_detachments(
                     expr, lambda e, at=at: carries_graph(model, scope, e, at) or learnable(model, scope, e, at))
