@@ -6,6 +6,7 @@ iteration shares)."""
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 import libcst as cst
 
@@ -44,6 +45,16 @@ def operands(expr: cst.CSTNode) -> set[str]:
     return out
 
 
+def _unseen(todo: list[tuple[str, Event]]) -> Iterator[tuple[str, Event]]:
+    """Each (name, event) of the worklist `todo` once, while the caller keeps adding to it."""
+    seen: set[tuple[str, int]] = set()
+    while todo:
+        name, where = todo.pop()
+        if (name, id(where)) not in seen:
+            seen.add((name, id(where)))
+            yield name, where
+
+
 def shared_sources(model: FileModel, scope: Scope, at: Event, names: set[str],
                    inner: cst.CSTNode | None) -> tuple[bool, set[str]]:
     """Follows `names` back from `at` through the definitions of `scope`: whether one computed outside the loop
@@ -51,12 +62,7 @@ def shared_sources(model: FileModel, scope: Scope, at: Event, names: set[str],
     parameters, globals). Loop variables end the walk: the items iterated over are inputs, not one shared graph."""
     entries: set[str] = set()
     todo = [(name, at) for name in names]
-    seen: set[tuple[str, int]] = set()
-    while todo:
-        name, where = todo.pop()
-        if (name, id(where)) in seen:
-            continue
-        seen.add((name, id(where)))
+    for name, where in _unseen(todo):
         defs, entry = scope.reaching(name, where)
         if entry and not model.kinds.of_name(name, scope, where).graph_free:
             entries.add(name)
@@ -78,12 +84,7 @@ def graph_sources(model: FileModel, loop: Loop, b: Event) -> set[int] | None:
     parameter or global of unknown kind: two such names may hold one graph)."""
     scope, out = loop.scope, set()
     todo = [(name, b) for name in operands(b.value)]  # type: ignore[arg-type]  # own backwards have a value
-    seen: set[tuple[str, int]] = set()
-    while todo:
-        name, where = todo.pop()
-        if (name, id(where)) in seen:
-            continue
-        seen.add((name, id(where)))
+    for name, where in _unseen(todo):
         defs, entry = scope.reaching(name, where)
         if entry and not model.kinds.of_name(name, scope, where).graph_free and not settings_name(model, scope, name):
             return None
