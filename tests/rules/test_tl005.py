@@ -1288,3 +1288,35 @@ def test_adam_whose_weight_decay_is_zero_in_every_assignment_is_scale_invariant(
 
 def test_adam_whose_weight_decay_is_set_elsewhere_to_a_value_is_reported():
     assert findings(_DECAY_FROM_DEFAULTS.format(decay="1e-4"), "TL005") == [(13, 9)]
+
+
+SETTING_BRANCHES = """
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for idx, (x, y) in enumerate(loader):
+        loss = criterion(model(x), y)
+        if cfg.ACCUMULATION_STEPS > 1:
+            loss = loss{divided}
+            loss.backward()
+            if (idx + 1) % cfg.ACCUMULATION_STEPS == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        else:
+            optimizer.zero_grad()
+            if cfg.AMP:
+                with amp.scale_loss(loss, optimizer) as scaled_loss:
+                    scaled_loss.backward()
+            else:
+                loss.backward()
+            {last}
+"""
+
+
+def test_the_branch_without_accumulation_steps_its_own_backwards():
+    """The else-branch of an accumulation setting clears, back-propagates on one of two paths (mixed precision or
+    not) and steps after both, every iteration: its backwards are no window's; only the accumulating branch is."""
+    divided = " / cfg.ACCUMULATION_STEPS"
+    assert findings(SETTING_BRANCHES.format(divided=divided, last="optimizer.step()"), "TL005") == []
+    assert findings(SETTING_BRANCHES.format(divided="", last="optimizer.step()"), "TL005") == [(7, 9)]
+    # a step under a condition of its own in the else-branch leaves its backwards in a window
+    periodic = "if (idx + 1) % cfg.ACCUMULATION_STEPS == 0: optimizer.step()"
+    assert findings(SETTING_BRANCHES.format(divided=divided, last=periodic), "TL005") == [(15, 17), (17, 13)]

@@ -390,11 +390,14 @@ def _builds(call: cst.Call) -> bool:
 
 
 def stepped_at_once(loop: Loop, b: Event) -> bool:
-    """An optimizer steps right after the backward, in its block, before any other backward (`alpha_loss.backward()`
-    then `alpha_opt.step()`): those gradients serve that step, not the window of another optimizer."""
-    later = min((x.seq for x in loop.of(EventKind.BACKWARD) if x.scope is b.scope and x.seq > b.seq), default=None)
-    return any(s.scope is b.scope and b.seq < s.seq and (later is None or s.seq < later) and s.guards == b.guards
-               and s.loops == b.loops for s in loop.of(EventKind.STEP))
+    """An optimizer steps right after the backward, before any other backward that may follow it in the iteration
+    (`alpha_loss.backward()` then `alpha_opt.step()`), under no condition the backward does not also hold (a step
+    after an `if amp:` / `else:` pair of backwards serves both): those gradients serve that step, not the window
+    of another optimizer."""
+    later = min((x.seq for x in loop.of(EventKind.BACKWARD)
+                 if x.scope is b.scope and x.seq > b.seq and loop.may_follow(b, x)), default=None)
+    return any(s.scope is b.scope and b.seq < s.seq and (later is None or s.seq < later)
+               and all(g in b.guards for g in s.guards) and s.loops == b.loops for s in loop.of(EventKind.STEP))
 
 
 def grads_rescaled(node: cst.CSTNode, k: cst.BaseExpression) -> bool:

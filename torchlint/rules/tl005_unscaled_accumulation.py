@@ -32,8 +32,7 @@ class UnscaledAccumulation(Rule):
     name = "unscaled-gradient-accumulation"
     summary = "gradient accumulation without dividing the loss by the accumulation steps"
     fix_safety = "unsafe"
-    # The window is a guard (`%`, `==`, `>=`) or an inner loop over micro-batches, or Lightning's own batch loop
-    # around `training_step` (no loop in the file): no text narrows further.
+    # A window: a guard (`%`, `==`, `>=`), a micro-batch loop, Lightning's batch loop: no text narrows further.
     requires = (BACKWARD_CALL, STEP_CALL)
     scope_requires = (BACKWARD_CALL, LOOP, STEP_CALL)
     # (and a function that sets a weight decay to zero, `args.weight_decay = 0.0`, is kept for what it tells
@@ -150,9 +149,10 @@ Divide the back-propagated loss by the guard's divisor: `(loss / accum_steps).ba
 DeepSpeed `engine.backward` (they divide by the configured steps); backward under the same guard as the step; a GAN
 that steps its generator every `n_critic` iterations (the generator's backward runs under the same guard as its step,
 so the backward that runs every iteration serves the discriminator; a guard both share around the whole window,
-`if mode == "train":`, gates nothing). A backward followed, in its own block and before
-any other backward, by an optimizer's step (`alpha_loss.backward(); alpha_opt.step()` beside the window of the main
-loss): its gradients serve that step.
+`if mode == "train":`, gates nothing). A backward followed, before any backward
+that may follow it, by a step under no condition it does not hold (`alpha_loss.backward(); alpha_opt.step()` beside
+the window of the main loss; the branch of an accumulation setting that steps every iteration, `else:` a mixed-
+precision backward or a plain one, then `optimizer.step()`): its gradients serve that step.
 
 ```python
 for i, (x, y) in enumerate(loader):
