@@ -1283,3 +1283,27 @@ def test_no_unscale_inserted_where_the_scaler_may_be_none():
         """
     assert findings(src, "TL010") == [(8, 5)]
     assert fixed(src, "TL010") == textwrap.dedent(src)
+
+
+PER_OPTIMIZER = """
+    for x in loader:
+        scaler.scale(loss_of(model, x)).backward()
+        for o in optimizers.values():
+            if args.distributed:
+                o.synchronize()
+                {first}
+            else:
+                scaler.step(o)
+        scaler.update()
+"""
+
+
+def test_a_loop_stepping_each_optimizer_steps_before_the_update():
+    """A loop over the optimizers that steps the one of each pass, on both branches, has stepped when the update
+    runs: a run's collection of optimizers is never empty. A pass that may not step leaves the update alone."""
+    assert findings(PER_OPTIMIZER.format(first="scaler.step(o)"), "TL010") == []
+    assert findings(PER_OPTIMIZER.format(first="pass"), "TL010") == [(10, 5)]
+    # the same with the steps under a pass's condition of its own: some pass may step, none must
+    skipping = PER_OPTIMIZER.format(first="scaler.step(o)").replace(
+        "        for o in optimizers.values():\n", "        for o in optimizers.values():\n            if o.frozen:\n                continue\n")
+    assert findings(skipping, "TL010") == [(12, 5)]

@@ -198,6 +198,25 @@ class FlowGraph:
             todo.extend(m for m in self.succ[n] if not (normal_only and (n, m) in self.exceptional))
         return False
 
+    def every_pass_meets(self, loop: cst.CSTNode, avoid: frozenset[int]) -> bool:
+        """Does every pass of `loop`'s body meet a node of `avoid` before it goes round (`continue` included) or
+        leaves (`break`)? Paths that need a statement to raise do not count."""
+        head = self.loop_head.get(id(loop))
+        if head is None:
+            return False
+        inside = self.loop_nodes[head]
+        seen: set[int] = set()
+        todo = [n for n in self.succ[head] if n in inside]
+        while todo:
+            n = todo.pop()
+            if n in avoid or n in seen:
+                continue
+            if n == head or n not in inside:
+                return False
+            seen.add(n)
+            todo.extend(m for m in self.succ[n] if (n, m) not in self.exceptional)
+        return True
+
     def backward(
         self, start: int, stops: frozenset[int], memo: dict[int, tuple[frozenset[int], bool]]
     ) -> tuple[frozenset[int], bool]:

@@ -469,3 +469,27 @@ def _takes_items(loop: cst.CSTNode, name: str) -> bool:
         if type(n) is cst.Del and name in names_in(n.target):
             return True
     return False
+
+
+def optimizer_loop(loop: Loop, update: Event) -> cst.For | None:
+    """The `for` loop `update` runs in, when its target is the optimizer the scaler steps in it (`for opt in
+    optimizers: scaler.step(opt)`), and the scaler the same in every pass (not bound by the loop's target, directly
+    or through an assignment in the loop that reads it: `scaler = scalers[i]`)."""
+    inner = update.loops[-1] if update.loops else None
+    if type(inner) is not cst.For or update.target is None:
+        return None
+    per_pass = names_in(inner.target)
+    if update.target in per_pass or update.target.split(".")[0] in per_pass or any(
+            e.target == update.target and e.loops and e.loops[-1] is inner and (e.value is None or names_in(e.value) & per_pass)
+            for e in loop.of(EventKind.ASSIGN)):
+        return None
+    steps = [s for s in loop.of(EventKind.STEP) if s.via == update.target]
+    return inner if any(f is inner for f in optimizers_loops(steps)) else None
+
+
+def optimizers_loops(steps: list[Event]) -> list[cst.For]:
+    """The `for opt in optimizers:` loops some step of `steps` runs in directly, stepping the optimizer of the pass
+    (`scaler.step(opt)`, `scaler.step(opt[0])`)."""
+    found = {id(f): f for s in steps if s.kind is EventKind.STEP and s.target and s.loops
+             and type(f := s.loops[-1]) is cst.For and s.target.split(".")[0].split("[")[0] in names_in(f.target)}
+    return list(found.values())

@@ -14,6 +14,7 @@ import libcst as cst
 
 from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel, Loop
 from torchlint.analysis.engines import called_per_run
+from torchlint.analysis.loops import optimizer_loop, optimizers_loops
 from torchlint.analysis.exprs import code_of, modulo_divisor, names_in
 from torchlint.analysis.names import Role, role_of_value
 from torchlint.diagnostic import Fix
@@ -63,7 +64,9 @@ name every binding of which in the file is `scaled = scaler.scale(loss)`):
    also holds (`if step_now:` tested once for the unscale and again for the update).
 5c. `scaler.update()` on every iteration while `scaler.step(optimizer)` waits for an accumulation window: the
    first iteration that does not step finds no inf checks and PyTorch asserts 'No inf checks were recorded prior to
-   update.'. Not followed: a step left to a helper, or one under only conditions the update also holds.
+   update.'. Not followed: a step left to a helper, or one under only conditions the update also holds. A loop over
+   the optimizers that steps the one of each pass on every path of the pass (`for o in opts.values(): if hvd: ...
+   scaler.step(o) else: scaler.step(o)`) has stepped: the optimizers a run trains are never none.
 
 And in a loop whose backwards are all plain (`loss.backward()`):
 6. `scaler.step(optimizer)` of a GradScaler built in the file: the step unscales, dividing by the loss scale
@@ -433,8 +436,12 @@ def _updated_without_step(loop: Loop) -> Iterator[Finding]:
             continue
         start = scope.flow_node(v)
         avoid = frozenset(n for e in records if (n := scope.flow_node(e)) is not None)
-        if start is not None and len(avoid) == len(records) and flow.reaches_avoiding(
-                start, start, avoid, normal_only=True):
+        if start is None or len(avoid) < len(records):
+            continue
+        # a loop over the optimizers stepping each one in every pass steps: a run's optimizers are never none
+        avoid |= {h for f in optimizers_loops(records) if flow.every_pass_meets(f, avoid)
+                  and (h := flow.loop_head.get(id(f))) is not None}
+        if flow.reaches_avoiding(start, start, avoid, normal_only=True):
             yield Finding(
                 v.node,
                 f"`{code_of(v.node)}` runs on iterations where no `{v.target}.step(...)` ran since the previous update "
@@ -463,7 +470,7 @@ def _updated_twice(loop: Loop) -> Iterator[Finding]:
                 f"has stepped",
             )
             continue
-        per = _optimizer_loop(loop, u)
+        per = optimizer_loop(loop, u)
         if per is not None:
             yield Finding(
                 u.node,
@@ -486,25 +493,6 @@ def _steps_again(loop: Loop, u: Event, v: Event) -> bool:
     steps = [s for s in loop.of(EventKind.STEP) if s.via == u.target and s.target]
     before = {s.target for s in steps if loop.may_follow(s, u)}
     return any(s.target in before and loop.may_follow(u, s) and loop.may_follow(s, v) for s in steps)
-
-
-def _optimizer_loop(loop: Loop, update: Event) -> cst.For | None:
-    """The `for` loop `update` runs in, when its target is the optimizer the scaler steps in it (`for opt in
-    optimizers: scaler.step(opt)`), and the scaler the same in every pass (not bound by the loop's target, directly
-    or through an assignment in the loop that reads it: `scaler = scalers[i]`)."""
-    inner = _level(update)
-    if type(inner) is not cst.For:
-        return None
-    per_pass = names_in(inner.target)
-    if update.target in per_pass or update.target.split(".")[0] in per_pass:  # type: ignore[union-attr]
-        return None
-    if any(e.target == update.target and e.loops and e.loops[-1] is inner and (e.value is None or names_in(e.value) & per_pass)
-           for e in loop.of(EventKind.ASSIGN)):
-        return None
-    steps = [s for s in loop.of(EventKind.STEP) if s.via == update.target and s.target and _level(s) is inner]
-    if any(s.target.split(".")[0] in per_pass for s in steps):  # type: ignore[union-attr]
-        return inner
-    return None
 
 
 def _decided_after(loop: Loop, unscale: Event, update: Event) -> bool:
