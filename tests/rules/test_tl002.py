@@ -822,3 +822,100 @@ def _lines(statements: str) -> str:
 ])
 def test_a_graph_a_later_backward_may_go_through_is_kept_on_purpose(forward):
     assert findings(_TWO_LOSSES.format(forward=_lines(forward)), "TL002") == []
+
+
+_PROJECTIONS = """
+    class JacobianPenalty(nn.Module):
+        def forward(self, x, y):
+            total = 0
+            for _ in range(self.n):
+                v = torch.randn_like(y)
+                jv = self._jvp(y, x, v)
+                total = total + jv.pow(2).sum()
+            return total
+
+        def _jvp(self, y, x, v):
+            {body}
+            (g,) = torch.autograd.grad(flat_y, x, v.reshape(-1), retain_graph=True, create_graph=self.create)
+            return g
+"""
+
+
+def test_a_helper_differentiating_a_view_of_what_it_is_handed_keeps_the_callers_graph():
+    """A penalty's loop takes one Jacobian-vector product per pass of the same output `y`, built before the loop
+    by the caller: every pass but the last needs its graph. A helper that runs a forward of its own (`self.head`)
+    builds a graph each pass, and keeps it on the last pass: that one is reported, as is a helper that
+    differentiates only what the pass builds (from `v`)."""
+    assert findings(_PROJECTIONS.format(body="flat_y = y.reshape(-1)"), "TL002") == []
+    assert findings(_PROJECTIONS.format(body="flat_y = self.head(y).reshape(-1)"), "TL002") == [(13, 16)]
+    assert findings(_PROJECTIONS.format(body="flat_y = self.head(v).reshape(-1)"), "TL002") == [(13, 16)]
+
+
+_DIFFERENTIATED_AGAIN = """
+    for it in range(iterations):
+        old_loss, old_kl = surrogate(replays, policy)
+        grad = torch.autograd.grad(old_loss, policy.parameters(), retain_graph=True)
+        grad = flatten([g.detach() for g in grad])
+        {after}
+        direction = solve(fvp, grad)
+        apply(policy, direction)
+"""
+
+
+@pytest.mark.parametrize("after", [
+    "fvp = trpo.hessian_vector_product(old_kl, policy.parameters())",  # named for a derivative, a sibling value
+    "fvp = fisher(old_loss, policy.parameters(), create_graph=True)",  # given create_graph=, the value itself
+])
+def test_a_graph_differentiated_again_by_a_call_is_kept_on_purpose(after):
+    """A Hessian-vector product, or a learned update given `create_graph=`, differentiates the graph again after
+    the retained gradient: retain_graph=True is what lets it."""
+    assert findings(_DIFFERENTIATED_AGAIN.format(after=after), "TL002") == []
+
+
+@pytest.mark.parametrize("after", [
+    "fvp = log_kl(old_kl, policy.parameters())",  # a call that takes no derivative
+    "fvp = trpo.hessian_vector_product(kl_of(policy), policy.parameters())",  # of a graph of its own
+    "fvp = torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)",  # reads `.grad`
+])
+def test_a_later_call_that_does_not_differentiate_the_graph_keeps_nothing_alive(after):
+    assert findings(_DIFFERENTIATED_AGAIN.format(after=after), "TL002") == [(4, 12)]
+
+
+_LEARNED_UPDATE = """
+    def adapt(clf, update, x, y):
+        for step in range(steps):
+            err = loss(clf(x), y)
+            if step > 0:
+                grads = torch.autograd.grad(err, update.parameters(), retain_graph=True)
+                meta_sgd(update, grads)
+            {after}
+        return loss(clf(x), y)
+
+    for x, y in loader:
+        adapt(clf, update, x, y).backward()
+        opt.step()
+        opt.zero_grad()
+"""
+
+
+def test_a_helper_whose_graph_a_learned_update_differentiates_again():
+    """In the helper the loop calls, a learned update is handed the same error with `create_graph=True` after the
+    retained gradient: it goes through that graph again. Without it the retain keeps the graph for nothing."""
+    again = "meta_sgd(clf, update(err, clf.parameters(), create_graph=True))"
+    assert findings(_LEARNED_UPDATE.format(after=again), "TL002") == []
+    assert findings(_LEARNED_UPDATE.format(after="meta_sgd(clf, [])"), "TL002") == [(6, 21)]
+
+
+def test_a_later_backward_on_some_paths_is_no_call_that_differentiates_again():
+    """`autograd.grad` later in the iteration is a backward the rule itself weighs: on the path that skips it, the
+    first one is the last backward and keeps the graph."""
+    src = """
+    for x in loader:
+        err = crit(net(x))
+        g1 = torch.autograd.grad(err, net.parameters(), retain_graph=True)
+        if use_extra:
+            g2 = torch.autograd.grad(err * 2, net.parameters())
+        apply_grads(net, g1)
+        opt.step()
+    """
+    assert findings(src, "TL002") == [(4, 10)]

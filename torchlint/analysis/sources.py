@@ -10,13 +10,13 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis.events import AssignForm, Event
+from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import code_of, dotted
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import GRAPH_PRESERVING_METHODS
-from torchlint.source.walk import children
+from torchlint.source.walk import children, walk
 
 
 def operands(expr: cst.CSTNode) -> set[str]:
@@ -105,3 +105,36 @@ def settings_name(model: FileModel, scope: Scope, name: str) -> bool:
     if name in model.imported:
         return True
     return name.startswith("self.") and re.search(rf"{re.escape(name)}\b(?!\s*\.)", code_of(scope.node)) is None
+
+
+# A function named for a derivative it takes (`hessian_vector_product`, `jvp`, `compute_grads`): its arguments are
+# differentiated. Not the gradient utilities of torch, which read `.grad` (`clip_grad_norm_`, `zero_grad`).
+DIFFERENTIATING = re.compile(r"(?:^|_)(?:grads?|gradients?|hvp|vhp|jvp|vjp)(?:_|$)|hessian|jacobian", re.IGNORECASE)
+_READS_GRAD = re.compile(r"clip_grad|zero_grad|requires_grad|grad_norm|no_grad|enable_grad")
+
+
+def differentiated_after(scope: Scope, b: Event, region: cst.CSTNode | None) -> cst.Call | None:
+    """A call that may run after `b` (in the same pass of the loop `region`, or anywhere after it in `scope`) and
+    differentiates what `b` back-propagated again, a backward of another form: one given `retain_graph=` or
+    `create_graph=` (a learned optimizer's `update(loss, params, create_graph=True)`), or one named for a derivative
+    (`hessian_vector_product(kl, params)`), handed the value or another bound by the same statement (`loss, kl =
+    surrogate(...)`). `b` is an event of `scope` itself."""
+    start = scope.flow_node(b)
+    if b.value is None or start is None:
+        return None
+    backwards = {id(e.node) for e in scope.events if e.kind is EventKind.BACKWARD}  # (the rules' own business)
+    mine = operands(b.value)
+    bound = {id(d.stmt) for name in mine for d in scope.reaching(name, b)[0]}
+    for stmt in walk(region if region is not None else scope.node):
+        node = scope.flow.node(stmt) if type(stmt) is cst.SimpleStatementLine else None
+        if node is None or node == start or not scope.flow.may_follow(start, node, region):
+            continue
+        for call in (c for c in walk(stmt) if type(c) is cst.Call and id(c) not in backwards):
+            last = (dotted(call.func) or "").rsplit(".", 1)[-1]
+            if not (any(a.keyword is not None and a.keyword.value in ("retain_graph", "create_graph") for a in call.args)
+                    or DIFFERENTIATING.search(last) and not _READS_GRAD.search(last)):
+                continue
+            handed = set().union(*(operands(a.value) for a in call.args)) if call.args else set()
+            if handed & mine or any(id(d.stmt) in bound for name in handed for d in scope.reaching(name, b)[0]):
+                return call
+    return None

@@ -20,7 +20,7 @@ from torchlint.analysis.vkind import VKind
 from torchlint.analysis.semantics import FUNCTIONAL_MODULES, NOT_A_FORWARD, computes_loss
 from torchlint.analysis.exprs import argument_for, code_of, dotted, names_in, positional_params
 from torchlint.analysis.gradmode import leaf_grads_read
-from torchlint.analysis.sources import graph_sources, operands, shared_sources
+from torchlint.analysis.sources import differentiated_after, graph_sources, operands, shared_sources
 from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
@@ -99,7 +99,13 @@ iterations (then the next backward would fail: fix TL001 first). `create_graph=T
 ## Correct look-alikes (not flagged)
 `d_loss.backward(retain_graph=True)` followed by a plain `g_loss.backward()`; per-head backwards with
 `retain_graph=True` followed by a final plain backward; a `retain_graph` given by a variable; a plain backward
-in the other arm of an `if` is not "later" (the flow graph decides what follows what).
+in the other arm of an `if` is not "later" (the flow graph decides what follows what). A call later in the
+iteration that differentiates the graph again, a backward of another form: given `retain_graph=` or
+`create_graph=` (a learned optimizer's `update(err, params, create_graph=True)`), or named for a derivative
+(`hessian_vector_product(kl, params)`, `jvp`, `compute_grads`; not torch's `clip_grad_norm_`), handed the value or
+another bound by the same statement (`loss, kl = surrogate(...)`, TRPO's Fisher-vector product). A helper whose
+backward goes through what the loop's call hands it from before the loop (`self._jvp(y, x, v)` per projection
+of one output `y`): every pass needs that graph.
 
 ```python
 for real, _ in loader:
@@ -256,10 +262,12 @@ def _check_last(model: FileModel, loop: Loop, last: Event) -> Iterator[Finding]:
         return
     if not _built_in_iteration(model, loop, last):
         return  # the same graph is back-propagated repeatedly: retain_graph is required there
-    if _graph_from_before_loop(model, loop, last):
+    if _graph_from_before_loop(model, loop, last) or _handed_from_before_loop(model, loop, last):
         return  # each iteration back-propagates into a graph built once before the loop (per layer)
     if _no_next_iteration(model, loop, last):
         return  # the loop runs once per call and the graph dies with the call
+    if _differentiated_again(model, loop, last):
+        return  # a call differentiates the graph again later in the iteration (a Hessian-vector product)
     what = "retain_graph=True" if last.retain_arg is not None else "create_graph=True"
     yield Finding(
         last.node,
@@ -296,6 +304,40 @@ def _graph_from_before_loop(model: FileModel, loop: Loop, last: Event) -> bool:
         if kind is VKind.GRAPH or not kind.graph_free and (_forward_of(d) in forwards or d.target in predictions):
             return True
     return False
+
+
+def _handed_from_before_loop(model: FileModel, loop: Loop, last: Event) -> bool:
+    """A helper the loop calls back-propagates what the call hands it from before the loop, a value that may carry a
+    graph, running no forward of its own on it (`jv = self._jvp(y, x, v)` per projection, `y` the caller's
+    parameter, the helper differentiating `y.reshape(-1)`): every pass goes through that graph again."""
+    scope = model.scope_of(last)
+    call = last.inlined_from
+    home = _at_home(scope, last)
+    if scope is loop.scope or type(call) is not cst.Call or home is None or home.value is None \
+            or model.resolve(loop.scope, dotted(call.func) or "") is not scope:
+        return False
+    if _runs_forward(home.value) or any(a.value is not None and _runs_forward(a.value)
+                                        for name in scope.depends(home.value) for a in scope.assignments(name)):
+        return False  # a forward of its own each pass (`self._loss(videos, patch_points)`): a graph of its own
+    params = positional_params(scope.node)[1 if scope.class_name else 0:]
+    _, entries = shared_sources(model, scope, home, operands(home.value), None)
+    handed = (argument_for(call, params, p) for p in params if p in entries)
+    return any(type(a) is cst.Name and not _computed_in(loop, a) and not _loop_target(loop, a.value)
+               and not model.kinds.of(a, loop.scope, last).graph_free for a in handed)
+
+
+def _loop_target(loop: Loop, name: str) -> bool:
+    """`name` is bound by the loop's own `for` or one inside it (`for x, y in loader:`), a new value each pass."""
+    return any(type(f) is cst.For and name in names_in(f.target) for f in walk(loop.node))
+
+
+def _differentiated_again(model: FileModel, loop: Loop, last: Event) -> bool:
+    """`sources.differentiated_after`, asked in the loop's scope or, for a helper's backward, in the helper."""
+    scope = model.scope_of(last)
+    if scope is loop.scope:
+        return differentiated_after(scope, last, loop.node) is not None
+    home = _at_home(scope, last)
+    return home is not None and differentiated_after(scope, home, None) is not None
 
 
 def _criterion_inputs(defs) -> set[str]:
@@ -508,6 +550,12 @@ def _handed_from_iteration(model: FileModel, loop: Loop, helper: Scope, last: Ev
     if type(call) is not cst.Call or not handed or model.resolve(loop.scope, dotted(call.func) or "") is not helper:
         return False
     return any(a is not None and _computed_in(loop, a) for a in (argument_for(call, params, p) for p in handed))
+
+
+def _runs_forward(expr: cst.BaseExpression) -> bool:
+    """`_calls_in`, or a method of `self` (`self._loss(x, y)`): more than tensor methods on the values it reads."""
+    return _calls_in(expr) or any(type(n) is cst.Call and type(n.func) is cst.Attribute
+                                  and dotted(n.func.value) == "self" for n in walk(expr))
 
 
 def _calls_in(expr: cst.BaseExpression) -> bool:
