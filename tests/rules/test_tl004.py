@@ -526,6 +526,20 @@ POSITIVE = {
 }
 
 NEGATIVE = {
+    # a wrapper of the optimizer (its schedulers beside it) cleared: its zero_grad clears the optimizer it holds
+    "wrapper_holding_the_stepped_optimizer_cleared": """
+        class Trainer:
+            def _step(self, batch):
+                self.optim.zero_grad(set_to_none=True)
+                loss = self.model(batch).mean()
+                self.scaler.scale(loss).backward()
+
+            def train_epoch(self, loader):
+                for batch in loader:
+                    self._step(batch)
+                    self.scaler.step(self.optim.optimizer)
+                    self.scaler.update()
+        """,
     "stepped_optimizer_handed_to_the_base_that_clears_it_by_another_name": """
         class Runner(BaseRunner):
             def __init__(self, net, opt_a, loader):

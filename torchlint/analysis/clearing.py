@@ -21,6 +21,7 @@ def clears(model: FileModel, opt: str, z: Event) -> bool:
     target = z.target or ""
     if z.variant is ZeroGradOf.OPTIMIZER:
         return (target == opt or target.rsplit(".", 1)[-1] == opt.rsplit(".", 1)[-1]
+                or opt.startswith(target + ".")  # the wrapper holding it (`self.optim.zero_grad()`, `.optimizer` stepped)
                 or handed_to_base(model, opt, target))
     # model.zero_grad(): clears the optimizer unless we know it optimizes other models (not known of a parameter:
     # `def train_both(adv, adv_optimizer): ... adv.zero_grad()`, whatever the file binds under that name elsewhere)

@@ -107,7 +107,8 @@ same block. **Unsafe**: it changes the computed updates (to the intended ones).
 
 ## Correct look-alikes (not flagged)
 zero_grad at the top or end of the loop, under the same accumulation guard as the step, under `i % k == 1 or k
-== 1`, in a closure or helper,
+== 1`, in a closure or helper, through a wrapper that holds the optimizer (`self.optim.zero_grad()` when the loop
+steps `self.optim.optimizer`),
 via `model.zero_grad()` or `set_to_none=True` (also when the optimizer's name is bound again in the file over
 another model's parameters: a model.zero_grad() of any of them counts); `env.step(action)`, `scheduler.step()`, `prof.step()`; DeepSpeed
 engines (`engine.step()` zeroes gradients itself); an ignite process function that clears, or whose optimizer a
