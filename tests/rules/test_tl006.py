@@ -696,6 +696,18 @@ NEGATIVE = {
             g_loss.backward()
             optG.step()
         """,
+    "critic_loop_clears_the_module_and_steps_its_optimizer_inside": """
+        for img in loader:
+            loss = seg_loss(model(img))
+            loss.backward()
+            for _ in range(args.drec):
+                netD.zero_grad()
+                netD(real).mean().backward(mone)
+                netD(fake()).mean().backward(one)
+                optD.step()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
     "inner_while_loop_retries": """
         for x, y in loader:
             ok = False
@@ -903,3 +915,48 @@ def test_an_inner_loop_of_one_pass_wipes_nothing(passes, found):
             optimizer.step()
         """
     assert findings(src, "TL006") == found
+
+
+_SKIP_BRANCH = """
+    for x, y in loader:
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(crit(net(x), y)).backward()
+        scaler.unscale_(opt)
+        norm = clip_grad_norm_(net.parameters(), limit)
+        if norm > limit and skip_large:
+            opt.zero_grad(set_to_none=True)
+            scaler.step(opt)
+            scaler.update()
+            {leave}
+        scaler.step(opt)
+        scaler.update()
+"""
+
+
+def test_a_branch_that_skips_one_update_on_purpose():
+    """Gradients too large: the branch drops them, keeps the scaler's bookkeeping and leaves before the regular
+    step. Falling through to that step instead, the regular step would apply the cleared gradients."""
+    assert findings(_SKIP_BRANCH.format(leave="continue"), "TL006") == []
+    assert findings(_SKIP_BRANCH.format(leave="break"), "TL006") == []
+    assert findings(_SKIP_BRANCH.format(leave="pass"), "TL006") == [(8, 9)]
+
+
+_FIXED_WINDOW = """
+    accumulation_steps = {k}
+    for i, (x, y) in enumerate(loader):
+        loss = crit(net(x), y)
+        if accumulation_steps > 1:
+            loss = loss / accumulation_steps
+        loss.backward()
+        if (i + 1) % accumulation_steps == 0:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def test_a_window_of_one_iteration_written_into_the_script():
+    """The window is a constant 1 of the script: every iteration clips and steps its own gradient, which is what
+    the misplaced step does too. With any other constant the step ignores the window."""
+    assert findings(_FIXED_WINDOW.format(k=1), "TL006") == []
+    assert findings(_FIXED_WINDOW.format(k=4), "TL006") == [(11, 5)]

@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import argument_for, dotted, names_in, positional_params
 from torchlint.source.walk import walk
-from torchlint.analysis.loops import Loop
+from torchlint.analysis.loops import Loop, optimizers_loops
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.names import Role, family_named, role_of_value
 from torchlint.analysis.scopes import Scope
@@ -161,8 +161,9 @@ def trip_count(model: FileModel, loop: Loop) -> int | None:
 
 def runs_while_kept(model: FileModel, scope: Scope, e: Event) -> int | None:
     """How many times `e` adds to its container before the container is bound afresh: the product of the trip
-    counts of the loops it is carried across, when each is a constant of the file; None when one is not (TL007:
-    a test's mini-run keeps a bounded handful of graphs)."""
+    counts of the loops it is carried across, when each is a constant of the file (a loop over the optimizers it
+    steps, for a container the function binds afresh, counts once); None when one is not (TL007: a test's
+    mini-run keeps a bounded handful of graphs)."""
     count = 1
     for node in e.loops:
         loop = next((lp for lp in model.loops if lp.node is node and lp.scope is scope), None)
@@ -170,6 +171,9 @@ def runs_while_kept(model: FileModel, scope: Scope, e: Event) -> int | None:
                   and not a.seeds]
         if resets and not (loop is not None and all(loop.periodic(a) for a in resets)):
             continue  # bound afresh in each iteration of this loop (not only every k-th): they do not add up
+        if loop is not None and any(f is node for f in optimizers_loops(loop.of(EventKind.STEP))) and any(
+                a.rebinds and node not in a.loops and a.scope is scope.node for a in scope.assignments(e.target or "")):
+            continue  # bound in the function, filled once per optimizer it steps (`for net, opt in zip(nets, opts)`)
         trips = _bounded_trip_count(model, scope, loop) if loop is not None else None
         if trips is None:
             return None
@@ -208,7 +212,7 @@ def _outside_constant(model: FileModel, scope: Scope, expr: cst.BaseExpression, 
         return None  # assigned in the function: Loop.trip_count has read what it can
     param = scope.params.get(name)
     if param is None:
-        return _module_constant(model, name)
+        return module_constant(model, name)
     values = [] if param.default is None else [_literal_or_constant(model, param.default)]
     given = _passed_for(model, scope, name)
     if given is None:
@@ -222,10 +226,10 @@ def _outside_constant(model: FileModel, scope: Scope, expr: cst.BaseExpression, 
 def _literal_or_constant(model: FileModel, expr: cst.BaseExpression) -> int | None:
     if type(expr) is cst.Integer:
         return int(expr.evaluated_value)
-    return _module_constant(model, expr.value) if type(expr) is cst.Name else None
+    return module_constant(model, expr.value) if type(expr) is cst.Name else None
 
 
-def _module_constant(model: FileModel, name: str) -> int | None:
+def module_constant(model: FileModel, name: str) -> int | None:
     """`STEPS = 20` at module level, never bound to anything else there."""
     module = model.scopes[0]
     defs = module.assignments(name)

@@ -12,6 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import Event, EventKind, FileModel, Loop, ZeroGradOf
+from torchlint.analysis.bindings import module_constant
 from torchlint.analysis.clearing import (
     clears, cleared_between, cleared_early, divided_without_window, stepped_outside_window,
 )
@@ -120,7 +121,10 @@ only, the step still applies the others' gradients;
 `optimizer_G.zero_grad()` every iteration while the generator steps every `n_critic` iterations with its own
 backward under the same guard (it clears the stray gradients the discriminator loss left in the generator);
 a `zero_grad()` guarded by a loop variable (`if micro == 1:`, the first micro-step of each window); a step helper
-that clears, called on exclusive branches (every iteration without accumulation, every k-th with it).
+that clears, called on exclusive branches (every iteration without accumulation, every k-th with it); a branch
+that skips one update on purpose (`if norm > limit: opt.zero_grad(); scaler.step(opt); scaler.update(); continue`,
+under a condition the backward does not hold, leaving before the optimizer's regular step); a step outside an
+accumulation window that is a constant 1 of the script (`accumulation_steps = 1`, bound to nothing else).
 
 ```python
 for x, y in loader:
@@ -155,7 +159,8 @@ for x, y in loader:
                     if found is None and (outside := _outside_window(model, loop, z, steps)) is not None:
                         yield Finding(z.node, f"`{code_of(z.node)}` {outside[1]}")  # moving the zero_grad mends nothing
                         continue
-                    if found is None and (divided := divided_without_window(model, loop, z, steps)) is not None:
+                    if found is None and (divided := divided_without_window(model, loop, z, steps)) is not None \
+                            and not _one(model, divided[1]):
                         yield Finding(z.node, (
                             f"`{code_of(z.node)}` runs on every iteration, and so does `{code_of(divided[0].node)}`, "
                             f"while the loss is divided by `{divided[1]}` for gradient accumulation: no window holds "
@@ -193,8 +198,19 @@ def _between(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tupl
     if found is None:
         return None
     step, before = found
+    if _skipped_update(loop, z, step, before, steps):
+        return None
     return step, (f"clears the gradients between `{code_of(before.node)}` and `{code_of(step.node)}`: "
                   f"the step applies zero gradients; move it after the step")
+
+
+def _skipped_update(loop: Loop, z: Event, step: Event, before: Event, steps: list[Event]) -> bool:
+    """`if norm > limit: opt.zero_grad(); scaler.step(opt); scaler.update(); break`: a branch the backward does not
+    always lead to clears and steps (a GradScaler's bookkeeping) and leaves before the optimizer's regular step,
+    which the backward reaches past it: one update skipped on purpose."""
+    return not set(z.guards) <= set(before.guards) and any(
+        s is not step and s.target == step.target and loop.may_follow(before, s) and not loop.may_follow(z, s)
+        for s in steps)
 
 
 def _cleared_early(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
@@ -211,9 +227,18 @@ def _outside_window(model: FileModel, loop: Loop, z: Event, steps: list[Event]) 
     if found is None:
         return None
     step, gated = found
+    if any(_one(model, code_of(k)) for g in gated.guards_within(loop.node)
+           if (k := modulo_divisor(loop.scope.test_of(g, gated))) is not None):
+        return None  # `ACCUM_STEPS = 1`, a constant of the script: every iteration is a window, as it steps
     return step, (f"runs on every iteration, and so does `{code_of(step.node)}`, while the loop's accumulation "
                   f"window gates `{code_of(gated.node)}` only: each step applies one micro-batch and nothing "
                   f"accumulates; put the step and the zero_grad() under the window's condition")
+
+
+def _one(model: FileModel, window: str) -> bool:
+    """The accumulation window is a constant 1 of the script (`gradient_accumulation_steps = 1`, never bound to
+    anything else): each iteration is a window of its own, as the step and the clearing have it."""
+    return window.isidentifier() and module_constant(model, window) == 1
 
 
 def _every_micro_step(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
@@ -269,8 +294,9 @@ def _each_micro_batch(model: FileModel, loop: Loop, z: Event, steps: list[Event]
     of that optimizer follows the inner loop (`for j in range(0, len(x), micro): optimizer.zero_grad();
     loss.backward()`, then `optimizer.step()`): each pass wipes the micro-batches before it, so the step applies
     the last one only. Not when the inner loop reads or the iteration writes `.grad` (per-sample gradients gathered
-    and set by hand), steps inside the inner loop, or clears again between the inner loop and the step; nor when the
-    clearing is guarded inside the inner loop (`if j == 0:`), nor in a retry loop (`while`, or one left by `break`)."""
+    and set by hand), steps inside the inner loop (that optimizer, or any after the clearing), or clears again
+    between the inner loop and the step; nor when the clearing is guarded inside the inner loop (`if j == 0:`), nor
+    in a retry loop (`while`, or one left by `break`)."""
     node = loop.node
     if node is None or node not in z.loops or "accumulate" in z.contexts:
         return None
@@ -290,8 +316,8 @@ def _each_micro_batch(model: FileModel, loop: Loop, z: Event, steps: list[Event]
         if (step.target is None or not step.loops or step.loops[-1] is not node or step.seq < end
                 or step.scope is not z.scope or not clears(model, step.target, z)):
             continue
-        if any(s.target == step.target and inner in s.loops for s in steps):
-            return None
+        if any(inner in s.loops and (s.target == step.target or s.seq > z.seq) for s in steps):
+            return None  # (a critic's loop: each pass clears, back-propagates and steps an optimizer of its own)
         if any(c is not z and end < c.seq < step.seq and clears(model, step.target, c)
                for c in loop.of(EventKind.ZERO_GRAD)):
             return None
