@@ -3724,3 +3724,30 @@ def test_a_total_started_with_the_first_loss_under_its_none_test_is_kept():
     assert findings(src, "TL007") == [(12, 13)]
     reset = src.replace("if running is None:", "if steps > 0:")
     assert findings(reset, "TL007") == []
+
+
+_ENSEMBLE = """
+    class Agent:
+        def update_critics(self, states, actions, target):
+            per_sample = []
+            for critic, critic_opt in zip(self.critics, self.critic_opts):
+                kl = kl_divergence(critic(states, actions), target)
+                per_sample.append(kl)
+                loss = kl.mean()
+                critic_opt.zero_grad()
+                loss.backward()
+                critic_opt.step()
+            self.priorities = torch.stack(per_sample).max(0).values.detach()
+
+        def train(self, buffer):
+            for step in range(self.steps):
+                {loop}
+"""
+
+
+def test_a_list_filled_once_per_network_of_an_ensemble():
+    """One KL per critic, kept for the priorities and dropped when the method returns: a pass per optimizer it
+    steps counts networks, not batches. The same list kept on the object across the steps keeps every graph."""
+    assert findings(_ENSEMBLE.format(loop="self.update_critics(*buffer.sample())"), "TL007") == []
+    carried = _ENSEMBLE.replace("per_sample = []\n            ", "").replace("per_sample", "self.per_sample")
+    assert findings(carried.format(loop="self.update_critics(*buffer.sample())"), "TL007") == [(6, 13)]

@@ -196,9 +196,9 @@ are the same, only the graph is dropped.
 
 ## Limits
 A container that keeps at most 30 graphs, counted from constant trip counts (`for _ in range(5)`; a test's
-mini training run over `range(steps)` with `steps=20` as the parameter's default and in every call of the file,
-or over `range(STEPS)` with a module constant; the loops the container outlives multiply), is not reported: it
-keeps a bounded handful of graphs, freed with it, not a growing number. A default is trusted as the file sees it:
+mini-run over `range(steps)` with `steps=20` as the parameter's default and in every call of the file, or over
+`range(STEPS)` with a module constant; the loops it outlives multiply, one over the optimizers it steps counts once
+for a list the function binds: one per critic of an ensemble) is not reported. A default is trusted as the file sees it:
 a caller in another file may pass more. Nor is a total bound afresh for each batch and added to by an inner loop
 that repeats work on that batch (`for _ in range(n_critic)`, whose target the body never reads and which draws no
 `next(...)`): it keeps one batch's repetitions, whatever their number. It reports only values the analysis knows to
