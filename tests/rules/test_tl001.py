@@ -711,3 +711,32 @@ def test_a_loss_computed_from_a_total_kept_with_its_graph_is_reported_without_a_
 ])
 def test_a_loss_reading_only_cut_values_counts_or_comparisons_of_a_total_is_not_reported(init, keep, use):
     assert findings(_COMPUTED_FROM.format(init=init, keep=keep, use=use), "TL001") == []
+
+
+_TOTAL_RETURNING_CRITERION = """
+    class SumLoss(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.total = 0
+
+        def forward(self, out, y):
+            {reset}
+            self.total += F.mse_loss(out, y)
+            return {returned}
+
+    crit = SumLoss()
+    for x, y in loader:
+        loss = crit(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_a_loss_module_that_returns_the_total_it_keeps():
+    """The criterion's forward adds each call's loss into `self.total` and returns it: every backward re-walks the
+    earlier batches' graphs. Reset at each call, or returning the call's own loss, nothing carries over."""
+    src = _TOTAL_RETURNING_CRITERION.format(reset="pass", returned="self.total")
+    assert findings(src, "TL001") == [(16, 5)]
+    assert findings(_TOTAL_RETURNING_CRITERION.format(reset="self.total = 0", returned="self.total"), "TL001") == []
+    assert findings(_TOTAL_RETURNING_CRITERION.format(reset="pass", returned="F.mse_loss(out, y)"), "TL001") == []

@@ -58,7 +58,8 @@ no method but `__init__` binds it again, or one that binds it and then calls the
 more (`self.total = 0` once per epoch, then `for batch in loader: self.train_step(batch)`): each call's backward
 re-walks every earlier call's graph. Reported without a fix. Likewise a method of the class that adds each call's
 loss into such an attribute and returns it (`self.loss_sum += loss; return self.loss_sum`), whose result a loop
-back-propagates (`out = self.compute(x, y)`; `out.backward()`), unless the loop binds the attribute again.
+back-propagates (`out = self.compute(x, y)`; `out.backward()`; or `loss = crit(out, y)`, the forward of a loss
+module of the file doing so), unless the loop binds the attribute again.
 
 The total need not be a term of the loss: a loss computed from it (`(feat - ema).pow(2).sum()` with
 `ema = 0.9 * ema + 0.1 * feat`, a bank of earlier outputs `torch.cat(bank[-8:])` with `bank.append(out)`) reaches
@@ -130,9 +131,9 @@ The total must be a plain name, an attribute or a dict entry (`stats["loss"] += 
         has_self_call = SELF_ADD.search(model.text) is not None  # else no method keeps a total it returns
         for loop in [*model.loops, *_self_total_bodies(model)]:
             accumulating = any(e.accumulates or e.kind is EventKind.APPEND for e in loop.events)
-            returned = loop.node is not None and has_self_call and any(  # `l = self.compute(x)`: a method may
-                e.kind is EventKind.ASSIGN and type(e.value) is cst.Call  # return a total it keeps
-                and type(e.value.func) is cst.Attribute and dotted(e.value.func.value) == "self" for e in loop.events)
+            returned = loop.node is not None and has_self_call and any(  # `l = self.compute(x)`, `crit(out, y)`:
+                e.kind is EventKind.ASSIGN and type(e.value) is cst.Call for e in loop.events)  # a method may return
+            # a total it keeps
             if not accumulating and not returned:
                 continue  # no running total in this loop
             for backward in loop.of(EventKind.BACKWARD):
@@ -210,14 +211,15 @@ def _graph_operands(expr: cst.BaseExpression, _at: Event) -> set[str]:
 
 
 def _returned_totals(model: FileModel, scope, backward: Event, defs: list[Event]) -> Iterator[Finding]:
-    """`l = self.compute(x, y)`, then `l.backward()`, where the method adds each call's loss into an attribute of
-    `self` and returns it (`self.loss_sum += loss; return self.loss_sum`), the attribute kept across calls
+    """`l = self.compute(x, y)` (or `crit(out, y)`, the forward of a module of the file), then `l.backward()`, where
+    the method adds each call's loss into an attribute of `self` and returns it (`self.loss_sum += loss; return
+    self.loss_sum`), the attribute kept across calls
     (`_kept_by_self`): each backward re-walks every earlier call's graph. Reported without a fix."""
     for d in defs:
         if d.kind is not EventKind.ASSIGN or d.variant is not AssignForm.PLAIN or type(d.value) is not cst.Call:
             continue
         func = dotted(d.value.func) or ""
-        callee = model.kinds.callee(scope, func) if func.startswith("self.") else None
+        callee = (model.kinds.callee(scope, func) or model.resolve(scope, f"{func}.forward")) if func else None
         rets = callee.own_returns() if callee is not None else []
         totals = {dotted(r.value) for r in rets}
         total = totals.pop() if len(totals) == 1 else None
@@ -225,7 +227,8 @@ def _returned_totals(model: FileModel, scope, backward: Event, defs: list[Event]
             continue
         adds = [e for e in callee.events if e.scope is callee.node and e.target == total and e.accumulates
                 and not e.loops and e.value is not None]
-        if adds and model.kinds.of(adds[0].value, callee, adds[0]) is VKind.GRAPH and _kept_by_self(model, callee, adds[0]):
+        if adds and VKind.GRAPH in (model.kinds.of(adds[0].value, callee, adds[0]), model.kinds.of(d.value, scope, d)) \
+                and _kept_by_self(model, callee, adds[0]):  # (a graph added, or returned at this call, given its arguments)
             yield Finding(
                 backward.node,
                 f"`{code_of(backward.node)}` back-propagates what `{func}()` returns, `{total}`, a running total it "
