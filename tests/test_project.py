@@ -194,6 +194,29 @@ def test_scan_imports_reads_every_form():
     }
 
 
+def test_a_name_imported_from_two_places_is_not_resolved():
+    """A stand-in class for old versions of torch, imported on the other branch of a version test: which of the
+    two the run binds is not known, so neither is followed. The same import twice is one binding."""
+    text = ("if torch.__version__ >= '1.6.0':\n    from torch.cuda.amp import GradScaler\nelse:\n"
+            "    from ..amp_dummy import GradScaler\nfrom utils import meter\nfrom utils import meter\n")
+    assert scan_imports(text) == {"meter": Imported("utils", 0, "meter")}
+
+
+def test_a_stand_in_scaler_of_the_project_does_not_make_the_scalers_step_a_plain_one(tmp_path, run_cli):
+    """With the stand-in's `step()` (it calls `optimizer.step()`) taken for the scaler's, the loop's
+    `scaler.step(opt)` would read as a plain step of scaled gradients."""
+    (tmp_path / "amp_dummy.py").write_text(
+        "class GradScaler:\n    def scale(self, x):\n        return x\n\n"
+        "    def step(self, optimizer):\n        return optimizer.step()\n\n    def update(self):\n        pass\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nif torch.__version__ >= '1.6.0':\n    from torch.cuda.amp import GradScaler\nelse:\n"
+        "    from amp_dummy import GradScaler\n\n\ndef train(model, loader, opt, crit):\n    scaler = GradScaler()\n"
+        "    for x, y in loader:\n        opt.zero_grad()\n        scaler.scale(crit(model(x), y)).backward()\n"
+        "        scaler.step(opt)\n        scaler.update()\n")
+    result = run_cli("check", "--isolated", "--no-cache", ".", cwd=tmp_path)
+    assert "TL010" not in result.stdout, result.stdout
+
+
 def test_module_resolution(tmp_path):
     for rel in ["app/train.py", "app/helpers.py", "src/lib/__init__.py", "src/lib/core.py", "pkg/__init__.py",
                 "pkg/a/__init__.py", "pkg/a/mod.py", "pkg/b.py"]:

@@ -37,8 +37,11 @@ class Imported:
 
 def scan_imports(text: str) -> dict[str, Imported]:
     """The names a file binds by import statements, read from its text (any indentation; an import in a string
-    is read too, which only makes a call resolvable that the file's model then checks against its own code)."""
+    is read too, which only makes a call resolvable that the file's model then checks against its own code). A name
+    imported from two different places (`if torch.__version__ >= "1.6": from torch.cuda.amp import GradScaler`,
+    `else: from .amp_dummy import GradScaler`) is left out: which of the two runs is not known."""
     bound: dict[str, Imported] = {}
+    ambiguous: set[str] = set()
     for m in _import_lines(text):
         names = m.group(3).strip("()").replace("\\\n", " ")
         if m.group(2) is not None:  # from X import a, b as c
@@ -47,7 +50,10 @@ def scan_imports(text: str) -> dict[str, Imported]:
                 parts = item.split()
                 if parts and parts[0] != "*":
                     local = parts[2] if len(parts) == 3 and parts[1] == "as" else parts[0]
-                    bound[local] = Imported(module, dots, parts[0])
+                    new = Imported(module, dots, parts[0])
+                    if local in bound and bound[local] != new:
+                        ambiguous.add(local)  # `from torch.cuda.amp import GradScaler`, else a stand-in of the project
+                    bound[local] = new
             continue
         for item in names.split(","):  # import a.b, c as d
             parts = item.split()
@@ -60,6 +66,8 @@ def scan_imports(text: str) -> dict[str, Imported]:
                 known = bound.get(head)
                 subs = known.subs if known is not None and known.name is None and known.module == head else ()
                 bound[head] = Imported(head, 0, None, subs + ((sub,) if sub else ()))
+    for local in ambiguous:  # bound on alternative branches to different things: which one runs is not known
+        del bound[local]
     return bound
 
 
