@@ -1308,3 +1308,84 @@ def test_a_loop_stepping_each_optimizer_steps_before_the_update():
     skipping = PER_OPTIMIZER.format(first="scaler.step(o)").replace(
         head, head + "            if o.frozen:\n                continue\n")
     assert findings(skipping, "TL010") == [(12, 5)]
+
+
+_REBUILT_UNDER_A_SETTING = """
+    for step, batch in enumerate(loader):
+        loss = policy_loss(batch) / accum
+        if cfg.fp16:
+            scaler = GradScaler(enabled=True)
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        if (step + 1) % accum == 0:
+            if cfg.fp16:
+                scaler.unscale_(optimizer)
+            norm = clip_grad_norm_(policy.parameters(), 1.0)
+            if not torch.isfinite(norm):
+                optimizer.zero_grad()
+            elif cfg.fp16:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+"""
+
+
+def test_a_scaler_built_again_under_a_setting_fixed_for_the_loop():
+    """Built in every iteration under `if cfg.fp16:` (the same on every pass): the scale learned is dropped each
+    time. That fresh scaler holds no unscaled state into the next iteration, so the update skipped after a
+    non-finite norm is no second `unscale_` of one scaler."""
+    assert findings(_REBUILT_UNDER_A_SETTING, "TL010") == [(5, 18)]
+    once = "\n    scaler = GradScaler(enabled=True)" + _REBUILT_UNDER_A_SETTING.replace(
+        "            scaler = GradScaler(enabled=True)\n", "")
+    assert findings(once, "TL010") == [(17, 13)]
+    per_pass = _REBUILT_UNDER_A_SETTING.replace(
+        "        if cfg.fp16:\n            scaler =", "        if step % 2:\n            scaler =")
+    assert (5, 18) not in findings(per_pass, "TL010")  # built on some passes only: not this check
+
+
+_CYCLES = """
+    for lo, hi in loader:
+        netG.zero_grad(set_to_none=True)
+        fake = netG(lo)
+        scaler.scale(pixel(fake, hi) + adv(netD(fake))).backward()
+        scaler.step(optG)
+        scaler.update()
+        {clear}
+        scaler.scale(critic(netD(hi), netD(fake.detach()))).backward()
+        scaler.step(optD)
+        scaler.update()
+"""
+
+
+def test_complete_cycles_for_each_network_update_twice_harmlessly():
+    """The discriminator is cleared after the generator's update, then back-propagated, stepped and updated: each
+    gradient is unscaled at the scale it was made at, and a second update only counts the iteration again. Left
+    uncleared, it keeps what the generator's backward (made at the old scale) left in it."""
+    assert findings(_CYCLES.format(clear="netD.zero_grad(set_to_none=True)"), "TL010") == []
+    assert findings(_CYCLES.format(clear="pass"), "TL010") == [(7, 5)]
+    both_first = _CYCLES.format(clear="netD.zero_grad(set_to_none=True)").replace(
+        "        scaler.step(optG)\n        scaler.update()\n", "").replace(
+        "        scaler.step(optD)\n", "        scaler.step(optG)\n        scaler.update()\n        scaler.step(optD)\n")
+    assert findings(both_first, "TL010") == [(9, 5)]  # optD's gradients, made before the first update
+
+
+def test_a_scaler_built_with_its_optimizer_for_each_run():
+    """Each pass of the outer loop is a run of its own, with a new model and optimizer: a new scaler belongs to it.
+    A scaler built there for an optimizer of the whole script drops what it learned."""
+    src = """
+    for run in range(args.runs):
+        model = Net()
+        opt = torch.optim.Adam(model.parameters())
+        if args.amp:
+            scaler = torch.cuda.amp.GradScaler()
+        for x, y in loader:
+            opt.zero_grad()
+            scaler.scale(crit(model(x), y)).backward()
+            scaler.step(opt)
+            scaler.update()
+    """
+    assert findings(src, "TL010") == []
+    shared = src.replace("        opt = torch.optim.Adam(model.parameters())\n", "")
+    assert findings(shared, "TL010") == [(5, 18)]

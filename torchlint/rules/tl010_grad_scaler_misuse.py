@@ -13,6 +13,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel, Loop
+from torchlint.analysis.scaling import conditions, crossed, decided_after, level, sets_scale, steps_again
 from torchlint.analysis.engines import called_per_run
 from torchlint.analysis.loops import optimizer_loop, optimizers_loops
 from torchlint.analysis.exprs import code_of, modulo_divisor, names_in
@@ -54,9 +55,12 @@ name every binding of which in the file is `scaled = scaler.scale(loss)`):
    test the step does not share (`if i % 100 == 0:`, or its `else:`), so that most iterations step without one;
 4. `scaler.update()` under a condition decided after `scaler.unscale_(optimizer)` (`if not skip:` with `skip`
    set when the clipped norm is too large, `if torch.isfinite(norm):`);
-5. `scaler.update()` more than once per iteration: after each optimizer's `scaler.step` (a GAN's generator, then
-   its discriminator, with one scaler), or inside a loop over the optimizers (`for opt in optimizers:
-   scaler.step(opt); scaler.update()`, also when the loop calls a helper that steps and updates);
+5. `scaler.update()` more than once per iteration where a gradient is unscaled at another scale than the one it
+   was made at: after each optimizer's `scaler.step` (a GAN's generator, then its discriminator, with one
+   scaler), or inside a loop over the optimizers (`for opt in optimizers: scaler.step(opt); scaler.update()`, also
+   through a helper), when an optimizer steps gradients not cleared and made again since the earlier update, or
+   steps under an accumulation window. Complete cycles (clear, scaled backward, step, update, per network) are not
+   reported: each gradient meets its own scale;
 5b. `scaler.unscale_(optimizer)` that can run again for the same optimizer before `scaler.update()`: twice in one
    iteration, or on every iteration while the step and the update wait for the end of an accumulation window
    (`if (i + 1) % k == 0:`). PyTorch raises 'unscale_() has already been called on this optimizer since the last
@@ -76,7 +80,9 @@ And in a loop whose backwards are all plain (`loss.backward()`):
    `scaled.backward()`).
 
 7. A GradScaler built again where it is used: `scaler = GradScaler()` inside the iteration that scales and steps
-   with it (not under a condition there, `if scaler is None:`), or at the start of a function whose loop steps with
+   with it (not under a condition that changes there, `if scaler is None:`; under a setting fixed for the loop, `if
+   cfg.fp16:`, it is built on every iteration that uses it; such a fresh scaler carries no unscaled state, so 4 does
+   not ask about it; not with the optimizer built again beside it, a new run each pass), or at the start of a function whose loop steps with
    it when a loop of the same file calls that function handing it an optimizer bound before that loop (an epoch
    function, `for epoch in ...: train_one_epoch(model, optimizer)`), or stepping one it is not handed and does not
    bind (the module's, `self.optimizer` of the trainer) that the loop does not bind again: each new scaler starts again from its initial
@@ -107,10 +113,9 @@ So is a function that back-propagates in a loop of its own, the micro-batches of
    that object: a new one starts at 65536 again, so the iterations after it overflow and skip their steps until
    the scale comes back down (every iteration, for one rebuilt in the loop: where fp16 gradients overflow at 65536,
    nothing ever trains).
-5. PyTorch's GradScaler wants one `update()` per iteration, after every optimizer used in it has stepped: each
-   extra update counts the iteration again toward growing the scale (it grows as many times too often as there
-   are updates), and each judges only the optimizers stepped since the one before it (the documented
-   multi-optimizer recipe updates once, at the end).
+5. PyTorch's GradScaler wants one `update()` per iteration, after every optimizer used in it has stepped (the
+   documented multi-optimizer recipe updates once, at the end): an update between a backward and the step of its
+   gradients changes the scale they are divided by, so they are unscaled wrongly (or, after an overflow, by half).
 
 ## Example
 ```python
@@ -178,7 +183,7 @@ for x, y in loader:
                 continue
             scaler = scaled[0].via or "scaler"
             found = [*_direct_steps(loop, scaled, scaler), *_clip_before_unscale(loop, scaled, scaler),
-                     *_updated_twice(loop)]
+                     *_updated_twice(model, loop)]
             if loop.node is not None:
                 # A per-step function may leave `update()` to its caller, once its step returns.
                 found += _no_update(loop, scaler)
@@ -207,19 +212,14 @@ def _window_bodies(model: FileModel) -> list[Loop]:
 def _serves(loop: Loop, backward: Event, later: Event) -> bool:
     """`later` can run after `backward` in the same iteration, inside the loop `backward` runs in (a backward in
     one training function never serves the step of another function called after it)."""
-    return (_level(later) is None or _level(later) in backward.loops) and loop.may_follow(backward, later)
-
-
-def _level(e: Event) -> cst.CSTNode | None:
-    """The innermost loop `e` runs in, in its function; None outside any (a per-step function's body)."""
-    return e.loops[-1] if e.loops else None
+    return (level(later) is None or level(later) in backward.loops) and loop.may_follow(backward, later)
 
 
 def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Finding]:
     for step in loop.of(EventKind.STEP):
         if step.via is not None or step.target is None or not any(_serves(loop, b, step) for b in scaled):
             continue
-        if _level(step) is not loop.node:
+        if level(step) is not loop.node:
             continue  # judged in its own loop
         call = step.node
         if _handed_scaler(call, scaled, scaler):
@@ -350,14 +350,15 @@ def _update_skipped_after_unscale(loop: Loop) -> Iterator[Finding]:
     `skip = True` when the clipped norm is too large): on the iterations it skips, the optimizer stays unscaled and
     the next `unscale_` raises. A condition the unscale was already under, tested again, decides nothing new."""
     for unscale in loop.of(EventKind.SCALER_UNSCALE):
-        if _level(unscale) is not loop.node:
+        if level(unscale) is not loop.node:
             continue
         updates = [u for u in loop.of(EventKind.SCALER_UPDATE)
                    if u.target == unscale.via and loop.may_follow(unscale, u)]
         if not updates or not loop.ends_iteration_after(unscale, updates):
             continue
-        if not all(_decided_after(loop, unscale, u) for u in updates):
-            continue
+        if not all(decided_after(loop, unscale, u) for u in updates) or any(
+                e.target == unscale.via and e.rebinds and level(e) is loop.node for e in loop.of(EventKind.ASSIGN)):
+            continue  # (a scaler built again in each iteration keeps no unscaled state: that is 7's concern)
         last = updates[-1]
         yield Finding(
             last.node,
@@ -379,15 +380,15 @@ def _unscaled_again(loop: Loop) -> Iterator[Finding]:
     scope = loop.scope
     flow = scope.flow
     unscales = [u for u in loop.of(EventKind.SCALER_UNSCALE)
-                if u.via and u.target and _level(u) is loop.node and u.scope is scope.node and u.inlined_from is None]
+                if u.via and u.target and level(u) is loop.node and u.scope is scope.node and u.inlined_from is None]
     for u in unscales:
         updates = [v for v in loop.of(EventKind.SCALER_UPDATE) if v.target == u.via]
         if not updates or any(v.scope is not scope.node or v.inlined_from is not None for v in updates):
             continue
-        held = _conditions(loop, u)
+        held = conditions(loop, u)
         # an update under conditions the unscale holds too (`if step_now:` tested twice) follows it every time
-        follows = any(_conditions(loop, v) <= held for v in updates) or all(
-            _decided_after(loop, u, v) for v in updates)  # (4. reports that at the update)
+        follows = any(conditions(loop, v) <= held for v in updates) or all(
+            decided_after(loop, u, v) for v in updates)  # (4. reports that at the update)
         start, head = scope.flow_node(u), flow.loop_head.get(id(loop.node))
         avoid = frozenset(n for v in updates if (n := scope.flow_node(v)) is not None)
         if start is None or head is None or len(avoid) < len(updates):
@@ -410,11 +411,6 @@ def _unscaled_again(loop: Loop) -> Iterator[Finding]:
                 break
 
 
-def _conditions(loop: Loop, e: Event) -> set[tuple[str, bool] | None]:
-    """The conditions (text, polarity) `e` sits under inside the loop."""
-    return {g.condition() for g in e.guards_within(loop.node)}
-
-
 def _updated_without_step(loop: Loop) -> Iterator[Finding]:
     """`scaler.update()` on every iteration while `scaler.step(opt)` waits for an accumulation window (`if (i + 1)
     % k == 0:`): an update with no step or unscale of that scaler since the previous one finds no inf checks, and
@@ -424,15 +420,15 @@ def _updated_without_step(loop: Loop) -> Iterator[Finding]:
     scope = loop.scope
     flow = scope.flow
     for v in loop.of(EventKind.SCALER_UPDATE):
-        if (not v.target or _level(v) is not loop.node or v.scope is not scope.node or v.inlined_from is not None
-                or _sets_scale(v)):
+        if (not v.target or level(v) is not loop.node or v.scope is not scope.node or v.inlined_from is not None
+                or sets_scale(v)):
             continue
         records = [e for e in loop.of(EventKind.STEP, EventKind.SCALER_UNSCALE) if e.via == v.target]
         if not any(e.kind is EventKind.STEP for e in records) or any(
                 e.scope is not scope.node or e.inlined_from is not None for e in records):
             continue
-        held = _conditions(loop, v)
-        if any(_conditions(loop, e) <= held for e in records):
+        held = conditions(loop, v)
+        if any(conditions(loop, e) <= held for e in records):
             continue
         start = scope.flow_node(v)
         avoid = frozenset(n for e in records if (n := scope.flow_node(e)) is not None)
@@ -450,18 +446,20 @@ def _updated_without_step(loop: Loop) -> Iterator[Finding]:
             )
 
 
-def _updated_twice(loop: Loop) -> Iterator[Finding]:
+def _updated_twice(model: FileModel, loop: Loop) -> Iterator[Finding]:
     """`scaler.update()` twice in one iteration: two updates of the same scaler, one after the other (one after each
     optimizer's `scaler.step`), or one inside a loop over the optimizers (`for opt in optimizers: scaler.step(opt);
     scaler.update()`). PyTorch's GradScaler wants one `update()` per iteration, after every optimizer has stepped.
     An update given the new scale (`scaler.update(scale * 2.0)`) sets it and counts nothing toward growth: it is
     no second update."""
     updates = [u for u in loop.of(EventKind.SCALER_UPDATE) if u.target and "[" not in u.target
-               and not _sets_scale(u)]
+               and not sets_scale(u)]
+    steps = [s for s in loop.of(EventKind.STEP) if s.via]
     for u in updates:
-        again = [v for v in updates if v is not u and v.target == u.target and _level(v) is _level(u)
-                 and _level(u) is loop.node and loop.may_follow(u, v) and not loop.may_follow(v, u)
-                 and not _steps_again(loop, u, v)]
+        again = [v for v in updates if v is not u and v.target == u.target and level(v) is level(u)
+                 and level(u) is loop.node and loop.may_follow(u, v) and not loop.may_follow(v, u)
+                 and not steps_again(loop, u, v) and crossed(model, loop, u, [
+                     s for s in steps if s.via == u.target and loop.may_follow(u, s) and loop.may_follow(s, v)])]
         if again:
             yield Finding(
                 u.node,
@@ -471,43 +469,13 @@ def _updated_twice(loop: Loop) -> Iterator[Finding]:
             )
             continue
         per = optimizer_loop(loop, u)
-        if per is not None:
+        if per is not None and crossed(model, loop, u, [s for s in steps if s.via == u.target and per in s.loops]):
             yield Finding(
                 u.node,
                 f"`{code_of(u.node)}` inside `for {code_of(per.target)} in {code_of(per.iter)}`, a loop over the "
                 f"optimizers `{u.target}` steps, runs once per optimizer: the loss scale is adjusted several times per iteration; call "
                 f"`{u.target}.update()` once, after the loop",
             )
-
-
-def _sets_scale(update: Event) -> bool:
-    """`scaler.update(new_scale)` itself, given the scale: not another file's helper whose update is placed at its
-    call (`update_network(net, opt, clip, scaler)`: the event stands at the call, whose arguments are the helper's)."""
-    node = update.node
-    return update.origin is None and type(node) is cst.Call and bool(node.args)
-
-
-def _steps_again(loop: Loop, u: Event, v: Event) -> bool:
-    """An optimizer the scaler stepped before `u` steps again between `u` and `v`: two training steps in one pass
-    (a helper that steps and updates, called for two batches), each updated once."""
-    steps = [s for s in loop.of(EventKind.STEP) if s.via == u.target and s.target]
-    before = {s.target for s in steps if loop.may_follow(s, u)}
-    return any(s.target in before and loop.may_follow(u, s) and loop.may_follow(s, v) for s in steps)
-
-
-def _decided_after(loop: Loop, unscale: Event, update: Event) -> bool:
-    """`update` sits under a guard the unscale does not share whose test reads a name bound between the two."""
-    bound = {e.target for e in loop.of(EventKind.ASSIGN)
-             if e.target and loop.may_follow(unscale, e) and loop.may_follow(e, update)}
-    for g in update.guards:
-        if g in unscale.guards or not isinstance(g.test, cst.BaseExpression):
-            continue
-        if any(h.condition() == g.condition() for h in unscale.guards) and loop.unchanged_between(
-                g.test, unscale, update):
-            continue
-        if names_in(g.test) & bound:
-            return True
-    return False
 
 
 def _unscaled_backward(model: FileModel, loop: Loop) -> Iterator[Finding]:
@@ -525,7 +493,7 @@ def _unscaled_backward(model: FileModel, loop: Loop) -> Iterator[Finding]:
         return
     for step in steps:
         before = [b for b in backwards if loop.may_follow(b, step) and b.seq < step.seq]
-        if not before or _level(step) is not loop.node:
+        if not before or level(step) is not loop.node:
             continue
         yield Finding(
             step.node,
@@ -551,7 +519,13 @@ def _rebuilt_scalers(model: FileModel) -> Iterator[Finding]:
             built = code_of(a.value)
             if a.loops:
                 inner = a.loops[-1]
-                if not a.guards_within(inner) and any(inner in u.loops and u.seq > a.seq for u in uses):
+                lp = next((lp for lp in model.loops if lp.node is inner), None)
+                fixed = lp is not None and all(isinstance(g.test, cst.BaseExpression) and lp.invariant(g.test)
+                                               for g in a.guards_within(inner))  # `if cfg.fp16:`, the same each pass
+                renewed = {o.target for o in scope.events if o.kind is EventKind.ASSIGN and o.rebinds and inner in o.loops}
+                if fixed and any(inner in u.loops and u.seq > a.seq for u in uses) and not any(
+                        u.kind is EventKind.STEP and u.target in renewed for u in uses if inner in u.loops):
+                    # (not with an optimizer built again beside it: a new run each pass, `for run in range(n)`)
                     yield Finding(a.value, (
                         f"`{built}` builds a new GradScaler on every iteration that steps with it: the loss scale "
                         f"starts again at its initial value (65536) each time and what `{a.target}.update()` "

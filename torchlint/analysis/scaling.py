@@ -1,0 +1,70 @@
+"""Queries over a GradScaler's events in one loop: the conditions an event sits under, whether an update sets the
+scale, whether a gradient is unscaled at another scale than the one it was made at, whether an update's condition
+is decided after an unscale. What TL010's checks share."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.clearing import clears
+from torchlint.analysis.events import Event, EventKind
+from torchlint.analysis.exprs import names_in
+from torchlint.analysis.loops import Loop
+from torchlint.analysis.model import FileModel
+
+
+def level(e: Event) -> cst.CSTNode | None:
+    """The innermost loop `e` runs in, in its function; None outside any (a per-step function's body)."""
+    return e.loops[-1] if e.loops else None
+
+
+def conditions(loop: Loop, e: Event) -> set[tuple[str, bool] | None]:
+    """The conditions (text, polarity) `e` sits under inside the loop."""
+    return {g.condition() for g in e.guards_within(loop.node)}
+
+
+def crossed(model: FileModel, loop: Loop, u: Event, steps: list[Event]) -> bool:
+    """A gradient is unscaled at another scale than the one it was made at: a step of `steps` whose optimizer is
+    not cleared and refilled by a scaled backward since the update `u` (two backwards, then a step and an update for
+    each network; a discriminator's backward leaving gradients in the generator), or one under a condition its
+    backwards do not hold (an accumulation window: gradients made before earlier updates). Complete cycles (clear,
+    scale, backward, step, update for each network in turn) only count the iteration twice."""
+    scaled = [b for b in loop.of(EventKind.BACKWARD) if b.via == u.target]
+    clearings = loop.of(EventKind.ZERO_GRAD)
+    for s in steps:
+        fresh = [b for b in scaled if loop.may_follow(u, b) and loop.may_follow(b, s) and any(
+            loop.may_follow(u, z) and loop.may_follow(z, b) and clears(model, s.target or "", z) for z in clearings)]
+        held = set(s.guards_within(loop.node))
+        if not fresh or any(not held <= set(b.guards_within(loop.node)) for b in fresh):
+            return True
+    return False
+
+
+def sets_scale(update: Event) -> bool:
+    """`scaler.update(new_scale)` itself, given the scale: not another file's helper whose update is placed at its
+    call (`update_network(net, opt, clip, scaler)`: the event stands at the call, whose arguments are the helper's)."""
+    node = update.node
+    return update.origin is None and type(node) is cst.Call and bool(node.args)
+
+
+def steps_again(loop: Loop, u: Event, v: Event) -> bool:
+    """An optimizer the scaler stepped before `u` steps again between `u` and `v`: two training steps in one pass
+    (a helper that steps and updates, called for two batches), each updated once."""
+    steps = [s for s in loop.of(EventKind.STEP) if s.via == u.target and s.target]
+    before = {s.target for s in steps if loop.may_follow(s, u)}
+    return any(s.target in before and loop.may_follow(u, s) and loop.may_follow(s, v) for s in steps)
+
+
+def decided_after(loop: Loop, unscale: Event, update: Event) -> bool:
+    """`update` sits under a guard the unscale does not share whose test reads a name bound between the two."""
+    bound = {e.target for e in loop.of(EventKind.ASSIGN)
+             if e.target and loop.may_follow(unscale, e) and loop.may_follow(e, update)}
+    for g in update.guards:
+        if g in unscale.guards or not isinstance(g.test, cst.BaseExpression):
+            continue
+        if any(h.condition() == g.condition() for h in unscale.guards) and loop.unchanged_between(
+                g.test, unscale, update):
+            continue
+        if names_in(g.test) & bound:
+            return True
+    return False
