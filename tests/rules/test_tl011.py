@@ -1027,3 +1027,22 @@ def test_an_epoch_method_stepping_its_scheduler_first_under_a_configuration_flag
 def test_an_epoch_method_stepping_its_scheduler_under_a_changing_condition(guard):
     """A condition that may change from one call to the next may be what delays the scheduler (`epoch > 0`)."""
     assert findings(_EPOCH_METHOD.format(guard=guard), "TL011") == []
+
+
+@pytest.mark.parametrize("name, built", [
+    ("pipeline_schedule", "ScheduleGPipe(stage, n_microbatches=4)"),  # runs the pipeline's forwards and backwards
+    ("noise_scheduler", "DDPMScheduler(num_train_timesteps=1000)"),  # a diffusion sampler's step
+    ("sched", "ScheduleGPipe(stage, n_microbatches=4)"),
+    ("kl_scheduler", "make_annealing(cfg)"),
+])
+def test_a_schedule_of_something_else_than_the_learning_rate(name, built):
+    src = f"""
+    {name} = {built}
+    for x, y in loader:
+        opt.zero_grad()
+        {name}.step()
+        opt.step()
+    """
+    assert findings(src, "TL011") == []
+    assert findings(src.replace(f"{name} = {built}", f"{name} = torch.optim.lr_scheduler.StepLR(opt, 10)")
+                    .replace(name, "lr_sched"), "TL011") == [(5, 5)]

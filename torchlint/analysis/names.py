@@ -38,6 +38,15 @@ _OPTIMIZER_NAME = re.compile(
     r"|[a-z0-9_]+_(opt|optim|optimi[sz]er)|[a-z0-9]+optimi[sz]er)$"
 )
 _SCHEDULER_NAME = re.compile(r"(^|_)(lr_)?sched(uler)?s?(_?[a-z0-9]+)?$|^scheduler|^lr_schedule")
+# A schedule of something else than the learning rate, whose `step()` does other work: a diffusion model's noise
+# scheduler (diffusers' `noise_scheduler.step(out, t, x)` takes a sampling step), a pipeline-parallel schedule
+# (`torch.distributed.pipelining`: `pipeline_schedule.step(batch)` runs the forwards and backwards), an annealing
+# of a loss weight or of teacher forcing.
+_OTHER_SCHEDULE = re.compile(r"(noise|beta|sigma|diffusion|ddpm|ddim|timestep|sampl\w*|pipeline|pp|kl|teacher|tf"
+                             r"|forcing|temperature|curriculum)_?sched")
+# the same by class: diffusers' schedulers (`DDPMScheduler`, `EulerDiscreteScheduler`, ...), torch's pipeline schedules
+_OTHER_SCHEDULE_CLASS = re.compile(r"^diffusers\.|(DDPM|DDIM|PNDM|Euler|DPMSolver|LMS|Heun|KDPM|UniPC|DEIS|FlowMatch)"
+                                   r"\w*Scheduler$|^Schedule(GPipe|1F1B|Interleaved|LoopedBFS|ZBV|DualPipe)|pipelining")
 _SCALER_NAME = re.compile(r"(^|_)(grad_|amp_)?scaler(_?[a-z0-9]+)?$")
 _ACCELERATOR_NAME = re.compile(r"^(accelerator|accel|fabric)$")
 # (`self.deepspeed` is the DeepSpeedEngine of Hugging Face's Trainer, vendored by many repositories)
@@ -46,12 +55,15 @@ _NOT_OPTIMIZER = frozenset({"opts", "optional", "option", "options", "optimize",
 
 
 def role_of_value(value: cst.BaseExpression) -> Role | None:
-    """What a right-hand side constructs, when it says so (`torch.optim.Adam(...)`, `GradScaler()`)."""
+    """What a right-hand side constructs, when it says so (`torch.optim.Adam(...)`, `GradScaler()`; OTHER for a
+    schedule of something else than the learning rate, whatever the name it is bound to)."""
     if type(value) is cst.Call:
         name = dotted(value.func)
         if name is None:
             return None
         last = last_part(name)
+        if _OTHER_SCHEDULE_CLASS.search(name):
+            return Role.OTHER
         if "lr_scheduler" in name or _SCHEDULER_CLASS.search(last):
             return Role.SCHEDULER
         if last in OPTIMIZER_CLASSES or name.startswith(("torch.optim.", "optim.")) or last == "optimizers":
@@ -73,7 +85,7 @@ def role_of_name(name: str) -> Role:
     last = last_part(name).lower()
     if _SCALER_NAME.search(last):
         return Role.SCALER
-    if _SCHEDULER_NAME.search(last):
+    if _SCHEDULER_NAME.search(last) and not _OTHER_SCHEDULE.search(last):
         return Role.SCHEDULER
     if _ACCELERATOR_NAME.match(last):
         return Role.ACCELERATOR
@@ -168,7 +180,7 @@ class Symbols:
 
     def built_here(self, value: cst.BaseExpression) -> bool:
         """`value` constructs an optimizer, scheduler, scaler or accelerator."""
-        return role_of_value(value) is not None
+        return role_of_value(value) not in (None, Role.OTHER)
 
     def role(self, name: str | None) -> Role:
         if name is None:

@@ -95,7 +95,10 @@ loop that steps the scheduler before calling a training function (of the same fi
 of another file) that steps the optimizer; the message names that function's file and line.
 
 ## Correct look-alikes (not flagged)
-`scheduler.step(start_epoch)` when resuming; per-epoch scheduling after the inner batch loop; a scheduler bound only
+`scheduler.step(start_epoch)` when resuming; per-epoch scheduling after the inner batch loop; a schedule of
+something else than the learning rate, by its class or its name (a diffusion model's `noise_scheduler =
+DDPMScheduler(...)`, whose `step()` takes a sampling step; a pipeline-parallel `pipeline_schedule = ScheduleGPipe(...)`,
+whose `step(batch)` runs the forwards and backwards; a `kl_scheduler` annealing a loss weight); a scheduler bound only
 to None in the file (`self.lr_scheduler = None`, stepped under `if self.lr_scheduler is not None:`: it never runs);
 `ReduceLROnPlateau.step(val_loss)` after validation; any other `scheduler.step(...)` with an argument (the epoch
 a loop binds, a count advanced after the optimizer's step, a count advanced by anything but an integer); a scheduler
