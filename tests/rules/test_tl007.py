@@ -3751,3 +3751,20 @@ def test_a_list_filled_once_per_network_of_an_ensemble():
     assert findings(_ENSEMBLE.format(loop="self.update_critics(*buffer.sample())"), "TL007") == []
     carried = _ENSEMBLE.replace("per_sample = []\n            ", "").replace("per_sample", "self.per_sample")
     assert findings(carried.format(loop="self.update_critics(*buffer.sample())"), "TL007") == [(6, 13)]
+
+
+def test_per_state_gradients_a_forward_returns():
+    """A force field's forward takes one gradient per energy state, with `create_graph=self.training`, and returns
+    them joined: an output the caller's loss goes through, not a log kept across training steps."""
+    src = """
+    class Force(nn.Module):
+        def forward(self, coords):
+            energy = self.net(coords)
+            grads = []
+            for i in range(energy.shape[-1]):
+                g = torch.autograd.grad(energy[..., i].sum(), coords, create_graph={flag}, retain_graph=True)[0]
+                grads.append(g.unsqueeze(-1))
+            return -torch.cat(grads, dim=-1)
+    """
+    assert findings(src.format(flag="self.training"), "TL007") == []
+    assert findings(src.format(flag="True"), "TL007") == []

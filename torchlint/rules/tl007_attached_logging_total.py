@@ -552,9 +552,9 @@ def _escapes(model: FileModel, loop: Loop, total: str) -> bool:
 
 
 def _differentiable_grad(b: Event) -> bool:
-    """`torch.autograd.grad(out, x, create_graph=True)`: the gradients come back with a graph of their own."""
+    """`torch.autograd.grad(out, x, create_graph=True)` (not known False): gradients with a graph of their own."""
     return b.variant is BackwardVia.AUTOGRAD_GRAD and type(b.node) is cst.Call and any(
-        a.keyword is not None and a.keyword.value == "create_graph" and dotted(a.value) == "True" for a in b.node.args)
+        a.keyword is not None and a.keyword.value == "create_graph" and dotted(a.value) != "False" for a in b.node.args)
 
 
 def _scalar(scope: Scope, value: cst.BaseExpression) -> bool:
