@@ -217,6 +217,30 @@ def test_a_stand_in_scaler_of_the_project_does_not_make_the_scalers_step_a_plain
     assert "TL010" not in result.stdout, result.stdout
 
 
+def test_a_clamping_gradient_hook_registered_by_another_file_under_a_grad_scaler(tmp_path, run_cli):
+    """A helper of another file registers hooks that clamp each parameter's gradient; the trainer steps through a
+    GradScaler, its scaled backward left to a callback of a third file: the hooks clamp scaled gradients."""
+    (tmp_path / "util.py").write_text(
+        "def enable_clipping(model, c):\n    if c is not None:\n        for p in model.parameters():\n"
+        "            p.register_hook(lambda g: g.clamp(-c, c))\n\n\ndef log_sizes(model):\n"
+        "    return [p.numel() for p in model.parameters()]\n")
+    (tmp_path / "trainer.py").write_text(
+        "import util\nfrom callbacks import scaled_backward\nfrom torch.cuda.amp import GradScaler\n\n\n"
+        "class Trainer:\n    def __init__(self, fp16):\n        self.scaler = GradScaler() if fp16 else None\n\n"
+        "    def train(self, loader):\n"
+        "        util.enable_clipping(self.model, self.clip)\n        util.log_sizes(self.model)\n"
+        "        for x, y in loader:\n            self.opt.zero_grad()\n            loss = self.crit(self.model(x), y)\n"
+        "            if self.scaler is not None:\n                scaled_backward(self, loss)\n"
+        "                self.scaler.step(self.opt)\n                self.scaler.update()\n            else:\n"
+        "                loss.backward()\n                self.opt.step()\n")
+    (tmp_path / "callbacks.py").write_text(
+        "def scaled_backward(trainer, loss):\n    trainer.scaler.scale(loss).backward()\n")
+    result = run_cli("check", "--isolated", "--no-cache", "--select", "TL010", ".", cwd=tmp_path)
+    lines = [line for line in result.stdout.splitlines() if "TL010" in line]
+    assert len(lines) == 1 and lines[0].startswith("trainer.py:11:9: TL010 `util.enable_clipping(self.model, self.clip)`"), \
+        result.stdout
+
+
 def test_module_resolution(tmp_path):
     for rel in ["app/train.py", "app/helpers.py", "src/lib/__init__.py", "src/lib/core.py", "pkg/__init__.py",
                 "pkg/a/__init__.py", "pkg/a/mod.py", "pkg/b.py"]:

@@ -25,7 +25,7 @@ SLACK = 2  # lines: the fix may change a line beside the one the finding points 
 # fails the test until it leaves its set, so the count stays honest in both directions.
 KNOWN_MISSES = frozenset({
     "rb44", "rb56", "rb60", "rb72",
-    "rb76", "rb77", "rb78",
+    "rb76", "rb77",
 })
 KNOWN_MISSES_MINED = frozenset({
     "mb00", "mb01", "mb06", "mb11", "mc00",

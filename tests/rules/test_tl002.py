@@ -919,3 +919,4 @@ def test_a_later_backward_on_some_paths_is_no_call_that_differentiates_again():
         opt.step()
     """
     assert findings(src, "TL002") == [(4, 10)]
+

@@ -1389,3 +1389,33 @@ def test_a_scaler_built_with_its_optimizer_for_each_run():
     assert findings(src, "TL010") == []
     shared = src.replace("        opt = torch.optim.Adam(model.parameters())\n", "")
     assert findings(shared, "TL010") == [(5, 18)]
+
+
+_HOOKS = """
+    for p in model.parameters():
+        p.register_hook({hook})
+    scaler = GradScaler()
+    for x, y in loader:
+        opt.zero_grad()
+        scaler.scale(crit(model(x), y)).backward()
+        scaler.step(opt)
+        scaler.update()
+"""
+
+
+@pytest.mark.parametrize("hook", ["lambda g: g.clamp(-5.0, 5.0)", "lambda g: torch.clamp(g, -clip, clip)", "clip_hook"])
+def test_a_gradient_hook_that_clamps_scaled_gradients(hook):
+    """The hook runs inside the backward, on gradients still multiplied by the loss scale: clamping them at 5
+    clamps the true ones at 5 / 65536."""
+    src = "\n    def clip_hook(g):\n        return g.clamp(-1, 1)\n" + _HOOKS.format(hook=hook)
+    assert findings(src, "TL010") == [(6, 5)]
+
+
+@pytest.mark.parametrize("src", [
+    _HOOKS.format(hook="lambda g: g * mask"),  # scales by a mask: no bound to mis-scale
+    _HOOKS.format(hook="lambda g: g.clamp(-5.0, 5.0)").replace("scaler.scale(crit(model(x), y)).backward()",
+                                                            "crit(model(x), y).backward()")
+    .replace("scaler.step(opt)", "opt.step()").replace("        scaler.update()\n", ""),  # no GradScaler
+])
+def test_gradient_hooks_that_see_true_gradients(src):
+    assert findings(src, "TL010") == []

@@ -9,7 +9,7 @@ import libcst as cst
 
 from torchlint.analysis.containers import dict_kinds, merged
 from torchlint.analysis.events import Event, EventKind, variant_word
-from torchlint.analysis.exprs import dotted, positional_params
+from torchlint.analysis.exprs import clamping_hook, dotted, positional_params
 from torchlint.analysis.foreign import ExportedEvent, Exports, FunctionExport
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.passing import graph_params
@@ -96,6 +96,7 @@ def export(model: FileModel, names: frozenset[str], tree: ast.Module | None = No
             line(scope.node), params, trains, steps, events,
             bool(summary.zeroes) or any(e.kind is EventKind.ZERO_GRAD for e in scope.events), handed, returns, items,
             parts, values, whole, sorted(graph_params(scope)) if returns == "UNKNOWN" else [],
+            clamping_hook(scope.node) is not None,
         )
 
     out = Exports()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import libcst as cst
 
@@ -454,3 +454,27 @@ def read_keys(expr: cst.BaseExpression, name: str) -> set[str] | None:
     for _ in walk(expr, prune=visit):
         pass
     return None if whole or not keys else keys
+
+
+_CLAMPS = frozenset({"clamp", "clamp_", "clip", "clip_", "clamp_tensor", "clip_grad_value_"})
+
+
+def clamping_hook(node: cst.CSTNode) -> cst.Call | None:
+    """`p.register_hook(lambda g: g.clamp(-c, c))` in `node` (the hook a lambda, or a function defined there): a
+    gradient hook that clamps. It runs during the backward, on the gradient as the backward makes it: with a
+    GradScaler, the scaled one."""
+    return next(clamping_hooks(node), None)
+
+
+def clamping_hooks(node: cst.CSTNode) -> Iterator[cst.Call]:
+    """Each of `clamping_hook`'s registrations in `node`."""
+    defs = {n.name.value: n for n in walk(node) if type(n) is cst.FunctionDef}
+    for call in walk(node):
+        if type(call) is not cst.Call or type(call.func) is not cst.Attribute or call.func.attr.value != "register_hook" \
+                or not call.args:
+            continue
+        hook = call.args[0].value
+        body = hook.body if type(hook) is cst.Lambda else defs.get(hook.value) if type(hook) is cst.Name else None
+        if body is not None and any(type(c) is cst.Call and (dotted(c.func) or "").rsplit(".", 1)[-1] in _CLAMPS
+                                    for c in walk(body)):
+            yield call

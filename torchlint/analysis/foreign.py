@@ -39,6 +39,7 @@ class FunctionExport:
     values: list[dict[str, str]] = field(default_factory=list)
     dict_values: dict[str, str] = field(default_factory=dict)  # the same when every `return` gives a dict itself
     passes: list[str] = field(default_factory=list)  # parameters a return passes on with their graph (`passing`)
+    clamps: bool = False  # registers a gradient hook that clamps (`scaling.clamping_hook`): it sees scaled gradients
 
 
 @dataclass
@@ -226,4 +227,6 @@ def event_text(exp: FunctionExport) -> str:
         out.append(".step(")
     if exp.zeroes:
         out.append("zero_grad(")
+    if exp.clamps:
+        out.append("register_hook(")
     return " ".join(dict.fromkeys(out))

@@ -13,10 +13,10 @@ from torchlint.source.lines import split_lines
 from torchlint.source.words import word_start
 
 # Text that any exported event needs (a backward, a step, a zero_grad or gradient reset, a GradScaler call, a
-# clip); `_STEP_TEXT`: the same but a clip, which neither steps nor clears (`inert`)
+# clip, a gradient hook); `_STEP_TEXT`: the same but a clip or a hook, which neither steps nor clears (`inert`)
 _STEP_TEXT = (r"\.backward\s*\(|manual_backward\s*\(|\.\s*step\s*\(|optimizer_step\s*\(|zero_grad"
               r"|\.grad\s*=\s*None|\.grad\.zero_")
-EVENT_TEXT = re.compile(_STEP_TEXT + r"|clip_grad_(?:norm|value)|\.grad(?:\.data)?\.clamp_")
+EVENT_TEXT = re.compile(_STEP_TEXT + r"|clip_grad_(?:norm|value)|\.grad(?:\.data)?\.clamp_|register_hook\s*\(")
 STEP_TEXT = re.compile(_STEP_TEXT)
 EVENT_BYTES = re.compile(EVENT_TEXT.pattern.encode())
 

@@ -16,7 +16,7 @@ from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel
 from torchlint.analysis.scaling import conditions, crossed, decided_after, level, sets_scale, steps_again
 from torchlint.analysis.engines import called_per_run
 from torchlint.analysis.loops import optimizer_loop, optimizers_loops
-from torchlint.analysis.exprs import code_of, modulo_divisor, names_in
+from torchlint.analysis.exprs import clamping_hooks, code_of, modulo_divisor, names_in
 from torchlint.analysis.names import Role, role_of_value
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, insert_after, insert_before, movable
@@ -92,6 +92,10 @@ And in a loop whose backwards are all plain (`loss.backward()`):
 8. `accelerator.clip_grad_norm_(...)` inside `with accelerator.accumulate(model):` with no test of
    `accelerator.sync_gradients` around it: on every micro-step it unscales a prepared fp16 GradScaler (the step and
    the update wait for the window: PyTorch raises at the second micro-step) and clips a partial sum. No fix.
+9. A gradient hook that clamps (`p.register_hook(lambda g: g.clamp(-c, c))`, a lambda or a function of the file),
+   registered in a file that steps through a GradScaler, or by a function of another project file it calls
+   (`util.enable_gradient_clipping(model, c)`): the hook runs inside the backward on the scaled gradients, so it
+   clamps the true ones at `c / scale`. No fix (unscale, then `clip_grad_value_`, after the backward).
 
 A function that back-propagates outside any loop of its own and steps an optimizer (an optimizer wrapper's
 `step(loss)`, an agent's `learn(batch)`) runs once per step of whatever loop calls it, in this file or another:
@@ -196,6 +200,7 @@ for x, y in loader:
                     yield finding
         yield from _rebuilt_scalers(model)
         yield from _clipped_every_micro_step(model)
+        yield from _clamping_hooks(model)
 
 
 def _window_bodies(model: FileModel) -> list[Loop]:
@@ -559,3 +564,24 @@ def _clipped_every_micro_step(model: FileModel) -> Iterator[Finding]:
                 f"window's step and update (PyTorch raises 'unscale_() has already been called on this optimizer "
                 f"since the last update()'), and otherwise it clips a partial sum of the window's gradients; clip "
                 f"under `if accelerator.sync_gradients:`"))
+
+
+def _clamping_hooks(model: FileModel) -> Iterator[Finding]:
+    """8. A gradient hook that clamps (`p.register_hook(lambda g: g.clamp(-c, c))`), registered in a file whose
+    backwards go through a GradScaler, directly or by a function of another project file it calls: the hook runs
+    during the backward on the scaled gradients, so it clamps the true ones at `c / scale`."""
+    if not any(e.kind is EventKind.BACKWARD and e.variant is BackwardVia.SCALER or e.kind is EventKind.SCALER_UPDATE
+               for s in model.scopes for e in s.events):
+        return  # (the scaled backward may be another file's: `scaler.update()` says a GradScaler trains here)
+    why = ("runs during the backward, on gradients still multiplied by the GradScaler's loss scale (65536 at first): "
+           "it clamps the true gradients at a bound that many times smaller; unscale first and clip after the "
+           "backward (`scaler.unscale_(optimizer)`, then `clip_grad_value_`)")
+    for call in clamping_hooks(model.module):
+        yield Finding(call, f"the gradient hook `{code_of(call)}` clamps, and {why}")
+    for scope in model.scopes:
+        for e in scope.raw:
+            if e.kind is EventKind.LOCAL_CALL and type(e.node) is cst.Call and e.callee and model.project is not None \
+                    and model.resolve(scope, e.callee) is None and (found := model.external(scope, e.callee)) is not None \
+                    and found.export.clamps:
+                yield Finding(e.node, f"`{code_of(e.node)}` registers a gradient hook that clamps ({found.path}), and "
+                                      f"it {why}")
