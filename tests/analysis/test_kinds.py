@@ -219,3 +219,22 @@ DICT_RETURNED = """
 ])
 def test_dict_entries_known_by_key(name, scope, expected):
     assert kind_of(DICT_RETURNED, name, scope) is expected
+
+
+@pytest.mark.parametrize("expr, expected", [
+    # an index, an order or a truth value of a graph: no graph
+    ("torch.max(out, dim=1)[1]", VKind.TENSOR),
+    ("torch.max(out, 1)[1]", VKind.TENSOR),
+    ("out.max(1)[1]", VKind.TENSOR),
+    ("out.topk(5).indices", VKind.TENSOR),
+    ("out.argmax(1)", VKind.TENSOR),
+    ("torch.argmax(out, 1)", VKind.TENSOR),
+    ("torch.eq(out.argmax(1), y)", VKind.TENSOR),
+    ("out.eq(y)", VKind.TENSOR),
+    # the values keep their graph; `torch.max(a, b)` (elementwise) has no indices
+    ("torch.max(out, 1)[0]", VKind.GRAPH),
+    ("torch.max(out)", VKind.GRAPH),
+    ("torch.max(out, other)", VKind.GRAPH),
+])
+def test_indices_and_truth_values_of_a_graph_carry_none(expr, expected):
+    assert kind_of(f"out = model(x)\nv = {expr}", "v") is expected

@@ -3768,3 +3768,23 @@ def test_per_state_gradients_a_forward_returns():
     """
     assert findings(src.format(flag="self.training"), "TL007") == []
     assert findings(src.format(flag="True"), "TL007") == []
+
+
+def test_a_count_of_correct_predictions_kept_across_the_epoch():
+    """`torch.eq(pred.argmax(1), y).sum()` and the like compare indices: no graph to keep, however `pred` was made.
+    The loss added uncut is still reported."""
+    src = """
+    accu_num = torch.zeros(1)
+    accu_loss = torch.zeros(1)
+    for images, labels in loader:
+        pred = model(images)
+        pred_classes = torch.max(pred, dim=1)[1]
+        accu_num += torch.eq(pred_classes, labels).sum()
+        loss = crit(pred, labels)
+        loss.backward()
+        accu_loss += {loss}
+        opt.step()
+        opt.zero_grad()
+    """
+    assert findings(src.format(loss="loss.detach()"), "TL007") == []
+    assert findings(src.format(loss="loss"), "TL007") == [(10, 5)]

@@ -17,7 +17,7 @@ from torchlint.analysis.events import AssignForm, Event
 from torchlint.analysis.exprs import COMBINING_CALLS, dotted, names_in
 from torchlint.analysis.foreign import Resolved
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import is_metric_key
+from torchlint.analysis.semantics import VALUES_INDICES, is_metric_key
 from torchlint.analysis.vkind import VKind, join
 from torchlint.source.walk import walk
 
@@ -188,6 +188,8 @@ def entry(k: Asker, e: cst.Subscript, scope: Scope, at: Event | None, depth: int
     value is known is that value's kind; a score entry of what a module returned is not known (`output["metric"]`:
     the forward returned a dict, whose scores are for reporting); else the container's kind carries over for a
     tensor (with or without its graph) and a string."""
+    if indices_of(e):
+        return VKind.TENSOR  # `torch.max(out, 1)[1]`: the indices
     base = k.of(e.value, scope, at, depth + 1)
     if type(e.value) is cst.Attribute and e.value.attr.value == "shape":
         return VKind.NUMBER
@@ -362,3 +364,20 @@ def from_args(k: Asker, call: cst.Call, scope: Scope, at: Event | None, depth: i
     if kinds and all(kind in (VKind.TENSOR, VKind.NUMBER, VKind.STRING, VKind.NONE) for kind in kinds):
         return VKind.TENSOR if not numbers_stay or VKind.TENSOR in kinds else VKind.NUMBER
     return VKind.UNKNOWN
+
+
+def indices_of(e: cst.BaseExpression) -> bool:
+    """`torch.max(out, 1)[1]`, `out.max(dim=1)[1]`, `out.topk(k).indices`: the indices of a reduction that returns
+    values and indices (given a dimension, or `topk` / `sort`), with no graph; the values keep theirs."""
+    if type(e) is cst.Attribute and e.attr.value == "indices":
+        call = e.value
+    elif type(e) is cst.Subscript and len(e.slice) == 1 and type(e.slice[0].slice) is cst.Index \
+            and type(index := e.slice[0].slice.value) is cst.Integer and index.value == "1":
+        call = e.value
+    else:
+        return False
+    if type(call) is not cst.Call or type(call.func) is not cst.Attribute or call.func.attr.value not in VALUES_INDICES:
+        return False
+    method_form = not (type(call.func.value) is cst.Name and call.func.value.value == "torch")
+    return call.func.attr.value in ("topk", "sort") or len(call.args) > (0 if method_form else 1) or any(
+        a.keyword is not None and a.keyword.value == "dim" for a in call.args)

@@ -283,8 +283,8 @@ class KindInference(Answers):
 
     def _attribute(self, e: cst.Attribute, scope: Scope, at: Event | None, depth: int) -> VKind:
         attr = e.attr.value
-        if attr in ("data", "grad"):
-            return VKind.TENSOR
+        if attr in ("data", "grad") or containers.indices_of(e):
+            return VKind.TENSOR  # (`out.topk(5).indices`)
         if attr in ("shape", "device", "dtype"):
             return VKind.CONTAINER if attr == "shape" else VKind.UNKNOWN
         if attr in ("ndim", "requires_grad", "is_cuda", "training"):
@@ -322,8 +322,8 @@ class KindInference(Answers):
                 return VKind.CONTAINER
             if method in sem.DATA_METHODS and not call.args:
                 return VKind.DATA
-            if method == "detach":
-                return VKind.TENSOR
+            if method == "detach" or method in sem.INDEX_FUNCTIONS and not (name or "").startswith("self."):
+                return VKind.TENSOR  # (`torch.eq(pred, y)`, `out.argmax(1)`: an index, an order, a truth value)
             if name is not None and (name in sem.NUMBER_FUNCTIONS):
                 return VKind.NUMBER
             if name is not None and (name in sem.STRING_FUNCTIONS or name.startswith("os.path.")):

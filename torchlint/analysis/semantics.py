@@ -273,3 +273,11 @@ _METRIC_KEY_WORDS = frozenset({"metric", "metrics", "acc", "accuracy", "f1", "pr
 
 def is_metric_key(key: str) -> bool:
     return any(part in _METRIC_KEY_WORDS for part in re.split(r"[_\W]+", key.lower()))
+
+
+# What reads only an index, an order or a truth value of its operands (`torch.eq(pred, y)`, `out.argmax(1)`): a
+# tensor with no graph, however its operands were computed.
+INDEX_FUNCTIONS = frozenset("""argmax argmin argsort eq ne gt ge lt le greater less equal isclose isnan isinf isfinite
+    nonzero count_nonzero logical_and logical_or logical_not logical_xor bucketize searchsorted""".split())
+# Reductions that give (values, indices): `torch.max(out, 1)[1]`, `out.topk(5).indices` are the indices.
+VALUES_INDICES = frozenset("max min topk sort kthvalue mode median cummax cummin".split())
