@@ -960,3 +960,23 @@ def test_a_window_of_one_iteration_written_into_the_script():
     the misplaced step does too. With any other constant the step ignores the window."""
     assert findings(_FIXED_WINDOW.format(k=1), "TL006") == []
     assert findings(_FIXED_WINDOW.format(k=4), "TL006") == [(11, 5)]
+
+
+def test_a_clearing_under_the_branch_without_accumulation():
+    """`if k == 1: zero_grad()` and `if k > 1: if (i + 1) % k == 0: step()` never both hold: the clearing serves
+    the branch that steps every iteration. Under `k >= 1` it would also run in the accumulating branch."""
+    src = """
+    for idx, (x, y) in enumerate(loader):
+        loss = crit(model(x), y) / cfg.ACCUM
+        if cfg.ACCUM == 1:
+            optimizer.zero_grad()
+        loss.backward()
+        if cfg.ACCUM > 1:
+            if (idx + 1) % cfg.ACCUM == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        else:
+            optimizer.step()
+    """
+    assert findings(src, "TL006") == []
+    assert findings(src.replace("cfg.ACCUM == 1:", "cfg.ACCUM >= 1:"), "TL006") == [(5, 9)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum
 
@@ -199,7 +201,25 @@ def contradict(a: tuple[Guard, ...], b: tuple[Guard, ...]) -> bool:
     need_a, need_b = _needs(a), _needs(b)
     if any((text, not polarity) in need_a for text, polarity in need_b):
         return True
+    if any(_disjoint(x, y) for x in need_a for y in need_b):
+        return True
     return _denies_all(a, need_b) or _denies_all(b, need_a)
+
+
+_BOUND = re.compile(r"^(.+?)\s*(==|!=|>=|<=|>|<)\s*(-?\d+)$")
+_HOLDS = {"==": lambda v, c: v == c, "!=": lambda v, c: v != c, ">=": lambda v, c: v >= c, "<=": lambda v, c: v <= c,
+          ">": lambda v, c: v > c, "<": lambda v, c: v < c}
+
+
+def _disjoint(x: tuple[str, bool], y: tuple[str, bool]) -> bool:
+    """Two bounds of one expression by integer constants that no value meets both (`k == 1` and `k > 1`, the
+    branches of an accumulation setting tested twice)."""
+    mx, my = _BOUND.match(x[0]), _BOUND.match(y[0])
+    if mx is None or my is None or mx.group(1) != my.group(1):
+        return False
+    cx, cy = int(mx.group(3)), int(my.group(3))
+    values = range(min(cx, cy) - 2, max(cx, cy) + 3)  # enough to tell: the bounds change only at the constants
+    return not any(_HOLDS[mx.group(2)](v, cx) == x[1] and _HOLDS[my.group(2)](v, cy) == y[1] for v in values)
 
 
 def _needs(guards: tuple[Guard, ...]) -> set[tuple[str, bool]]:
