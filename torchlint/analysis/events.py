@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from dataclasses import MISSING, dataclass, field, fields
@@ -211,10 +212,16 @@ _HOLDS = {"==": lambda v, c: v == c, "!=": lambda v, c: v != c, ">=": lambda v, 
           ">": lambda v, c: v > c, "<": lambda v, c: v < c}
 
 
+@functools.lru_cache(maxsize=4096)
+def _bound(text: str) -> re.Match | None:
+    return _BOUND.match(text) if text[-1:].isdigit() else None
+
+
 def _disjoint(x: tuple[str, bool], y: tuple[str, bool]) -> bool:
     """Two bounds of one expression by integer constants that no value meets both (`k == 1` and `k > 1`, the
     branches of an accumulation setting tested twice)."""
-    mx, my = _BOUND.match(x[0]), _BOUND.match(y[0])
+    mx = _bound(x[0])
+    my = _bound(y[0]) if mx is not None else None
     if mx is None or my is None or mx.group(1) != my.group(1):
         return False
     cx, cy = int(mx.group(3)), int(my.group(3))

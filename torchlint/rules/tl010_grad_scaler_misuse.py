@@ -576,7 +576,7 @@ def _clamping_hooks(model: FileModel) -> Iterator[Finding]:
     why = ("runs during the backward, on gradients still multiplied by the GradScaler's loss scale (65536 at first): "
            "it clamps the true gradients at a bound that many times smaller; unscale first and clip after the "
            "backward (`scaler.unscale_(optimizer)`, then `clip_grad_value_`)")
-    for call in clamping_hooks(model.module):
+    for call in clamping_hooks(model.module) if "register_hook" in model.text else ():
         yield Finding(call, f"the gradient hook `{code_of(call)}` clamps, and {why}")
     for scope in model.scopes:
         for e in scope.raw:
