@@ -241,6 +241,26 @@ def test_a_clamping_gradient_hook_registered_by_another_file_under_a_grad_scaler
         result.stdout
 
 
+def test_an_update_under_the_scalers_own_test_in_another_files_helper(tmp_path, run_cli):
+    """The helper updates the scaler under `if scaler:`: handed one, it updates as the caller would, so the next
+    iteration's `unscale_` follows an update on both paths. Under another test of its own it is not followed."""
+    helper = ("def step_and_log(scaler, opt, log):\n    if {test}:\n        scaler.step(opt)\n        scaler.update()\n"
+              "    else:\n        opt.step()\n    log.append(1)\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nimport debug\n\n\ndef train(model, loader, opt, crit, log_every):\n"
+        "    scaler = torch.cuda.amp.GradScaler()\n    for i, (x, y) in enumerate(loader):\n"
+        "        scaler.scale(crit(model(x), y)).backward()\n        scaler.unscale_(opt)\n"
+        "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n        if i % log_every == 0:\n"
+        "            debug.step_and_log(scaler, opt, [])\n        else:\n            scaler.step(opt)\n"
+        "            scaler.update()\n        opt.zero_grad()\n")
+    (tmp_path / "debug.py").write_text(helper.format(test="scaler"))
+    result = run_cli("check", "--isolated", "--no-cache", "--select", "TL010", ".", cwd=tmp_path)
+    assert "TL010" not in result.stdout, result.stdout
+    (tmp_path / "debug.py").write_text(helper.format(test="len(log) > 3"))
+    result = run_cli("check", "--isolated", "--no-cache", "--select", "TL010", ".", cwd=tmp_path)
+    assert "train.py:9:9: TL010" in result.stdout, result.stdout
+
+
 def test_module_resolution(tmp_path):
     for rel in ["app/train.py", "app/helpers.py", "src/lib/__init__.py", "src/lib/core.py", "pkg/__init__.py",
                 "pkg/a/__init__.py", "pkg/a/mod.py", "pkg/b.py"]:

@@ -40,7 +40,7 @@ from torchlint.source.digest import content_hash
 from torchlint.project_text import SignatureReader, rate_setter
 from torchlint.source.safe_read import read_regular
 
-EXPORTS_VERSION = "9"  # bumped when what `Exports.to_json` writes changes
+EXPORTS_VERSION = "10"  # bumped when what `Exports.to_json` writes changes
 
 
 class Project:

@@ -78,7 +78,7 @@ def export(model: FileModel, names: frozenset[str], tree: ast.Module | None = No
                 continue
             if trains and e.loops:
                 continue  # a run of its own: callers see it as one RUN event
-            if e.guards and e.kind not in maybe:
+            if e.guards and e.kind not in maybe and not _given_scaler(e):
                 continue  # guarded inside the callee: when it runs is not known to the caller
             at = line(e.node if e.scope is scope.node else scope.node)
             events.append(ExportedEvent(e.kind.value, e.target, variant_word(e.variant), e.via, at, tuple(e.contexts)))
@@ -170,3 +170,11 @@ def _dict_values(model: FileModel, scope: Scope, width: int) -> tuple[list[dict[
     values = [joined([of(t.elements[i].value, r) for r, t in zip(rets, tuples)]) for i in range(width)] if (
         len(tuples) == len(rets)) else []
     return values, joined([of(r.value, r) for r in rets])
+
+
+def _given_scaler(e: Event) -> bool:
+    """An update under `if scaler:` (`is not None`) only: it runs whenever the caller hands a scaler, as the caller's
+    own update would."""
+    name = e.target or ""
+    return e.kind is EventKind.SCALER_UPDATE and bool(name) and all(
+        g.condition() in ((name, True), (f"{name} is not None", True), (f"{name} is None", False)) for g in e.guards)

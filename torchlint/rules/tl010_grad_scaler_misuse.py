@@ -65,7 +65,8 @@ name every binding of which in the file is `scaled = scaler.scale(loss)`):
    iteration, or on every iteration while the step and the update wait for the end of an accumulation window
    (`if (i + 1) % k == 0:`). PyTorch raises 'unscale_() has already been called on this optimizer since the last
    update()' at the second call. Not followed: an update left to a helper, or one under only conditions the unscale
-   also holds (`if step_now:` tested once for the unscale and again for the update).
+   also holds (`if step_now:` tested once for the unscale and again for the update). A helper of another project
+   file that updates under `if scaler:` only, handed the scaler, updates as the caller would.
 5c. `scaler.update()` on every iteration while `scaler.step(optimizer)` waits for an accumulation window: the
    first iteration that does not step finds no inf checks and PyTorch asserts 'No inf checks were recorded prior to
    update.'. Not followed: a step left to a helper, or one under only conditions the update also holds. A loop over
