@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 import re
 
 from dataclasses import MISSING, dataclass, field, fields
@@ -208,8 +209,7 @@ def contradict(a: tuple[Guard, ...], b: tuple[Guard, ...]) -> bool:
 
 
 _BOUND = re.compile(r"^(.+?)\s*(==|!=|>=|<=|>|<)\s*(-?\d+)$")
-_HOLDS = {"==": lambda v, c: v == c, "!=": lambda v, c: v != c, ">=": lambda v, c: v >= c, "<=": lambda v, c: v <= c,
-          ">": lambda v, c: v > c, "<": lambda v, c: v < c}
+_HOLDS = {"==": operator.eq, "!=": operator.ne, ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
 
 
 @functools.lru_cache(maxsize=4096)

@@ -39,7 +39,7 @@ class FunctionExport:
     values: list[dict[str, str]] = field(default_factory=list)
     dict_values: dict[str, str] = field(default_factory=dict)  # the same when every `return` gives a dict itself
     passes: list[str] = field(default_factory=list)  # parameters a return passes on with their graph (`passing`)
-    clamps: bool = False  # registers a gradient hook that clamps (`scaling.clamping_hook`): it sees scaled gradients
+    clamps: bool = False  # registers a gradient hook that clamps (`exprs.clamping_hook`): it sees scaled gradients
 
 
 @dataclass

@@ -579,9 +579,11 @@ def _clamping_hooks(model: FileModel) -> Iterator[Finding]:
            "backward (`scaler.unscale_(optimizer)`, then `clip_grad_value_`)")
     for call in clamping_hooks(model.module) if "register_hook" in model.text else ():
         yield Finding(call, f"the gradient hook `{code_of(call)}` clamps, and {why}")
+    if model.project is None:
+        return  # (alone, no function of another file is known)
     for scope in model.scopes:
         for e in scope.raw:
-            if e.kind is EventKind.LOCAL_CALL and type(e.node) is cst.Call and e.callee and model.project is not None \
+            if e.kind is EventKind.LOCAL_CALL and type(e.node) is cst.Call and e.callee \
                     and model.resolve(scope, e.callee) is None and (found := model.external(scope, e.callee)) is not None \
                     and found.export.clamps:
                 yield Finding(e.node, f"`{code_of(e.node)}` registers a gradient hook that clamps ({found.path}), and "
