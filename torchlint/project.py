@@ -547,7 +547,7 @@ class ClassesOnly:
         self._view = view
         self.detaches, self.instance_returned = view.detaches, view.instance_returned
         self.passed_on, self.kept_in = view.passed_on, view.kept_in
-        self.function_passed_on = view.function_passed_on
+        self.function_passed_on, self.steps_clipping = view.function_passed_on, view.steps_clipping
         self.callers, self.runs = view.callers, view.runs  # what the project's files do with this file's helpers
 
     def modules(self) -> set[str]:

@@ -12,6 +12,8 @@
   values of a returned dict; asked only by a function that back-propagates;
 - `detaches`: whether a method of another file's class (`detach()`) cuts the state its object keeps from the
   graph; asked only for a class of the viewing file that overrides it with a body that does nothing;
+- `steps_clipping`: whether an optimizer class's own `step()` clips the gradients; asked only by TL005, for an
+  optimizer a summed window steps;
 - `passed_on`: which arguments a method of the object another file's class or factory makes never back-propagates
   (`meter.update(total)` that stores it); asked only by TL007 for a running total handed to it (`handing`).
 
@@ -28,6 +30,7 @@ from typing import Any
 from torchlint.analysis.exports import export
 from torchlint.analysis.exprs import positional_params
 from torchlint.analysis.handing import passive_params
+from torchlint.analysis.bindings import step_clips
 from torchlint.analysis.foreign import CallerUse, FunctionExport, Resolved, Signature
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.prescan import Imported
@@ -52,6 +55,7 @@ _RETURNED: dict[tuple[str, str], FunctionExport | None] = {}  # by content hash,
 _INSTANCE: dict[tuple[str, tuple[str, ...], str], FunctionExport | None] = {}  # by content hash, lineage, method
 _PASSED: dict[tuple[str, tuple[str, ...], str], Passed | None] = {}  # by content hash, class lineage, method
 _DETACHES: dict[tuple[str, tuple[str, ...], str], bool] = {}  # by content hash, class lineage, method
+_CLIPS: dict[tuple[str, tuple[str, ...], str], bool] = {}  # by content hash, class lineage, "step"
 _MODELS: dict[str, FileModel | None] = {}  # by content hash: the last few files parsed
 
 
@@ -217,6 +221,18 @@ class OtherFilesValues:
             _room(_PASSED)
             _PASSED[key] = _passed(_model(got), lineage, method)
         return _PASSED[key]
+
+    def steps_clipping(self, maker: str) -> bool:
+        """The `step()` of the class `maker(...)` makes (another project file's) calls a clipping function."""
+        found_class = self._made_method(maker, "step")
+        if found_class is None:
+            return False
+        _, got, lineage = found_class
+        key = (got[1], tuple(lineage), "step")
+        if key not in _CLIPS:
+            _room(_CLIPS)
+            _CLIPS[key] = step_clips(_model(got), lineage)
+        return _CLIPS[key]
 
     def function_passed_on(self, dotted: str) -> Passed | None:
         """A top-level function of another project file that `dotted(...)` calls: its positional parameters and those

@@ -603,6 +603,34 @@ POSITIVE = {
         """,
         [(7, 13)],
     ),
+    # an Adam of the file whose own `step()` clips the gradients (BERT's optimizer, `max_grad_norm` by default): the
+    # clipping sees the summed window's size, so the window's sum is not the mean's update
+    "adam_of_the_file_that_clips_in_its_step": (
+        """
+        import torch
+        from torch.nn.utils import clip_grad_norm_
+
+        class BertAdam(torch.optim.Optimizer):
+            def __init__(self, params, lr, max_grad_norm=1.0):
+                super().__init__(params, dict(lr=lr, max_grad_norm=max_grad_norm))
+
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        if p.grad is not None and group["max_grad_norm"] > 0:
+                            clip_grad_norm_(p, group["max_grad_norm"])
+
+        def train(model, loader, args):
+            optimizer = BertAdam(model.parameters(), lr=args.lr)
+            for step, (x, y) in enumerate(loader):
+                loss = model(x, y)
+                loss.backward()
+                if (step + 1) % args.gradient_accumulation_steps == 0:
+                    optimizer.step()
+                    model.zero_grad()
+        """,
+        [(19, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -1142,6 +1170,28 @@ NEGATIVE = {
             if n == warmup_steps:
                 optimizer.step()
             optimizer.zero_grad()
+        """,
+    # an Adam of the file whose `step()` does not clip: scale-invariant, the sum makes the mean's update
+    "adam_of_the_file_that_does_not_clip": """
+        import torch
+
+        class PlainAdam(torch.optim.Optimizer):
+            def __init__(self, params, lr):
+                super().__init__(params, dict(lr=lr))
+
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        p.data.add_(p.grad.sign(), alpha=-group["lr"])
+
+        def train(model, loader, args):
+            optimizer = PlainAdam(model.parameters(), lr=args.lr)
+            for step, (x, y) in enumerate(loader):
+                loss = model(x, y)
+                loss.backward()
+                if (step + 1) % args.gradient_accumulation_steps == 0:
+                    optimizer.step()
+                    model.zero_grad()
         """,
 }
 

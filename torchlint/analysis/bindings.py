@@ -13,7 +13,7 @@ from torchlint.analysis.loops import Loop, optimizers_loops
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.names import Role, family_named, role_of_value
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import BOUNDED_CONTAINERS
+from torchlint.analysis.semantics import BOUNDED_CONTAINERS, CLIP_FUNCTIONS
 
 
 def optimizer_calls(model: FileModel, scope: Scope | None, name: str | None, depth: int = 2,
@@ -279,3 +279,25 @@ def configuration_test(model: FileModel, scope: Scope, test: cst.BaseExpression)
                 s.assignments(root) for s in model.scopes[1:]):
             return False
     return True
+
+
+def step_clips(model: FileModel | None, lineage: list[str]) -> bool:
+    """The first `step` method along `lineage` (a class, then its bases of the same file) calls a clipping function
+    (`clip_grad_norm_`, `clip_grad_value_`): an optimizer whose update sees the gradient's size."""
+    for owner in lineage if model is not None else ():
+        scope = next((s for s in model.scopes  # type: ignore[union-attr]  # (not None: tested above)
+                      if s.class_name == owner and s.name == "step"), None)
+        if scope is not None:
+            return any(type(n) is cst.Call and (dotted(n.func) or "").rpartition(".")[2] in CLIP_FUNCTIONS
+                       for n in walk(scope.node))
+    return False
+
+
+def steps_clipping(model: FileModel, call: cst.Call) -> bool:
+    """The optimizer `call` builds is of a class of the file, or of another project file, whose `step()` clips."""
+    name = dotted(call.func)
+    if name is None:
+        return False
+    if name in model.classes:
+        return step_clips(model, [name])
+    return model.project is not None and model.project.steps_clipping(name)

@@ -200,6 +200,11 @@ class ProjectLookup(Protocol):
         """The same for a top-level function of another project file that `dotted(...)` calls."""
         ...
 
+    def steps_clipping(self, maker: str) -> bool:
+        """The object `maker(...)` gives (as `instance_returned` finds it) is an optimizer whose own `step()` clips
+        the gradients (`clip_grad_norm_(p, group["max_grad_norm"])` in BERT's Adam): it sees their size."""
+        ...
+
     def callers(self, name: str) -> tuple[CallerUse, ...]:
         """The calls of the viewing file's function `name` (or method `Class.name`) in the project's other files
         near it (`project_callers`); asked only for a file with no backward, of a helper that may need them."""

@@ -13,7 +13,7 @@ import libcst as cst
 
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop
 from torchlint.analysis.events import SELF_SCALING_BACKWARDS
-from torchlint.analysis.bindings import optimizer_calls
+from torchlint.analysis.bindings import optimizer_calls, steps_clipping
 from torchlint.analysis.hooks import lightning_steps
 from torchlint.analysis.clearing import grads_rescaled, stepped_at_once, wipes_window
 from torchlint.analysis.semantics import (
@@ -88,7 +88,8 @@ Only an optimizer whose update sees the gradient's size. SGD, with or without mo
 itself: the sum of k micro-batch gradients is an update k times too large. A scale-invariant one (Adam, AdamW,
 RMSprop, Adagrad, LAMB, Lion, ... : it divides by a running gradient magnitude, or takes its sign) makes the same
 update from the sum as from the mean, so it is reported only when something sees the gradient's size: clipping in
-the loop (whatever the optimizer), or a coupled L2 `weight_decay` (Adam's, not AdamW's; one known to be zero does
+the loop (whatever the optimizer) or in the own `step()` of an optimizer class of the project (of the file, or of
+another project file it imports: BERT's `BertAdam` clips), or a coupled L2 `weight_decay` (Adam's, not AdamW's; one known to be zero does
 not: written as zero, an option whose default is zero, or a name every assignment of which in the file is zero,
 `args.weight_decay = 0.0`). Gradients rescaled by hand before the step (`optimizer.multiply_grads(...)`, `p.grad.div_(k)`,
 `p.grad /= k`: a factor that reads the window or an accumulation setting) count as divided; a factor of another
@@ -267,10 +268,8 @@ def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Even
             invariant = scale_invariant(name)
             if invariant is None:
                 unknown = True
-            elif not invariant:
-                return False
-            elif _coupled_decay(model, call, name):
-                return False
+            elif not invariant or _coupled_decay(model, call, name) or steps_clipping(model, call):
+                return False  # (an Adam of the project whose own `step()` clips: BERT's `BertAdam`)
     return not (unknown and declared)
 
 
@@ -474,11 +473,12 @@ def _counters(loop: Loop, unguarded_only: bool = True, guard=None) -> set[str]:
 def _counter_division(model: FileModel, scope, loop: Loop, value: cst.BaseExpression,
                       k: cst.BaseExpression, at: Event) -> cst.BinaryOperation | None:
     """The division of the loss by a counter the loop increments (`loss / accum_step` with `accum_step += 1`),
-    not by the window `k` itself."""
+    not by the window `k` itself; not a division on a path no step takes (`if optimizer_in_backward:`)."""
     counters = _counters(loop) - names_in(k)
     if not counters:
         return None
-    exprs = [value] + [e.value for e in scope.summand_defs(value, at) if e.value is not None]
+    exprs = [value] + [e.value for e in scope.summand_defs(value, at) if e.value is not None
+                       and not all(scope.exclusive(e, s) for s in loop.of(EventKind.STEP))]
     for expr in exprs:
         for n in walk(expr):
             if (type(n) is cst.BinaryOperation and type(n.operator) is cst.Divide
