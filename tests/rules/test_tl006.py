@@ -277,6 +277,21 @@ POSITIVE = {
         """,
         [(7, 5)],
     ),
+    # a private attribute is named like what it holds (`self._optimizer`), in a method run once per update
+    "private_optimizer_attribute_cleared_before_its_step": (
+        """
+        class Approximation:
+            def __init__(self, model, optimizer):
+                self.model = model
+                self._optimizer = optimizer
+
+            def reinforce(self, loss):
+                loss.backward()
+                self._optimizer.zero_grad()
+                self._optimizer.step()
+        """,
+        [(9, 9)],
+    ),
 }
 
 NEGATIVE = {

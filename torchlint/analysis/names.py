@@ -81,8 +81,8 @@ def family_named(call: cst.Call) -> bool:
 
 
 def role_of_name(name: str) -> Role:
-    """What a conventional name stands for, from its last component."""
-    last = last_part(name).lower()
+    """What a conventional name stands for, from its last component (a private one too: `self._optimizer`)."""
+    last = last_part(name).lower().lstrip("_")
     if _SCALER_NAME.search(last):
         return Role.SCALER
     if _SCHEDULER_NAME.search(last) and not _OTHER_SCHEDULE.search(last):
