@@ -1544,9 +1544,143 @@ POSITIVE = {
         """,
         [(12, 9)],
     ),
+    # a helper that adds each entry of a dict it is given into the entry of another (`stats[k] += v` over
+    # `.items()`), or appends it: the caller's dict of attached parts, bound before the loop, keeps every step's
+    "helper_adds_the_entries_of_one_dict_into_another": (
+        """
+        from collections import defaultdict
+
+        def accumulate(stats, parts):
+            for name, value in parts.items():
+                stats[name] += value
+
+        def remember(history, parts):
+            for name in parts:
+                history[name].append(parts[name])
+
+        def fit(model, loader, optimizer, criterion):
+            stats, history = defaultdict(float), defaultdict(list)
+            for x, y in loader:
+                out = model(x)
+                parts = {"ce": criterion(out, y), "l2": out.pow(2).mean()}
+                optimizer.zero_grad()
+                sum(parts.values()).backward()
+                optimizer.step()
+                accumulate(stats, parts)
+                remember(history, parts)
+        """,
+        [(20, 9), (21, 9)],
+    ),
+    # the same total added on two exclusive branches (a flag chooses the model's head): each addition is a site the
+    # fix must reach, so each is reported
+    "one_total_added_on_exclusive_branches": (
+        """
+        for epoch in range(epochs):
+            running = 0.0
+            for x, y in loader:
+                optimizer.zero_grad()
+                if use_crf:
+                    nll = model.neg_log_likelihood(x, y)
+                    running += nll
+                    nll.backward()
+                else:
+                    loss = criterion(model(x), y)
+                    running += loss
+                    loss.backward()
+                optimizer.step()
+        """,
+        [(8, 13), (12, 13)],
+    ),
+    # an epoch loop around a function that trains (a run of its own) keeps what each run returns: the epoch's loss,
+    # computed with grad after the batches, into a history handed to a monitor whose `check` (a method of the file's
+    # only class of that name) plots it
+    "history_of_epoch_losses_from_a_run": (
+        """
+        import torch
+
+        class Monitor:
+            def __init__(self, ax):
+                self.ax = ax
+
+            def check(self, net, history):
+                self.ax.plot(history["train_loss"], label="train")
+
+        def fit(model, data, optimizer, criterion, epochs, monitor=None):
+            def train(net):
+                for x, y in data:
+                    loss = criterion(net(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                return criterion(net(data.x), data.y), {}
+
+            history = {"train_loss": []}
+            for epoch in range(epochs):
+                epoch_loss, metrics = train(model)
+                history["train_loss"].append(epoch_loss)
+                if monitor is not None:
+                    monitor.check(model, history)
+            return history
+        """,
+        [(23, 9)],
+    ),
+    # a list given as a parameter (the caller's, or the mutable default shared by every call) outlives the loop;
+    # saving it with torch.save back-propagates nothing
+    "parameter_list_kept_across_iterations": (
+        """
+        import torch
+
+        def train(loader, model, optimizer, criterion, loss_list=[]):
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                loss_list.append(loss)
+            torch.save({"state": model.state_dict(), "losses": loss_list}, "ckpt.pt")
+        """,
+        [(10, 9)],
+    ),
 }
 
 NEGATIVE = {
+    # the same helpers given numbers, a dict bound afresh each iteration, a helper that adds into its own copy or
+    # into a number (which only rebinds its own name), and a dict of parts computed under no_grad
+    "helper_adding_entries_given_numbers_or_a_fresh_dict": """
+        import torch
+
+        def accumulate(stats, parts):
+            for name, value in parts.items():
+                stats[name] += value
+
+        def copy_then_add(stats, parts):
+            stats = dict(stats)
+            for name in parts:
+                stats[name] = stats.get(name, 0) + parts[name]
+
+        def add_number(total, value):
+            total += value
+
+        def fit(model, loader, optimizer, criterion):
+            stats, total = {"ce": 0.0}, 0.0
+            for x, y in loader:
+                out = model(x)
+                parts = {"ce": criterion(out, y)}
+                numbers = {"ce": parts["ce"].item()}
+                optimizer.zero_grad()
+                parts["ce"].backward()
+                optimizer.step()
+                accumulate(stats, numbers)
+                copy_then_add(stats, parts)
+                add_number(total, parts["ce"])
+                fresh = {"ce": 0.0}
+                accumulate(fresh, parts)
+            with torch.no_grad():
+                for x, y in loader:
+                    parts = {"ce": criterion(model(x), y)}
+                    accumulate(stats, parts)
+            return stats
+        """,
     # `out.backward(grad)`: a tensor handed its gradient; the gradient is no loss and keeps nothing
     "a_tensor_handed_its_gradient": """
         total = 0.0
@@ -2773,6 +2907,39 @@ NEGATIVE = {
             losses.append(engine.state.output)
 
         trainer.add_event_handler(Events.ITERATION_COMPLETED, log)
+        """,
+    # the same shapes keeping numbers, and a history handed to a method of the file that back-propagates what it is
+    # given
+    "runs_and_parameters_keeping_numbers_or_handing_on": """
+        import torch
+
+        class Refiner:
+            def check(self, net, history):
+                torch.stack(history).sum().backward()
+
+        def train(loader, model, optimizer, criterion, loss_list=[]):
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                loss_list.append(loss.item())
+
+        def fit(model, data, optimizer, criterion, epochs, refiner):
+            def run(net):
+                for x, y in data:
+                    loss = criterion(net(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                return criterion(net(data.x), data.y)
+
+            history, numbers = [], []
+            for epoch in range(epochs):
+                epoch_loss = run(model)
+                numbers.append(epoch_loss.item())
+                history.append(epoch_loss)
+                refiner.check(model, history)
         """,
 }
 

@@ -8,8 +8,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis.events import EventKind
+from torchlint.analysis.events import BackwardVia, Event, EventKind
 from torchlint.analysis.exprs import dotted, names_in, positional_params
+from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.names import Role
 from torchlint.analysis.scopes import Scope
@@ -52,6 +53,8 @@ def _may_backpropagate(model: FileModel, scope: Scope, names: set[str], depth: i
             callee = _defaulted_method(model, scope, func)
             if callee is None and _passive_elsewhere(model, scope, func, call, handed):
                 continue  # a scheduler reading a number; another file's method that keeps it for no backward
+            if callee is None and _passive_by_name(model, func, call, handed, depth):
+                continue  # `monitor.check(..., history)`: every method of the file's classes of that name plots it
         if callee is None or depth >= _HELPER_DEPTH:
             return True  # a call the analysis cannot follow: what it does with the values is not known
         if any(e.kind is EventKind.BACKWARD for e in callee.events):
@@ -123,6 +126,9 @@ def _computed_from(scope: Scope, names: set[str]) -> set[str]:
     return out
 
 
+SERIALIZERS = frozenset({"torch.save", "pickle.dump", "pickle.dumps", "json.dump", "json.dumps"})
+
+
 def _reads(model: FileModel, call: cst.Call, derived: set[str]) -> bool:
     """The call reads what it is given and back-propagates nothing: a reader above, or a method of the kept values
     themselves (`outputs.append(...)`, `total.add_(...)`; their `.backward()` is a backward the scope already
@@ -131,6 +137,8 @@ def _reads(model: FileModel, call: cst.Call, derived: set[str]) -> bool:
     func = model.full_name(dotted(call.func) or "")
     if func.startswith("torch.autograd"):
         return False
+    if func in SERIALIZERS:
+        return True  # `torch.save(state, path)`: written to a file, pickled, not differentiated
     if type(call.func) is cst.Attribute and dotted(call.func.value) in derived:
         return True
     strings = (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)
@@ -141,11 +149,11 @@ def _reads(model: FileModel, call: cst.Call, derived: set[str]) -> bool:
             or DISPLAY_METHOD.fullmatch(parts[-1]) is not None)
 
 
-def _parameters_given(callee: Scope, call: cst.Call, handed: list[cst.Arg]) -> set[str] | None:
-    """The parameters of the helper that receive the arguments `handed`; None when one is passed in a way not
-    followed (`*args`, `**kwargs`, more positional arguments than parameters)."""
+def _parameters_given(callee: Scope, call: cst.Call, handed: list[cst.Arg], bound: bool = False) -> set[str] | None:
+    """The parameters of the helper that receive the arguments `handed` (`bound`: a method called on its object);
+    None when one is passed in a way not followed (`*args`, `**kwargs`, more positional arguments than parameters)."""
     names = positional_params(callee.node)
-    if type(call.func) is cst.Attribute and (dotted(call.func) or "").startswith("self."):
+    if bound or type(call.func) is cst.Attribute and (dotted(call.func) or "").startswith("self."):
         names = names[1:]
     positional = [a for a in call.args if a.keyword is None]
     out: set[str] = set()
@@ -213,6 +221,23 @@ def _defaulted_method(model: FileModel, scope: Scope, func: str) -> Scope | None
     return next((s for s in model.scopes if s.class_name == cls and s.name == method), None)
 
 
+def _passive_by_name(model: FileModel, func: str, call: cst.Call, handed: list[cst.Arg], depth: int) -> bool:
+    """`obj.method(...)` on an object of no known class, where the file's classes define methods of that name and
+    none of them may back-propagate what it is handed (a monitor's `check(..., history)` that plots it): the
+    method is known by its name in the file, as duck typing would find it."""
+    receiver, _, method = func.rpartition(".")
+    if not receiver or receiver == "self" or type(call.func) is not cst.Attribute:
+        return False
+    methods = [s for s in model.scopes if s.class_name is not None and s.name == method]
+    if not methods:
+        return False
+    for m in methods:
+        params = _parameters_given(m, call, handed, bound=True)
+        if params is None or _may_backpropagate(model, m, params, depth + 1):
+            return False
+    return True
+
+
 def _passive_elsewhere(model: FileModel, scope: Scope, func: str, call: cst.Call, handed: list[cst.Arg]) -> bool:
     """The call, which the file cannot follow, does not back-propagate what it is handed: a scheduler's `step(metric)`
     (a name whose role is a scheduler, of no class of the project that acts: `ReduceLROnPlateau` reads a number),
@@ -244,3 +269,25 @@ def _passive_elsewhere(model: FileModel, scope: Scope, func: str, call: cst.Call
         if (a.keyword.value if a.keyword is not None else names[positional.index(a)]) not in passive:
             return False
     return True
+
+
+def escapes(model: FileModel, loop: Loop, total: str) -> bool:
+    """The total leaves a function that back-propagates nothing itself, nor trains through a helper in the loop that
+    sums it (back-propagates and steps: a per-batch training step, or a whole run: an epoch's), so a loss builder whose caller may well
+    back-propagate the total; or another method of the class back-propagates it. Gradients taken with
+    `torch.autograd.grad(..., create_graph=True)` are differentiable values, not a backward: an unrolled inner
+    optimizer returning its iterates is a forward whose caller differentiates them."""
+    scope = loop.scope
+    trains = loop.of(EventKind.BACKWARD) and loop.of(EventKind.STEP) or loop.of(EventKind.RUN)  # (a run: it trains)
+    if all(differentiable_grad(b) for b in scope.own_backwards()) and not trains and any(
+            total in scope.depends(r.value) for r in scope.own_returns()):  # type: ignore[arg-type]  # own_returns: each with a value
+        return True
+    if total.startswith("self."):
+        return any(total in s.backpropagated() for s in model.scopes if s.class_name == scope.class_name)
+    return False
+
+
+def differentiable_grad(b: Event) -> bool:
+    """`torch.autograd.grad(out, x, create_graph=True)` (not known False): gradients with a graph of their own."""
+    return b.variant is BackwardVia.AUTOGRAD_GRAD and type(b.node) is cst.Call and any(
+        a.keyword is not None and a.keyword.value == "create_graph" and dotted(a.value) != "False" for a in b.node.args)

@@ -11,18 +11,16 @@ from typing import Iterator
 
 import libcst as cst
 
+from torchlint.analysis.containers import dict_values
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import argument_for, dotted, names_in, positional_params, summand_names
-from torchlint.analysis.foreign import CallerUse
 from torchlint.analysis.hooks import step_hooks
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import context_of
+from torchlint.analysis.semantics import SET_ITEM, context_of
 from torchlint.analysis.vkind import VKind
 from torchlint.source.walk import calls_in_evaluation_order, walk
-
-SET_ITEM = "__setitem__"
 
 
 @dataclass(frozen=True)
@@ -31,6 +29,7 @@ class KeptValue:
     value: cst.BaseExpression  # what the object keeps
     method: str  # as called: `meter.update`, `stats.__setitem__`
     obj: str  # the object: `meter`, `self.stats`
+    entries: bool = False  # `value` is a dict whose entries carry the graphs
 
 
 def kept_by_objects(model: FileModel, loop: Loop) -> Iterator[KeptValue]:
@@ -146,22 +145,65 @@ def _element_class(model: FileModel, scope: Scope, name: str) -> str | None:
 
 
 def _param_appenders(model: FileModel) -> dict[str, tuple[tuple[int, int], ...]]:
-    """The plain functions of the file that append one parameter to another (`def log(history, loss):
-    history.append(loss)`), by name: each (holder, value) pair of positions. Read once per file."""
+    """The plain functions of the file that append one parameter to another or add it into an item of another
+    (`def log(history, loss): history.append(loss)`; `def accumulate(stats, losses): for k, v in losses.items():
+    stats[k] += v`), by name: each (holder, value) pair of positions. Read once per file."""
     found = _APPENDERS.get(model)
     if found is None:
         found = {}
-        for s in model.scopes if ".append" in model.text else ():
+        for s in model.scopes if ".append" in model.text or "+=" in model.text else ():
             if s.class_name is not None or type(s.node) is not cst.FunctionDef or not s.params:
                 continue
             names = positional_params(s.node)
-            pairs = tuple((names.index(e.target), names.index(e.value.value)) for e in s.events
-                          if e.kind is EventKind.APPEND and e.scope is s.node and e.target in names
-                          and type(e.value) is cst.Name and e.value.value in names)
+            pairs = tuple(dict.fromkeys((names.index(holder), names.index(value))
+                                        for holder, value in _params_kept_in_params(s, names)))
             if pairs:
                 found[s.name] = pairs
         _APPENDERS[model] = found
     return found
+
+
+def _params_kept_in_params(scope: Scope, names: list[str]) -> Iterator[tuple[str, str]]:
+    """(holder, value) parameters: `holder.append(value)`, or `holder[key] += value` / `holder[key].append(value)`
+    with `value` a term of what is added, itself or through a loop over its items (`for k, v in values.items()`);
+    neither rebound in the function (a rebound holder is a local copy)."""
+    params = set(names) - {e.target for e in scope.events if e.kind is EventKind.ASSIGN and e.rebinds
+                           and e.scope is scope.node and e.variant is not AssignForm.FOR}
+    stands_for = {p: p for p in params}
+    for e in scope.events:
+        if e.kind is EventKind.ASSIGN and e.variant is AssignForm.FOR and e.scope is scope.node and e.target:
+            over = _iterated(e.value) & params
+            if len(over) == 1:
+                stands_for.setdefault(e.target, over.pop())
+    for e in scope.events:
+        if e.scope is not scope.node or e.target not in params or e.value is None:
+            continue
+        if e.kind is EventKind.APPEND:
+            kept = {stands_for[n] for n in summand_names(e.value) if n in stands_for}
+        elif e.accumulates and _into_item(e.node):
+            kept = {stands_for[n] for n in summand_names(e.value) if n in stands_for}
+        else:
+            continue
+        yield from ((e.target, v) for v in kept if v != e.target)
+
+
+def _into_item(stmt: cst.CSTNode) -> bool:
+    """`holder[key] += value` or `holder[key] = holder[key] + value`: a write into an item the caller's object
+    holds (not `holder += value`, which only rebinds the function's own name for a number)."""
+    targets = [stmt.target] if type(stmt) is cst.AugAssign else [
+        t.target for t in stmt.targets] if type(stmt) is cst.Assign else []
+    return bool(targets) and all(type(t) is cst.Subscript for t in targets)
+
+
+def _iterated(value: cst.BaseExpression | None) -> set[str]:
+    """The names a `for` loop walks the items of: `values`, `enumerate(values)`, `d.values()`, `d.items()`."""
+    if type(value) is cst.Call:
+        if dotted(value.func) == "enumerate" and value.args:
+            value = value.args[0].value
+        elif type(value.func) is cst.Attribute and value.func.attr.value in ("values", "items"):
+            value = value.func.value
+    name = dotted(value) if value is not None else None
+    return {name} if name is not None else set()
 
 
 def _appended_by_helper(model: FileModel, scope: Scope, loop: Loop, call: cst.Call,
@@ -182,7 +224,19 @@ def _appended_by_helper(model: FileModel, scope: Scope, loop: Loop, call: cst.Ca
             continue  # read into a loss or another value (`torch.stack(log_probs)`): not only a record
         if (attached := _attached(model, scope, args[value], None)) is not None:
             return KeptValue(call, attached, dotted(call.func) or "", name)
+        if (entries := _graph_dict(model, loop, call, args[value])) is not None:
+            return KeptValue(call, entries, dotted(call.func) or "", name, entries=True)
     return None
+
+
+def _graph_dict(model: FileModel, loop: Loop, call: cst.Call, value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`value`, a dict every entry of which carries a graph at the call (`{"ce": crit(out, y), "kl": kl}`)."""
+    if type(value) is not cst.Name or not loop.events or loop.node is None:
+        return None
+    stmt = next((st for st in walk(loop.node) if type(st) is cst.SimpleStatementLine
+                 and any(n is call for n in walk(st))), None)  # (a call of such a helper is rare: no parent map)
+    at = loop.events[0].but(kind=EventKind.OPAQUE, node=call, stmt=stmt, path=(), inlined_from=None)
+    return value if stmt is not None and dict_values(model.kinds, value, loop.scope, at, 0) is VKind.GRAPH else None
 
 
 def _keeping_methods(model: FileModel) -> frozenset[str]:
@@ -346,96 +400,6 @@ def kept_by_steps(model: FileModel) -> Iterator[tuple[Loop, Event]]:
             if any(a.rebinds and not a.accumulates and a.kind is EventKind.ASSIGN for a in scope.assignments(target)):
                 continue
             yield body, e
-
-
-@dataclass(frozen=True)
-class KeptForCallers:
-    node: cst.CSTNode  # the statement (or `append` call) of the method that keeps the value
-    param: str  # the parameter kept
-    use: CallerUse  # a call of the method whose loop back-propagates what it passes
-
-
-def kept_for_callers(model: FileModel, scope: Scope) -> Iterator[KeptForCallers]:
-    """A method of the file with no backward of its own that adds a parameter into an attribute of `self`
-    (`Summary.keeps`: `self.totals[k] += losses[k]`), called in another project file by a loop that
-    back-propagates what it passes (`losses["total"].backward()`), on an object bound outside that loop
-    (`ProjectLookup.callers`): the object keeps every iteration's graph. Not a call under `no_grad`, with a value
-    read with `.item()`, nor on an object the loop binds afresh; nor a value back-propagated whole (`err.backward()`)
-    given to an object the caller builds from the class by name (`meter = Meter()`): that call is the caller's own
-    finding (`kept_by_objects`); only an item of it back-propagated (`losses["total"]`) is left to the method."""
-    if model.project is None or scope.class_name is None or "." in scope.name:
-        return
-    uses = model.project.callers(f"{scope.class_name}.{scope.name}")  # none unless the project asked them (cheap)
-    keeps = model.summary(scope).keeps if uses and not scope.own_backwards() else frozenset()
-    if not keeps:
-        return
-    params = positional_params(scope.node)[1:]
-    for use in uses:
-        given = {params[int(k)] if k.isdigit() and int(k) < len(params) else k for k in use.attached} & keeps
-        if not use.looped or not use.outlives or not given:
-            continue
-        over = set(given) | {e.target for e in scope.events if e.kind is EventKind.ASSIGN and e.target
-                             and e.variant is AssignForm.FOR and e.value is not None and names_in(e.value) & given}
-        for e in scope.events:
-            if e.scope is not scope.node or e.value is None or not (e.target or "").startswith("self."):
-                continue
-            if (e.kind is EventKind.APPEND or e.kind is EventKind.ASSIGN and e.accumulates) \
-                    and names_in(e.value) & over:
-                yield KeptForCallers(e.node, next(iter(sorted(given))), use)
-        return
-
-
-@dataclass(frozen=True)
-class StoredForCallers:
-    node: cst.CSTNode  # the statement storing the value into the parameter's item
-    param: str  # the parameter holding the caller's object
-    cls: str  # the object's class (of another project file)
-    use: CallerUse  # a call of the function whose loop back-propagates the value
-
-
-def stored_for_callers(model: FileModel, scope: Scope) -> Iterator[StoredForCallers]:
-    """A function or method of the file with no backward of its own that stores a value into an item of a
-    parameter (`stat_col["loss"] = loss`), called in another project file by a loop that back-propagates that value
-    (returned by the function, alone or as an item of a tuple, or passed to it), which hands, for that parameter, an
-    object outliving the loop that is, by every binding the caller has, an instance of a class of a project file
-    whose `__setitem__` keeps its value (appends it to a list of `self`: `ProjectLookup.kept_in`): the object keeps
-    every iteration's graph (`CallerUse.objects`). Not a parameter the callers hand different or unknown objects,
-    a collector whose `__setitem__` overwrites, nor one the loop binds afresh."""
-    if model.project is None or "." in scope.name:
-        return
-    uses = model.project.callers(f"{scope.class_name}.{scope.name}" if scope.class_name else scope.name)
-    if not uses or not any(u.objects for u in uses) or scope.own_backwards():
-        return
-    params = positional_params(scope.node)[1 if scope.class_name else 0:]
-    stores = [e for e in scope.events if e.kind is EventKind.ASSIGN and e.variant is AssignForm.ITEM
-              and e.scope is scope.node and e.target in params and type(e.value) is cst.Name]
-    returned: dict[str, set[int]] = {}  # what the function returns: each name, by its item (-1: the whole result)
-    for r in scope.own_returns():
-        value = r.value
-        items = list(enumerate(el.value for el in value.elements)) if isinstance(value, cst.Tuple) else [(-1, value)]
-        for k, item in items:
-            if type(item) is cst.Name:
-                returned.setdefault(item.value, set()).add(k)
-
-    def named(k: str) -> str:
-        return params[int(k)] if k.isdigit() and int(k) < len(params) else k
-
-    for use in uses:
-        given = {named(k) for k in use.attached}
-        for e in stores:
-            value = e.value.value  # type: ignore[union-attr]  # a Name (above)
-            if not use.looped or not (returned.get(value, set()) & use.backpropagated or value in given):
-                continue
-            # the class every such call site hands in for the parameter (one each, the same for all)
-            classes = {next(((p, c) for k, p, c in u.objects if named(k) == e.target), None) for u in uses
-                       if u.looped and (returned.get(value, set()) & u.backpropagated or value in u.attached)}
-            held = classes.pop() if len(classes) == 1 else None
-            if held is None:
-                continue
-            kept = model.project.kept_in(held[0], held[1], SET_ITEM)
-            if kept is not None and len(kept[0]) == 3 and kept[0][2] in kept[1]:
-                yield StoredForCallers(e.node, e.target or "", held[1], use)
-                break
 
 
 def summed_by_helper(model: FileModel, scope: Scope, e: Event) -> cst.BaseExpression | None:

@@ -269,7 +269,7 @@ class Loop:
             # resets it keeps k iterations' graphs.
             return all(self.periodic(a) for a in resets)
         return any(a.rebinds and self.node not in a.loops for a in scope.assignments(target)) or (
-            target.startswith("self."))
+            target.startswith("self.")) or target in scope.params  # (a parameter: the caller's object, or its default)
 
     def periodic(self, e: Event) -> bool:
         """Does `e` run only every k-th iteration of this loop (under `i % k == r`), k not a constant of at most

@@ -211,7 +211,7 @@ READING_CALLS = frozenset(
 )
 DISPLAY_METHOD = re.compile(
     r"log|log_\w+|info|debug|warning|warn|error|add_scalars?|add_histogram|set_postfix(_str)?|set_description(_str)?"
-    r"|write"
+    r"|write|plot|plot_\w+|semilog[xy]|loglog|scatter|imshow|errorbar|fill_between"  # (a figure's axes: `ax.plot`)
 )
 NUMERIC_MODULES = ("torch", "F", "nn", "np", "numpy", "math", "statistics", "plt", "pyplot", "matplotlib", "sns",
                    "seaborn")
@@ -281,3 +281,6 @@ INDEX_FUNCTIONS = frozenset("""argmax argmin argsort eq ne gt ge lt le greater l
     nonzero count_nonzero logical_and logical_or logical_not logical_xor bucketize searchsorted""".split())
 # Reductions that give (values, indices): `torch.max(out, 1)[1]`, `out.topk(5).indices` are the indices.
 VALUES_INDICES = frozenset("max min topk sort kthvalue mode median cummax cummin".split())
+
+# The method an item store calls (`stats["loss"] = loss`): a collector whose `__setitem__` appends keeps each value.
+SET_ITEM = "__setitem__"

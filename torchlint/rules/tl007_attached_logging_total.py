@@ -15,9 +15,10 @@ from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileMo
 from torchlint.analysis.bindings import bounded, runs_while_kept
 from torchlint.analysis.cuts import DEF_FORWARD
 from torchlint.analysis.engines import kept_by_forward, outputs_kept, switches_grad, training_callers
-from torchlint.analysis.handing import handed_on
+from torchlint.analysis.handing import escapes, handed_on
+from torchlint.analysis.kept_callers import kept_for_callers, stored_for_callers
 from torchlint.analysis.keeping import (
-    SET_ITEM, kept_by_objects, kept_by_steps, kept_for_callers, stored_for_callers, summed_by_helper, term_of_backpropagated,
+    SET_ITEM, kept_by_objects, kept_by_steps, summed_by_helper, term_of_backpropagated,
 )
 from torchlint.analysis.semantics import DISPLAY
 from torchlint.analysis.containers import over_entries
@@ -82,9 +83,13 @@ A loss computed on one branch with grad and on another under `no_grad` (`if cros
 = model(x)` / `else: out = model(x)`) carries its graph on the training branch, so its total keeps graphs there; a
 function whose `no_grad` block is chosen by a parameter returns a graph only where the caller leaves that parameter
 at its default (`self.run_epoch()`, not `self.run_epoch(cross_valid=True)`). A plain function of the file that
-appends one parameter to another (`def log_loss(history, loss): history.append(loss)`) keeps the attached value in
-the list a loop hands it, when that list is bound before the loop, never emptied in it, and read into no other
-value (`torch.stack(log_probs)` for a loss is REINFORCE's buffer, not a record). A function of the file every
+appends one parameter to another (`def log_loss(history, loss): history.append(loss)`), or adds each entry of one
+into an item of another (`def accumulate(stats, parts): for k, v in parts.items(): stats[k] += v`, or
+`history[k].append(v)`), keeps the attached value in the container a loop hands it (for a dict: one whose every
+entry carries a graph), when that container is bound before the loop, never emptied in it, and read into no other
+value (`torch.stack(log_probs)` for a loss is REINFORCE's buffer, not a record). A container the function is given
+(the caller's, or a mutable default that every call shares: `def train(..., loss_list=[])`) outlives its loop too. A
+function of the file every
 return of which adds up its parameters as given (`def accumulate(total, value): return total + value`, an average
 `beta * avg + (1 - beta) * new`, through its own bindings) and is handed the total itself (`running =
 accumulate(running, loss)`) adds the loss into the total as `running += loss` would (no fix: what else the function
@@ -138,7 +143,8 @@ Not reported: call sites that hand different classes or unknown objects, a colle
 back-propagates is read per function, not per loop (a function with two loops counts both).
 
 The loop that keeps may be an epoch loop around a function that trains (a run of its own): `a, b =
-run_epoch(...)` then `curve.append(b)`, where the run returns a total of attached losses. A function of another
+run_epoch(...)` then `curve.append(b)`, where the run returns a total of attached losses (or the epoch's loss computed
+with grad after its batches), also where the function holding that loop returns the curve. A function of another
 file of the project, or of the file itself, is known by what it returns, per element of a returned tuple: its
 kinds, and a value it back-propagates before returning it (`loss.backward(); opt.step(); return loss`, or
 `return policy, loss, steps`) carries a graph. So does the
@@ -213,7 +219,9 @@ it grows). A total returned by a function that back-propagates nothing itself, a
 helper (back-propagate and step), is left alone (its caller may back-propagate it); gradients taken with
 `torch.autograd.grad(..., create_graph=True)` are no backward there (an unrolled inner optimizer returning its
 differentiable iterates). A total rebound to a value without a graph (`total =
-total.detach().cpu().numpy()`) before it is handed to a call is not handed on attached.
+total.detach().cpu().numpy()`) before it is handed to a call is not handed on attached. A total added into on
+exclusive branches (`if use_crf: running += nll` / `else: running += loss`) is reported once per branch: the fix must
+reach each.
 
 ## Correct look-alikes (not flagged)
 Values read as numbers: `x.item() if learned else x` (the plain arm runs where `x` is one), `w * loss.item()` with
@@ -226,12 +234,15 @@ backward that reads them is judged by the definitions reaching it (an epoch's me
 batch rebinds to the model's output before `out["loss"].backward()`, does not reach it). Calls known not to
 back-propagate what they are given are followed past: a reader (builtins, display, numerics, torch's functions,
 named in full through the file's imports: `dist.all_reduce(total)` with `import torch.distributed as dist`, a
-collective working in place), a scheduler's `step(metric)` (a name whose role is a scheduler, of no class of the
+collective working in place; a figure's plotting methods, `ax.plot(history)`; `torch.save`, `pickle.dump`), a
+scheduler's `step(metric)` (a name whose role is a scheduler, of no class of the
 project that acts), and a method of a class of the file or of another project file that neither back-propagates the
 value, nor hands it to a call not followed, nor stores it for another method of its class that may
 (`board.record("total", total)`); the object's class is known from its constructor, or from the default or
 annotation of the parameter an attribute of `self` is bound to (`def __init__(self, hooks=Hooks()): self.hooks =
-hooks`). A method meant to be overridden is judged by the class the code names. Anything under `torch.no_grad()` /
+hooks`), or, for an object of no known class, by the method's name when every class of the file defining a method
+of that name is such a one (`monitor.check(net, history)` with the file's `Monitor.check` plotting it). A method
+meant to be overridden is judged by the class the code names. Anything under `torch.no_grad()` /
 `inference_mode()`; `loss.item()` / `.detach()` already; a model's forward that collects features of one call in a
 list; loops without a backward (evaluation code); a list of the totals an inner loop summed (reported once, where
 the sum grows); an object built afresh in each call of a method that steps; the micro-batch outputs of one step,
@@ -266,9 +277,12 @@ for x, y in loader:
                     seen.add(id(k.node))
                     what = "appends it to a list of" if k.method.endswith(SET_ITEM) else "adds it into an attribute of an element of" \
                         if "[...]" in k.method else "adds it into an attribute of" if "." in k.method else "adds it into"
-                    yield Finding(k.node, f"`{code_of(k.value)}` is still attached to its graph and `{k.method}` {what} `{k.obj}`, "
-                                  f"which outlives the iteration: every step's graph stays alive and memory grows; pass "
-                                  f"`{code_of(parenthesized(k.value))}.item()` or `.detach()`", None)
+                    held = (f"the entries of `{code_of(k.value)}` are still attached to their graphs", "them ") \
+                        if k.entries else (f"`{code_of(k.value)}` is still attached to its graph", "it ")
+                    yield Finding(k.node, f"{held[0]} and `{k.method}` {what.replace('it ', held[1], 1)} `{k.obj}`, which "
+                                  f"outlives the iteration: every step's graph stays alive and memory grows; " + (
+                                      "pass them as numbers (`.item()`)" if k.entries else
+                                      f"pass `{code_of(parenthesized(k.value))}.item()` or `.detach()`"), None)
         yield from _evaluated_with_grad(model)
         for forward, e in kept_by_forward(model) if FORWARD_KEEPS.search(model.text) else ():
             what = "appends" if e.kind is EventKind.APPEND else "adds"
@@ -291,7 +305,7 @@ for x, y in loader:
             kind = model.kinds.of(value, scope, e)
             record = _attached_items(model, scope, e) if kind is not VKind.GRAPH and e.kind is EventKind.APPEND else []
             if id(e.node) in seen or (kind is not VKind.GRAPH and not record) or bounded(
-                    model, scope, e.target) or _escapes(model, body, e.target) or handed_on(model, scope, e.target):
+                    model, scope, e.target) or escapes(model, body, e.target) or handed_on(model, scope, e.target):
                 continue
             seen.add(id(e.node))
             if record:  # `self.outs.append({"pred": out, "y": y})`: the record holds the graph
@@ -333,14 +347,15 @@ for x, y in loader:
                 continue
             scope = loop.scope
             backprop = scope.backpropagated()
-            reported: set[str] = set()
+            reported: dict[str, list[Event]] = {}  # one addition per total, and one per branch exclusive of it
             for e in loop.events:
                 helper = None
                 if e.variant is AssignForm.PLAIN and type(e.value) is cst.Call and e.scope is scope.node and (
                         added := summed_by_helper(model, scope, e)) is not None:
                     helper = e.value.func
                     e = e.but(variant=AssignForm.SELF_ADD, value=added)  # `total = add(total, loss)`: `total += loss`
-                if e.scope is not scope.node or e.target is None or e.value is None or e.target in reported:
+                if e.scope is not scope.node or e.target is None or e.value is None or any(
+                        not scope.exclusive(r, e) for r in reported.get(e.target, ())):
                     continue
                 if not (e.accumulates or e.kind is EventKind.APPEND or e.variant is AssignForm.ITEM):
                     continue
@@ -360,7 +375,7 @@ for x, y in loader:
                     part = _backpropagated_part(model, loop, scope, e) if not kind.graph_free else None
                     if part is None and (kind.graph_free or not term_of_backpropagated(model, scope, e.value)):
                         continue  # a number, a string, a detached tensor, or a value the analysis cannot see
-                if (not loop.carries(e) or _escapes(model, loop, e.target) or loop.within_one_step(e)
+                if (not loop.carries(e) or escapes(model, loop, e.target) or loop.within_one_step(e)
                         or loop.repeats_one_batch(e)):
                     continue
                 if loop.fills_local_buffer(e) or kind is VKind.GRAPH and loop.keeps_inner_total(
@@ -376,7 +391,7 @@ for x, y in loader:
                     handed[key] = handed_on(model, scope, e.target)
                 if part is None and handed[key]:
                     continue  # kept for a backward later, or handed to code whose use of it is not known
-                reported.add(e.target)
+                reported.setdefault(e.target, []).append(e)
                 where = _small_statement(e)
                 if latest is not None and part is not None:
                     yield Finding(
@@ -533,28 +548,6 @@ def _same_key(e: Event) -> bool:
             return all(type(el.slice) is cst.Index and isinstance(el.slice.value, (
                 cst.SimpleString, cst.Integer, cst.Float)) for el in target.slice)
     return False
-
-
-def _escapes(model: FileModel, loop: Loop, total: str) -> bool:
-    """The total leaves a function that back-propagates nothing itself, nor trains through a helper in the loop that
-    sums it (back-propagates and steps: a per-batch training step), so a loss builder whose caller may well
-    back-propagate the total; or another method of the class back-propagates it. Gradients taken with
-    `torch.autograd.grad(..., create_graph=True)` are differentiable values, not a backward: an unrolled inner
-    optimizer returning its iterates is a forward whose caller differentiates them."""
-    scope = loop.scope
-    trains = loop.of(EventKind.BACKWARD) and loop.of(EventKind.STEP)
-    if all(_differentiable_grad(b) for b in scope.own_backwards()) and not trains and any(
-            total in scope.depends(r.value) for r in scope.own_returns()):  # type: ignore[arg-type]  # own_returns: each with a value
-        return True
-    if total.startswith("self."):
-        return any(total in s.backpropagated() for s in model.scopes if s.class_name == scope.class_name)
-    return False
-
-
-def _differentiable_grad(b: Event) -> bool:
-    """`torch.autograd.grad(out, x, create_graph=True)` (not known False): gradients with a graph of their own."""
-    return b.variant is BackwardVia.AUTOGRAD_GRAD and type(b.node) is cst.Call and any(
-        a.keyword is not None and a.keyword.value == "create_graph" and dotted(a.value) != "False" for a in b.node.args)
 
 
 def _scalar(scope: Scope, value: cst.BaseExpression) -> bool:
