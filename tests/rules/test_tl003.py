@@ -516,6 +516,29 @@ POSITIVE = {
         """,
         [(5, 5)],
     ),
+    # a module's learnable parameter (on one branch of its configuration) read only through a cut: it never gets a
+    # gradient and stays at its initial value; a test of it (`is not None`) is not a read
+    "learnable_parameter_read_only_detached": (
+        """
+        import torch
+        from torch import nn
+
+        class Encoder(nn.Module):
+            def __init__(self, n, dim, learned=True):
+                super().__init__()
+                if learned:
+                    self.pos_embed = nn.Parameter(torch.zeros(1, n, dim))
+                else:
+                    self.pos_embed = sinusoid_table(n, dim)
+                self.proj = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                if self.pos_embed is not None:
+                    x = x + self.pos_embed.type_as(x).to(x.device).clone().detach()
+                return self.proj(x)
+        """,
+        [(16, 21)],
+    ),
 }
 
 NEGATIVE = {
@@ -909,6 +932,32 @@ NEGATIVE = {
             opt.zero_grad()
             total.backward()
             opt.step()
+        """,
+    # parameters cut on purpose or also read whole: built without grad, frozen by its flag, updated by hand (a
+    # running centre kept as a parameter), or read uncut in another method
+    "parameters_cut_on_purpose_or_also_read_whole": """
+        import torch
+        from torch import nn
+
+        class Head(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.table = nn.Parameter(torch.zeros(dim), requires_grad=False)
+                self.frozen = nn.Parameter(torch.zeros(dim))
+                self.frozen.requires_grad = False
+                self.center = nn.Parameter(torch.zeros(dim))
+                self.scale = nn.Parameter(torch.ones(dim))
+
+            @torch.no_grad()
+            def update_center(self, x):
+                self.center.data = 0.9 * self.center.data + 0.1 * x.mean(0)
+
+            def forward(self, x):
+                x = x + self.table.detach() + self.frozen.detach() - self.center.detach()
+                return x * self.scale.detach() + self.extra(x)
+
+            def extra(self, x):
+                return x * self.scale
         """,
 }
 

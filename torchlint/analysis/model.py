@@ -28,7 +28,8 @@ from torchlint.analysis.walker import EventWalker
 class FileModel:
     """Everything rules may ask about one file."""
 
-    def __init__(self, module: cst.Module, text: str = "", project: ProjectLookup | None = None) -> None:
+    def __init__(self, module: cst.Module, text: str = "", project: ProjectLookup | None = None,
+                 whole_text: str | None = None) -> None:
         self.module = module
         self.project = project  # the other files, as this file imports them (torchlint.project); None: alone
         self.project_modules = project.modules() if project is not None else set()
@@ -36,6 +37,7 @@ class FileModel:
         self._foreign: dict[tuple[str, str], Scope] = {}
         self._assigned: dict[str, frozenset[str]] = {}  # _assigned_in
         self.text = text  # the source, for cheap textual questions (is `total.item()` used anywhere?)
+        self.whole_text = whole_text or text  # the same before `prune` blanked functions that cannot hold an event
         self.symbols = Symbols()
         self._kinds: KindInference | None = None
         self._options: Options | None = None

@@ -17,7 +17,7 @@ from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.cuts import carries_graph, lists_to_tensor, may_carry_graph, returned_terms, summand_detachments
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import (
-    Detachment, as_detachment, dotted, positional_params, term_leaves,
+    Detachment, as_detachment, dotted, names_in, positional_params, term_leaves,
 )
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
@@ -336,3 +336,22 @@ def log_probability(scope: Scope, x: cst.BaseExpression, at: Event) -> bool:
         defs, entry = scope.reaching(x.value, at)
         return bool(defs) and not entry and all(d.value is not None and computes(d.value) for d in defs)
     return computes(x)
+
+
+def trained_by_another_backward(scope: Scope, operand: cst.BaseExpression, b: Event, backwards: list[Event]) -> bool:
+    """What is detached is computed from a value that another backward of the function back-propagates (the critic's
+    `pred_value` of `value_loss.backward()`, cut in the actor's `advantage = (target - pred_value).detach()`; a
+    value network's baseline `q - v_pred.detach()` with its own `vf_loss`): it gets its gradients from its own loss,
+    and is detached so that this loss does not train it too. Only the function's own values count (not `self` or
+    a network both losses call), and only a backward in the same loops (one step of two networks)."""
+    own = {name for name in names_in(operand) if scope.assignments(name)}
+    if not own:
+        return False
+    mine = scope.depends(b.value) if b.value is not None else frozenset()
+    for other in backwards:
+        if other is b or other.value is None or other.loops != b.loops:
+            continue  # a loss back-propagated in each iteration, then a total of its items after: not a baseline
+        theirs = scope.depends(other.value)
+        if own & theirs and not mine <= theirs:
+            return True
+    return False

@@ -139,11 +139,11 @@ def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool, vi
     if source.endswith("\r") and not module.has_trailing_newline:
         # libcst sees a final line break only in `\n`: without this, the code it writes back drops a final `\r`
         module = module.with_changes(has_trailing_newline=True)
-    text = source
+    whole_text, text = text, source
     findings: list[tuple[type[Rule], Finding]] = []
     errors: list[Diagnostic] = []
     try:
-        model = FileModel(module, text, lookup)
+        model = FileModel(module, text, lookup, whole_text)
     except RecursionError:
         return Analysis(None, [], [Diagnostic(path, 1, 1, 1, 1, INTERNAL_ERROR, "nesting too deep to analyse; file not checked")])
     except Exception as exc:  # a bug of ours must not stop the run

@@ -19,11 +19,12 @@ from torchlint.analysis.cuts import (
 )
 from torchlint.analysis.terms import (
     CUT_ARGUMENT, copied_names, cut_args, cut_predictions, forward_cut, forward_sibling, log_probability, loss_function,
-    module_call, module_output, returned_cuts, returns_cut,
+    module_call, module_output, returned_cuts, returns_cut, trained_by_another_backward,
 )
+from torchlint.analysis.parameters import PARAMETER_CALL, PARAMETER_CUT_TEXT, SELF_CUT, cut_parameters
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
-from torchlint.analysis.exprs import added_terms, code_of, dotted, is_true, names_in, summand_names
+from torchlint.analysis.exprs import added_terms, code_of, dotted, is_true, summand_names
 from torchlint.source.walk import calls_in_evaluation_order, walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, Finding, Rule
@@ -51,10 +52,11 @@ class DetachedLossTerm(Rule):
     # Or a list of values that carry a graph made a new leaf (`torch.tensor(self.log_probs, requires_grad=True)`):
     # in a file that never back-propagates, only a list it appends to (read by name) with the flag in the file.
     # Or a loss function (`def calc_loss(`) whose helper returns a list it appends to, copied by name.
-    requires = ((BACKWARD_CALL, APPENDED_LIST), CUT)
+    # Or a module's learnable parameter read only through a cut (`cut_parameters`: its `__init__` and its reads).
+    requires = ((BACKWARD_CALL, APPENDED_LIST, PARAMETER_CUT_TEXT), CUT)
     scope_requires = (BACKWARD_CALL, CUT)
     scope_alternatives = ((DEF_FORWARD, LIST_TO_TENSOR_CALL), (NAMED_LEAF, LEAF_FLAG), (APPEND_CALL, DISTRIBUTION_VALUE),
-                          (DEF_LOSS, APPEND_CALL, LIST_TO_TENSOR_CALL))
+                          (DEF_LOSS, APPEND_CALL, LIST_TO_TENSOR_CALL), (PARAMETER_CALL,), (SELF_CUT,))
     runtime_signs = (Sign.CUT_TERM_WITHOUT_GRADIENT,)
     runtime_same_line = True
     fix_promise = "the term now receives gradient: the backward reaches what this line computes"
@@ -161,6 +163,14 @@ item runs a module of `self` or one passed in (`head(feat.detach())`: a probe). 
 loss function cuts among the terms of what it returns (`l2 = F.mse_loss(pred, target)`; `return l1 + 0.5 *
 l2.item()`), computed from a parameter such a caller passes a model's output for (a caller's parameter named as a
 module, `def train(model, loader)`, is a model object); not a detached weight (`ce * w.detach()`).
+A learnable parameter of a module class of the file (`self.pos_embed = nn.Parameter(...)` in `__init__`, on any
+branch of its configuration) that the class's `forward` (or a method it calls) reads through a cut (`x +
+self.pos_embed.type_as(x).clone().detach()`, `.data`), and no method reads otherwise: no loss reaches it, so it
+keeps its initial value while the rest trains (in a file of models too, with no backward; the whole source is read).
+Not one built with `requires_grad=False` or frozen by its flag in the file, one updated by hand (`self.center.data
+= ...`, an in-place method: a running statistic), one read whole outside set-up methods (`__init__`, `init*`,
+`reset*`, `load*`; a test, `if self.pos_embed is not None:`, is no read), nor in a class with no `forward` or that
+another class of the file derives from (a base others complete). Reported at the first cut, without a fix.
 
 ## Why it is wrong
 Those wrappers return a value outside the autograd graph. Added into the total, the term contributes nothing to
@@ -243,6 +253,10 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
         leaves = appends and "requires_grad" in text and any(p.search(text) for p in NAMED_LEAVES)
         helpers = copies and appends and DISTRIBUTION_VALUE.search(text) is not None
         reported: set[int] = set()  # copies in helpers, each reported once
+        for p in cut_parameters(model) if cuts else ():
+            yield Finding(p.cut, f"`{p.attr}` is a learnable `nn.Parameter` of `{p.cls}`, but every read of it is cut from "
+                          f"the graph (`{code_of(p.cut)}`): it never gets a gradient and keeps its initial value while "
+                          f"the model trains; use `{p.attr}` itself (or make it a buffer if it is meant to stay fixed)")
         for scope in model.scopes:
             if copies:
                 yield from _forward_list_findings(model, scope)
@@ -306,7 +320,7 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
                     if id(det.node) in weights and not scope.is_loss(det.operand):
                         continue
-                    if _trained_by_another_backward(scope, det.operand, owner[id(expr)], backwards):
+                    if trained_by_another_backward(scope, det.operand, owner[id(expr)], backwards):
                         continue  # a baseline or critic cut on purpose: its own loss trains it
                     operand = code_of(det.operand)
                     yield Finding(
@@ -575,25 +589,6 @@ def _list_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event,
             continue  # numbers (`torch.tensor(lengths)`), or values already read with `.item()`
         yield Finding(call, f"`{code_of(call)}` copies the values of `{code_of(losses[0])}` and the rest into a new tensor, "
                       f"which {where}: it has no graph, so these losses train nothing; combine them with `torch.stack(...)` instead")
-
-
-def _trained_by_another_backward(scope, operand: cst.BaseExpression, b: Event, backwards: list[Event]) -> bool:
-    """What is detached is computed from a value that another backward of the function back-propagates (the critic's
-    `pred_value` of `value_loss.backward()`, cut in the actor's `advantage = (target - pred_value).detach()`; a
-    value network's baseline `q - v_pred.detach()` with its own `vf_loss`): it gets its gradients from its own loss,
-    and is detached so that this loss does not train it too. Only the function's own values count (not `self` or
-    a network both losses call), and only a backward in the same loops (one step of two networks)."""
-    own = {name for name in names_in(operand) if scope.assignments(name)}
-    if not own:
-        return False
-    mine = scope.depends(b.value) if b.value is not None else frozenset()
-    for other in backwards:
-        if other is b or other.value is None or other.loops != b.loops:
-            continue  # a loss back-propagated in each iteration, then a total of its items after: not a baseline
-        theirs = scope.depends(other.value)
-        if own & theirs and not mine <= theirs:
-            return True
-    return False
 
 
 # Cuts that make a Python number: never a tensor baseline or target weighing a graph (those are `.detach()`ed).

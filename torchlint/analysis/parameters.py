@@ -1,0 +1,176 @@
+"""Learnable parameters a module class cuts from the graph wherever it reads them: `self.pos_embed =
+nn.Parameter(...)` in `__init__` (on some branch of the configuration), then only `self.pos_embed.detach()` (or
+`.data`) in its other methods. Autograd never reaches the parameter, so it keeps its initial value while the rest
+of the model trains (the optimizer skips a parameter whose `.grad` stays None)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+import libcst as cst
+
+from torchlint.analysis.exprs import dotted
+from torchlint.analysis.model import FileModel
+from torchlint.source.walk import walk
+
+# Necessary text (the rules' prefilter): a parameter built, and an attribute of `self` read through a cut on one line
+PARAMETER_CALL = re.compile(r"Parameter\s*\(")
+SELF_CUT = re.compile(r"self\.\w+(?:\.\w+\([^()\n]*\))*\.(?:detach\(|data\b)")
+
+
+class _ParameterCutText:
+    """Both texts in one file (a test of its own: a rule's requirement is one test or a choice of them)."""
+
+    pattern = PARAMETER_CALL.pattern + "|" + SELF_CUT.pattern
+    parts = (PARAMETER_CALL, SELF_CUT)
+
+    def search(self, text: str) -> object:
+        return ("Parameter" in text and PARAMETER_CALL.search(text) is not None
+                and SELF_CUT.search(text) is not None) or None
+
+
+PARAMETER_CUT_TEXT = _ParameterCutText()
+_PARAMETER_CALLS = frozenset({"nn.Parameter", "torch.nn.Parameter", "Parameter", "nn.parameter.Parameter"})
+# methods that keep the tensor they are called on (its graph, or its cut) in what they return
+_KEEPING = frozenset({"type_as", "to", "clone", "cuda", "cpu", "float", "half", "double", "bfloat16", "expand",
+                      "expand_as", "view", "reshape", "unsqueeze", "squeeze", "contiguous", "repeat", "flatten", "t",
+                      "permute", "transpose"})
+# methods that set the parameter up or copy weights into it, not a computation that should train it
+_SETUP = ("__init__", "init", "_init", "reset", "load", "from_", "copy", "no_weight_decay")
+_DISPLAY = frozenset({"__repr__", "__str__", "extra_repr"})  # a parameter shown, not computed with
+
+
+@dataclass(frozen=True)
+class CutParameter:
+    cls: str
+    attr: str  # `self.pos_embed`
+    cut: cst.CSTNode  # the first cut read: `self.pos_embed....detach()`, or `self.pos_embed.data`
+
+
+def cut_parameters(model: FileModel) -> Iterator[CutParameter]:
+    """Each learnable parameter of a class of the file that every read of it outside set-up methods cuts. Read from
+    the whole source (`ast`: the model's tree may have blanked the methods that read it whole), pointed at in the
+    model's tree (the method holding the cut keeps its text)."""
+    if PARAMETER_CUT_TEXT.search(model.text) is None:
+        return
+    try:
+        tree = ast.parse(model.whole_text)
+    except (SyntaxError, ValueError):
+        return
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        learnable = _learnable_parameters(cls)
+        if not learnable or cls.name not in model.classes:
+            continue
+        forward = _run_by_forward(cls)
+        if not forward or any(_derives(c, cls.name) for c in ast.walk(tree) if isinstance(c, ast.ClassDef)):
+            continue  # a base class others complete (their `forward` may read the parameter whole)
+        reads: dict[str, set[str]] = {a: set() for a in learnable}
+        cut_in_forward: set[str] = set()
+        for m in cls.body:
+            if not isinstance(m, ast.FunctionDef) or m.name in _DISPLAY:
+                continue
+            if m.name.startswith("__init") or m.name.lstrip("_").startswith(_SETUP):
+                continue  # (binding it, initialising or loading its weights)
+            for attr, how in _reads(m):
+                if attr in reads:
+                    reads[attr].add(how)
+                    if how == "cut" and m.name in forward:
+                        cut_in_forward.add(attr)
+        for attr, hows in reads.items():
+            if hows == {"cut"} and attr in cut_in_forward and f"{attr[5:]}.requires_grad" not in model.whole_text:
+                node = _first_cut(model.classes[cls.name], attr)
+                if node is not None:
+                    yield CutParameter(cls.name, attr, node)
+
+
+def _run_by_forward(cls: ast.ClassDef) -> set[str]:
+    """`forward` and the methods it calls on `self`, two calls deep (`forward_features`); empty without a forward."""
+    methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)}
+    found, todo = set(), ["forward"] if "forward" in methods else []
+    for _ in range(3):
+        found.update(todo)
+        todo = [n.func.attr for name in todo for n in ast.walk(methods[name]) if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"
+                and n.func.attr in methods and n.func.attr not in found]
+    return found
+
+
+def _derives(cls: ast.ClassDef, name: str) -> bool:
+    return any(isinstance(b, (ast.Name, ast.Attribute)) and ast.unparse(b).rpartition(".")[2] == name for b in cls.bases)
+
+
+def _learnable_parameters(cls: ast.ClassDef) -> set[str]:
+    """`self.x` bound in `__init__` to `nn.Parameter(...)` not built with `requires_grad=False`."""
+    init = next((m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
+    found: set[str] = set()
+    for node in ast.walk(init) if init is not None else ():
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(node.value, ast.Call):
+            continue
+        target, call = node.targets[0], node.value
+        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"
+                and ast.unparse(call.func) in _PARAMETER_CALLS):
+            continue
+        if any(k.arg == "requires_grad" and not (isinstance(k.value, ast.Constant) and k.value.value is True)
+               for k in call.keywords) or len(call.args) > 1:
+            continue  # `nn.Parameter(t, requires_grad=False)`, `nn.Parameter(t, False)`: fixed on purpose
+        found.add(f"self.{target.attr}")
+    return found
+
+
+def _reads(fn: ast.FunctionDef) -> Iterator[tuple[str, str]]:
+    """Each use of an attribute of `self` in the method: "cut" (`self.x.to(d).detach()`, `self.x.data`), "plain",
+    or "maintained" (bound, written through `.data`, or changed in place: `self.x.data.mul_(m)`, `self.x.copy_(y)`);
+    a test (`if self.x is not None:`, `if self.x:`) is none."""
+    parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"):
+            continue
+        attr = f"self.{node.attr}"
+        if not isinstance(node.ctx, ast.Load):
+            yield attr, "maintained"
+            continue
+        parent = parents.get(id(node))
+        if isinstance(parent, (ast.If, ast.While, ast.IfExp)) and parent.test is node or isinstance(parent, ast.Compare) \
+                and all(isinstance(op, (ast.Is, ast.IsNot)) for op in parent.ops) \
+                or isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not):
+            continue
+        cur: ast.AST = node
+        while isinstance(p := parents.get(id(cur)), ast.Attribute) and p.attr in _KEEPING \
+                and isinstance(call := parents.get(id(p)), ast.Call) and call.func is p:
+            cur = call
+        p = parents.get(id(cur))
+        after = parents.get(id(p)) if p is not None else None
+        if isinstance(p, ast.Attribute) and p.attr == "data":
+            written = not isinstance(p.ctx, ast.Load) or isinstance(after, ast.Subscript) and not isinstance(
+                after.ctx, ast.Load) or isinstance(after, ast.Attribute) and after.attr.endswith("_")
+            yield attr, "maintained" if written else "cut"
+        elif isinstance(p, ast.Attribute) and p.attr == "detach" and isinstance(after, ast.Call):
+            yield attr, "cut"
+        elif isinstance(p, ast.Attribute) and p.attr.endswith("_") and not p.attr.startswith("_") \
+                and isinstance(after, ast.Call) and after.func is p:
+            yield attr, "maintained"
+        else:
+            yield attr, "plain"
+
+
+def _first_cut(cls: cst.ClassDef, attr: str) -> cst.CSTNode | None:
+    """The first cut read of `attr` in the class's methods (not set-up ones), in the model's tree."""
+    for m in cls.body.body:
+        if type(m) is not cst.FunctionDef or m.name.value.startswith("__init") or m.name.value in _DISPLAY \
+                or m.name.value.lstrip("_").startswith(_SETUP):
+            continue
+        for node in walk(m):
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "detach":
+                base = node.func.value
+            elif type(node) is cst.Attribute and node.attr.value == "data":
+                base = node.value
+            else:
+                continue
+            while type(base) is cst.Call and type(base.func) is cst.Attribute and base.func.attr.value in _KEEPING:
+                base = base.func.value
+            if dotted(base) == attr:
+                return node
+    return None
