@@ -276,6 +276,75 @@ POSITIVE = {
         """,
         [(12, 9)],
     ),
+    # REINFORCE's buffer of log-probabilities, filled by the policy's action choice and back-propagated by the
+    # episode's update, never emptied (only the rewards are): the second update reaches the first one's freed graphs
+    "policy_buffer_of_log_probs_never_emptied": (
+        """
+        import torch
+        from torch import nn
+        from torch.distributions import Categorical
+
+        class Policy(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(4, 2)
+                self.saved_log_probs = []
+                self.rewards = []
+
+            def forward(self, x):
+                return self.head(x).softmax(-1)
+
+        policy = Policy()
+        optimizer = torch.optim.Adam(policy.parameters(), lr=1e-2)
+
+        def select_action(state):
+            m = Categorical(policy(state))
+            action = m.sample()
+            policy.saved_log_probs.append(m.log_prob(action))
+            return action.item()
+
+        def finish_episode():
+            returns = torch.tensor(policy.rewards)
+            losses = [-lp * r for lp, r in zip(policy.saved_log_probs, returns)]
+            optimizer.zero_grad()
+            loss = torch.stack(losses).sum()
+            loss.backward()
+            optimizer.step()
+            del policy.rewards[:]
+        """,
+        [(30, 5)],
+    ),
+    # the same buffer kept by an agent: `act()` fills it, `learn()` (a training step) reads it and resets only the
+    # rewards
+    "agent_buffer_filled_by_one_method_never_emptied": (
+        """
+        import torch
+        from torch.distributions import Normal
+
+        class Agent:
+            def __init__(self, policy):
+                self.policy = policy
+                self.optimizer = torch.optim.Adam(policy.parameters())
+                self.log_probs = []
+                self.rewards = []
+
+            def act(self, state):
+                mean = self.policy(state)
+                dist = Normal(mean, 0.1)
+                action = dist.sample()
+                self.log_probs.append(dist.log_prob(action).sum())
+                return action
+
+            def learn(self):
+                returns = torch.tensor(self.rewards)
+                loss = -(torch.stack(self.log_probs) * returns).sum()
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                self.rewards = []
+        """,
+        [(23, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -528,6 +597,37 @@ NEGATIVE = {
             loss.backward()
             optimizer.step()
             total_loss += loss.item()
+        """,
+    # the same buffers emptied after the update (each way), kept as numbers, filled under no_grad, or read by a
+    # function that only back-propagates (no step: not known to run once per update)
+    "policy_buffers_emptied_or_without_graphs": """
+        import torch
+        from torch.distributions import Categorical
+
+        class Agent:
+            def __init__(self, policy):
+                self.policy = policy
+                self.optimizer = torch.optim.Adam(policy.parameters())
+                self.log_probs, self.entropies, self.values, self.scores = [], [], [], []
+
+            def act(self, state):
+                dist = Categorical(self.policy(state))
+                action = dist.sample()
+                self.log_probs.append(dist.log_prob(action))
+                self.entropies.append(dist.entropy())
+                self.values.append(dist.log_prob(action).item())
+                with torch.no_grad():
+                    self.scores.append(dist.log_prob(action))
+                return action
+
+            def learn(self):
+                loss = -torch.stack(self.log_probs).sum() - torch.stack(self.entropies).mean()
+                loss = loss + torch.tensor(self.values).mean() + torch.stack(self.scores).mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                del self.log_probs[:]
+                self.entropies.clear()
         """,
 }
 

@@ -17,7 +17,7 @@ from torchlint.analysis.events import AssignForm, Event
 from torchlint.analysis.exprs import COMBINING_CALLS, dotted, names_in
 from torchlint.analysis.foreign import Resolved
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import VALUES_INDICES, is_metric_key
+from torchlint.analysis.semantics import DISTRIBUTIONS, VALUES_INDICES, is_metric_key
 from torchlint.analysis.vkind import VKind, join
 from torchlint.source.walk import walk
 
@@ -381,3 +381,17 @@ def indices_of(e: cst.BaseExpression) -> bool:
     method_form = not (type(call.func.value) is cst.Name and call.func.value.value == "torch")
     return call.func.attr.value in ("topk", "sort") or len(call.args) > (0 if method_form else 1) or any(
         a.keyword is not None and a.keyword.value == "dim" for a in call.args)
+
+
+def distribution_with_graph(k: Asker, expr: cst.BaseExpression, scope: Scope, at: Event | None, depth: int) -> bool:
+    """`expr` is a `torch.distributions` distribution built from a value with a graph (`Categorical(probs)` with
+    `probs = policy(state)`, itself or the one definition of a name): its `log_prob(a)`, `entropy()` and `rsample()`
+    carry the graph of its parameters."""
+    if type(expr) is cst.Name and at is not None:
+        defs, entry = scope.reaching(expr.value, at)
+        if entry or len(defs) != 1 or defs[0].variant is not AssignForm.PLAIN or defs[0].value is None:
+            return False
+        expr, at = defs[0].value, defs[0]
+    if type(expr) is not cst.Call or (dotted(expr.func) or "").rpartition(".")[2] not in DISTRIBUTIONS:
+        return False
+    return any(k.of(a.value, scope, at, depth + 1) is VKind.GRAPH for a in expr.args)

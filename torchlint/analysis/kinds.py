@@ -355,6 +355,8 @@ class KindInference(Answers):
             if (name is not None and name.startswith("self.") and name.count(".") == 1
                     and self.of_name(name, scope, at, depth + 1) is VKind.MODULE):
                 return VKind.GRAPH  # `self.fc(x)` with `self.fc = nn.Linear(...)`: a module's forward
+            if method in sem.DISTRIBUTION_GRAPH_METHODS and containers.distribution_with_graph(self, func.value, scope, at, depth):
+                return VKind.GRAPH  # `Categorical(policy(s)).log_prob(a)`: the policy's graph
             receiver = self.of(func.value, scope, at, depth + 1)
             if receiver is VKind.STRING and method in sem.STRING_METHODS:
                 return VKind.STRING

@@ -57,6 +57,10 @@ MODULE_WRAPPERS = frozenset(
 # Methods of a `torch.distributions` distribution whose result carries the graph of its parameters (a policy's
 # `dist.log_prob(action)`, `dist.entropy()`, a reparameterised `dist.rsample()`).
 DISTRIBUTION_GRAPH_METHODS = frozenset({"log_prob", "entropy", "rsample"})
+# `torch.distributions` classes (by class name), whose parameters a policy computes
+DISTRIBUTIONS = frozenset("""Bernoulli Beta Binomial Categorical Cauchy Dirichlet Exponential Gamma Geometric Gumbel
+    Independent Laplace LogNormal MixtureSameFamily Multinomial MultivariateNormal Normal OneHotCategorical Poisson
+    RelaxedBernoulli RelaxedOneHotCategorical StudentT TransformedDistribution Uniform VonMises""".split())
 # Attributes of a module that are its parameters (leaf tensors that require grad).
 PARAMETER_ATTRIBUTES = frozenset({"weight", "bias"})
 MODULE_METHODS_RETURNING_MODULE = frozenset("to cuda cpu train eval half float double bfloat16 requires_grad_".split())

@@ -12,6 +12,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop
+from torchlint.analysis.buffers import ATTRIBUTE_APPEND, unemptied_buffers
 from torchlint.analysis.exprs import code_of, dotted, graph_operand_names
 from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
@@ -34,7 +35,9 @@ class BackwardOnAccumulatedTotal(Rule):
     fix_safety = "unsafe"
     requires = (BACKWARD_CALL, (LOOP, SELF_ADD))  # no loop: a per-step method's attribute total
     scope_requires = (BACKWARD_CALL, LOOP)
-    scope_alternatives = ((BACKWARD_CALL, STEP_CALL),)  # (SELF_ADD is asked of the file only: its scan is dear)
+    # (SELF_ADD is asked of the file only: its scan is dear); a function appending to an object's list attribute may
+    # fill a buffer a training step of the file back-propagates (`buffers`)
+    scope_alternatives = ((BACKWARD_CALL, STEP_CALL), (ATTRIBUTE_APPEND,))
     runtime_signs = (Sign.TOTAL_BACKPROPAGATED_AGAIN, Sign.BACKWARD_THROUGH_FREED_GRAPH)
     runtime_also = (Sign.SAVED_TENSOR_MODIFIED,)
     runtime_same_line = True
@@ -60,6 +63,14 @@ re-walks every earlier call's graph. Reported without a fix. Likewise a method o
 loss into such an attribute and returns it (`self.loss_sum += loss; return self.loss_sum`), whose result a loop
 back-propagates (`out = self.compute(x, y)`; `out.backward()`; or `loss = crit(out, y)`, the forward of a loss
 module of the file doing so), unless the loop binds the attribute again.
+
+Likewise a buffer kept across updates: a list attribute that `__init__` binds empty (`self.log_probs = []`, or
+`self.saved_log_probs` of a module-level object, `policy = Policy()`), that a method or function of the file appends
+values with a graph to (a policy's `dist.log_prob(action)`, `dist` a `torch.distributions` distribution built from a
+model's output), and that a training step (back-propagating outside a loop of its own and stepping an optimizer)
+reads into its loss, while no code of the file empties it (binds it again outside `__init__`, `del buf[:]`,
+`.clear()`, `.pop(`, a slice assignment): REINFORCE's update that empties the rewards and forgets the
+log-probabilities. From the second update on, the backward reaches the freed graphs of the first. No fix.
 
 The total need not be a term of the loss: a loss computed from it (`(feat - ema).pow(2).sum()` with
 `ema = 0.9 * ema + 0.1 * feat`, a bank of earlier outputs `torch.cat(bank[-8:])` with `bank.append(out)`) reaches
@@ -128,6 +139,12 @@ The total must be a plain name, an attribute or a dict entry (`stats["loss"] += 
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         kinds = model.kinds
+        for k in unemptied_buffers(model):
+            yield Finding(k.backward.node, f"`{code_of(k.backward.node)}` back-propagates what `{k.buffer}` holds, a list "
+                          f"`{k.filler}()` appends values with a graph to and that nothing empties: from the second "
+                          f"update on, each backward reaches the items of earlier updates, whose graphs the first freed "
+                          f"('Trying to backward through the graph a second time'); empty it after the step "
+                          f"(`del {k.buffer}[:]`)")
         has_self_call = SELF_ADD.search(model.text) is not None  # else no method keeps a total it returns
         for loop in [*model.loops, *_self_total_bodies(model)]:
             accumulating = any(e.accumulates or e.kind is EventKind.APPEND for e in loop.events)
