@@ -539,6 +539,26 @@ POSITIVE = {
         """,
         [(16, 21)],
     ),
+    # the same through `.data` and an index (a position table cut to the sequence), and inside a product
+    "learnable_parameters_read_through_data": (
+        """
+        import torch
+        from torch import nn
+
+        class Encoder(nn.Module):
+            def __init__(self, vocab, dim, max_len):
+                super().__init__()
+                self.tokens = nn.Embedding(vocab, dim)
+                self.pos_embedding = nn.Parameter(torch.randn(1, max_len, dim))
+                self.weight = nn.Parameter(torch.randn(dim, dim))
+
+            def forward(self, ids):
+                x = self.tokens(ids)
+                x = x + self.pos_embedding.data[:, :x.shape[1], :]
+                return torch.matmul(x, self.weight.data)
+        """,
+        [(14, 17), (15, 32)],
+    ),
 }
 
 NEGATIVE = {
@@ -958,6 +978,19 @@ NEGATIVE = {
 
             def extra(self, x):
                 return x * self.scale
+        """,
+    # a parameter whose cut value is only handed on, not computed with: a test policy's constant action
+    "parameter_cut_only_to_be_handed_on": """
+        import torch
+
+        class ZeroPolicy(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bias = torch.nn.Parameter(torch.zeros(1))
+
+            def forward(self, tensordict):
+                tensordict.set("action", self.bias.detach().clone())
+                return tensordict
         """,
 }
 

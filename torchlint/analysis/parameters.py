@@ -146,14 +146,35 @@ def _reads(fn: ast.FunctionDef) -> Iterator[tuple[str, str]]:
         if isinstance(p, ast.Attribute) and p.attr == "data":
             written = not isinstance(p.ctx, ast.Load) or isinstance(after, ast.Subscript) and not isinstance(
                 after.ctx, ast.Load) or isinstance(after, ast.Attribute) and after.attr.endswith("_")
-            yield attr, "maintained" if written else "cut"
+            yield attr, "maintained" if written else _combined(p, parents)
         elif isinstance(p, ast.Attribute) and p.attr == "detach" and isinstance(after, ast.Call):
-            yield attr, "cut"
+            yield attr, _combined(after, parents)
         elif isinstance(p, ast.Attribute) and p.attr.endswith("_") and not p.attr.startswith("_") \
                 and isinstance(after, ast.Call) and after.func is p:
             yield attr, "maintained"
         else:
             yield attr, "plain"
+
+
+def _combined(cut: ast.AST, parents: dict[int, ast.AST]) -> str:
+    """"cut" when the cut value (through value-keeping calls and indexing) is computed with: an operand of
+    arithmetic (`x + self.pos.detach()`) or an argument of a call beside another value (`torch.matmul(x, self.w.data)`;
+    not a constant: `td.set("action", self.bias.detach())`, a test policy's constant action, is "alone")."""
+    node: ast.AST = cut
+    while True:
+        p = parents.get(id(node))
+        if isinstance(p, ast.Subscript) and p.value is node:
+            node = p
+        elif isinstance(p, ast.Attribute) and p.attr in _KEEPING and isinstance(call := parents.get(id(p)), ast.Call):
+            node = call
+        else:
+            break
+    p = parents.get(id(node))
+    others = [a for a in (*p.args, *(k.value for k in p.keywords)) if a is not node and not isinstance(a, ast.Constant)] \
+        if isinstance(p, ast.Call) and node in p.args else []
+    if isinstance(p, ast.BinOp) or others:
+        return "cut"
+    return "alone"
 
 
 def _first_cut(cls: cst.ClassDef, attr: str) -> cst.CSTNode | None:

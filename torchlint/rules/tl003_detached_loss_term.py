@@ -164,8 +164,9 @@ loss function cuts among the terms of what it returns (`l2 = F.mse_loss(pred, ta
 l2.item()`), computed from a parameter such a caller passes a model's output for (a caller's parameter named as a
 module, `def train(model, loader)`, is a model object); not a detached weight (`ce * w.detach()`).
 A learnable parameter of a module class of the file (`self.pos_embed = nn.Parameter(...)` in `__init__`, on any
-branch of its configuration) that the class's `forward` (or a method it calls) reads through a cut (`x +
-self.pos_embed.type_as(x).clone().detach()`, `.data`), and no method reads otherwise: no loss reaches it, so it
+branch of its configuration) that the class's `forward` (or a method it calls) computes with through a cut (`x +
+self.pos_embed.type_as(x).clone().detach()`, `torch.matmul(x, self.weight.data)`: an operand of arithmetic, or an
+argument beside another value, not a value only handed on), and no method reads otherwise: no loss reaches it, so it
 keeps its initial value while the rest trains (in a file of models too, with no backward; the whole source is read).
 Not one built with `requires_grad=False` or frozen by its flag in the file, one updated by hand (`self.center.data
 = ...`, an in-place method: a running statistic), one read whole outside set-up methods (`__init__`, `init*`,
