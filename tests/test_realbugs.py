@@ -36,6 +36,7 @@ KNOWN_MISSES_MINED = frozenset({
     "mg01", "mg03", "mg04", "mg05", "mg06", "mg07", "mg09", "mg10", "mg11",
     "mh25",
     "mi02",
+    "mj01", "mj07", "mj08", "mj11", "mj14", "mj15",
 })
 
 # variable, what to run, known misses
