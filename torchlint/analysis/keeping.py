@@ -13,7 +13,7 @@ import libcst as cst
 
 from torchlint.analysis.containers import dict_values
 from torchlint.analysis.events import AssignForm, Event, EventKind
-from torchlint.analysis.exprs import argument_for, dotted, names_in, positional_params, summand_names
+from torchlint.analysis.exprs import argument_for, container_name, dotted, names_in, positional_params, summand_names
 from torchlint.analysis.hooks import step_hooks
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
@@ -166,25 +166,28 @@ def _param_appenders(model: FileModel) -> dict[str, tuple[tuple[int, int], ...]]
 def _params_kept_in_params(scope: Scope, names: list[str]) -> Iterator[tuple[str, str]]:
     """(holder, value) parameters: `holder.append(value)`, or `holder[key] += value` / `holder[key].append(value)`
     with `value` a term of what is added, itself or through a loop over its items (`for k, v in values.items()`);
-    neither rebound in the function (a rebound holder is a local copy)."""
-    params = set(names) - {e.target for e in scope.events if e.kind is EventKind.ASSIGN and e.rebinds
-                           and e.scope is scope.node and e.variant is not AssignForm.FOR}
+    neither rebound in the function (a rebound holder is a local copy). Read from the function's own events, as
+    parsed (`Scope.raw`: no helper is placed for this)."""
+    own = [e for e in scope.raw if e.scope is scope.node]
+    params = set(names) - {e.target for e in own if e.kind is EventKind.ASSIGN and e.rebinds
+                           and e.variant is not AssignForm.FOR}
     stands_for = {p: p for p in params}
-    for e in scope.events:
-        if e.kind is EventKind.ASSIGN and e.variant is AssignForm.FOR and e.scope is scope.node and e.target:
+    for e in own:
+        if e.kind is EventKind.ASSIGN and e.variant is AssignForm.FOR and e.target:
             over = _iterated(e.value) & params
             if len(over) == 1:
                 stands_for.setdefault(e.target, over.pop())
-    for e in scope.events:
-        if e.scope is not scope.node or e.target not in params or e.value is None:
+    for e in own:
+        target, value, call = e.target, e.value, e.node
+        if e.kind is EventKind.METHOD and type(call) is cst.Call and type(call.func) is cst.Attribute \
+                and call.func.attr.value in ("append", "extend") and call.args:
+            target, value = container_name(call.func.value), call.args[-1].value
+        elif not (e.kind is EventKind.APPEND or e.accumulates and _into_item(e.node)):
             continue
-        if e.kind is EventKind.APPEND:
-            kept = {stands_for[n] for n in summand_names(e.value) if n in stands_for}
-        elif e.accumulates and _into_item(e.node):
-            kept = {stands_for[n] for n in summand_names(e.value) if n in stands_for}
-        else:
+        if target not in params or value is None:
             continue
-        yield from ((e.target, v) for v in kept if v != e.target)
+        kept = {stands_for[n] for n in summand_names(value) if n in stands_for}
+        yield from ((target, v) for v in kept if v != target)
 
 
 def _into_item(stmt: cst.CSTNode) -> bool:
