@@ -631,6 +631,57 @@ POSITIVE = {
         """,
         [(19, 9)],
     ),
+    # the window closed by an early `continue` (Fabric's recipe): the step runs only every k-th iteration
+    "window_closed_by_continue": (
+        """
+        def train(model, loader, optimizer, cfg):
+            steps = 0
+            for batch in loader:
+                accumulating = steps % cfg.gradient_accumulation_steps != 0
+                steps += 1
+                loss = model(**batch).loss
+                loss.backward()
+                if accumulating:
+                    continue
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        [(8, 9)],
+    ),
+    # one term divided by the window, the other not: the undivided term adds up k times
+    "only_one_term_divided": (
+        """
+        import torch
+
+        def train(model, loader, criterion, args):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for i, (x, y) in enumerate(loader):
+                out = model(x)
+                loss = criterion(out, y) + out.pow(2).mean() / args.accumulation_steps
+                loss.backward()
+                if (i + 1) % args.accumulation_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        [(9, 9)],
+    ),
+    # the window's count multiplies one term where it divides the others
+    "term_multiplied_by_the_window_that_divides_the_others": (
+        """
+        def optimize(self, losses, criteria):
+            total = 0
+            for name, loss in losses.items():
+                if isinstance(loss, dict):
+                    for part in loss.values():
+                        total += part * self.accum_iters
+                else:
+                    total += loss / self.accum_iters
+            self.scaler.scale(total).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        """,
+        [(7, 26)],
+    ),
 }
 
 NEGATIVE = {
@@ -1192,6 +1243,39 @@ NEGATIVE = {
                 if (step + 1) % args.gradient_accumulation_steps == 0:
                     optimizer.step()
                     model.zero_grad()
+        """,
+    # the same shapes with the window honoured: divided after a `continue` window, every term divided (or a number
+    # added), and a product by the window with no term divided by it
+    "windows_divided_whole": """
+        import torch
+
+        def train(model, loader, optimizer, cfg):
+            steps = 0
+            for batch in loader:
+                accumulating = steps % cfg.gradient_accumulation_steps != 0
+                steps += 1
+                loss = model(**batch).loss / cfg.gradient_accumulation_steps
+                loss.backward()
+                if accumulating:
+                    continue
+                optimizer.step()
+                optimizer.zero_grad()
+
+        def train_sgd(model, loader, criterion, args):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for i, (x, y) in enumerate(loader):
+                out = model(x)
+                loss = criterion(out, y) / args.accumulation_steps + out.pow(2).mean() / args.accumulation_steps + 1.0
+                loss.backward()
+                if (i + 1) % args.accumulation_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+        def scaled(self, parts):
+            total = 0
+            for part in parts:
+                total += part * self.accum_iters
+            return total
         """,
 }
 

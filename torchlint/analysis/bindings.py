@@ -7,13 +7,15 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, Event, EventKind
-from torchlint.analysis.exprs import argument_for, dotted, names_in, positional_params
+from torchlint.analysis.exprs import argument_for, dotted, keyword, names_in, positional_params
 from torchlint.source.walk import walk
 from torchlint.analysis.loops import Loop, optimizers_loops
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.names import Role, family_named, role_of_value
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import BOUNDED_CONTAINERS, CLIP_FUNCTIONS
+from torchlint.analysis.semantics import (
+    BATCH_NAME, BOUNDED_CONTAINERS, CLIP_FUNCTIONS, DECOUPLED_DECAY_OPTIMIZERS, SETTINGS_HOLDERS,
+)
 
 
 def optimizer_calls(model: FileModel, scope: Scope | None, name: str | None, depth: int = 2,
@@ -301,3 +303,36 @@ def steps_clipping(model: FileModel, call: cst.Call) -> bool:
     if name in model.classes:
         return step_clips(model, [name])
     return model.project is not None and model.project.steps_clipping(name)
+
+
+def coupled_decay(model: FileModel, call: cst.Call, name: str) -> bool:
+    """An L2 `weight_decay` added to the gradient (Adam's, not AdamW's) not known to be zero: written as zero, an
+    option whose default is zero, or a name every assignment of which in the file is zero (`args.weight_decay =
+    0.0` in the defaults it is built from). It sees the gradient's size."""
+    decay = keyword(call, "weight_decay")
+    if decay is None or name in DECOUPLED_DECAY_OPTIMIZERS:
+        return False
+    value = model.options.default(decay.value) or decay.value
+    target = dotted(value)
+    values = [a.value for sc in model.scopes for a in sc.assignments(target)] if target and type(value) is not cst.Name else [value]
+    return not values or not all(_zero(v) for v in values)
+
+
+def _zero(value: cst.BaseExpression | None) -> bool:
+    return (type(value) is cst.Integer or type(value) is cst.Float) and float(value.value) == 0
+
+
+def lr_divided(model: FileModel, call: cst.Call, k: cst.BaseExpression) -> bool:
+    """The optimizer's learning rate is divided by the window `k` or by the batch (`lr=cfg.learning_rate /
+    cfg.batch`): the convention of a loss summed over the batch, whose micro-batch gradients are meant to add up."""
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    lr = keyword(call, "lr")
+    value = lr.value if lr is not None else positional[1] if len(positional) > 1 else None
+    if type(value) is cst.Name:  # `lr = base_lr / batch_size` bound once in the file
+        bound = [a.value for scope in model.scopes for a in scope.assignments(value.value) if a.value is not None]
+        value = bound[0] if len(bound) == 1 else None
+    if type(value) is not cst.BinaryOperation or type(value.operator) is not cst.Divide:
+        return False
+    divisor = value.right
+    window = names_in(k) - SETTINGS_HOLDERS
+    return bool(names_in(divisor) & window) or any(BATCH_NAME.search(n) for n in names_in(divisor))

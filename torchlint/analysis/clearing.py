@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.events import SELF_SCALING_BACKWARDS, AssignForm, Event, EventKind, ZeroGradOf
+from torchlint.analysis.events import SELF_SCALING_BACKWARDS, AssignForm, Event, EventKind, Guard, ZeroGradOf
 from torchlint.analysis.exprs import calls_anything, code_of, dotted, last_part, modulo_divisor, names_in
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
@@ -393,12 +393,13 @@ def _builds(call: cst.Call) -> bool:
 def stepped_at_once(loop: Loop, b: Event) -> bool:
     """An optimizer steps right after the backward, before any other backward that may follow it in the iteration
     (`alpha_loss.backward()` then `alpha_opt.step()`), under no condition the backward does not also hold (a step
-    after an `if amp:` / `else:` pair of backwards serves both): those gradients serve that step, not the window
-    of another optimizer."""
+    after an `if amp:` / `else:` pair of backwards serves both; not one after `if accumulating: continue`): those
+    gradients serve that step, not the window of another optimizer."""
     later = min((x.seq for x in loop.of(EventKind.BACKWARD)
                  if x.scope is b.scope and x.seq > b.seq and loop.may_follow(b, x)), default=None)
     return any(s.scope is b.scope and b.seq < s.seq and (later is None or s.seq < later)
-               and all(g in b.guards for g in s.guards) and s.loops == b.loops for s in loop.of(EventKind.STEP))
+               and all(g in b.guards for g in s.guards) and s.loops == b.loops and continued_window(loop, s) is None
+               for s in loop.of(EventKind.STEP))
 
 
 def grads_rescaled(node: cst.CSTNode, k: cst.BaseExpression) -> bool:
@@ -422,3 +423,36 @@ def grads_rescaled(node: cst.CSTNode, k: cst.BaseExpression) -> bool:
             if (".grad" in (dotted(n.target) or "") or ".grad" in code_of(n.target)) and by_window(n.value):
                 return True
     return False
+
+
+def continued_window(loop: Loop, step: Event) -> cst.BaseExpression | None:
+    """`if is_accumulating: continue` (`is_accumulating = n % k != 0`) ahead of the step in the loop's own body: the
+    step runs only on the iterations the test lets through, every k-th; that k."""
+    body = getattr(loop.node, "body", None)
+    at = step.path[0] if step.path else step.stmt
+    if type(body) is not cst.IndentedBlock or not step.loops or step.loops[-1] is not loop.node \
+            or step.guards_within(loop.node):
+        return None
+    for stmt in body.body:
+        if stmt is at or any(n is at for n in walk(stmt)):
+            return None
+        if type(stmt) is cst.If and stmt.orelse is None and type(last := stmt.body.body[-1]) is cst.SimpleStatementLine \
+                and type(last.body[-1]) is cst.Continue:
+            test = loop.scope.test_of(Guard(stmt.test), step)
+            k = _skipping(test) if isinstance(test, cst.BaseExpression) else None
+            if k is not None:
+                return k
+    return None
+
+
+def _skipping(test: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The k of a test true on all iterations but every k-th: `n % k != 0`, `n % k`, `not (n + 1) % k == 0`."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return modulo_divisor(test.expression)
+    if type(test) is cst.BinaryOperation and type(test.operator) is cst.Modulo:
+        return test.right
+    if type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.comparisons[0].operator) is cst.NotEqual:
+        for side in (test.left, test.comparisons[0].comparator):
+            if type(side) is cst.BinaryOperation and type(side.operator) is cst.Modulo:
+                return side.right
+    return None

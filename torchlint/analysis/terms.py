@@ -17,13 +17,13 @@ from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.cuts import carries_graph, lists_to_tensor, may_carry_graph, returned_terms, summand_detachments
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import (
-    Detachment, as_detachment, dotted, names_in, positional_params, term_leaves,
+    Detachment, as_detachment, code_of, dotted, names_in, positional_params, term_leaves,
 )
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import (
-    GRAPH_PRESERVING_METHODS, LOSS_FUNCTION_WORDS, NUMERIC_MODULES, READING_CALLS, computes_loss, is_callable_name,
-    is_module_name,
+    ACCUMULATION_NAME, DIVIDING_METHODS, GRAPH_PRESERVING_METHODS, LOSS_FUNCTION_WORDS, NUMERIC_MODULES, READING_CALLS,
+    computes_loss, is_callable_name, is_module_name,
 )
 from torchlint.analysis.vkind import VKind
 from torchlint.source.walk import walk
@@ -355,3 +355,48 @@ def trained_by_another_backward(scope: Scope, operand: cst.BaseExpression, b: Ev
         if own & theirs and not mine <= theirs:
             return True
     return False
+
+
+def disjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """`a or b or c` -> [a, b, c]; any other test -> [test]."""
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.Or:
+        return disjuncts(test.left) + disjuncts(test.right)
+    return [test]
+
+
+def call_divisor(call: cst.Call) -> cst.BaseExpression | None:
+    """The divisor of a division written as a call: `loss.div(k)`, `loss.div_(k)`, `torch.div(loss, k)`."""
+    if type(call.func) is not cst.Attribute or call.func.attr.value not in DIVIDING_METHODS:
+        return None
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    index = 1 if dotted(call.func.value) == "torch" else 0
+    return positional[index] if len(positional) > index else None
+
+
+def plus_terms(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of a chain of `+` and `-` (`a + b / k - c` -> [a, b / k, c]); any other expression -> [expr]."""
+    if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.Add, cst.Subtract):
+        return plus_terms(expr.left) + plus_terms(expr.right)
+    return [expr]
+
+
+def inverted_window_factors(scope: Scope) -> Iterator[tuple[cst.BinaryOperation, str]]:
+    """Terms added into a back-propagated total multiplied by an accumulation setting that divides the total's
+    other terms (`total += part * self.accum_iters` on one branch, `total += part / self.accum_iters` on another):
+    the product, and the setting as written. A slip that weighs that term k*k times its siblings."""
+    divided: dict[str, set[str]] = {}
+    multiplied: dict[str, list[tuple[cst.BinaryOperation, str]]] = {}
+    for e in scope.raw:
+        value = e.value
+        if not (e.kind is EventKind.ASSIGN and e.accumulates and e.target) or type(value) is not cst.BinaryOperation:
+            continue
+        if type(value.operator) is cst.Divide and ACCUMULATION_NAME.search(k := code_of(value.right)):
+            divided.setdefault(e.target, set()).add(k)
+        elif type(value.operator) is cst.Multiply:
+            for side in (value.left, value.right):
+                if ACCUMULATION_NAME.search(k := code_of(side)) and dotted(side) is not None:
+                    multiplied.setdefault(e.target, []).append((value, k))
+    backpropagated = scope.backpropagated() if multiplied else frozenset()
+    for target, products in multiplied.items():
+        if target in backpropagated:
+            yield from ((node, k) for node, k in products if k in divided.get(target, ()))

@@ -13,14 +13,15 @@ import libcst as cst
 
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop
 from torchlint.analysis.events import SELF_SCALING_BACKWARDS
-from torchlint.analysis.bindings import optimizer_calls, steps_clipping
+from torchlint.analysis.bindings import coupled_decay, lr_divided, optimizer_calls, steps_clipping
 from torchlint.analysis.hooks import lightning_steps
-from torchlint.analysis.clearing import grads_rescaled, stepped_at_once, wipes_window
+from torchlint.analysis.clearing import continued_window, grads_rescaled, stepped_at_once, wipes_window
 from torchlint.analysis.semantics import (
-    ACCUMULATION_NAME, BATCH_NAME, DECOUPLED_DECAY_OPTIMIZERS, DIVIDING_METHODS,
+    ACCUMULATION_NAME, BATCH_NAME,
     GRAD_RESCALING_TEXT, SETTINGS_HOLDERS, scale_invariant,
 )
-from torchlint.analysis.exprs import dotted, code_of, keyword, modulo_divisor, names_in
+from torchlint.analysis.exprs import code_of, dotted, modulo_divisor, names_in
+from torchlint.analysis.terms import call_divisor, disjuncts, inverted_window_factors, plus_terms
 from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, DEF_TRAINING_STEP, LOOP, STEP_CALL, Finding, Rule
@@ -69,14 +70,19 @@ A loop whose backward runs every iteration while the optimizer steps only under 
 same file that divides). The guard may
 test a flag computed ahead of it (`is_step = (i + 1) % k == 0` ... `if is_step:`), when that assignment is the
 flag's one definition reaching the step; a flag from a call (`is_step = should_step(i)`) or one bound on several
-branches is not read.
+branches is not read. The window may also be closed by an early `continue` (`accumulating = n % k != 0` ... `if
+accumulating: continue`, then the step, in the loop's own body: Fabric's recipe). A loss counts as divided only
+when every term of it that may carry a graph is (`ce + aux / k` divides `aux` alone; a number added is no term).
 
 Two more shapes of the same window:
 - an inner loop over micro-batches (`for xc in x.chunk(4)`, `for xs in torch.split(x, micro_bs)`,
   `for _ in range(accum_steps)` that draws `next(it)`) back-propagates in each pass, and the optimizer steps once
   after it, with the loss not divided by the number of micro-batches;
 - the loss divided by a counter the loop increments (`loss / accum_step` with `accum_step += 1`) instead of the
-  window's size: the first micro-batch of a window counts k times more than the last. Reported at the division.
+  window's size: the first micro-batch of a window counts k times more than the last. Reported at the division;
+- a term added into a back-propagated total multiplied by an accumulation setting that divides the total's other
+  terms (`total += part * self.accum_iters` on one branch, `total += loss / self.accum_iters` on another): that
+  term weighs k² times its siblings. Reported at the product, without a fix.
 
 A counter window may close early (`if n >= k or is_last_batch:`), and its counter may be counted one loop out
 (`n += 1` per batch, the backward and step in a loop over the batch's tasks). The step may be an optimizer wrapper's:
@@ -175,6 +181,10 @@ function than the loop's under one name on several branches is judged by the fil
 
     def check(self, model: FileModel) -> Iterator[Finding]:
         yield from _lightning_hooks(model)
+        for scope in model.scopes if ACCUMULATION_NAME.search(model.text) else ():
+            for product, by in inverted_window_factors(scope):
+                yield Finding(product, f"`{code_of(product)}` multiplies a term of the loss by `{by}`, which divides its "
+                              f"other terms: this term weighs `{by}`² times as much as they do; divide it by `{by}`")
         divisions: set[int] = set()
         for loop in model.loops:
             yield from _micro_batch_loop(model, loop)
@@ -262,13 +272,13 @@ def _scale_does_not_matter(model: FileModel, node: cst.CSTNode, steps: list[Even
             unknown = True
             continue
         for call in calls:
-            if _lr_divided(model, call, k):
+            if lr_divided(model, call, k):
                 continue
             name = (dotted(call.func) or "").rsplit(".", 1)[-1]
             invariant = scale_invariant(name)
             if invariant is None:
                 unknown = True
-            elif not invariant or _coupled_decay(model, call, name) or steps_clipping(model, call):
+            elif not invariant or coupled_decay(model, call, name) or steps_clipping(model, call):
                 return False  # (an Adam of the project whose own `step()` clips: BERT's `BertAdam`)
     return not (unknown and declared)
 
@@ -285,39 +295,6 @@ def _declared(scope, k: cst.BaseExpression) -> bool:
     value = bound[0] if len(bound) == 1 and bound[0] is not None else k
     return (type(value) is cst.BinaryOperation and type(value.operator) in (cst.Divide, cst.FloorDivide)
             and all(any(BATCH_NAME.search(n) for n in names_in(side)) for side in (value.left, value.right)))
-
-
-def _coupled_decay(model: FileModel, call: cst.Call, name: str) -> bool:
-    """An L2 `weight_decay` added to the gradient (Adam's, not AdamW's) not known to be zero: written as zero, an
-    option whose default is zero, or a name every assignment of which in the file is zero (`args.weight_decay =
-    0.0` in the defaults it is built from). It sees the gradient's size."""
-    decay = keyword(call, "weight_decay")
-    if decay is None or name in DECOUPLED_DECAY_OPTIMIZERS:
-        return False
-    value = model.options.default(decay.value) or decay.value
-    target = dotted(value)
-    values = [a.value for sc in model.scopes for a in sc.assignments(target)] if target and type(value) is not cst.Name else [value]
-    return not values or not all(_zero(v) for v in values)
-
-
-def _zero(value: cst.BaseExpression | None) -> bool:
-    return (type(value) is cst.Integer or type(value) is cst.Float) and float(value.value) == 0
-
-
-def _lr_divided(model: FileModel, call: cst.Call, k: cst.BaseExpression) -> bool:
-    """The optimizer's learning rate is divided by the window `k` or by the batch (`lr=cfg.learning_rate /
-    cfg.batch`): the convention of a loss summed over the batch, whose micro-batch gradients are meant to add up."""
-    positional = [a.value for a in call.args if a.keyword is None and not a.star]
-    lr = keyword(call, "lr")
-    value = lr.value if lr is not None else positional[1] if len(positional) > 1 else None
-    if type(value) is cst.Name:  # `lr = base_lr / batch_size` bound once in the file
-        bound = [a.value for scope in model.scopes for a in scope.assignments(value.value) if a.value is not None]
-        value = bound[0] if len(bound) == 1 else None
-    if type(value) is not cst.BinaryOperation or type(value.operator) is not cst.Divide:
-        return False
-    divisor = value.right
-    window = names_in(k) - SETTINGS_HOLDERS
-    return bool(names_in(divisor) & window) or any(BATCH_NAME.search(n) for n in names_in(divisor))
 
 
 def _self_scaling(model: FileModel, b: Event) -> bool:
@@ -421,6 +398,8 @@ def _accumulation_divisor(loop: Loop) -> cst.BaseExpression | None:
             # (not when a backward shares the window's guard itself: the step's own backward runs under it)
             if k is not None and not loop.gated_with(step, g):
                 return k
+        if (k := continued_window(loop, step)) is not None:  # `if is_accumulating: continue`, then the step
+            return k
     return None
 
 
@@ -429,7 +408,7 @@ def _counter_divisor(loop: Loop, guard) -> cst.BaseExpression | None:
     `n = 0`: a running counter instead of a modulo, the same accumulation window of `k` backwards. The counter may
     be counted one loop out (`n += 1` per batch, the step in a loop over the batch's tasks), and the window may
     also close early (`if n >= k or last_batch:`)."""
-    for test in _disjuncts(guard.test):
+    for test in disjuncts(guard.test):
         if not (type(test) is cst.Comparison and len(test.comparisons) == 1
                 and isinstance(test.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual))):
             continue
@@ -442,13 +421,6 @@ def _counter_divisor(loop: Loop, guard) -> cst.BaseExpression | None:
         if counts and resets:
             return k
     return None
-
-
-def _disjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """`a or b or c` -> [a, b, c]; any other test -> [test]."""
-    if type(test) is cst.BooleanOperation and type(test.operator) is cst.Or:
-        return _disjuncts(test.left) + _disjuncts(test.right)
-    return [test]
 
 
 def _counters(loop: Loop, unguarded_only: bool = True, guard=None) -> set[str]:
@@ -511,11 +483,16 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
                     return True
             elif type(n) is cst.AugAssign and type(n.operator) is cst.DivideAssign and divisor_matches(n.value):
                 return True
-            elif type(n) is cst.Call and (divisor := _call_divisor(n)) is not None and divisor_matches(divisor):
+            elif type(n) is cst.Call and (divisor := call_divisor(n)) is not None and divisor_matches(divisor):
                 return True
         return False
 
-    if divides(value):
+    def divides_whole(node: cst.CSTNode, where: Event | None) -> bool:  # `a + b / k` divides `b` only (not a number)
+        terms = plus_terms(node) if isinstance(node, cst.BaseExpression) else [node]
+        return divides(node) and (len(terms) < 2 or all(
+            divides(t) or model.kinds.of(t, scope, where).graph_free for t in terms))
+
+    if divides_whole(value, at):
         return True
     defs = scope.summand_defs(value, at) if at is not None else []
     for e in defs:
@@ -527,7 +504,7 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
             # `loss *= world_size` (undoing DDP's averaging), `loss = loss * scale`: the author manages the
             # loss's scale by hand (a sum over samples is meant to add up): not known to be a mean
             return True
-        if divides(e.value):
+        if divides_whole(e.value, e):
             return True
     for expr in [value] + [e.value for e in defs if e.value is not None]:
         for call in walk(expr):
@@ -536,15 +513,6 @@ def _divided(model: FileModel, scope, value: cst.BaseExpression, k: cst.BaseExpr
                 if callee is not None and divides(callee.node):
                     return True
     return False
-
-
-def _call_divisor(call: cst.Call) -> cst.BaseExpression | None:
-    """The divisor of a division written as a call: `loss.div(k)`, `loss.div_(k)`, `torch.div(loss, k)`."""
-    if type(call.func) is not cst.Attribute or call.func.attr.value not in DIVIDING_METHODS:
-        return None
-    positional = [a.value for a in call.args if a.keyword is None and not a.star]
-    index = 1 if dotted(call.func.value) == "torch" else 0
-    return positional[index] if len(positional) > index else None
 
 
 def _window_totals(scope, k: cst.BaseExpression) -> set[str]:
