@@ -37,6 +37,7 @@ KNOWN_MISSES_MINED = frozenset({
     "mh25",
     "mi02",
     "mj01", "mj07", "mj08", "mj11", "mj14", "mj15",
+    "mk01", "mk03", "mk05",
 })
 
 # variable, what to run, known misses
