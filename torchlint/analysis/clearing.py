@@ -433,15 +433,18 @@ def continued_window(loop: Loop, step: Event) -> cst.BaseExpression | None:
     if type(body) is not cst.IndentedBlock or not step.loops or step.loops[-1] is not loop.node \
             or step.guards_within(loop.node):
         return None
-    for stmt in body.body:
-        if stmt is at or any(n is at for n in walk(stmt)):
-            return None
-        if type(stmt) is cst.If and stmt.orelse is None and type(last := stmt.body.body[-1]) is cst.SimpleStatementLine \
-                and type(last.body[-1]) is cst.Continue:
-            test = loop.scope.test_of(Guard(stmt.test), step)
-            k = _skipping(test) if isinstance(test, cst.BaseExpression) else None
-            if k is not None:
-                return k
+    skips = [i for i, stmt in enumerate(body.body) if type(stmt) is cst.If and stmt.orelse is None
+             and type(last := stmt.body.body[-1]) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Continue]
+    if not skips:
+        return None  # (most loops hold no early `continue`: the cheap test first)
+    here = next((i for i, stmt in enumerate(body.body) if stmt is at or any(n is at for n in walk(stmt))), -1)
+    for i in skips if here > 0 else ():
+        if i >= here:
+            break
+        test = loop.scope.test_of(Guard(body.body[i].test), step)  # type: ignore[attr-defined]  # an If (above)
+        k = _skipping(test) if isinstance(test, cst.BaseExpression) else None
+        if k is not None:
+            return k
     return None
 
 

@@ -17,7 +17,7 @@ from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.cuts import carries_graph, lists_to_tensor, may_carry_graph, returned_terms, summand_detachments
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import (
-    Detachment, as_detachment, code_of, dotted, names_in, positional_params, term_leaves,
+    Detachment, as_detachment, dotted, names_in, positional_params, term_leaves,
 )
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
@@ -390,11 +390,11 @@ def inverted_window_factors(scope: Scope) -> Iterator[tuple[cst.BinaryOperation,
         value = e.value
         if not (e.kind is EventKind.ASSIGN and e.accumulates and e.target) or type(value) is not cst.BinaryOperation:
             continue
-        if type(value.operator) is cst.Divide and ACCUMULATION_NAME.search(k := code_of(value.right)):
+        if type(value.operator) is cst.Divide and ACCUMULATION_NAME.search(k := dotted(value.right) or ""):
             divided.setdefault(e.target, set()).add(k)
         elif type(value.operator) is cst.Multiply:
             for side in (value.left, value.right):
-                if ACCUMULATION_NAME.search(k := code_of(side)) and dotted(side) is not None:
+                if ACCUMULATION_NAME.search(k := dotted(side) or ""):
                     multiplied.setdefault(e.target, []).append((value, k))
     backpropagated = scope.backpropagated() if multiplied else frozenset()
     for target, products in multiplied.items():

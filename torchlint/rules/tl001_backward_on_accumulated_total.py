@@ -13,6 +13,7 @@ import libcst as cst
 
 from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop
 from torchlint.analysis.buffers import ATTRIBUTE_APPEND, unemptied_buffers
+from torchlint.analysis.cuts import DISTRIBUTION_VALUE
 from torchlint.analysis.exprs import code_of, dotted, graph_operand_names
 from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
@@ -35,9 +36,9 @@ class BackwardOnAccumulatedTotal(Rule):
     fix_safety = "unsafe"
     requires = (BACKWARD_CALL, (LOOP, SELF_ADD))  # no loop: a per-step method's attribute total
     scope_requires = (BACKWARD_CALL, LOOP)
-    # (SELF_ADD is asked of the file only: its scan is dear); a function appending to an object's list attribute may
-    # fill a buffer a training step of the file back-propagates (`buffers`)
-    scope_alternatives = ((BACKWARD_CALL, STEP_CALL), (ATTRIBUTE_APPEND,))
+    # (SELF_ADD is asked of the file only: its scan is dear); a function appending a distribution's value to an
+    # object's list attribute may fill a buffer a training step of the file back-propagates (`buffers`)
+    scope_alternatives = ((BACKWARD_CALL, STEP_CALL), (ATTRIBUTE_APPEND, DISTRIBUTION_VALUE))
     runtime_signs = (Sign.TOTAL_BACKPROPAGATED_AGAIN, Sign.BACKWARD_THROUGH_FREED_GRAPH)
     runtime_also = (Sign.SAVED_TENSOR_MODIFIED,)
     runtime_same_line = True

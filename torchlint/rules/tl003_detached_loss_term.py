@@ -21,7 +21,7 @@ from torchlint.analysis.terms import (
     CUT_ARGUMENT, copied_names, cut_args, cut_predictions, forward_cut, forward_sibling, log_probability, loss_function,
     module_call, module_output, returned_cuts, returns_cut, trained_by_another_backward,
 )
-from torchlint.analysis.parameters import PARAMETER_CALL, PARAMETER_CUT_TEXT, SELF_CUT, cut_parameters
+from torchlint.analysis.parameters import PARAMETER_CUT_TEXT, SELF_CUT, cut_parameters
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
 from torchlint.analysis.vkind import VKind
 from torchlint.analysis.exprs import added_terms, code_of, dotted, is_true, summand_names
@@ -52,11 +52,12 @@ class DetachedLossTerm(Rule):
     # Or a list of values that carry a graph made a new leaf (`torch.tensor(self.log_probs, requires_grad=True)`):
     # in a file that never back-propagates, only a list it appends to (read by name) with the flag in the file.
     # Or a loss function (`def calc_loss(`) whose helper returns a list it appends to, copied by name.
-    # Or a module's learnable parameter read only through a cut (`cut_parameters`: its `__init__` and its reads).
+    # Or a module's learnable parameter read only through a cut (`cut_parameters`: read from the whole text; the
+    # method holding the cut is kept to point at).
     requires = ((BACKWARD_CALL, APPENDED_LIST, PARAMETER_CUT_TEXT), CUT)
     scope_requires = (BACKWARD_CALL, CUT)
     scope_alternatives = ((DEF_FORWARD, LIST_TO_TENSOR_CALL), (NAMED_LEAF, LEAF_FLAG), (APPEND_CALL, DISTRIBUTION_VALUE),
-                          (DEF_LOSS, APPEND_CALL, LIST_TO_TENSOR_CALL), (PARAMETER_CALL,), (SELF_CUT,))
+                          (DEF_LOSS, APPEND_CALL, LIST_TO_TENSOR_CALL), (SELF_CUT,))
     runtime_signs = (Sign.CUT_TERM_WITHOUT_GRADIENT,)
     runtime_same_line = True
     fix_promise = "the term now receives gradient: the backward reaches what this line computes"
