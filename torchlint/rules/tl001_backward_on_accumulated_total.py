@@ -71,7 +71,8 @@ values with a graph to (a policy's `dist.log_prob(action)`, `dist` a `torch.dist
 model's output), and that a training step (back-propagating outside a loop of its own and stepping an optimizer)
 reads into its loss, while no code of the file empties it (binds it again outside `__init__`, `del buf[:]`,
 `.clear()`, `.pop(`, a slice assignment): REINFORCE's update that empties the rewards and forgets the
-log-probabilities. From the second update on, the backward reaches the freed graphs of the first. No fix.
+log-probabilities. From the second update on, the backward reaches the freed graphs of the first. No fix. (In a
+file long enough to be pruned, a filler is read only where it appends a distribution's value.)
 
 The total need not be a term of the loss: a loss computed from it (`(feat - ema).pow(2).sum()` with
 `ema = 0.9 * ema + 0.1 * feat`, a bank of earlier outputs `torch.cat(bank[-8:])` with `bank.append(out)`) reaches
