@@ -54,7 +54,7 @@ def cut_parameters(model: FileModel) -> Iterator[CutParameter]:
     """Each learnable parameter of a class of the file that every read of it outside set-up methods cuts. Read from
     the whole source (`ast`: the model's tree may have blanked the methods that read it whole), pointed at in the
     model's tree (the method holding the cut keeps its text)."""
-    if PARAMETER_CUT_TEXT.search(model.text) is None:
+    if PARAMETER_CUT_TEXT.search(model.whole_text) is None:
         return
     try:
         tree = ast.parse(model.whole_text)
