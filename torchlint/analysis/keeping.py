@@ -13,11 +13,12 @@ import libcst as cst
 
 from torchlint.analysis.containers import dict_values
 from torchlint.analysis.events import AssignForm, Event, EventKind
-from torchlint.analysis.exprs import argument_for, container_name, dotted, names_in, positional_params, summand_names
+from torchlint.analysis.exprs import argument_for, dotted, names_in, positional_params, summand_names
 from torchlint.analysis.hooks import step_hooks
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
+from torchlint.analysis.summaries import kept_writes
 from torchlint.analysis.semantics import SET_ITEM, context_of
 from torchlint.analysis.vkind import VKind
 from torchlint.source.walk import calls_in_evaluation_order, walk
@@ -167,27 +168,12 @@ def _params_kept_in_params(scope: Scope, names: list[str]) -> Iterator[tuple[str
     """(holder, value) parameters: `holder.append(value)`, or `holder[key] += value` / `holder[key].append(value)`
     with `value` a term of what is added, itself or through a loop over its items (`for k, v in values.items()`);
     neither rebound in the function (a rebound holder is a local copy). Read from the function's own events, as
-    parsed (`Scope.raw`: no helper is placed for this)."""
-    own = [e for e in scope.raw if e.scope is scope.node]
-    params = set(names) - {e.target for e in own if e.kind is EventKind.ASSIGN and e.rebinds
-                           and e.variant is not AssignForm.FOR}
-    stands_for = {p: p for p in params}
-    for e in own:
-        if e.kind is EventKind.ASSIGN and e.variant is AssignForm.FOR and e.target:
-            over = _iterated(e.value) & params
-            if len(over) == 1:
-                stands_for.setdefault(e.target, over.pop())
-    for e in own:
-        target, value, call = e.target, e.value, e.node
-        if e.kind is EventKind.METHOD and type(call) is cst.Call and type(call.func) is cst.Attribute \
-                and call.func.attr.value in ("append", "extend") and call.args:
-            target, value = container_name(call.func.value), call.args[-1].value
-        elif not (e.kind is EventKind.APPEND or e.accumulates and _into_item(e.node)):
-            continue
-        if target not in params or value is None:
-            continue
-        kept = {stands_for[n] for n in summand_names(value) if n in stands_for}
-        yield from ((target, v) for v in kept if v != target)
+    parsed (`summaries.kept_writes`: no helper is placed for this)."""
+    params = set(names) - {e.target for e in scope.raw if e.kind is EventKind.ASSIGN and e.rebinds
+                           and e.scope is scope.node and e.variant is not AssignForm.FOR}
+    for e, target, kept in kept_writes(scope, params):
+        if target in params and (e.kind is not EventKind.ASSIGN or _into_item(e.node)):
+            yield from ((target, v) for v in kept if v != target)
 
 
 def _into_item(stmt: cst.CSTNode) -> bool:
@@ -196,17 +182,6 @@ def _into_item(stmt: cst.CSTNode) -> bool:
     targets = [stmt.target] if type(stmt) is cst.AugAssign else [
         t.target for t in stmt.targets] if type(stmt) is cst.Assign else []
     return bool(targets) and all(type(t) is cst.Subscript for t in targets)
-
-
-def _iterated(value: cst.BaseExpression | None) -> set[str]:
-    """The names a `for` loop walks the items of: `values`, `enumerate(values)`, `d.values()`, `d.items()`."""
-    if type(value) is cst.Call:
-        if dotted(value.func) == "enumerate" and value.args:
-            value = value.args[0].value
-        elif type(value.func) is cst.Attribute and value.func.attr.value in ("values", "items"):
-            value = value.func.value
-    name = dotted(value) if value is not None else None
-    return {name} if name is not None else set()
 
 
 def _appended_by_helper(model: FileModel, scope: Scope, loop: Loop, call: cst.Call,

@@ -10,10 +10,11 @@ the caller's flow. The return kind of a summary is computed on demand by the kin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
 import libcst as cst
 
-from torchlint.analysis.events import AssignForm, EventKind
+from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import argument_for, container_name, dotted, positional_params, summand_names
 from torchlint.analysis.lookup import FileLookup
 from torchlint.analysis.names import Role
@@ -104,15 +105,22 @@ def _kept_parameters(scope: Scope) -> frozenset[str]:
     loop over them (`for i, v in enumerate(values): self.sums[i] += v`); not one turned into a number first
     (`val.item() * n`)."""
     params = _unrebound_params(scope)
+    return frozenset(p for e, target, kept in kept_writes(scope, params) if target.startswith("self.") for p in kept)
+
+
+def kept_writes(scope: Scope, params: set[str]) -> Iterator[tuple[Event, str, set[str]]]:
+    """The function's own writes that keep some of `params`: (the write, what it writes into, the parameters kept).
+    A write appends (`x.append(v)`, `x.extend(v)`; `x.setdefault(k, []).append(v)` writes into `x`) or adds (`x += v`,
+    `x[k] += v`); a parameter is kept when it is a term of what is written, itself or through a loop variable over
+    its items (`for k, v in values.items()`)."""
     if not params:
-        return frozenset()
+        return
     stands_for = {p: p for p in params}  # a loop variable over a parameter stands for its items
     for e in scope.raw:
         if e.kind is EventKind.ASSIGN and e.variant is AssignForm.FOR and e.scope is scope.node and e.target:
             over = _iterated(e.value) & params
             if len(over) == 1:
                 stands_for.setdefault(e.target, over.pop())
-    kept: set[str] = set()
     for e in scope.raw:
         if e.scope is not scope.node:
             continue
@@ -126,9 +134,9 @@ def _kept_parameters(scope: Scope) -> frozenset[str]:
             target, value = container_name(held) or "", call.args[-1].value
         elif not (e.kind is EventKind.APPEND or e.kind is EventKind.ASSIGN and e.accumulates):
             continue
-        if value is not None and target.startswith("self."):
-            kept |= {stands_for[n] for n in summand_names(value) if n in stands_for}
-    return frozenset(kept)
+        kept = {stands_for[n] for n in summand_names(value) if n in stands_for} if value is not None else set()
+        if kept:
+            yield e, target, kept
 
 
 def _iterated(value: cst.BaseExpression | None) -> set[str]:
