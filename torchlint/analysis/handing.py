@@ -14,7 +14,7 @@ from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.names import Role
 from torchlint.analysis.scopes import Scope
-from torchlint.analysis.semantics import DISPLAY_METHOD, NUMERIC_MODULES, READING_CALLS
+from torchlint.analysis.semantics import DISPLAY_METHOD, NUMERIC_MODULES, READING_CALLS, SERIALIZERS
 
 
 _HELPER_DEPTH = 3
@@ -124,9 +124,6 @@ def _computed_from(scope: Scope, names: set[str]) -> set[str]:
                 out.add(target)
                 grown = True
     return out
-
-
-SERIALIZERS = frozenset({"torch.save", "pickle.dump", "pickle.dumps", "json.dump", "json.dumps"})
 
 
 def _reads(model: FileModel, call: cst.Call, derived: set[str]) -> bool:

@@ -39,8 +39,13 @@ _KEEPING = frozenset({"type_as", "to", "clone", "cuda", "cpu", "float", "half", 
                       "expand_as", "view", "reshape", "unsqueeze", "squeeze", "contiguous", "repeat", "flatten", "t",
                       "permute", "transpose"})
 # methods that set the parameter up or copy weights into it, not a computation that should train it
-_SETUP = ("__init__", "init", "_init", "reset", "load", "from_", "copy", "no_weight_decay")
+_SETUP = ("init", "reset", "load", "from_", "copy", "no_weight_decay")  # (read past leading underscores: `__init__`)
 _DISPLAY = frozenset({"__repr__", "__str__", "extra_repr"})  # a parameter shown, not computed with
+
+
+def _computes(method: str) -> bool:
+    """A method whose reads of a parameter count: not one that sets it up or loads it, nor one that shows it."""
+    return method not in _DISPLAY and not method.lstrip("_").startswith(_SETUP)
 
 
 @dataclass(frozen=True)
@@ -60,20 +65,21 @@ def cut_parameters(model: FileModel) -> Iterator[CutParameter]:
         tree = ast.parse(model.whole_text)
     except (SyntaxError, ValueError):
         return
-    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    derived_from = {ast.unparse(b).rpartition(".")[2] for c in classes for b in c.bases
+                    if isinstance(b, (ast.Name, ast.Attribute))}  # (the bases the file's classes name)
+    for cls in classes:
         learnable = _learnable_parameters(cls)
         if not learnable or cls.name not in model.classes:
             continue
         forward = _run_by_forward(cls)
-        if not forward or any(_derives(c, cls.name) for c in ast.walk(tree) if isinstance(c, ast.ClassDef)):
+        if not forward or cls.name in derived_from:
             continue  # a base class others complete (their `forward` may read the parameter whole)
         reads: dict[str, set[str]] = {a: set() for a in learnable}
         cut_in_forward: set[str] = set()
         for m in cls.body:
-            if not isinstance(m, ast.FunctionDef) or m.name in _DISPLAY:
-                continue
-            if m.name.startswith("__init") or m.name.lstrip("_").startswith(_SETUP):
-                continue  # (binding it, initialising or loading its weights)
+            if not isinstance(m, ast.FunctionDef) or not _computes(m.name):
+                continue  # (binding it, initialising or loading its weights, showing it)
             for attr, how in _reads(m):
                 if attr in reads:
                     reads[attr].add(how)
@@ -96,10 +102,6 @@ def _run_by_forward(cls: ast.ClassDef) -> set[str]:
                 and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"
                 and n.func.attr in methods and n.func.attr not in found]
     return found
-
-
-def _derives(cls: ast.ClassDef, name: str) -> bool:
-    return any(isinstance(b, (ast.Name, ast.Attribute)) and ast.unparse(b).rpartition(".")[2] == name for b in cls.bases)
 
 
 def _learnable_parameters(cls: ast.ClassDef) -> set[str]:
@@ -180,8 +182,7 @@ def _combined(cut: ast.AST, parents: dict[int, ast.AST]) -> str:
 def _first_cut(cls: cst.ClassDef, attr: str) -> cst.CSTNode | None:
     """The first cut read of `attr` in the class's methods (not set-up ones), in the model's tree."""
     for m in cls.body.body:
-        if type(m) is not cst.FunctionDef or m.name.value.startswith("__init") or m.name.value in _DISPLAY \
-                or m.name.value.lstrip("_").startswith(_SETUP):
+        if type(m) is not cst.FunctionDef or not _computes(m.name.value):
             continue
         for node in walk(m):
             if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "detach":

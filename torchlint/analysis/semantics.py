@@ -217,6 +217,8 @@ DISPLAY_METHOD = re.compile(
     r"log|log_\w+|info|debug|warning|warn|error|add_scalars?|add_histogram|set_postfix(_str)?|set_description(_str)?"
     r"|write|plot|plot_\w+|semilog[xy]|loglog|scatter|imshow|errorbar|fill_between"  # (a figure's axes: `ax.plot`)
 )
+# Functions that write what they are given to a file or a string (pickled, not differentiated), named in full.
+SERIALIZERS = frozenset({"torch.save", "pickle.dump", "pickle.dumps", "json.dump", "json.dumps"})
 NUMERIC_MODULES = ("torch", "F", "nn", "np", "numpy", "math", "statistics", "plt", "pyplot", "matplotlib", "sns",
                    "seaborn")
 # Modules whose functions compute plain numbers (NumPy arrays, floats) with no autograd graph, whatever they are given.
