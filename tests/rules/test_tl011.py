@@ -371,6 +371,50 @@ POSITIVE = {
         """,
         [(6, 5)],
     ),
+    # -- a step repeated in the iteration, a test of the scheduler's type, a scheduler a factory builds -----------
+    "scheduler_stepped_in_a_repeat_loop_before_the_optimizer": (
+        """
+        for batch in loader:
+            scaler.scale(model(batch)).backward()
+            for _ in range(accumulate):
+                scheduler.step()
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+        """,
+        [(5, 9)],
+    ),
+    "scheduler_stepped_on_the_branch_of_its_type_test": (
+        """
+        for batch in loader:
+            model(batch).backward()
+            if isinstance(scheduler, WarmupByBatch):
+                scheduler.step_batch(step)
+            else:
+                scheduler.step()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+        [(7, 9)],
+    ),
+    "scheduler_built_by_a_factory_given_options_first": (
+        """
+        def train_one_epoch(params, model, optimizer, scheduler, loader):
+            for batch in loader:
+                model(batch).backward()
+                scheduler.step()
+                optimizer.step()
+                optimizer.zero_grad()
+
+
+        def run(params, model, loader):
+            optimizer = torch.optim.AdamW(model.parameters())
+            scheduler = get_scheduler(params, optimizer)
+            for epoch in range(params.epochs):
+                train_one_epoch(params, model, optimizer, scheduler, loader)
+        """,
+        [(5, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -663,6 +707,34 @@ NEGATIVE = {
                     self.loss(b).backward()
                     self.update()
         """,
+    # a repeat loop that trains: the scheduler steps once per optimizer step, after it
+    "scheduler_after_the_optimizer_in_a_loop_of_updates": (
+        """
+        for batch in loader:
+            for _ in range(updates_per_batch):
+                model(batch).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                scheduler.step()
+        """
+    ),
+    # the scheduler a factory builds on the discriminator's optimizer is stepped after that optimizer
+    "factory_scheduler_of_the_other_optimizer": (
+        """
+        def run(cfg, loader):
+            opt_g = torch.optim.Adam(gen.parameters())
+            opt_d = torch.optim.Adam(disc.parameters())
+            sched_d = make_scheduler(cfg, opt_d)
+            for batch in loader:
+                disc_loss(batch).backward()
+                opt_d.step()
+                sched_d.step()
+                opt_d.zero_grad()
+                gen_loss(batch).backward()
+                opt_g.step()
+                opt_g.zero_grad()
+        """
+    ),
 }
 
 

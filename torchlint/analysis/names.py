@@ -148,7 +148,11 @@ class Symbols:
         if role is Role.ACCELERATOR and type(value) is cst.Call:
             self.backward_divides[target] = _accumulates(value)
         if role is Role.SCHEDULER and type(value) is cst.Call and value.args:
-            opt = dotted(value.args[0].value)
+            # the optimizer is a scheduler's first argument (`StepLR(opt, 30)`); a factory's may be its options
+            # (`get_scheduler(params, optimizer)`): then the argument named like an optimizer
+            given = [n for a in value.args if a.keyword is None and (n := dotted(a.value)) is not None]
+            named = [n for n in given if self.role(n) is Role.OPTIMIZER]
+            opt = named[0] if named else dotted(value.args[0].value)
             if opt is not None:
                 self.scheduler_optimizer[target] = opt
 

@@ -47,7 +47,8 @@ In one iteration of a loop, `scheduler.step()` (no argument) before the `optimiz
 directly, or inside a small wrapper method of the same file that steps both. The optimizer may step in a loop
 inside that one: an epoch loop that steps the scheduler at its top, before its batch loop, skips the schedule's
 first rate in its first epoch, and every epoch then trains at the next one. A guard that tests the scheduler
-itself (`if scheduler is not None:`, `if self.lr_scheduler:`) does not change that, nor does a configuration flag
+itself (`if scheduler is not None:`, `if self.lr_scheduler:`, or its type: the `else:` of `if isinstance(scheduler,
+Noam):`) does not change that, nor does a repeat of its step (`for _ in range(k): scheduler.step()`), nor a configuration flag
 of the loop (`if cfg.noam_schedule:`: it calls nothing and reads nothing the loop assigns, so when it holds it
 holds from the first iteration), nor a flag set true before the loop that the loop clears only after the
 scheduler's step (`first = True` then `if first and warming_up: sched.step()` ... `first = False`: it holds in the
@@ -142,14 +143,16 @@ for epoch in range(epochs):
                 continue
             for sched in loop.of(EventKind.SCHED_STEP):
                 call = sched.node
-                if sched.loops[-1] is not loop.node or _only_none(model, sched):
+                # (a repeat of the step in the iteration, `for _ in range(k): sched.step()`, steps it all the same)
+                own_loops = _unrepeated(loop.scope, sched, loop.node)
+                if own_loops[-1:] != (loop.node,) or _only_none(model, sched):
                     continue
                 if type(call) is cst.Call and call.args and not _counted(loop.scope, sched, steps, loop.node):
                     continue
                 # The optimizer steps of this iteration, at the scheduler's level or in a loop inside it (the batch
                 # loop of an epoch loop): the first of them must come after the scheduler's step.
-                level = len(sched.loops)
-                mine = [s for s in _scheduled(model, sched, steps) if s.loops[:level] == sched.loops]
+                level = len(own_loops)
+                mine = [s for s in _scheduled(model, sched, steps) if tuple(s.loops[:level]) == own_loops]
                 later = [s for s in mine if loop.may_follow(sched, s)]
                 earlier = [s for s in mine if loop.may_follow(s, sched)]
                 if not later or earlier:
@@ -176,7 +179,7 @@ for epoch in range(epochs):
                         f"is skipped and every iteration trains with the next one ('Detected call of "
                         f"lr_scheduler.step() before optimizer.step()'); step the scheduler after the inner loop",
                         _after_inner_loop(sched, opt.loops[level]) if sched.guards == opt.guards[:len(sched.guards)]
-                        else None,
+                        and len(own_loops) == len(sched.loops) else None,
                     )
                     continue
                 yield Finding(
@@ -184,8 +187,25 @@ for epoch in range(epochs):
                     f"`{code_of(call)}` runs before {before} in the same iteration: the schedule's first learning rate "
                     f"is skipped ('Detected call of lr_scheduler.step() before optimizer.step()'); step the scheduler "
                     f"after the optimizer",
-                    _fix(loop, sched, opt) if set(sched.guards) == set(opt.guards) else None,
+                    _fix(loop, sched, opt) if set(sched.guards) == set(opt.guards) and len(own_loops) == len(sched.loops)
+                    else None,
                 )
+
+
+def _unrepeated(scope: Scope, sched: Event, outer: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+    """The loops of the scheduler's step, less the innermost ones inside `outer` that only repeat it (`for _ in
+    range(k): scheduler.step()`, no backward or optimizer step in them): the step belongs to the iteration of the
+    loop around them."""
+    loops = tuple(sched.loops)
+    while len(loops) > 1 and loops[-1] is not outer and outer in loops and _repeats(scope, loops[-1]):
+        loops = loops[:-1]
+    return loops
+
+
+def _repeats(scope: Scope, node: cst.CSTNode) -> bool:
+    if type(node) is not cst.For or type(node.iter) is not cst.Call or dotted(node.iter.func) != "range":
+        return False
+    return not any(node in e.loops and e.kind in (EventKind.STEP, EventKind.BACKWARD, EventKind.RUN) for e in scope.events)
 
 
 def _counted(scope: Scope, sched: Event, steps: list[Event], loop: cst.CSTNode | None = None) -> bool:
@@ -313,8 +333,15 @@ def _guards(e: Event, level: int) -> frozenset:
 
 
 def _presence(guard, e: Event) -> bool:
-    """`if scheduler is not None:` / `if self.scheduler:` around the step of that scheduler."""
-    return e.kind is EventKind.SCHED_STEP and not guard.negated and guard.condition() == (e.target, True)
+    """`if scheduler is not None:` / `if self.scheduler:` around the step of that scheduler, or a test of its type
+    (`if isinstance(scheduler, Noam): ... else: scheduler.step()`): the same object in every iteration."""
+    if e.kind is not EventKind.SCHED_STEP:
+        return False
+    if not guard.negated and guard.condition() == (e.target, True):
+        return True
+    test = guard.test
+    return (type(test) is cst.Call and dotted(test.func) in ("isinstance", "hasattr") and len(test.args) == 2
+            and e.target is not None and dotted(test.args[0].value) == e.target)
 
 
 def _after_inner_loop(sched: Event, inner: cst.CSTNode, outer: cst.CSTNode | None = None) -> Fix | None:
@@ -394,7 +421,8 @@ def _move(sched: Event, opt: Event) -> Fix | None:
 
 
 def _scheduled(model: FileModel, sched: Event, steps: list[Event]) -> list[Event]:
-    """The optimizer steps this scheduler schedules: by construction (`StepLR(opt)`), else by name (G/D)."""
+    """The optimizer steps this scheduler schedules: by construction (`StepLR(opt)`, a factory's argument named like an
+    optimizer: `get_scheduler(cfg, optimizer)`), else by name (G/D)."""
     name = sched.target or ""
     opt = model.symbols.scheduler_optimizer.get(name) or model.symbols.scheduler_optimizer.get(name.rsplit(".", 1)[-1])
     if opt is not None:
