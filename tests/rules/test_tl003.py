@@ -559,6 +559,43 @@ POSITIVE = {
         """,
         [(14, 17), (15, 32)],
     ),
+    # SAC's actor loss: the critic's value of the action the policy just produced, cut, is a constant, so the
+    # actor gets no gradient through the critic (also through a dict of critics, as a method)
+    "critic_value_of_the_policy_action_cut_in_the_actor_loss": (
+        """
+        import torch
+
+        def update(policy, critic, policy_opt, batch):
+            obs = batch["obs"]
+            action, log_pi = policy(obs)
+            q = critic(obs, action)
+            actor_loss = (0.2 * log_pi - q.detach()).mean()
+            policy_opt.zero_grad()
+            actor_loss.backward()
+            policy_opt.step()
+        """,
+        [(8, 34)],
+    ),
+    "critic_dict_value_of_the_policy_action_cut_in_the_actor_loss": (
+        """
+        import torch
+
+        class Trainer:
+            def __init__(self, policy, qf, optimizers):
+                self.policy = policy
+                self.qf = qf
+                self.optimizers = optimizers
+
+            def train_policy(self, obs):
+                new_actions, log_pi = self.policy(obs)
+                q_new = torch.min(self.qf["q1"](obs, new_actions), self.qf["q2"](obs, new_actions))
+                policy_loss = (0.1 * log_pi - q_new.detach()).mean()
+                self.optimizers["policy"].zero_grad()
+                policy_loss.backward()
+                self.optimizers["policy"].step()
+        """,
+        [(13, 39)],
+    ),
 }
 
 NEGATIVE = {
@@ -992,6 +1029,80 @@ NEGATIVE = {
                 tensordict.set("action", self.bias.detach().clone())
                 return tensordict
         """,
+    # the cut value is also added uncut: `q - q.detach()` is zero with the gradient of `q`, on purpose
+    "critic_value_added_with_its_own_cut": (
+        """
+        import torch
+
+        def update(policy, critic, policy_opt, batch):
+            obs = batch["obs"]
+            action, log_pi = policy(obs)
+            q = critic(obs, action)
+            actor_loss = (0.2 * log_pi).mean() - (q - q.detach()).mean()
+            policy_opt.zero_grad()
+            actor_loss.backward()
+            policy_opt.step()
+        """
+    ),
+    # the critic's value of a logged action is cut inside a product with the log-probability: a weight
+    "critic_value_of_a_logged_action_as_a_weight": (
+        """
+        import torch
+
+        def update(policy, critic, policy_opt, batch):
+            obs, act = batch["obs"], batch["act"]
+            dist = policy(obs)
+            q = critic(obs, act)
+            actor_loss = -(dist.log_prob(act) * q.detach()).mean()
+            policy_opt.zero_grad()
+            actor_loss.backward()
+            policy_opt.step()
+        """
+    ),
+    # an actor-critic's baseline: the cut advantage weighs log-probabilities gathered in a list (whose kind is not
+    # known): a weight, not a term, even though it comes from the same forward as the uncut log-probabilities
+    "advantage_cut_beside_gathered_log_probabilities": (
+        """
+        import torch
+
+        def update(model, optimizer, states, actions, returns):
+            log_probs, values = [], []
+            for s, a in zip(states, actions):
+                dist, value = model(s)
+                log_probs.append(dist.log_prob(a))
+                values.append(value)
+            log_probs = torch.cat(log_probs)
+            values = torch.cat(values)
+            advantage = returns - values
+            loss = -(log_probs * advantage.detach()).mean() + 0.5 * advantage.pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """
+    ),
+    # SAC's temperature loss in a subclass: `self.log_alpha`, a leaf made to require grad, is bound by the base
+    # class of the file; the cut entropy gap is its weight
+    "temperature_loss_of_a_subclass": (
+        """
+        import torch
+
+        class SAC:
+            def __init__(self, policy):
+                self.policy = policy
+                self.log_alpha = torch.zeros(1, requires_grad=True)
+                self.alpha_optim = torch.optim.Adam([self.log_alpha])
+                self.target_entropy = -2.0
+
+
+        class RecurrentSAC(SAC):
+            def update(self, states):
+                actions, log_pi = self.policy(states)
+                alpha_loss = -(self.log_alpha * (log_pi + self.target_entropy).detach()).mean()
+                self.alpha_optim.zero_grad()
+                alpha_loss.backward()
+                self.alpha_optim.step()
+        """
+    ),
 }
 
 

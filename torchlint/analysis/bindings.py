@@ -51,6 +51,10 @@ def bound_values(model: FileModel, scope: Scope, name: str | None, depth: int = 
     if name is None or name.count(".") > name.startswith("self."):
         return None
     owners = [s for s in model.scopes if s.class_name == scope.class_name] if name.startswith("self.") else [scope]
+    for base in _file_bases(model, scope.class_name) if name.startswith("self.") else ():
+        if any(s.assignments(name) for s in owners):
+            break
+        owners = [s for s in model.scopes if s.class_name == base]  # bound by a base class of the file
     params = positional_params(scope.node)
     if not any(s.assignments(name) for s in owners) and name not in params and "." not in name:
         owners = [model.scopes[0]]  # a global of the module
@@ -59,6 +63,16 @@ def bound_values(model: FileModel, scope: Scope, name: str | None, depth: int = 
         known = binds and all(a.variant is AssignForm.PLAIN and a.value is not None for a in binds)
         return [a.value for a in binds] if known else None  # type: ignore[misc]  # no None (known)
     return _through_callers(model, scope, name, lambda caller, named: bound_values(model, caller, named, depth - 1))
+
+
+def _file_bases(model: FileModel, cls: str | None) -> list[str]:
+    """The classes of the file `cls` derives from, nearest first (`class SACRNN(SAC)`: [SAC])."""
+    out: list[str] = []
+    while cls is not None and cls in model.classes and len(out) < 4:
+        bases = [b for b in (dotted(x.value) for x in model.classes[cls].bases) if b in model.classes and b not in out]
+        cls = bases[0] if bases else None
+        out += bases[:1]
+    return out
 
 
 def bounded(model: FileModel, scope: Scope, name: str | None) -> bool:

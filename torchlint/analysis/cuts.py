@@ -288,10 +288,11 @@ def summand_detachments(expr: cst.BaseExpression, graph=lambda e: False) -> list
 def _straight_through(det: Detachment, other: cst.BaseExpression) -> bool:
     """`x + (q - x).detach()`, `x - (x - q).detach()`: what is cut is a difference with the value the other side
     of the sum adds uncut, so the sum has `q`'s value and `x`'s gradient, on purpose (a quantizer's or a hard
-    sample's straight-through estimator)."""
+    sample's straight-through estimator); likewise `x - x.detach()`, zero with the gradient of `x`."""
     added, operand = dotted(other), det.operand
-    return (added is not None and type(operand) is cst.BinaryOperation and type(operand.operator) is cst.Subtract
-            and added in (dotted(operand.left), dotted(operand.right)))
+    return added is not None and (added == dotted(operand) or type(operand) is cst.BinaryOperation
+                                  and type(operand.operator) is cst.Subtract
+                                  and added in (dotted(operand.left), dotted(operand.right)))
 
 
 def weighs(factor: cst.BaseExpression, other: cst.BaseExpression, graph) -> bool:

@@ -17,7 +17,7 @@ from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.cuts import carries_graph, lists_to_tensor, may_carry_graph, returned_terms, summand_detachments
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import (
-    Detachment, as_detachment, dotted, names_in, positional_params, term_leaves,
+    Detachment, as_detachment, dotted, names_in, operand_names, positional_params, term_leaves,
 )
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
@@ -338,6 +338,27 @@ def log_probability(scope: Scope, x: cst.BaseExpression, at: Event) -> bool:
     return computes(x)
 
 
+def cut_from_trained_forward(model: FileModel, scope: Scope, det: Detachment, loss: cst.BaseExpression,
+                             at: Event) -> bool:
+    """What is cut is computed from the output of a forward (`action, logp = policy(obs)`; `q = critic(obs,
+    action)`) that the uncut part of the same loss also computes with (`alpha * logp`): the loss trains that model,
+    and the cut takes away the path through which this term would train it too (SAC's actor loss `(alpha * logp -
+    q.detach()).mean()`: the actor gets no gradient from the critic). Only a term added into the loss: not one
+    beside a factor that may carry a graph (`-(log_probs * advantage.detach()).mean()`, an actor-critic's
+    baseline), nor when the uncut part holds the cut value itself (`s - s.detach()`: zero with `s`'s gradient)."""
+    if all(d.node is not det.node for d in summand_detachments(loss, lambda e: may_carry_graph(model, scope, e, at))):
+        return False
+    operand = det.operand
+    forwards = {id(d.value) for d in scope.operand_defs(operand, at)
+                if type(d.value) is cst.Call and model.kinds.of(d.value, scope, d) is VKind.GRAPH}
+    if not forwards:
+        return False
+    uncut = lambda e, _at: operand_names(e, graph_only=True)  # noqa: E731
+    if names_in(operand) & uncut(loss, at):
+        return False
+    return any(id(d.value) in forwards for d in scope.summand_defs(loss, at, uncut))
+
+
 def trained_by_another_backward(scope: Scope, operand: cst.BaseExpression, b: Event, backwards: list[Event]) -> bool:
     """What is detached is computed from a value that another backward of the function back-propagates (the critic's
     `pred_value` of `value_loss.backward()`, cut in the actor's `advantage = (target - pred_value).detach()`; a
@@ -400,3 +421,23 @@ def inverted_window_factors(scope: Scope) -> Iterator[tuple[cst.BinaryOperation,
     for target, products in multiplied.items():
         if target in backpropagated:
             yield from ((node, k) for node, k in products if k in divided.get(target, ()))
+
+
+def same_model(scope: Scope, func: str, x: str, at: Event) -> bool:
+    """The module reading the cut value belongs to the model that produced it (`rec = model.decoder(z)`, then
+    `model(rec.detach())`): the term trains that model's other parts on the cut sample (an encoder judging its own
+    reconstructions), by design; the cut only keeps it from reaching back through the producer."""
+    def root(name: str) -> str:
+        parts = name.split(".")
+        return ".".join(parts[:2]) if parts[0] == "self" and len(parts) > 1 else parts[0]
+
+    defs, _ = scope.reaching(x, at)
+    made = {root(f) for d in defs if type(d.value) is cst.Call and (f := dotted(d.value.func))}
+    return root(func) in made
+
+
+def calls_given(value: cst.BaseExpression, x: str) -> list[cst.Call]:
+    """The criteria and loss functions in `value` handed `x` itself (not cut): `F.l1_loss(fake, real)`, a term
+    that trains what made `x` (another module reading `x` may be the critic's own business)."""
+    return [n for n in walk(value) if type(n) is cst.Call and any(dotted(a.value) == x for a in n.args)
+            and loss_function(dotted(n.func) or "")]

@@ -18,8 +18,9 @@ from torchlint.analysis.cuts import (
     written_graphs,
 )
 from torchlint.analysis.terms import (
-    CUT_ARGUMENT, copied_names, cut_args, cut_predictions, forward_cut, forward_sibling, log_probability, loss_function,
-    module_call, module_output, returned_cuts, returns_cut, trained_by_another_backward,
+    CUT_ARGUMENT, calls_given, copied_names, cut_args, cut_from_trained_forward, cut_predictions, forward_cut,
+    forward_sibling, log_probability, loss_function, module_call, module_output, returned_cuts, returns_cut, same_model,
+    trained_by_another_backward,
 )
 from torchlint.analysis.parameters import PARAMETER_CUT_TEXT, SELF_CUT, cut_parameters
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
@@ -122,6 +123,11 @@ forward that a later layer reads, a frozen encoder, is not one). No fix.
 A module's input cut in a loss that trains that input's producer through another term: `G_loss =
 mse(D(fake.detach()), ones) + l1(fake, real)`, the generator's loss whose adversarial term reaches only `D` (a
 module: known to be one, named like one, or an attribute of `self` bound to an instance of a class). No fix.
+A critic's value of what the trained model just produced, cut and added into that model's loss: `q = critic(obs,
+action)` with `action, logp = policy(obs)`, then `actor_loss = (alpha * logp - q.detach()).mean()` (SAC's actor):
+the term is a constant, and the actor gets no gradient through the critic. Only a term added into the loss (not a
+weight beside a value that may carry a graph: an actor-critic's baseline) and computed from the output of a forward
+that the uncut part of the loss computes with too; not `q - q.detach()` (zero, with `q`'s gradient, on purpose).
 Losses copied into a new tensor, `torch.tensor(losses)` / `torch.Tensor([rec_loss, kl_loss])` (through
 `torch.mean(...)`, `.sum()`, `.to(device)`), where the list holds values that carry a graph (a list literal of
 them, or a list they are appended to): as a term of the back-propagated loss, or returned by a module's `forward`
@@ -317,8 +323,9 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
                     expr, lambda e, at=at: carries_graph(model, scope, e, at) or learnable(model, scope, e, at))
                 } if dets else set()
                 for det in dets:
-                    if not (carries_graph(model, scope, det.operand, at) or det.how in _AS_NUMBER
-                            and forward_sibling(model, scope, det.operand, at, module_call)):
+                    through = not (carries_graph(model, scope, det.operand, at) or det.how in _AS_NUMBER
+                                   and forward_sibling(model, scope, det.operand, at, module_call))
+                    if through and not cut_from_trained_forward(model, scope, det, expr, at):
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
                     if id(det.node) in weights and not scope.is_loss(det.operand):
                         continue
@@ -328,8 +335,10 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
                     yield Finding(
                         det.node,
                         f"`{code_of(det.node)}` cuts `{operand}` out of the graph ({det.how}), yet it is added into a "
-                        f"loss that is back-propagated: this term gets no gradient (loss never improves, or 'element "
-                        f"0 of tensors does not require grad')",
+                        + ("loss that is back-propagated: this term gets no gradient (loss never improves, or 'element "
+                           "0 of tensors does not require grad')" if not through else
+                           f"loss that trains the model `{operand}` is computed from: the term is a constant, and that "
+                           "model gets no gradient through it"),
                         None if in_new_tensor(expr, det.node)  # `torch.tensor(reg.item())`: no tensor to use
                         else Fix("unsafe", f"use `{operand}` itself", ((det.node, det.operand),)),
                     )
@@ -396,9 +405,9 @@ def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
                 continue  # the cheap tests first: most calls are handed no cut value
             for det in cut:
                 x = dotted(det.operand)
-                if x is None or not module_output(model, scope, det.operand, at) or _same_model(scope, func, x, at):
+                if x is None or not module_output(model, scope, det.operand, at) or same_model(scope, func, x, at):
                     continue
-                uses = [(c, v) for v, a in values if not scope.exclusive(a, at) for c in _calls_given(v, x)]
+                uses = [(c, v) for v, a in values if not scope.exclusive(a, at) for c in calls_given(v, x)]
                 if uses and not any(dotted(n.func) == func and any(dotted(a.value) == x for a in n.args)
                                     for v, _ in values for n in walk(v) if type(n) is cst.Call):
                     yield Finding(
@@ -407,19 +416,6 @@ def _cut_input_findings(model: FileModel, scope, b: Event) -> Iterator[Finding]:
                         f"back-propagated loss also trains `{x}` through `{code_of(uses[0][0].func)}`: the term "
                         f"computed by `{func}` gives `{x}`'s producer no gradient; pass `{x}` itself",
                     )
-
-
-def _same_model(scope, func: str, x: str, at: Event) -> bool:
-    """The module reading the cut value belongs to the model that produced it (`rec = model.decoder(z)`, then
-    `model(rec.detach())`): the term trains that model's other parts on the cut sample (an encoder judging its own
-    reconstructions), by design; the cut only keeps it from reaching back through the producer."""
-    def root(name: str) -> str:
-        parts = name.split(".")
-        return ".".join(parts[:2]) if parts[0] == "self" and len(parts) > 1 else parts[0]
-
-    defs, _ = scope.reaching(x, at)
-    made = {root(f) for d in defs if type(d.value) is cst.Call and (f := dotted(d.value.func))}
-    return root(func) in made
 
 
 def _cut_prediction_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event) -> Iterator[Finding]:
@@ -447,13 +443,6 @@ def _holds_cut_argument(model: FileModel, scope) -> bool:
     cut = {dotted(d.operand) for n, _ in pairs for d in cut_args(n)} - {None}
     return bool(cut) and any(dotted(a.value) in cut and loss_function(dotted(n.func) or "") for n, _ in pairs
                              for a in n.args) and any(cut_args(n) and module_call(model, scope, n, e) for n, e in pairs)
-
-
-def _calls_given(value: cst.BaseExpression, x: str) -> list[cst.Call]:
-    """The criteria and loss functions in `value` handed `x` itself (not cut): `F.l1_loss(fake, real)`, a term
-    that trains what made `x` (another module reading `x` may be the critic's own business)."""
-    return [n for n in walk(value) if type(n) is cst.Call and any(dotted(a.value) == x for a in n.args)
-            and loss_function(dotted(n.func) or "")]
 
 
 def _no_grad_findings(model: FileModel, scope, expr: cst.BaseExpression, at: Event, reported: set[int]) -> Iterator[Finding]:
