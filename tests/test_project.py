@@ -516,3 +516,14 @@ def test_a_function_named_like_a_method_of_a_project_module_is_that_function(tmp
     )
     found = _lines(run_cli("-q", "--no-cache", ".", cwd=tmp_path).stdout)
     assert [f.split(" ", 2)[:2] for f in found] == [["train.py:8:9:", "TL004"]], "\n".join(found)
+
+
+def test_a_module_class_of_another_file_makes_its_calls_graphs(tmp_path, run_cli):
+    """`self.ranker = Critic(dim).to(device)` with `Critic` an nn.Module of another file, in a file that calls no
+    function of the project: `self.ranker(x)` is a forward, so the adversarial loss a method builds from it carries
+    a graph, and keeping it in a list across the batches is reported (without the other file, it is unknown)."""
+    project = _copy("imported_modules", tmp_path)
+    found = _lines(run_cli("-q", "--no-cache", ".", cwd=project).stdout)
+    assert [f.split(" ", 2)[:2] for f in found] == [["train.py:22:17:", "TL007"]], "\n".join(found)
+    alone = _lines(run_cli("-q", "--no-cache", "--no-project", ".", cwd=project).stdout)
+    assert alone == []

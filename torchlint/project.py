@@ -569,7 +569,7 @@ class ClassesOnly:
         return None
 
     def module_base(self, base: str) -> bool:
-        return False
+        return self._view.module_base(base)
 
     def kept(self, cls: str, method: str) -> Kept | None:
         return self._view.kept(cls, method)

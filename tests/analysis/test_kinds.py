@@ -238,3 +238,55 @@ def test_dict_entries_known_by_key(name, scope, expected):
 ])
 def test_indices_and_truth_values_of_a_graph_carry_none(expr, expected):
     assert kind_of(f"out = model(x)\nv = {expr}", "v") is expected
+
+
+def test_a_tensor_written_by_index_carries_the_graph_of_what_is_written():
+    # `outputs[t] = decoder(x)` copies the value in with its gradient: the tensor is part of the graph from then on
+    src = """
+        def decode(model, x, steps):
+            outputs = torch.zeros(steps, 3)
+            for t in range(steps):
+                outputs[t] = model(x)
+            total = outputs.sum()
+            preds = torch.zeros(steps)
+            for t in range(steps):
+                preds[t] = model(x).argmax()
+            counts = preds.sum()
+            with torch.no_grad():
+                kept = torch.zeros(steps)
+                for t in range(steps):
+                    kept[t] = model(x).mean()
+            mean = kept.mean()
+        """
+    assert kind_of(src, "total", "decode") is VKind.GRAPH
+    assert kind_of(src, "counts", "decode") is VKind.TENSOR
+    assert kind_of(src, "mean", "decode") is VKind.TENSOR
+
+
+def test_a_criterion_built_in_the_call_passes_on_the_graph_of_its_inputs():
+    src = """
+        def compare(recon, x):
+            return nn.MSELoss()(recon, x)
+
+        def step(model, x):
+            out = compare(model(x), x)
+        """
+    assert kind_of(src, "out", "step") is VKind.GRAPH
+
+
+def test_the_items_a_module_of_the_file_returns_when_moved_to_a_device():
+    # `Net().to(device)` is still a `Net`: its forward says what each item of the tuple it returns is
+    src = """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+
+            def forward(self, x):
+                return torch.sigmoid(self.fc(x)), x.shape[0]
+
+        net = Net().to(device)
+        out, n = net(x)
+        """
+    assert kind_of(src, "out") is VKind.GRAPH
+    assert kind_of(src, "n") is VKind.NUMBER

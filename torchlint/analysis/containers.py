@@ -45,6 +45,8 @@ def element(k: Asker, value: cst.BaseExpression, index: int, scope: Scope, at: E
     if type(value) is cst.Call:
         name = dotted(value.func)
         callee = k.callee(scope, name) if name is not None else None
+        if callee is None and name is not None and k.of(value.func, scope, at, depth) is VKind.MODULE:
+            callee = k.callee(scope, f"{name}.forward")  # `recon, mu, logvar = model(x)`: the forward of its class
         if callee is None and _handed_back(value, at):
             # `model, opt = amp.initialize(model, opt)` (`accelerator.prepare`, `fabric.setup`): handed back as taken
             return k.of(value.args[index].value, scope, at, depth)
@@ -395,3 +397,12 @@ def distribution_with_graph(k: Asker, expr: cst.BaseExpression, scope: Scope, at
     if type(expr) is not cst.Call or (dotted(expr.func) or "").rpartition(".")[2] not in DISTRIBUTIONS:
         return False
     return any(k.of(a.value, scope, at, depth + 1) is VKind.GRAPH for a in expr.args)
+
+
+def written(kinds, name: str, scope: Scope, at: Event, depth: int) -> VKind:
+    """A tensor made without a graph (`outputs = torch.zeros(T, B)`) that values are written into by index
+    (`outputs[t] = decoder(x)`, `losses[i] = loss`) where that can reach `at`: the write copies the value in with
+    its gradient (a `CopySlices` node), so the tensor carries the graph of what was written."""
+    found = {kinds.of_def(e, scope, depth + 1) for e in scope.stores(name)
+             if e.variant is AssignForm.ITEM and scope.store_reaches(e, at)}
+    return VKind.GRAPH if VKind.GRAPH in found else VKind.UNKNOWN if VKind.UNKNOWN in found else VKind.TENSOR

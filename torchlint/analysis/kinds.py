@@ -82,7 +82,7 @@ class KindInference(Answers):
             # one branch builds the value with grad, another without (`with torch.no_grad():` for evaluation, a
             # `.detach()` by an option): on the path that builds it with grad it carries the graph
             return VKind.GRAPH
-        return join(kinds)
+        return containers.written(self, name, scope, at, depth) if (kind := join(kinds)) is VKind.TENSOR and at else kind
 
     def _callable(self, name: str, scope: Scope) -> bool:
         """A name that holds a function, not a value: imported (`from loss import my_loss`), named like a function
@@ -150,7 +150,7 @@ class KindInference(Answers):
         whole = self.of(value, scope, d, depth)
         if d.variant in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK):
             element = self._element(value, d.index, scope, d, depth)
-            if element is not None:
+            if element is not None and element is not VKind.UNKNOWN:
                 return element
             if whole is VKind.GRAPH and d.target and sem.is_loss_name(d.target):
                 return VKind.GRAPH  # `loss, logs = model(batch)`
@@ -398,7 +398,9 @@ class KindInference(Answers):
             if cls is not None:
                 return VKind.MODULE if self.model.is_module_class(fname) else VKind.UNKNOWN
             if fname in self.model.imported and fname[:1].isupper():
-                return VKind.UNKNOWN
+                # a class of another project file that derives from nn.Module (`from discriminator import D`)
+                project = self.model.project
+                return VKind.MODULE if project is not None and project.module_base(fname) else VKind.UNKNOWN
             called = self.of_name(fname, scope, at, depth + 1)
             if called is VKind.MODULE:
                 return VKind.GRAPH

@@ -75,7 +75,7 @@ def _passed(scope: Scope, e: cst.BaseExpression, at, params: set[str], seen: set
         func = e.func  # type: ignore[attr-defined]  # by cls
         name = dotted(func) or ""
         prefix, _, last = name.rpartition(".")
-        if prefix in _MODULES and last in _DIFFERENTIABLE:
+        if prefix in _MODULES and last in _DIFFERENTIABLE or _loss_module(scope, func, at):
             found: set[str] = set()
             for a in e.args:  # type: ignore[attr-defined]  # by cls
                 value = a.value
@@ -86,6 +86,18 @@ def _passed(scope: Scope, e: cst.BaseExpression, at, params: set[str], seen: set
         if type(func) is cst.Attribute and func.attr.value in _METHODS and not prefix.startswith(("torch", "F")):
             return _passed(scope, func.value, at, params, seen, depth + 1)
     return set()
+
+
+def _loss_module(scope: Scope, func: cst.BaseExpression, at) -> bool:
+    """A criterion of `torch.nn` called: built in the call (`nn.MSELoss()(recon, x)`) or bound to a name by every
+    definition that reaches it (`crit = nn.L1Loss(); crit(pred, y)`): differentiable in its inputs."""
+    if type(func) is cst.Name:
+        defs, entry = scope.reaching(func.value, at)
+        return bool(defs) and not entry and all(d.value is not None and _loss_module(scope, d.value, d) for d in defs)
+    if type(func) is not cst.Call:
+        return False
+    prefix, _, last = (dotted(func.func) or "").rpartition(".")
+    return prefix in ("nn", "torch.nn") and last.endswith("Loss")
 
 
 def handed_plain_objects(model: FileLookup, scope: Scope, name: str) -> bool:

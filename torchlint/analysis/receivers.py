@@ -64,7 +64,7 @@ class Receivers:
                 defs = self._bound(self.scopes[0], receiver)  # a global of the module
         if not defs:
             return None
-        names = {dotted(d.value.func) if d.variant is AssignForm.PLAIN and type(d.value) is cst.Call else None for d in defs}
+        names = {_made_by(d.value) if d.variant is AssignForm.PLAIN and type(d.value) is cst.Call else None for d in defs}
         return names.pop() if len(names) == 1 else None
 
     def _known_class(self, name: str | None, made: bool = True) -> str | None:
@@ -145,3 +145,14 @@ def _rate_slot(target: cst.BaseExpression) -> bool:
         return False
     key = target.slice[0].slice.value
     return type(key) is cst.SimpleString and key.evaluated_value == LR_KEY
+
+
+# Module methods that return the module itself: `Net(...).to(device)` is still a `Net`.
+_RETURNS_SELF = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "requires_grad_"})
+
+
+def _made_by(call: cst.Call) -> str | None:
+    """The callee that made the value of `call`: `Net` for `Net(cfg).to(device).train()`."""
+    while type(call.func) is cst.Attribute and call.func.attr.value in _RETURNS_SELF and type(call.func.value) is cst.Call:
+        call = call.func.value
+    return dotted(call.func)

@@ -312,7 +312,7 @@ class Scope(RawScope):
                 continue
             seen.add((name, id(where)))
             defs, _ = self.reaching(name, where)
-            adds = [e for e in self.stores(name) if self._store_reaches(e, where)]
+            adds = [e for e in self.stores(name) if self.store_reaches(e, where)]
             if read is not None and any(e.variant is AssignForm.ITEM for e in adds):
                 # `out["loss"]` read: not what is stored under another literal key (`out["pred"] = p.detach()`)
                 keys = read_keys(read, name)
@@ -328,7 +328,7 @@ class Scope(RawScope):
                     todo.append((d.target, d, None))  # the old value, read whole
         return out
 
-    def _store_reaches(self, store: Event, at: Event) -> bool:
+    def store_reaches(self, store: Event, at: Event) -> bool:
         """Can what `store` put into its container (`x[i] = v`, `x.append(v)`) still be in it at `at`? Not when
         every path from the store to `at` rebinds the container's name first (`x = batch.float()`)."""
         start, end = self.flow_node(store), self.flow_node(at)
