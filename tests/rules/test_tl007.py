@@ -1641,6 +1641,86 @@ POSITIVE = {
         """,
         [(10, 9)],
     ),
+    # a validation loop beside the batch loop of an epoch, in code that trains (so grad is on): each batch's loss
+    # is kept attached in a list over the whole pass; also at module level, with the model's forward returning a
+    # tuple (`recon, mu, logvar = model(x)`, its class known through `.to(device)`)
+    "validation_losses_kept_with_grad_beside_the_training_loop": (
+        """
+        def fit(model, optimizer, criterion, train_loader, val_loader, epochs):
+            for epoch in range(epochs):
+                for x, y in train_loader:
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                val_losses = []
+                for x, y in val_loader:
+                    val_losses.append(criterion(model(x), y))
+                print(epoch, sum(val_losses) / len(val_losses))
+        """,
+        [(11, 13)],
+    ),
+    "validation_losses_kept_with_grad_at_module_level": (
+        """
+        import torch
+        from torch import nn
+
+
+        class VAE(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.Linear(6, 4)
+                self.dec = nn.Linear(2, 6)
+
+            def forward(self, x):
+                mu, logvar = self.enc(x).chunk(2, dim=-1)
+                return self.dec(mu), mu, logvar
+
+
+        def vae_loss(recon, x, mu, logvar):
+            return nn.MSELoss()(recon, x) - 0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+
+
+        model = VAE().to("cpu")
+        optimizer = torch.optim.Adam(model.parameters())
+        for epoch in range(10):
+            for x in train_loader:
+                optimizer.zero_grad()
+                recon, mu, logvar = model(x)
+                loss = vae_loss(recon, x, mu, logvar)
+                loss.backward()
+                optimizer.step()
+            val = []
+            for x in val_loader:
+                recon, mu, logvar = model(x)
+                loss = vae_loss(recon, x, mu, logvar)
+                val.append(loss)
+            print(epoch, torch.stack(val).mean())
+        """,
+        [(34, 9)],
+    ),
+    # an evaluation pass whose per-batch total sums the sequences of one batch: reported where the pass's total
+    # grows, not in the inner loop that sums one batch
+    "evaluation_total_of_per_batch_sums": (
+        """
+        def train_epoch(train_iter, test_iter, criterion, model, optimizer):
+            epoch_loss_train, epoch_loss_eval = 0, 0
+            for batch in train_iter:
+                optimizer.zero_grad()
+                loss = criterion(model(batch), batch)
+                loss.backward()
+                optimizer.step()
+                epoch_loss_train += loss.item()
+            for batch in test_iter:
+                batch_loss = 0
+                output = model(batch)
+                for sequence, target in zip(output, batch):
+                    batch_loss += criterion(sequence, target)
+                epoch_loss_eval += batch_loss
+            return epoch_loss_train, epoch_loss_eval
+        """,
+        [(15, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -2941,6 +3021,70 @@ NEGATIVE = {
                 history.append(epoch_loss)
                 refiner.check(model, history)
         """,
+    # the same validation loop under `no_grad`, or keeping numbers; a loop of one training step's heads, whose
+    # list the batch loop binds afresh; a pass over the parameters (no forward)
+    "validation_losses_kept_under_no_grad_or_as_numbers": (
+        """
+        def fit(model, optimizer, criterion, train_loader, val_loader, epochs):
+            for epoch in range(epochs):
+                for x, y in train_loader:
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                val_losses, numbers = [], []
+                with torch.no_grad():
+                    for x, y in val_loader:
+                        val_losses.append(criterion(model(x), y))
+                for x, y in val_loader:
+                    numbers.append(criterion(model(x), y).item())
+                print(epoch, sum(val_losses) / len(val_losses), sum(numbers))
+        """
+    ),
+    "losses_of_one_step_heads_kept_in_a_list_bound_per_batch": (
+        """
+        def fit(model, heads, optimizer, criterion, loader):
+            for x, y in loader:
+                feats = model(x)
+                per_head = []
+                for head in heads:
+                    per_head.append(criterion(head(feats), y))
+                loss = criterion(feats.mean(1), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                print([l.item() for l in per_head])
+        """
+    ),
+    "parameter_norms_kept_after_the_training_loop": (
+        """
+        def fit(model, optimizer, criterion, loader, epochs):
+            for epoch in range(epochs):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+                norms = []
+                for p in model.parameters():
+                    norms.append(p.norm())
+                print(epoch, norms)
+        """
+    ),
+    # a sliding window of validation losses: the loop takes the oldest out, so at most `k` graphs are kept
+    "validation_losses_in_a_sliding_window": (
+        """
+        window = []
+        for epoch in range(epochs):
+            optimizer.zero_grad()
+            loss = F.nll_loss(model(x)[train_idx], y[train_idx])
+            loss.backward()
+            optimizer.step()
+            val_loss = F.nll_loss(model(x)[val_idx], y[val_idx])
+            window.append(val_loss)
+            if len(window) > k:
+                del window[0]
+        """
+    ),
 }
 
 

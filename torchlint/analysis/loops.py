@@ -338,6 +338,10 @@ class Loop:
             return True
         return False
 
+    def takes_items(self, name: str) -> bool:
+        """The loop takes items out of the list `name` (`window.pop(0)`, `del window[0]`, `clear()`)."""
+        return _takes_items(self.node, name)
+
     def backpropagates_latest(self, e: Event) -> Event | None:
         """`history.append(loss)`, then `history[-1].backward()`: the backward of this iteration that reads only the
         item `e` just appended, while the list keeps every earlier one. What is back-propagated carries a graph,

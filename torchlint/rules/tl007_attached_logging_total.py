@@ -14,7 +14,8 @@ import libcst as cst
 from torchlint.analysis import AssignForm, BackwardVia, Event, EventKind, FileModel, Loop, Scope
 from torchlint.analysis.bindings import bounded, runs_while_kept
 from torchlint.analysis.cuts import DEF_FORWARD
-from torchlint.analysis.engines import kept_by_forward, outputs_kept, switches_grad, training_callers
+from torchlint.analysis.engines import kept_by_forward, outputs_kept
+from torchlint.analysis.evaluations import kept_by_passes, summed_by_evaluations
 from torchlint.analysis.handing import escapes, handed_on
 from torchlint.analysis.kept_callers import kept_for_callers, stored_for_callers
 from torchlint.analysis.keeping import (
@@ -161,7 +162,8 @@ it declares `global` or `nonlocal`: `self.total += loss`, `self.outputs.append(l
 that holds an attached value (`self.outs.append({"pred": out, "y": y})`, emptied only by an epoch-end hook: an
 epoch's graphs; the safe fix detaches the attached values of the record). So does a list that is an
 entry of a container outliving the loop (`hist["loss"].append(loss)` over `defaultdict(list)`,
-`hist.setdefault("loss", []).append(loss)`). A `deque(maxlen=k)` keeps at most `k`: not reported.
+`hist.setdefault("loss", []).append(loss)`). A `deque(maxlen=k)` keeps at most `k`, as does a list the loop takes items
+out of (`del window[0]`, `window.pop(0)`): not reported.
 
 The values of a dict a function returns are known by key, as a tuple's items are by position: `out["loss"]`
 after `out = fit_step(...)` where `fit_step` returns `{"loss": loss, "count": n}` (the loss, not the count), and
@@ -177,6 +179,12 @@ it or its caller) and that sums attached losses over the whole pass of its own l
 (`total += crit(model(x), y)`; `return total / n`): the total holds the graph of every batch of the pass, and the
 caller only keeps its value (`score = evaluate(...)`, or `print(evaluate(...))`; it never back-propagates it). Not
 a total bound afresh per batch, returned as a number (`total.item() / n`), nor in a function that back-propagates or steps.
+Likewise a loop with no backward or step of its own in code that trains (a function, or the module, that
+back-propagates elsewhere, so grad is on unless `no_grad` says otherwise): the validation loop beside an epoch's
+batch loop that appends or adds each batch's attached value, computed from a module's forward, into a list or
+total bound before it (`val_losses.append(crit(model(x), y))`), which no backward reads: it holds the graph of the
+whole pass. Not a loop inside an iteration that back-propagates (one step's heads or micro-batches), nor a pass over
+the parameters, nor one under `no_grad` or in a function that switches grad off. No fix.
 
 ## Why it is wrong
 The total is a tensor whose graph reaches back through every iteration's forward pass, so none of those
@@ -283,7 +291,17 @@ for x, y in loader:
                                   f"outlives the iteration: every step's graph stays alive and memory grows; " + (
                                       "pass them as numbers (`.item()`)" if k.entries else
                                       f"pass `{code_of(parenthesized(k.value))}.item()` or `.detach()`"), None)
-        yield from _evaluated_with_grad(model)
+        for summed in summed_by_evaluations(model):
+            yield Finding(summed.event.node, f"`{code_of(summed.value)}` is still attached to its graph and is summed "
+                          f"into `{summed.event.target}` over every batch of `{summed.scope.name}()`, which "
+                          f"`{summed.caller.name}()` runs with grad enabled during training: the total holds the graph of "
+                          f"the whole pass and memory grows with it; run it under `torch.no_grad()` or add `.item()`")
+        for run in kept_by_passes(model):
+            target = run.event.target
+            yield Finding(run.event.node, f"`{code_of(run.value)}` is still attached to its graph and is kept in `{target}` "
+                          f"over every batch of this loop, which runs with grad enabled (no `torch.no_grad()` around it, in "
+                          f"code that back-propagates `{code_of(run.backprop)}`): `{target}` holds the graph of the whole "
+                          f"pass and memory grows with it; run the loop under `torch.no_grad()` or keep `.item()`")
         for forward, e in kept_by_forward(model) if FORWARD_KEEPS.search(model.text) else ():
             what = "appends" if e.kind is EventKind.APPEND else "adds"
             assert e.value is not None  # kept_by_forward: each with a value
@@ -381,8 +399,8 @@ for x, y in loader:
                 if loop.fills_local_buffer(e) or kind is VKind.GRAPH and loop.keeps_inner_total(
                         e, lambda name: kinds.of_name(name, scope, e).graph_free):
                     continue  # one call's buffer of fixed shape; an inner loop's total (judged where it grows)
-                if e.kind is EventKind.APPEND and bounded(model, scope, e.target):
-                    continue  # `deque(maxlen=k)`: the oldest graphs are dropped, at most k are kept
+                if e.kind is EventKind.APPEND and (bounded(model, scope, e.target) or loop.takes_items(e.target)):
+                    continue  # `deque(maxlen=k)`, `del window[0]`: the oldest graphs are dropped, at most k are kept
                 runs = runs_while_kept(model, scope, e)
                 if runs is not None and runs <= FEW_ITERATIONS:
                     continue  # a test's mini-run: a bounded handful of graphs, freed with the container
@@ -433,41 +451,6 @@ for x, y in loader:
                     f"and memory grows; store `{code_of(parenthesized(e.value))}.item()` or `.detach()`",
                     _fix(model, scope, e, displayed) if helper is None else None,  # (what else the helper does: unknown)
                 )
-
-
-def _evaluated_with_grad(model: FileModel) -> Iterator[Finding]:
-    """An evaluation function, run by a training loop outside `no_grad`, that sums attached losses over its own
-    loop and returns the total (`def validate(loader): total = 0; for x, y in loader: total += crit(model(x), y);
-    return total`): the total holds the graph of every batch of the pass, and hands it to a caller that keeps
-    only its value (a total returned as `total.item()` leaves the graph in the call)."""
-    for loop in model.loops:
-        scope = loop.scope
-        if type(scope.node) is not cst.FunctionDef or not loop.outermost or any(
-                x.kind in (EventKind.BACKWARD, EventKind.STEP, EventKind.RUN) for x in scope.events):
-            continue  # a function that trains, or back-propagates what it sums, is not an evaluation
-        sums = [e for e in loop.events if e.scope is scope.node and e.accumulates and e.value is not None
-                and "no_grad" not in e.contexts]
-        if not sums:
-            continue  # the cheap test first: most loops of a file sum nothing
-        returned = {n for r in scope.own_returns() if r.value is not None  # as terms: not `total.item() / n`
-                    for n in summand_names(r.value) | {d.target for d in scope.summand_defs(r.value, r)}}
-        for e in sums:
-            if e.target not in returned or not loop.carries(e):
-                continue
-            if any(a.loops for a in scope.assignments(e.target or "") if a.rebinds):
-                continue  # bound afresh for each batch: one batch's graph, not the pass's
-            if model.kinds.of(e.value, scope, e) is not VKind.GRAPH or switches_grad(scope):
-                continue
-            callers = training_callers(model, scope)
-            if callers and e.value is not None:
-                yield Finding(
-                    e.node,
-                    f"`{code_of(e.value)}` is still attached to its graph and is summed into `{e.target}` over "
-                    f"every batch of `{scope.name}()`, which `{callers[0].name}()` runs with grad enabled during "
-                    f"training: the total holds the graph of the whole pass and memory grows with it; run it under "
-                    f"`torch.no_grad()` or add `.item()`",
-                )
-                break
 
 
 def _backpropagated_part(model: FileModel, loop: Loop, scope: Scope, e: Event) -> cst.BaseExpression | None:
