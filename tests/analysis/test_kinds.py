@@ -257,8 +257,13 @@ def test_a_tensor_written_by_index_carries_the_graph_of_what_is_written():
                 for t in range(steps):
                     kept[t] = model(x).mean()
             mean = kept.mean()
+            crops = torch.zeros(steps, 3)
+            for t in range(steps):
+                crops[t] = random_crop(x)
+            pixels = crops.sum()
         """
     assert kind_of(src, "total", "decode") is VKind.GRAPH
+    assert kind_of(src, "pixels", "decode") is VKind.TENSOR  # a value of unknown kind written in: as it was
     assert kind_of(src, "counts", "decode") is VKind.TENSOR
     assert kind_of(src, "mean", "decode") is VKind.TENSOR
 

@@ -1103,6 +1103,24 @@ NEGATIVE = {
                 self.alpha_optim.step()
         """
     ),
+    # a hinge whose threshold is the model's own other output, cut on purpose (X-DER's past-logits constraint):
+    # computed from the forward by tensor operations alone, not by another model handed it
+    "margin_threshold_cut_from_the_same_forward": (
+        """
+        import torch
+
+        def step(model, optimizer, x, y, old, margin):
+            logits = model(x)
+            probs = torch.softmax(logits, 1)
+            good, bad = probs[:, old:], probs[:, :old]
+            constraint = bad.max(1)[0].detach() + margin - good.max(1)[0]
+            mask = constraint > 0
+            loss = torch.nn.functional.cross_entropy(logits, y) + constraint[mask].mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """
+    ),
 }
 
 

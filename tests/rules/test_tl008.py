@@ -518,6 +518,51 @@ NEGATIVE = {
             loss.backward()
             optimizer.step()
         """,
+    # the recurrent state of the rollout is computed under no_grad: it holds no graph to reach into
+    "rollout_state_under_no_grad": (
+        """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gru = nn.GRUCell(8, 64)
+                self.pi = nn.Linear(64, 4)
+
+            def step(self, obs, hx):
+                hx = self.gru(obs, hx)
+                return self.pi(hx), hx.sum(1), hx
+
+
+        net = Net().to(device)
+        hx = torch.zeros(n_envs, 64)
+        for update in range(n_updates):
+            hx0 = hx.detach().clone()
+            for t in range(rollout):
+                with torch.no_grad():
+                    logits, value, hx = net.step(obs, hx)
+            for epoch in range(epochs):
+                logits, value, _ = net.step(obs, hx0)
+                loss = (value - returns).pow(2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """
+    ),
+    # the input is bound anew from the batch on each arm of an if/elif chain: only a fall-through no arm names
+    # would feed the model its own previous output
+    "input_bound_on_each_arm_of_an_elif_chain": (
+        """
+        for x, q in loader:
+            if mode == "tokens":
+                qx = torch.stack((q, x), dim=0)
+            elif mode == "images":
+                qx = torch.stack((q, x), dim=-3)
+            qx = model(qx)
+            loss = qx.mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        """
+    ),
 }
 
 

@@ -402,7 +402,8 @@ def distribution_with_graph(k: Asker, expr: cst.BaseExpression, scope: Scope, at
 def written(kinds, name: str, scope: Scope, at: Event, depth: int) -> VKind:
     """A tensor made without a graph (`outputs = torch.zeros(T, B)`) that values are written into by index
     (`outputs[t] = decoder(x)`, `losses[i] = loss`) where that can reach `at`: the write copies the value in with
-    its gradient (a `CopySlices` node), so the tensor carries the graph of what was written."""
-    found = {kinds.of_def(e, scope, depth + 1) for e in scope.stores(name)
-             if e.variant is AssignForm.ITEM and scope.store_reaches(e, at)}
-    return VKind.GRAPH if VKind.GRAPH in found else VKind.UNKNOWN if VKind.UNKNOWN in found else VKind.TENSOR
+    its gradient (a `CopySlices` node), so the tensor carries the graph of what was written. (A value of unknown
+    kind written in leaves it a tensor, as it was read before: a crop's or a mask's slices.)"""
+    found = any(e.variant is AssignForm.ITEM and scope.store_reaches(e, at)
+                and kinds.of_def(e, scope, depth + 1) is VKind.GRAPH for e in scope.stores(name))
+    return VKind.GRAPH if found else VKind.TENSOR

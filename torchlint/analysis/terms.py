@@ -345,18 +345,56 @@ def cut_from_trained_forward(model: FileModel, scope: Scope, det: Detachment, lo
     and the cut takes away the path through which this term would train it too (SAC's actor loss `(alpha * logp -
     q.detach()).mean()`: the actor gets no gradient from the critic). Only a term added into the loss: not one
     beside a factor that may carry a graph (`-(log_probs * advantage.detach()).mean()`, an actor-critic's
-    baseline), nor when the uncut part holds the cut value itself (`s - s.detach()`: zero with `s`'s gradient)."""
+    baseline), nor when the uncut part holds the cut value itself (`s - s.detach()`: zero with `s`'s gradient).
+    The cut value must come through another model handed that output (the critic): one computed from the output by
+    tensor operations alone (`bad.max(1)[0].detach() + margin - good.max(1)[0]`, X-DER's hinge) is a threshold the
+    loss holds fixed on purpose."""
     if all(d.node is not det.node for d in summand_detachments(loss, lambda e: may_carry_graph(model, scope, e, at))):
         return False
     operand = det.operand
-    forwards = {id(d.value) for d in scope.operand_defs(operand, at)
+    defs = scope.operand_defs(operand, at)
+    forwards = {id(d.value): d.target for d in defs
                 if type(d.value) is cst.Call and model.kinds.of(d.value, scope, d) is VKind.GRAPH}
-    if not forwards:
+    outputs = {t for t in forwards.values() if t}
+    if not outputs or not any(_handed(n, outputs) for v in [operand, *(d.value for d in defs)] if v is not None
+                              for n in walk(v)):
         return False
     uncut = lambda e, _at: operand_names(e, graph_only=True)  # noqa: E731
     if names_in(operand) & uncut(loss, at):
         return False
     return any(id(d.value) in forwards for d in scope.summand_defs(loss, at, uncut))
+
+
+_HINGES = frozenset({"relu", "relu_", "clamp", "clamp_", "clamp_min", "clip", "maximum", "softplus"})
+
+
+def hinged(scope: Scope, at: Event) -> bool:
+    """The sum `at` binds goes through a hinge before the loss: compared with a threshold (`mask = gap > 0`, then
+    `gap[mask].mean()`) or clamped (`F.relu(gap)`, `gap.clamp(min=0)`). A cut term there is the hinge's threshold,
+    held fixed on purpose (`bad.max(1)[0].detach() + margin - good.max(1)[0]`): it decides where the hinge is active."""
+    target = at.target if at.kind is EventKind.ASSIGN else None
+    if not target or "." in target:
+        return False
+    masks = {a.target for e in scope.events if e.value is not None and type(e.value) is cst.Comparison
+             and target in names_in(e.value) for a in (e,) if a.target}
+    for n in walk(scope.node):
+        if type(n) is cst.Subscript and dotted(n.value) == target and any(
+                type(m) is cst.Comparison and target in names_in(m) or type(m) is cst.Name and m.value in masks
+                for el in n.slice for m in walk(el)):
+            return True  # `gap[gap > 0]`, `gap[mask]` with `mask = gap > 0`
+        if type(n) is cst.Call and (dotted(n.func) or "").rsplit(".", 1)[-1] in _HINGES and target in names_in(n):
+            return True
+    return False
+
+
+def _handed(node: cst.CSTNode, outputs: set[str]) -> bool:
+    """A call of something other than torch's functions or a tensor's methods (a model: `critic(obs, action)`,
+    `self.qf["q1"](obs, action)`) given one of a forward's `outputs`."""
+    if type(node) is not cst.Call or type(node.func) is cst.Attribute and not (dotted(node.func) or "").startswith("self."):
+        return False
+    name = dotted(node.func) or ""
+    return not name.startswith(("torch.", "F.", "nn.")) and any(
+        names_in(a.value) & outputs for a in node.args)
 
 
 def trained_by_another_backward(scope: Scope, operand: cst.BaseExpression, b: Event, backwards: list[Event]) -> bool:

@@ -19,7 +19,8 @@ from torchlint.analysis.cuts import (
 )
 from torchlint.analysis.terms import (
     CUT_ARGUMENT, calls_given, copied_names, cut_args, cut_from_trained_forward, cut_predictions, forward_cut,
-    forward_sibling, log_probability, loss_function, module_call, module_output, returned_cuts, returns_cut, same_model,
+    forward_sibling, hinged, log_probability, loss_function, module_call, module_output, returned_cuts, returns_cut,
+    same_model,
     trained_by_another_backward,
 )
 from torchlint.analysis.parameters import PARAMETER_CUT_TEXT, SELF_CUT, cut_parameters
@@ -126,8 +127,11 @@ module: known to be one, named like one, or an attribute of `self` bound to an i
 A critic's value of what the trained model just produced, cut and added into that model's loss: `q = critic(obs,
 action)` with `action, logp = policy(obs)`, then `actor_loss = (alpha * logp - q.detach()).mean()` (SAC's actor):
 the term is a constant, and the actor gets no gradient through the critic. Only a term added into the loss (not a
-weight beside a value that may carry a graph: an actor-critic's baseline) and computed from the output of a forward
-that the uncut part of the loss computes with too; not `q - q.detach()` (zero, with `q`'s gradient, on purpose).
+weight beside a value that may carry a graph: an actor-critic's baseline), computed by another model handed the
+output of a forward that the uncut part of the loss computes with too; not `q - q.detach()` (zero, with `q`'s
+gradient, on purpose). No cut term is reported in a sum that goes through a hinge before the loss (`gap[gap > 0]`,
+`F.relu(gap)`, `gap.clamp(min=0)`): there the cut value is the hinge's threshold (`bad.max(1)[0].detach() + margin
+- good.max(1)[0]`), held fixed on purpose.
 Losses copied into a new tensor, `torch.tensor(losses)` / `torch.Tensor([rec_loss, kl_loss])` (through
 `torch.mean(...)`, `.sum()`, `.to(device)`), where the list holds values that carry a graph (a list literal of
 them, or a list they are appended to): as a term of the back-propagated loss, or returned by a module's `forward`
@@ -329,8 +333,8 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
                     if id(det.node) in weights and not scope.is_loss(det.operand):
                         continue
-                    if trained_by_another_backward(scope, det.operand, owner[id(expr)], backwards):
-                        continue  # a baseline or critic cut on purpose: its own loss trains it
+                    if trained_by_another_backward(scope, det.operand, owner[id(expr)], backwards) or hinged(scope, at):
+                        continue  # a baseline or critic cut on purpose: its own loss trains it; a hinge's threshold
                     operand = code_of(det.operand)
                     yield Finding(
                         det.node,

@@ -101,7 +101,10 @@ a state re-initialised for every sequence and carried only across the time steps
 value a helper returns and is fed again (`running = add_to(running, loss)`) when nothing the call binds flows
 into a backward of the function (no backward walks into it), or when the function is one of the file whose every
 `return` gives a tuple whose back-propagated items read the state's parameter only through a cut
-(`loss, ma = mine_loss(net, x, y, ma)`, where the loss divides by `torch.mean(ma).detach()`: MINE's moving average).
+(`loss, ma = mine_loss(net, x, y, ma)`, where the loss divides by `torch.mean(ma).detach()`: MINE's moving average);
+a state computed under `no_grad` (a rollout's `logits, value, hx = net.step(obs, hx)`: it holds no graph); a value
+bound anew from the batch on each arm of an if/elif chain before the call (only a fall-through that no arm names
+would carry the previous output).
 
 ```python
 hidden = model.init_hidden(batch_size)
@@ -132,8 +135,9 @@ alone.
             scope = loop.scope
             yield from _carried_into_loss(model, loop)
             for e in loop.of(EventKind.ASSIGN):
-                if e.scope is not scope.node or e.variant not in _REBINDING or e.target is None:
-                    continue
+                if e.scope is not scope.node or e.variant not in _REBINDING or e.target is None or (
+                        "no_grad" in e.contexts or "inference_mode" in e.contexts):
+                    continue  # (a state computed under `no_grad` holds no graph to reach into)
                 call = e.value
                 if type(call) is not cst.Call or not _feeds_back(call, e.target) or _detaching(call):
                     continue
@@ -143,6 +147,9 @@ alone.
                     continue  # a running value a helper returns (`total = add(total, loss)`): no backward walks it
                 if not scope.carried_round(e, loop.node):
                     continue  # the call is not fed the output of the previous iteration of the backward's loop
+                fresh = [d for d in scope.reaching(e.target, e)[0] if d is not e and loop.node in d.loops]
+                if len(fresh) > 1 and all(scope.exclusive(a, b) for a in fresh for b in fresh if a is not b):
+                    continue  # bound anew on each arm of an if/elif chain: only a fall-through no arm names carries it
                 if _released(model, scope, loop, e.target):
                     continue
                 yield Finding(
