@@ -1121,6 +1121,23 @@ NEGATIVE = {
             optimizer.step()
         """
     ),
+    # bucket edges kept as a parameter and read cut only by `torch.bucketize`, which has no gradient for them
+    # anyway: fixed on purpose, the cut changes nothing
+    "parameter_read_cut_only_as_bucket_edges": (
+        """
+        import torch
+        from torch import nn
+
+        class VarianceAdaptor(nn.Module):
+            def __init__(self, n_bins, dim):
+                super().__init__()
+                self.pitch_bins = nn.Parameter(torch.linspace(0.0, 1.0, n_bins - 1))
+                self.pitch_embedding = nn.Embedding(n_bins, dim)
+
+            def forward(self, x, pitch):
+                return x + self.pitch_embedding(torch.bucketize(pitch, self.pitch_bins.detach()))
+        """
+    ),
 }
 
 

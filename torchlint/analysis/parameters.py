@@ -174,9 +174,15 @@ def _combined(cut: ast.AST, parents: dict[int, ast.AST]) -> str:
     p = parents.get(id(node))
     others = [a for a in (*p.args, *(k.value for k in p.keywords)) if a is not node and not isinstance(a, ast.Constant)] \
         if isinstance(p, ast.Call) and node in p.args else []
+    if isinstance(p, ast.Call) and ast.unparse(p.func).rpartition(".")[2] in _NOT_DIFFERENTIABLE:
+        return "alone"  # `torch.bucketize(x, self.bins.detach())`: no gradient reaches the bins either way
     if isinstance(p, ast.BinOp) or others:
         return "cut"
     return "alone"
+
+
+# torch functions with no gradient for their arguments: a value cut before them loses nothing.
+_NOT_DIFFERENTIABLE = frozenset({"bucketize", "searchsorted", "histc", "argmax", "argmin", "argsort", "unique"})
 
 
 def _first_cut(cls: cst.ClassDef, attr: str) -> cst.CSTNode | None:

@@ -182,7 +182,8 @@ keeps its initial value while the rest trains (in a file of models too, with no 
 Not one built with `requires_grad=False` or frozen by its flag in the file, one updated by hand (`self.center.data
 = ...`, an in-place method: a running statistic), one read whole outside set-up methods (`__init__`, `init*`,
 `reset*`, `load*`; a test, `if self.pos_embed is not None:`, is no read), nor in a class with no `forward` or that
-another class of the file derives from (a base others complete). Reported at the first cut, without a fix.
+another class of the file derives from (a base others complete), nor one read cut only by a function with no gradient
+for it (`torch.bucketize(pitch, self.bins.detach())`: bucket edges). Reported at the first cut, without a fix.
 
 ## Why it is wrong
 Those wrappers return a value outside the autograd graph. Added into the total, the term contributes nothing to
