@@ -976,6 +976,18 @@ NEGATIVE = {
                 scaler.step(optimizer)
                 scaler.update()
         """,
+    # clipping after `scaler.step(opt)`: the step has unscaled the gradients already (a clip there is too late to
+    # matter, but it does not see scaled gradients)
+    "clip_after_the_scaler_step": (
+        """
+        for x, y in loader:
+            optimizer.zero_grad()
+            scaler.scale(criterion(model(x), y)).backward()
+            scaler.step(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.update()
+        """
+    ),
 }
 
 

@@ -140,7 +140,8 @@ after the unscale: it is valid after a skipped step; 5. (no fix) keep one `scale
 optimizer's step of the iteration. **Unsafe**: the updates change, to the correct ones.
 
 ## Correct look-alikes (not flagged)
-The documented AMP recipe (`scale → backward → unscale_ → clip → scaler.step → scaler.update`);
+The documented AMP recipe (`scale → backward → unscale_ → clip → scaler.step → scaler.update`); a clip after
+`scaler.step(opt)` (the step unscaled the gradients: too late to matter, but not a clip of scaled ones);
 `accelerator.clip_grad_norm_` (it unscales); loops that do not use a GradScaler; a disabled scaler's
 `scaler.step` is still used the same way; the plain arm of `if use_amp: ... else: loss.backward();
 optimizer.step()` (exclusive branches are never sequenced), also when the scaled backward sits in a helper
@@ -286,8 +287,9 @@ def _clip_before_unscale(loop: Loop, scaled: list[Event], scaler: str) -> Iterat
             continue
         by = before[-1].via or scaler  # the scaler of the backward just before (one per network)
         unscales = [e for e in loop.of(EventKind.SCALER_UNSCALE) if loop.may_follow(e, clip)]
-        if any(loop.may_follow(b, u) for b in before for u in unscales):
-            continue
+        if any(loop.may_follow(b, u) for b in before for u in unscales) or any(
+                s.via == by and loop.may_follow(before[-1], s) and loop.may_follow(s, clip) for s in loop.of(EventKind.STEP)):
+            continue  # (`scaler.step(opt)` after the backward unscales too: a clip after it sees the true gradients)
         steps = [s for s in loop.of(EventKind.STEP) if s.target and loop.may_follow(clip, s)]
         opt = steps[0].target if steps else None
         fix = None
