@@ -32,6 +32,8 @@ class Asker(Protocol):
 
     def foreign(self, scope: Scope, name: str) -> Resolved | None: ...
 
+    def of_def(self, d: Event, scope: Scope, depth: int = 0) -> VKind: ...
+
 
 def element(k: Asker, value: cst.BaseExpression, index: int, scope: Scope, at: Event, depth: int) -> VKind | None:
     """The kind of item `index` of a tuple value: a literal, what a function returns there, or what the one plain
@@ -399,11 +401,11 @@ def distribution_with_graph(k: Asker, expr: cst.BaseExpression, scope: Scope, at
     return any(k.of(a.value, scope, at, depth + 1) is VKind.GRAPH for a in expr.args)
 
 
-def written(kinds, name: str, scope: Scope, at: Event, depth: int) -> VKind:
+def written(k: Asker, name: str, scope: Scope, at: Event, depth: int) -> VKind:
     """A tensor made without a graph (`outputs = torch.zeros(T, B)`) that values are written into by index
     (`outputs[t] = decoder(x)`, `losses[i] = loss`) where that can reach `at`: the write copies the value in with
     its gradient (a `CopySlices` node), so the tensor carries the graph of what was written. (A value of unknown
     kind written in leaves it a tensor, as it was read before: a crop's or a mask's slices.)"""
     found = any(e.variant is AssignForm.ITEM and scope.store_reaches(e, at)
-                and kinds.of_def(e, scope, depth + 1) is VKind.GRAPH for e in scope.stores(name))
+                and k.of_def(e, scope, depth + 1) is VKind.GRAPH for e in scope.stores(name))
     return VKind.GRAPH if found else VKind.TENSOR

@@ -14,7 +14,7 @@ import libcst as cst
 from torchlint.analysis.events import AssignForm, Event, EventKind
 from torchlint.analysis.exprs import dotted
 from torchlint.analysis.foreign import ProjectLookup
-from torchlint.analysis.semantics import LR_KEY
+from torchlint.analysis.semantics import LR_KEY, MODULE_METHODS_RETURNING_MODULE
 from torchlint.source.walk import walk
 from torchlint.analysis.walker import RawScope
 
@@ -147,12 +147,9 @@ def _rate_slot(target: cst.BaseExpression) -> bool:
     return type(key) is cst.SimpleString and key.evaluated_value == LR_KEY
 
 
-# Module methods that return the module itself: `Net(...).to(device)` is still a `Net`.
-_RETURNS_SELF = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "requires_grad_"})
-
-
 def _made_by(call: cst.Call) -> str | None:
     """The callee that made the value of `call`: `Net` for `Net(cfg).to(device).train()`."""
-    while type(call.func) is cst.Attribute and call.func.attr.value in _RETURNS_SELF and type(call.func.value) is cst.Call:
+    while type(call.func) is cst.Attribute and call.func.attr.value in MODULE_METHODS_RETURNING_MODULE \
+            and type(call.func.value) is cst.Call:
         call = call.func.value
     return dotted(call.func)

@@ -375,8 +375,7 @@ def hinged(scope: Scope, at: Event) -> bool:
     target = at.target if at.kind is EventKind.ASSIGN else None
     if not target or "." in target:
         return False
-    masks = {a.target for e in scope.events if e.value is not None and type(e.value) is cst.Comparison
-             and target in names_in(e.value) for a in (e,) if a.target}
+    masks = {e.target for e in scope.events if e.target and type(e.value) is cst.Comparison and target in names_in(e.value)}
     for n in walk(scope.node):
         if type(n) is cst.Subscript and dotted(n.value) == target and any(
                 type(m) is cst.Comparison and target in names_in(m) or type(m) is cst.Name and m.value in masks
