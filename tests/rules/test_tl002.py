@@ -225,6 +225,61 @@ POSITIVE = {
         """,
         [(7, 13)],
     ),
+    "first_pass_guard_that_always_holds": (
+        """
+        def train(model, opt, loader, crit):
+            for x, ys in loader:
+                preds = model(x)
+                losses = [crit(p, y) for p, y in zip(preds, ys)]
+                opt.zero_grad()
+                for i in range(3):
+                    if i < 3:
+                        losses[i].backward(retain_graph=True)
+                    else:
+                        losses[i].backward()
+                opt.step()
+        """,
+        [(9, 17)],
+    ),
+    "first_pass_guard_of_a_loop_that_runs_once": (
+        """
+        def train(model, opt, loader, crit):
+            for x, ys in loader:
+                preds = model(x)
+                losses = [crit(p, y) for p, y in zip(preds, ys)]
+                opt.zero_grad()
+                for i in range(1):
+                    if i == 0:
+                        losses[i].backward(retain_graph=True)
+                    else:
+                        losses[i].backward()
+                opt.step()
+        """,
+        [(9, 17)],
+    ),
+    "grad_cam_helper_returning_its_graph": (
+        """
+        class CamAnalyzer:
+            def heatmap(self, image, label=None):
+                self.net.zero_grad()
+                feats = self.net.features(image.unsqueeze(0))
+                feats.retain_grad()
+                out = self.net.classifier(feats.mean((2, 3)))
+                if label is None:
+                    label = out.argmax().item()
+                out[0, label].backward(retain_graph=True)
+                cam = (feats.grad.mean((2, 3), keepdim=True) * feats).sum(1).relu()
+                return cam, label
+
+            def run(self, loader):
+                self.cams = []
+                for images, _ in loader:
+                    for image in images:
+                        cam, label = self.heatmap(image.to(self.device))
+                        self.show(cam, label)
+        """,
+        [(10, 9)],
+    ),
 }
 
 NEGATIVE = {
@@ -395,6 +450,40 @@ NEGATIVE = {
                 for _ in range(rounds):
                     evaluate = self.build(opt, guess) if other is None else other.build(opt)
                     opt.step(evaluate)
+        """,
+    "first_pass_retains_and_the_second_frees": """
+        def train(model, opt, loader, crit, grads):
+            for x, ys in loader:
+                preds = model(x)
+                losses = [crit(p, y) for p, y in zip(preds, ys)]
+                opt.zero_grad()
+                for i in range(2):
+                    if i == 0:
+                        losses[i].backward(retain_graph=True)
+                    else:
+                        losses[i].backward()
+                    grads.append([p.grad.clone() for p in model.parameters()])
+                    model.zero_grad()
+                opt.step()
+        """,
+    "grad_cam_helper_per_image_returns_arrays": """
+        class CamAnalyzer:
+            def heatmap(self, image, label=None):
+                self.net.zero_grad()
+                feats = self.net.features(image.unsqueeze(0))
+                feats.retain_grad()
+                out = self.net.classifier(feats.mean((2, 3)))
+                if label is None:
+                    label = out.argmax().item()
+                out[0, label].backward(retain_graph=True)
+                cam = (feats.grad.mean((2, 3), keepdim=True) * feats).sum(1).relu()
+                return cam.detach().cpu().numpy(), label
+
+            def run(self, loader):
+                for images, _ in loader:
+                    for image in images:
+                        cam, label = self.heatmap(image.to(self.device))
+                        self.show(cam, label)
         """,
 }
 
@@ -919,4 +1008,3 @@ def test_a_later_backward_on_some_paths_is_no_call_that_differentiates_again():
         opt.step()
     """
     assert findings(src, "TL002") == [(4, 10)]
-

@@ -1,7 +1,8 @@
 """Where the graph a backward goes through comes from: the values (definitions) and the names from a function's
 entry it is computed with, followed back through the scope's reaching definitions. Two backwards of one iteration
 share a graph only through such a source (TL002: is a kept graph needed by a later backward, is it one every
-iteration shares)."""
+iteration shares); and whether something computed from a function's graph leaves the call (`leaves_call`: then
+the graph outlives it)."""
 
 from __future__ import annotations
 
@@ -138,3 +139,37 @@ def differentiated_after(scope: Scope, b: Event, region: cst.CSTNode | None) -> 
             if handed & mine or any(id(d.stmt) in bound for name in handed for d in scope.reaching(name, b)[0]):
                 return call
     return None
+
+
+def leaves_call(model: FileModel, scope: Scope, value: cst.BaseExpression) -> bool:
+    """Something computed from `value`'s graph leaves the function: returned (not as a graph-free value:
+    `loss.item()`, `loss.detach().cpu().numpy()`), stored on an object, or added into a container or total that
+    comes from outside the function."""
+    # the function's own values the graph is computed from (not `self`, a module or a network it calls)
+    graph = {name for name in scope.depends(value) if scope.assignments(name)}
+    for e in scope.events:
+        if e.scope is not scope.node or e.value is None or not scope.depends(e.value) & graph:
+            continue
+        if e.kind is EventKind.RETURN:
+            # a tuple returned: its items computed from the graph (`return cam.detach().cpu().numpy(), label`)
+            items = [el.value for el in e.value.elements if scope.depends(el.value) & graph] \
+                if type(e.value) is cst.Tuple else [e.value]
+            if not all(model.kinds.of(v, scope, e).graph_free or _bound_graph_free(model, scope, v) for v in items):
+                return True
+            continue
+        if e.kind not in (EventKind.ASSIGN, EventKind.APPEND) or not e.target or e.variant is AssignForm.FOR:
+            continue
+        if "." in e.target:
+            return True  # stored on an object
+        if e.kind is EventKind.APPEND or e.variant is AssignForm.ITEM or e.accumulates:
+            if scope.reaching(e.target, e)[1]:
+                return True  # into a container or a total that comes from outside the function
+    return False
+
+
+def _bound_graph_free(model: FileModel, scope: Scope, value: cst.BaseExpression) -> bool:
+    """A name every assignment of the function binds to a value with no graph (`label = out.argmax().item()`
+    under `if label is None:`): a parameter it may also hold comes from the caller, not from this call's graph."""
+    defs = scope.assignments(value.value) if type(value) is cst.Name else []
+    return bool(defs) and all(d.kind is EventKind.ASSIGN and d.rebinds and d.value is not None
+                              and model.kinds.of(d.value, scope, d).graph_free for d in defs)

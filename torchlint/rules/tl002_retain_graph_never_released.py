@@ -20,12 +20,13 @@ from torchlint.analysis.vkind import VKind
 from torchlint.analysis.semantics import FUNCTIONAL_MODULES, NOT_A_FORWARD, computes_loss
 from torchlint.analysis.exprs import argument_for, code_of, dotted, names_in, positional_params
 from torchlint.analysis.gradmode import leaf_grads_read
-from torchlint.analysis.sources import differentiated_after, graph_sources, operands, shared_sources
+from torchlint.analysis.sources import differentiated_after, graph_sources, leaves_call, operands, shared_sources
 from torchlint.source.walk import walk
 from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
 
+_CONSTANTS = frozenset({"True", "False", "None"})
 RETAIN = re.compile(r"retain_graph|create_graph|,(?:\s|#[^\n]*\n)*True\b")  # also `backward(g, True)`
 CREATE_GRAPH = re.compile(r"create_graph")
 GRAD_READ = re.compile(r"\.\s*grad\b")
@@ -99,7 +100,10 @@ iterations (then the next backward would fail: fix TL001 first). `create_graph=T
 ## Correct look-alikes (not flagged)
 `d_loss.backward(retain_graph=True)` followed by a plain `g_loss.backward()`; per-head backwards with
 `retain_graph=True` followed by a final plain backward; a `retain_graph` given by a variable; a plain backward
-in the other arm of an `if` is not "later" (the flow graph decides what follows what). A call later in the
+in the other arm of an `if` is not "later" (the flow graph decides what follows what), except in an inner
+loop that keeps the graph only in its first pass (`for i in range(2):` `if i == 0: losses[i].backward(
+retain_graph=True)` `else: losses[i].backward()`, a counter compared with its start, the loop not known to run
+once) when every other pass runs another backward: the second pass frees it. A call later in the
 iteration that differentiates the graph again, a backward of another form: given `retain_graph=` or
 `create_graph=` (a learned optimizer's `update(err, params, create_graph=True)`), or named for a derivative
 (`hessian_vector_product(kl, params)`, `jvp`, `compute_grads`; not torch's `clip_grad_norm_`), handed the value or
@@ -169,6 +173,8 @@ under `no_grad`.
                 continue
             backwards = loop.of(EventKind.BACKWARD)
             for last in backwards:
+                if _freed_by_a_later_pass(model, last, backwards):
+                    continue  # `if i == 0: a.backward(retain_graph=True)` `else: b.backward()` over two passes
                 if not loop.ends_iteration_after(last, [b for b in backwards if b is not last]):
                     yield from _kept_for_another_graph(model, loop, last, backwards)
                     continue  # a later backward of the iteration releases the graph on every path
@@ -179,6 +185,27 @@ under `no_grad`.
                     yield finding
         yield from _input_gradient_cycles(model, reported)
         yield from _run_by_callers(model, reported)
+
+
+def _freed_by_a_later_pass(model: FileModel, first: Event, backwards: list[Event]) -> bool:
+    """The backward keeps its graph only in the first pass of an inner loop (`if i == 0:` over `for i in
+    range(2)`, a counter compared with its start) that runs more than once, and every pass of that loop that does
+    not keep it runs another backward (`else: losses[i].backward()`): the second pass frees the graph (the
+    per-task gradients of a multi-task method, taken one loss at a time)."""
+    if first.retain_arg is None or first.create_graph:
+        return False
+    for node in first.loops[1:]:
+        inner = next((lp for lp in model.loops if lp.node is node and lp.scope.node is first.scope), None)
+        if inner is None or not any(not g.negated and isinstance(g.test, cst.BaseExpression)
+                                    and inner.first_pass_only(g.test, first) for g in first.guards_within(node)):
+            continue
+        trips = trip_count(model, inner)
+        start = inner.scope.flow_node(first)
+        others = {n for b in backwards if b is not first and (n := inner.scope.flow_node(b)) is not None}
+        if start is None or not others or (trips is not None and trips < 2):
+            return False
+        return inner.scope.flow.every_pass_meets(node, frozenset(others | {start}))
+    return False
 
 
 def _kept_for_another_graph(model: FileModel, loop: Loop, first: Event, backwards: list[Event]) -> Iterator[Finding]:
@@ -219,7 +246,7 @@ def _run_by_callers(model: FileModel, reported: set[int]) -> Iterator[Finding]:
             if any(b is not last and body.may_follow(last, b) for b in own):
                 continue  # a later backward of the method goes through the graph
             assert last.value is not None  # own_backwards: each with a value
-            if not _leaves_call(model, scope, last.value):
+            if not leaves_call(model, scope, last.value):
                 continue  # the graph dies when the method returns
             use = next((u for u in run_by_callers(model, scope) if not u.backward_line), None)
             if use is None:
@@ -364,7 +391,7 @@ def _no_next_iteration(model: FileModel, loop: Loop, last: Event) -> bool:
     if trip_count(model, loop) != 1 or type(scope.node) is not cst.FunctionDef:
         return False
     assert last.value is not None  # a backward always has its value
-    return not _leaves_call(model, scope, last.value)
+    return not leaves_call(model, scope, last.value)
 
 
 def _dies_with_helper(model: FileModel, loop: Loop, last: Event) -> bool:
@@ -382,34 +409,15 @@ def _dies_with_helper(model: FileModel, loop: Loop, last: Event) -> bool:
         return False
     _, entries = shared_sources(model, scope, home, operands(home.value), None)
     entries -= model.imported  # `torch` of `torch.mean(q)`: a module, not a value
+    entries -= _CONSTANTS  # `requires_grad_(True)`
     if entries:
         args = _arguments_for(scope, call, entries)
-        if args is None or not all(model.kinds.of(a, loop.scope, last).graph_free for a in args):
+        # in a loop that trains nothing (a Grad-CAM pass per image), an argument not known to carry a graph
+        trains = bool(loop.of(EventKind.STEP))
+        if args is None or not all(k.graph_free or not trains and k is not VKind.GRAPH
+                                   for k in (model.kinds.of(a, loop.scope, last) for a in args)):
             return False
-    return not _leaves_call(model, scope, home.value)
-
-
-def _leaves_call(model: FileModel, scope: Scope, value: cst.BaseExpression) -> bool:
-    """Something computed from `value`'s graph leaves the function: returned (not as a graph-free value:
-    `loss.item()`, `loss.detach().cpu().numpy()`), stored on an object, or added into a container or total that
-    comes from outside the function."""
-    # the function's own values the graph is computed from (not `self`, a module or a network it calls)
-    graph = {name for name in scope.depends(value) if scope.assignments(name)}
-    for e in scope.events:
-        if e.scope is not scope.node or e.value is None or not scope.depends(e.value) & graph:
-            continue
-        if e.kind is EventKind.RETURN:
-            if not model.kinds.of(e.value, scope, e).graph_free:
-                return True
-            continue
-        if e.kind not in (EventKind.ASSIGN, EventKind.APPEND) or not e.target or e.variant is AssignForm.FOR:
-            continue
-        if "." in e.target:
-            return True  # stored on an object
-        if e.kind is EventKind.APPEND or e.variant is AssignForm.ITEM or e.accumulates:
-            if scope.reaching(e.target, e)[1]:
-                return True  # into a container or a total that comes from outside the function
-    return False
+    return not leaves_call(model, scope, home.value)
 
 
 def _forward_of(d: Event) -> str | None:
@@ -504,8 +512,8 @@ def _shared_by_helper_runs(model: FileModel, loop: Loop, last: Event) -> bool:
 
 
 def _arguments_for(scope: Scope, call: cst.Call, params: set[str]) -> list[cst.BaseExpression] | None:
-    """What the call passes for the helper's parameters `params`; None when one is not a parameter or is passed
-    in a way not followed (`*args`, `**kwargs`, left to its default)."""
+    """What the call passes for the helper's parameters `params` (a default it leaves them at: `label=None`);
+    None when one is not a parameter or is passed in a way not followed (`*args`, `**kwargs`)."""
     names = positional_params(scope.node)
     if type(call.func) is cst.Attribute and names and ((dotted(call.func) or "").startswith("self.")
                                                        or names[0] in ("self", "cls")):
@@ -514,6 +522,11 @@ def _arguments_for(scope: Scope, call: cst.Call, params: set[str]) -> list[cst.B
         return None
     by_name = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
     by_name.update((n, a.value) for n, a in zip(names, (a for a in call.args if a.keyword is None)))
+    node = scope.node
+    if type(node) is cst.FunctionDef:
+        for param in (*node.params.params, *node.params.kwonly_params):
+            if param.default is not None and param.name.value in params:
+                by_name.setdefault(param.name.value, param.default)
     if not params <= by_name.keys():
         return None
     return [by_name[p] for p in params]
