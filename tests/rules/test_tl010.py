@@ -432,6 +432,23 @@ POSITIVE = {
         """,
         [(9, 5)],
     ),
+    "unscale_in_a_window_asserted_for_another_count": (
+        """
+        def train(model, loader, optimizer, scaler, accum):
+            for step, batch in enumerate(loader):
+                loss = model(batch) / accum
+                scaler.scale(loss).backward()
+                if model.use_amp:
+                    assert accum >= 1
+                    scaler.unscale_(optimizer)
+                clip_grad_norm_(model.parameters(), 1.0)
+                if (step + 1) % accum == 0:
+                    scaler.step(optimizer)
+                    scaler.update()
+                    optimizer.zero_grad()
+        """,
+        [(8, 13)],
+    ),
 }
 
 NEGATIVE = {
@@ -988,6 +1005,20 @@ NEGATIVE = {
             scaler.update()
         """
     ),
+    "unscale_after_asserting_a_window_of_one": """
+        def train(model, loader, optimizer, scaler, accum):
+            for step, batch in enumerate(loader):
+                loss = model(batch) / accum
+                scaler.scale(loss).backward()
+                if model.use_amp:
+                    assert accum == 1
+                    scaler.unscale_(optimizer)
+                clip_grad_norm_(model.parameters(), 1.0)
+                if (step + 1) % accum == 0:
+                    scaler.step(optimizer)
+                    scaler.update()
+                    optimizer.zero_grad()
+        """,
 }
 
 

@@ -8,9 +8,10 @@ import libcst as cst
 
 from torchlint.analysis.clearing import clears
 from torchlint.analysis.events import Event, EventKind
-from torchlint.analysis.exprs import names_in
+from torchlint.analysis.exprs import code_of, modulo_divisor, names_in
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
+from torchlint.source.walk import walk
 
 
 def level(e: Event) -> cst.CSTNode | None:
@@ -68,3 +69,38 @@ def decided_after(loop: Loop, unscale: Event, update: Event) -> bool:
         if names_in(g.test) & bound:
             return True
     return False
+
+
+def every_time_after(loop: Loop, u: Event, v: Event) -> bool:
+    """Every condition `v` sits under in the loop that `u` does not is a window `% k == 0` whose `k` is asserted
+    to be 1 ahead of `u` in the iteration (`assert accumulation_steps == 1` before an unscale, then `if (step + 1) %
+    accumulation_steps == 0: scaler.update()`): when `u` runs, `v` runs too."""
+    held = conditions(loop, u)
+    return all(g.condition() in held or not g.negated and (k := modulo_divisor(g.test)) is not None
+               and _asserted_one(loop, u, code_of(k)) for g in v.guards_within(loop.node))
+
+
+def _asserted_one(loop: Loop, at: Event, name: str) -> bool:
+    """An `assert name == 1` statement of the loop's body runs before `at` on every path of the iteration."""
+    scope = loop.scope
+    flow = scope.flow
+    start, head = scope.flow_node(at), flow.loop_head.get(id(loop.node))
+    if start is None or head is None:
+        return False
+    for line in walk(loop.node):
+        if type(line) is not cst.SimpleStatementLine or not any(
+                type(s) is cst.Assert and _equal_to_one(s.test, name) for s in line.body):
+            continue
+        n = flow.node(line)
+        if n is not None and n != start and flow.in_loop(n, loop.node) and not flow.reaches_avoiding(
+                head, start, frozenset((n,)), normal_only=True):
+            return True
+    return False
+
+
+def _equal_to_one(test: cst.BaseExpression, name: str) -> bool:
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.comparisons[0].operator) is not cst.Equal:
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    return any(code_of(a) == name and type(b) is cst.Integer and b.evaluated_value == 1
+               for a, b in (sides, sides[::-1]))

@@ -13,7 +13,7 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel, Loop
-from torchlint.analysis.scaling import conditions, crossed, decided_after, level, sets_scale, steps_again
+from torchlint.analysis.scaling import conditions, crossed, decided_after, every_time_after, level, sets_scale, steps_again
 from torchlint.analysis.engines import called_per_run
 from torchlint.analysis.loops import optimizer_loop, optimizers_loops
 from torchlint.analysis.exprs import clamping_hooks, code_of, modulo_divisor, names_in
@@ -65,7 +65,8 @@ name every binding of which in the file is `scaled = scaler.scale(loss)`):
    iteration, or on every iteration while the step and the update wait for the end of an accumulation window
    (`if (i + 1) % k == 0:`). PyTorch raises 'unscale_() has already been called on this optimizer since the last
    update()' at the second call. Not followed: an update left to a helper, or one under only conditions the unscale
-   also holds (`if step_now:` tested once for the unscale and again for the update). A helper of another project
+   also holds (`if step_now:` tested once for the unscale and again for the update), or under a window of one
+   (`assert k == 1` ahead of the unscale, then `if (i + 1) % k == 0: scaler.update()`). A helper of another project
    file that updates under `if scaler:` only, handed the scaler, updates as the caller would.
 5c. `scaler.update()` on every iteration while `scaler.step(optimizer)` waits for an accumulation window: the
    first iteration that does not step finds no inf checks and PyTorch asserts 'No inf checks were recorded prior to
@@ -396,7 +397,8 @@ def _unscaled_again(loop: Loop) -> Iterator[Finding]:
         held = conditions(loop, u)
         # an update under conditions the unscale holds too (`if step_now:` tested twice) follows it every time
         follows = any(conditions(loop, v) <= held for v in updates) or all(
-            decided_after(loop, u, v) for v in updates)  # (4. reports that at the update)
+            decided_after(loop, u, v) for v in updates) or all(  # (4. reports that at the update)
+            every_time_after(loop, u, v) for v in updates)
         start, head = scope.flow_node(u), flow.loop_head.get(id(loop.node))
         avoid = frozenset(n for v in updates if (n := scope.flow_node(v)) is not None)
         if start is None or head is None or len(avoid) < len(updates):
