@@ -596,6 +596,29 @@ POSITIVE = {
         """,
         [(13, 39)],
     ),
+    # two flags whose defaults both choose the parameter (`elif`: the fixed table only when asked for)
+    "learnable_parameter_on_by_default_under_two_flags": (
+        """
+        import torch
+        from torch import nn
+
+        class Encoder(nn.Module):
+            def __init__(self, n, dim, absolute=True, learned=True):
+                super().__init__()
+                if absolute and learned:
+                    self.pos_embed = nn.Parameter(torch.zeros(1, n, dim))
+                elif absolute:
+                    self.pos_embed = sinusoid_table(n, dim)
+                else:
+                    self.pos_embed = None
+
+            def forward(self, x):
+                if self.pos_embed is not None:
+                    x = x + self.pos_embed.clone().detach()
+                return x
+        """,
+        [(17, 21)],
+    ),
 }
 
 NEGATIVE = {
@@ -1138,6 +1161,41 @@ NEGATIVE = {
                 return x + self.pitch_embedding(torch.bucketize(pitch, self.pitch_bins.detach()))
         """
     ),
+    # the same class whose defaults build the fixed table: the cut is written for it (the parameter's branch runs
+    # only when a caller asks for it), and a test that is no argument of `__init__` with another table bound
+    "learnable_parameter_off_by_default_beside_a_fixed_table": """
+        import torch
+        from torch import nn
+
+        class Encoder(nn.Module):
+            def __init__(self, n, dim, learned=False):
+                super().__init__()
+                if learned:
+                    self.pos_embed = nn.Parameter(torch.zeros(1, n, dim))
+                else:
+                    self.pos_embed = sinusoid_table(n, dim)
+                self.proj = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                x = x + self.pos_embed.type_as(x).to(x.device).clone().detach()
+                return self.proj(x)
+        """,
+    "learnable_parameter_by_configuration_beside_a_fixed_table": """
+        import torch
+        from torch import nn
+
+        class Encoder(nn.Module):
+            def __init__(self, cfg, n, dim):
+                super().__init__()
+                if cfg.learned_positions:
+                    self.pos_embed = nn.Parameter(torch.zeros(1, n, dim))
+                else:
+                    self.pos_embed = sinusoid_table(n, dim)
+                self.proj = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                return self.proj(x + self.pos_embed.detach())
+        """,
 }
 
 

@@ -105,21 +105,69 @@ def _run_by_forward(cls: ast.ClassDef) -> set[str]:
 
 
 def _learnable_parameters(cls: ast.ClassDef) -> set[str]:
-    """`self.x` bound in `__init__` to `nn.Parameter(...)` not built with `requires_grad=False`."""
+    """`self.x` bound in `__init__` to `nn.Parameter(...)` not built with `requires_grad=False`, on a branch its
+    arguments' defaults take: not under `if learnable:` with `learnable=False` (the cut is written for the fixed
+    table of the other branch); under a test that is not such an argument, only when `__init__` binds it to no
+    other value but None."""
     init = next((m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
     found: set[str] = set()
+    fixed: set[str] = set()
+    undecided: set[str] = set()
+    parents = {id(c): p for p in ast.walk(init) for c in ast.iter_child_nodes(p)} if init is not None else {}
     for node in ast.walk(init) if init is not None else ():
-        if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(node.value, ast.Call):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
             continue
         target, call = node.targets[0], node.value
-        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"
-                and ast.unparse(call.func) in _PARAMETER_CALLS):
+        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
             continue
+        if not isinstance(call, ast.Call) or ast.unparse(call.func) not in _PARAMETER_CALLS:
+            if not (isinstance(call, ast.Constant) and call.value is None):
+                fixed.add(f"self.{target.attr}")
+            continue
+        taken = _taken_by_default(init, parents, node)  # type: ignore[arg-type]  # (init is set where node is)
+        if taken is False:
+            continue
+        if taken is None:
+            undecided.add(f"self.{target.attr}")
         if any(k.arg == "requires_grad" and not (isinstance(k.value, ast.Constant) and k.value.value is True)
                for k in call.keywords) or len(call.args) > 1:
             continue  # `nn.Parameter(t, requires_grad=False)`, `nn.Parameter(t, False)`: fixed on purpose
         found.add(f"self.{target.attr}")
-    return found
+    return found - (fixed & undecided)
+
+
+def _taken_by_default(init: ast.FunctionDef, parents: dict[int, ast.AST], node: ast.AST) -> bool | None:
+    """Does `__init__` reach `node` when called with its defaults? False when the test of an `if` above it
+    (`_by_default`) takes the other branch; None when one is not known."""
+    defaults = dict(zip([a.arg for a in init.args.args][-len(init.args.defaults):] if init.args.defaults else [],
+                        init.args.defaults))
+    defaults.update((a.arg, d) for a, d in zip(init.args.kwonlyargs, init.args.kw_defaults) if d is not None)
+    child, parent = node, parents.get(id(node))
+    while parent is not None and parent is not init:
+        if isinstance(parent, ast.If) and child is not parent.test:
+            holds = _by_default(parent.test, defaults)
+            if holds is None:
+                return None
+            if holds != (child in parent.body):
+                return False
+        child, parent = parent, parents.get(id(parent))
+    return True
+
+
+def _by_default(test: ast.expr, defaults: dict[str, ast.expr]) -> bool | None:
+    """Whether `test` holds with the arguments at their defaults: a parameter whose default is a constant, its
+    `not`, an `and`/`or` of such tests; None when not known."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _by_default(test.operand, defaults)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [_by_default(v, defaults) for v in test.values]
+        decisive = isinstance(test.op, ast.Or)  # the value that decides an `or` (True) or an `and` (False)
+        if decisive in values:
+            return decisive
+        return None if None in values else not decisive
+    default = defaults.get(test.id) if isinstance(test, ast.Name) else None
+    return bool(default.value) if isinstance(default, ast.Constant) else None
 
 
 def _reads(fn: ast.FunctionDef) -> Iterator[tuple[str, str]]:

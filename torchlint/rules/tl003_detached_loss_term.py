@@ -174,16 +174,19 @@ item runs a module of `self` or one passed in (`head(feat.detach())`: a probe). 
 loss function cuts among the terms of what it returns (`l2 = F.mse_loss(pred, target)`; `return l1 + 0.5 *
 l2.item()`), computed from a parameter such a caller passes a model's output for (a caller's parameter named as a
 module, `def train(model, loader)`, is a model object); not a detached weight (`ce * w.detach()`).
-A learnable parameter of a module class of the file (`self.pos_embed = nn.Parameter(...)` in `__init__`, on any
-branch of its configuration) that the class's `forward` (or a method it calls) computes with through a cut (`x +
-self.pos_embed.type_as(x).clone().detach()`, `torch.matmul(x, self.weight.data)`: an operand of arithmetic, or an
-argument beside another value, not a value only handed on), and no method reads otherwise: no loss reaches it, so it
+A learnable parameter of a module class of the file (`self.pos_embed = nn.Parameter(...)` in `__init__`, on a
+branch its arguments' defaults take, or under a test of something else when no other value is bound to it) that the
+class's `forward` (or a method it calls) computes with through a cut (`x + self.pos_embed.type_as(x).clone().detach()`,
+`torch.matmul(x, self.weight.data)`: an operand of arithmetic, or an argument beside another value, not a value only
+handed on), and no method reads otherwise: no loss reaches it, so it
 keeps its initial value while the rest trains (in a file of models too, with no backward; the whole source is read).
 Not one built with `requires_grad=False` or frozen by its flag in the file, one updated by hand (`self.center.data
 = ...`, an in-place method: a running statistic), one read whole outside set-up methods (`__init__`, `init*`,
 `reset*`, `load*`; a test, `if self.pos_embed is not None:`, is no read), nor in a class with no `forward` or that
 another class of the file derives from (a base others complete), nor one read cut only by a function with no gradient
-for it (`torch.bucketize(pitch, self.bins.detach())`: bucket edges). Reported at the first cut, without a fix.
+for it (`torch.bucketize(pitch, self.bins.detach())`: bucket edges), nor one whose branch its defaults do not take
+beside a fixed table bound on the other (`if learnable_pos:` with `learnable_pos=False`, `else: self.pos_embed =
+sinusoid_table(n, d)`: the cut is written for the table). Reported at the first cut, without a fix.
 
 ## Why it is wrong
 Those wrappers return a value outside the autograd graph. Added into the total, the term contributes nothing to
