@@ -37,3 +37,16 @@ def test_a_symlink_loop_named_on_the_command_line(tmp_path, run_cli):
     (tmp_path / "x.py").symlink_to("x.py")
     r = run_cli("x.py", cwd=tmp_path)
     assert (r.returncode, r.stdout, r.stderr) == (2, "", "torchlint: error: x.py: symlink loop\n")
+
+
+def test_the_metadata_macos_leaves_in_archives_is_skipped(tmp_path, run_cli):
+    """`__MACOSX/` and AppleDouble `._name` files hold resource forks (null bytes), not notebooks or Python: a walk
+    skips them by default, as it skips `__pycache__`, so they do not bury the findings in TL900 notices."""
+    (tmp_path / "train.py").write_text(BUGGY)
+    fork = b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        \x00\x02"
+    (tmp_path / "__MACOSX" / "nb").mkdir(parents=True)
+    (tmp_path / "__MACOSX" / "nb" / "._train.ipynb").write_bytes(fork)
+    (tmp_path / "._train.py").write_bytes(fork)
+    result = run_cli("--no-cache", ".", cwd=tmp_path)
+    assert "TL900" not in result.stdout and "train.py:4:5: TL004" in result.stdout, result.stdout
+    assert "in 1 file" in result.stdout, result.stdout

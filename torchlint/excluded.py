@@ -1,5 +1,6 @@
 """The folders and files a walk of a project skips by default: version control, virtual environments, caches,
-build outputs, installed packages. Read by `config` (the file walk's default `exclude`) and by `project_callers`
+build outputs, installed packages, and the metadata macOS leaves in archives (`__MACOSX/`, AppleDouble `._name`
+files: resource forks, not Python or notebooks). Read by `config` (the file walk's default `exclude`) and by `project_callers`
 (the folders it searches for a helper's callers), so both skip the same ones."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import re
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".venv", "venv", ".env", "env", ".tox", ".nox", "__pycache__", "build", "dist",
     ".eggs", "*.egg-info", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".torchlint_cache", "node_modules",
-    "site-packages",
+    "site-packages", "__MACOSX", "._*",
 )
 _DEFAULT = re.compile("|".join(fnmatch.translate(p) for p in DEFAULT_EXCLUDE))
 
