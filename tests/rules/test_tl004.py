@@ -523,6 +523,25 @@ POSITIVE = {
         """,
         [(16, 13)],
     ),
+    # written by hand too, but over torch's gradients: nothing clears them
+    "hand_written_optimizer_reading_grad": (
+        """
+        class PlainSGD:
+            def __init__(self, params, lr=0.1):
+                self.params, self.lr = list(params), lr
+
+            def step(self):
+                for p in self.params:
+                    p.data -= self.lr * p.grad
+
+        optimizer = PlainSGD(model.parameters())
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+        """,
+        [(14, 5)],
+    ),
 }
 
 NEGATIVE = {
@@ -1194,6 +1213,28 @@ NEGATIVE = {
                 net(a).sum().backward()
                 optim.step()
     """,
+    # an optimizer written by hand over NumPy weights: its step reads the gradients it is handed, none of torch's
+    "hand_written_optimizer_over_arrays": """
+        import numpy as np
+
+        class SGDMomentum:
+            def __init__(self, model, lr=0.05, momentum=0.9):
+                self.model, self.lr, self.momentum = model, lr, momentum
+                self.v = {k: np.zeros_like(w) for k, w in model.weights.items()}
+
+            def step(self, grads):
+                for key, grad in grads.items():
+                    self.v[key] = self.momentum * self.v[key] - self.lr * grad
+                    self.model.weights[key] += self.v[key]
+
+        model = MLP(2, 64, 1)
+        optimizer = SGDMomentum(model)
+        for epoch in range(10):
+            for xb, yb in batches(x, y):
+                loss = bce(model.forward(xb), yb)
+                grads = model.backward(yb)
+                optimizer.step(grads)
+        """,
 }
 
 

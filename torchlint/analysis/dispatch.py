@@ -10,6 +10,7 @@ import libcst as cst
 
 from torchlint.analysis.exprs import dotted
 from torchlint.analysis.scopes import Scope
+from torchlint.source.walk import walk
 
 
 class Methods:
@@ -74,3 +75,23 @@ def _inert(stmt: cst.CSTNode) -> bool:
         exc = stmt.exc.func if type(stmt.exc) is cst.Call else stmt.exc
         return dotted(exc) in ("NotImplementedError", "NotImplemented")
     return False
+
+
+def hand_written(classes: dict[str, cst.ClassDef], method: Scope) -> bool:
+    """`method` belongs to a class of the file that derives from nothing outside it (no base, `object`, or other
+    classes of the file) and reads no `.grad` in any of them: an optimizer written by hand (`SGDMomentum.step(grads)`
+    over NumPy weights, an EMA of another model's weights), whose `step()` and `zero_grad()` neither use nor clear
+    torch's gradients."""
+    todo, seen = [method.class_name], set()
+    while todo:
+        name = todo.pop()
+        cls = classes.get(name or "")
+        if cls is None or name in seen:
+            return False
+        seen.add(name)
+        for base in cls.bases:
+            if base.keyword is None and dotted(base.value) != "object":
+                todo.append(dotted(base.value))
+        if any(type(n) is cst.Attribute and n.attr.value == "grad" for n in walk(cls, descend_scopes=True)):
+            return False
+    return bool(seen)

@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.analysis.arity import drop_dead
 from torchlint.analysis.classify import classify
 from torchlint.analysis.cmdline import Options
-from torchlint.analysis.dispatch import Methods
+from torchlint.analysis.dispatch import Methods, hand_written
 from torchlint.analysis.events import (
     CLEARING_DEPTH, INLINE_DEPTH, AssignForm, CallVia, Event, EventKind, Guard, ResetOf, ZeroGradOf, variant_named,
 )
@@ -366,10 +366,11 @@ class FileModel:
         return found if found is not None else self._object_external(scope, callee)
 
     def _steps_or_clears(self, local: Scope | None, found: Resolved | None) -> bool:
-        """The method steps an optimizer or clears gradients (per batch: a run of its own is not a wrapper)."""
+        """The method steps an optimizer or clears gradients (per batch: a run of its own is not a wrapper), or is
+        a method of an optimizer written by hand in the file that reads no gradient (`hand_written`)."""
         if local is not None:
             summary = self.summary(local)
-            return (bool(summary.steps) or bool(summary.zeroes)) and not summary.trains
+            return (bool(summary.steps) or bool(summary.zeroes)) and not summary.trains or hand_written(self.classes, local)
         assert found is not None
         exp = found.export
         return not exp.trains and (bool(exp.steps) or exp.zeroes or any(

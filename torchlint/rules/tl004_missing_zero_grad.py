@@ -110,7 +110,9 @@ zero_grad at the top or end of the loop, under the same accumulation guard as th
 == 1`, in a closure or helper, through a wrapper that holds the optimizer (`self.optim.zero_grad()` when the loop
 steps `self.optim.optimizer`),
 via `model.zero_grad()` or `set_to_none=True` (also when the optimizer's name is bound again in the file over
-another model's parameters: a model.zero_grad() of any of them counts); `env.step(action)`, `scheduler.step()`, `prof.step()`; DeepSpeed
+another model's parameters: a model.zero_grad() of any of them counts); `env.step(action)`, `scheduler.step()`,
+`prof.step()`; the step of an optimizer written by hand in the file that reads no `.grad` (a class derived from
+nothing outside the file: `SGDMomentum.step(grads)` over NumPy weights, an EMA of weights); DeepSpeed
 engines (`engine.step()` zeroes gradients itself); an ignite process function that clears, or whose optimizer a
 handler of the file clears; a per-step function handed to nothing (its caller may clear); a class named `Engine`
 imported from anywhere but ignite. An optimizer attribute of `self` that `__init__` binds from a parameter it also hands
