@@ -144,6 +144,21 @@ def test_coding_cookie_is_honoured(tmp_path, run_cli):
     assert r.stdout.startswith("latin.py:6:5: TL004")
 
 
+def test_a_codec_registered_by_a_package_is_read_as_utf8(tmp_path, run_cli):
+    # `future-fstrings` registers its codec at start-up: it reads UTF-8, so the file is checked as UTF-8, and a fix
+    # writes UTF-8 back under the same cookie
+    write(tmp_path, "ff.py", "# -*- coding: future_fstrings -*-\ns = f'\u00e9t\u00e9 {1}'\n".encode() + BUGGY.encode())
+    r = run_cli("ff.py", "-q", cwd=tmp_path)
+    assert r.stdout.startswith("ff.py:6:5: TL004"), r.stdout
+    assert run_cli("ff.py", "-q", "--fix", "--unsafe-fixes", cwd=tmp_path).returncode == 0
+    fixed = (tmp_path / "ff.py").read_bytes()
+    assert fixed.startswith("# -*- coding: future_fstrings -*-\ns = f'\u00e9t\u00e9 {1}'\n".encode()) and b"zero_grad" in fixed
+    # a cookie naming no codec, on bytes that are not UTF-8 either, is still refused
+    write(tmp_path, "bad.py", b"# -*- coding: no_such_codec -*-\ns = '\xe9'\n")
+    r = run_cli("bad.py", "-q", cwd=tmp_path)
+    assert r.stdout.startswith("bad.py:1:1: TL900 invalid encoding declaration"), r.stdout
+
+
 def test_null_bytes(tmp_path, run_cli):
     write(tmp_path, "bin.py", b"x = 1\n\x00\x01\x02")
     r = run_cli("bin.py", "-q", cwd=tmp_path)

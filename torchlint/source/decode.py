@@ -29,6 +29,13 @@ def decode(data: bytes) -> Decoded:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
+        # A cookie naming a codec a package registers at start-up (`# -*- coding: future_fstrings -*-`): such codecs
+        # read UTF-8 and rewrite it for older Pythons, so the UTF-8 text is what this Python would run.
+        if str(exc).startswith("unknown encoding"):
+            try:
+                return Decoded(data.decode("utf-8"), "utf-8")
+            except UnicodeDecodeError:
+                pass
         raise SourceError(f"invalid encoding declaration: {exc}") from None
     try:
         return Decoded(data.decode(encoding), encoding)
