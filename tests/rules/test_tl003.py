@@ -619,6 +619,26 @@ POSITIVE = {
         """,
         [(17, 21)],
     ),
+    # the term is bound afresh only under an option the loss's line does not test: with it off, the loss adds the
+    # float the previous iteration logged
+    "logged_float_reaching_the_loss_when_an_option_is_off": (
+        """
+        def train(cfg, model, loader, optimizer):
+            cov_loss = torch.zeros(())
+            for x, y in loader:
+                output = model(x)
+                if cfg.coverage:
+                    log_p, cov_loss = output
+                else:
+                    log_p = output
+                loss = F.nll_loss(log_p, y) + cov_loss.mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                cov_loss = cov_loss.item()
+        """,
+        [(14, 20)],
+    ),
 }
 
 NEGATIVE = {
@@ -1195,6 +1215,51 @@ NEGATIVE = {
 
             def forward(self, x):
                 return self.proj(x + self.pos_embed.detach())
+        """,
+    # an option tested twice: the loss's term is bound afresh whenever it is read, the previous iteration's
+    # logged float never reaches the loss (the paths that would carry it test `cfg.model` both ways)
+    "logged_float_rebound_under_the_same_option_before_use": """
+        def train(cfg, model, loader, optimizer):
+            for x, y in loader:
+                output = model(x)
+                if cfg.model == "PG":
+                    log_p, cov_loss = output
+                else:
+                    log_p = output
+                nll = F.nll_loss(log_p, y)
+                if cfg.model == "PG":
+                    cov_loss = cov_loss.mean()
+                else:
+                    cov_loss = torch.zeros(())
+                loss = nll + cfg.coverage * cov_loss
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                cov_loss = cov_loss.item()
+                log(cov_loss)
+        """,
+    # an importance weight computed under no_grad (from gradients of a first pass) multiplies a criterion's
+    # per-sample value: a weight, not a term
+    "importance_weight_under_no_grad_multiplying_a_criterion": """
+        import torch
+
+        class Learner:
+            def train_step(self, conf, imgs, labels):
+                with torch.no_grad():
+                    embeddings = self.model(imgs)
+                embeddings.requires_grad_(True)
+                thetas = self.head(embeddings, labels)
+                loss = conf.ce_loss(thetas, labels)
+                grad = torch.autograd.grad(loss, embeddings)[0].detach()
+                with torch.no_grad():
+                    gi = torch.norm(grad, dim=1)
+                    wi = 1 / conf.batch_size * (1 / gi)
+                embeddings = self.model(imgs)
+                thetas = self.head(embeddings, labels)
+                loss = (conf.ce_loss(thetas, labels, reduction="none") * wi).mean()
+                loss.backward()
+                self.optimizer.step()
+                self.optimizer.zero_grad()
         """,
 }
 

@@ -322,3 +322,13 @@ class Event:
 
 _EVENT_FIELDS = frozenset(f.name for f in fields(Event))
 _EVENT_DEFAULTS = {f.name: f.default for f in fields(Event) if f.default is not MISSING}
+
+
+def innermost_common(a: tuple[cst.CSTNode, ...], b: tuple[cst.CSTNode, ...]) -> cst.CSTNode | None:
+    """The innermost loop (or other node) that both nestings share."""
+    common = None
+    for x, y in zip(a, b):
+        if x is not y:
+            break
+        common = x
+    return common

@@ -68,7 +68,9 @@ def _under_no_grad(model: FileModel, scope: Scope, name: str, at: Event, depth: 
             found.append(d)
             continue
         assert d.value is not None  # checked above
-        terms = added_terms(d.value, lambda e, d=d: model.kinds.of(e, scope, d) is VKind.GRAPH)
+        # a criterion's value carries the graph of what it compares (`ce(out, y, reduction="none") * w`: a weight)
+        terms = added_terms(d.value, lambda e, d=d: model.kinds.of(e, scope, d) is VKind.GRAPH or type(e) is cst.Call
+                            and computes_loss(dotted(e.func) or ""))
         names = [t for t in terms if type(t) is cst.Name]
         if not names or not d.rebinds or any(  # the other factors: weights read from settings (`args.beta`)
                 type(t) is not cst.Name and (type(t) is not cst.Attribute or model.kinds.of(t, scope, d) is VKind.GRAPH)

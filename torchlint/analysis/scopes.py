@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from torchlint.analysis.events import AssignForm, Event, EventKind, Guard, contradict
-from torchlint.analysis.exprs import dotted, literal_key, names_in, operand_names, read_keys, summand_names
+from torchlint.analysis.events import AssignForm, Event, EventKind, Guard, contradict, innermost_common
+from torchlint.analysis.exprs import calls_anything, dotted, literal_key, names_in, operand_names, read_keys, summand_names
 from torchlint.analysis.flow import FlowGraph
 from torchlint.analysis.semantics import LOSS_FUNCTION_WORDS
 from torchlint.analysis.walker import RawScope
@@ -113,7 +113,33 @@ class Scope(RawScope):
         same = [e for e in self._defs_in(name, node) if e.seq < at.seq]
         if same:
             return (same[-1],), False
-        return self._reaching_node(name, node)
+        defs, entry = self._reaching_node(name, node)
+        fresh = self._refreshed(name, at) if entry or len(defs) > 1 else None
+        if fresh is not None and any(d is fresh for d in defs):  # a path that skips it tests an option both ways
+            return tuple(d for d in defs if fresh.seq <= d.seq < at.seq), False
+        return defs, entry
+
+    def _refreshed(self, name: str, at: Event) -> Event | None:
+        """The last fresh binding of `name` (its value does not read it) that runs whenever `at` does: in the same
+        loops, ahead of it, under `at`'s guards or the same tests of what the loop never binds (an option tested
+        twice: `if cfg.model == "PG": out, cov = res` ... `if cfg.model == "PG": cov = cov.sum()`)."""
+        if at.scope is not self.node or not at.loops:
+            return None
+        held = {g.condition() for g in at.guards}
+        for e in reversed(self.assignments(name)):
+            if e.seq >= at.seq or e.loops != at.loops or e.kind is not EventKind.ASSIGN or not e.rebinds \
+                    or e.value is None or name in names_in(e.value):
+                continue
+            if all(any(g is h for h in at.guards) or g.condition() in held and self._fixed(g.test, at.loops[0])
+                   for g in e.guards):
+                return e
+        return None
+
+    def _fixed(self, test: cst.CSTNode, loop: cst.CSTNode) -> bool:
+        """`test` calls nothing and reads nothing `loop` binds (nor `self`): it gives one answer in a pass."""
+        read = names_in(test) if isinstance(test, cst.BaseExpression) else {"self"}
+        return not calls_anything(test) and "self" not in read and not any(
+            e.target.split(".")[0] in read for e in self.events if e.target and loop in e.loops and kills(e))
 
     def _defined_names(self) -> set[str]:
         if self._defined is None:
@@ -448,16 +474,6 @@ def kills(e: Event) -> bool:
     if e.kind is EventKind.ASSIGN:
         return e.variant is not AssignForm.ITEM
     return e.kind is EventKind.RESET
-
-
-def innermost_common(a: tuple[cst.CSTNode, ...], b: tuple[cst.CSTNode, ...]) -> cst.CSTNode | None:
-    """The innermost loop (or other node) that both nestings share."""
-    common = None
-    for x, y in zip(a, b):
-        if x is not y:
-            break
-        common = x
-    return common
 
 
 def _calls_loss_function(call: cst.Call) -> bool:
