@@ -1235,6 +1235,35 @@ NEGATIVE = {
                 grads = model.backward(yb)
                 optimizer.step(grads)
         """,
+    # the EMA "optimizer" handed to the epoch function by the one call of it: its class, known from the caller,
+    # reads no gradient
+    "weight_ema_handed_in_by_the_caller": """
+        import torch
+
+        class WeightEMA(object):
+            def __init__(self, model, ema_model, alpha=0.999):
+                self.params = list(model.state_dict().values())
+                self.ema_params = list(ema_model.state_dict().values())
+                self.alpha = alpha
+
+            def step(self):
+                for param, ema_param in zip(self.params, self.ema_params):
+                    ema_param.mul_(self.alpha).add_(param * (1 - self.alpha))
+
+        def train_epoch(model, loader, optimizer, ema_optimizer, criterion):
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                ema_optimizer.step()
+
+        def main(model, ema_model, loader, criterion):
+            optimizer = torch.optim.Adam(model.parameters())
+            ema_optimizer = WeightEMA(model, ema_model)
+            for epoch in range(10):
+                train_epoch(model, loader, optimizer, ema_optimizer, criterion)
+        """,
 }
 
 

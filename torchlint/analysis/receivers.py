@@ -12,7 +12,7 @@ from typing import Sequence
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, Event, EventKind
-from torchlint.analysis.exprs import dotted
+from torchlint.analysis.exprs import argument_for, dotted, positional_params
 from torchlint.analysis.foreign import ProjectLookup
 from torchlint.analysis.semantics import LR_KEY, MODULE_METHODS_RETURNING_MODULE
 from torchlint.source.walk import walk
@@ -31,6 +31,7 @@ class Receivers:
         self._binds: dict[int, dict[str, list[Event]]] = {}  # id(scope node) -> name -> rebinding assignments
         self._known: dict[tuple[int, str], str | None] = {}
         self._made: dict[str, str] | None = None  # `_factories`
+        self._asking: set[tuple[int, str]] = set()  # `_handed`: the parameters being followed to their callers
 
     def class_of(self, scope: RawScope, receiver: str) -> str | None:
         """The class (as this file names it) that `receiver` is an instance of in `scope`, or None."""
@@ -59,13 +60,30 @@ class Receivers:
             defs = self._bound(scope, receiver)
             if not defs and receiver in scope.params:
                 ann = scope.params[receiver].annotation
-                return dotted(ann.annotation) if ann is not None else None
+                return dotted(ann.annotation) if ann is not None else self._handed(scope, receiver)
             if not defs and scope is not self.scopes[0]:
                 defs = self._bound(self.scopes[0], receiver)  # a global of the module
         if not defs:
             return None
         names = {_made_by(d.value) if d.variant is AssignForm.PLAIN and type(d.value) is cst.Call else None for d in defs}
         return names.pop() if len(names) == 1 else None
+
+    def _handed(self, scope: RawScope, param: str) -> str | None:
+        """What every call of a function of the file hands its parameter `param` is made by (`ema = WeightEMA(...)`
+        then `train(model, ema)` for `def train(model, ema_optimizer)`), when each hands a name whose bindings
+        say; None for a method, a function never called in the file, or calls that differ."""
+        if scope.class_name is not None or "." in scope.name or (id(scope.node), param) in self._asking:
+            return None
+        self._asking.add((id(scope.node), param))
+        try:
+            params = positional_params(scope.node)
+            found = {self._maker(s, arg.value) if not any(a.star for a in e.node.args)
+                     and type(arg := argument_for(e.node, params, param)) is cst.Name else None
+                     for s in self.scopes for e in s.raw
+                     if e.kind is EventKind.LOCAL_CALL and e.callee == scope.name and type(e.node) is cst.Call}
+        finally:
+            self._asking.discard((id(scope.node), param))
+        return found.pop() if len(found) == 1 else None
 
     def _known_class(self, name: str | None, made: bool = True) -> str | None:
         """`name` if it is a class of the file or imported; with `made`, also the class a function of the file
