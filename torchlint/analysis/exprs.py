@@ -288,16 +288,24 @@ def _is_modulo(e: cst.CSTNode) -> bool:
     return type(e) is cst.BinaryOperation and type(e.operator) is cst.Modulo
 
 
-def modulo_test(test: cst.CSTNode) -> tuple[cst.BaseExpression, int] | None:
-    """`(k, r)` of a window test `x % k == r` (either side) with `r` an integer written out; None for anything else
-    (`x % k == r or k == 1` is not one test)."""
+def equals_integer(test: cst.CSTNode) -> tuple[cst.BaseExpression, int] | None:
+    """`(x, n)` of a test `x == n` (either side) with `n` an integer written out; None for anything else."""
     if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.comparisons[0].operator) is not cst.Equal:
         return None
     sides = (test.left, test.comparisons[0].comparator)
-    for mod, rest in (sides, sides[::-1]):
-        if (type(mod) is cst.BinaryOperation and type(mod.operator) is cst.Modulo and type(rest) is cst.Integer
-                and type(mod.left) not in (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
-            return mod.right, int(rest.evaluated_value)
+    return next(((x, int(n.evaluated_value)) for x, n in (sides, sides[::-1]) if type(n) is cst.Integer), None)
+
+
+def modulo_test(test: cst.CSTNode) -> tuple[cst.BaseExpression, int] | None:
+    """`(k, r)` of a window test `x % k == r` (either side) with `r` an integer written out; None for anything else
+    (`x % k == r or k == 1` is not one test)."""
+    found = equals_integer(test)
+    if found is None:
+        return None
+    mod, rest = found
+    if (type(mod) is cst.BinaryOperation and type(mod.operator) is cst.Modulo
+            and type(mod.left) not in (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+        return mod.right, rest
     return None
 
 

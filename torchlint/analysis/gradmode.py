@@ -15,7 +15,7 @@ from torchlint.analysis.exprs import added_terms, dotted
 from torchlint.analysis.model import FileModel
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import (
-    GRAPH_PRESERVING_METHODS, TENSOR_FUNCTION_MODULES, computes_loss, is_callable_name, is_module_name,
+    CONSTANT_NAMES, GRAPH_PRESERVING_METHODS, TENSOR_FUNCTION_MODULES, computes_loss, is_callable_name, is_module_name,
 )
 from torchlint.analysis.vkind import VKind
 from torchlint.source.walk import walk
@@ -111,7 +111,7 @@ def _computed_from_cut(model: FileModel, scope: Scope, d: Event, depth: int) -> 
                 called.update(id(n) for n in walk(c.func) if type(n) is cst.Name)
     found: list[Event] = []
     for n in _variables(d.value):
-        if id(n) in called or n.value in ("True", "False", "None"):
+        if id(n) in called or n.value in CONSTANT_NAMES:
             continue
         inner = _under_no_grad(model, scope, n.value, d, depth + 1)
         if inner:

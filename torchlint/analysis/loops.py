@@ -10,7 +10,9 @@ from typing import Callable
 import libcst as cst
 
 from torchlint.analysis.events import AssignForm, CallVia, Event, EventKind, Guard
-from torchlint.analysis.exprs import calls_anything, code_of, dotted, modulo_divisor, names_in, summand_names
+from torchlint.analysis.exprs import (
+    calls_anything, code_of, dotted, equals_integer, modulo_divisor, names_in, summand_names,
+)
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import ACCUMULATION_NAME, TENSOR_CONSTRUCTORS, is_criterion_name, is_module_name
 from torchlint.analysis.walker import tracked_call
@@ -106,20 +108,15 @@ class Loop:
         if type(test) is cst.BooleanOperation:
             return type(test.operator) is cst.And and (self.first_pass_only(test.left, at)
                                                        or self.first_pass_only(test.right, at))
-        if type(test) is not cst.Comparison or len(test.comparisons) != 1:
-            return False
-        comparison = test.comparisons[0]
-        if type(comparison.operator) is not cst.Equal:
-            return False
+        compared = equals_integer(test)
         counter = self.counter
-        if counter is None:
+        if compared is None or counter is None:
             return False
         names = {counter[0]} if at is None or at.scope is self.scope.node else set()
         if at is not None and (at.scope is self.scope.node or self._method_of_same_class(at)):
             names |= {n for n in self.counter_copies(at) if at.scope is self.scope.node or n.startswith("self.")}
-        sides = (test.left, comparison.comparator)
-        return any(type(a) in (cst.Name, cst.Attribute) and dotted(a) in names and type(b) is cst.Integer
-                   and int(b.evaluated_value) == counter[1] for a, b in (sides, sides[::-1]))
+        side, value = compared
+        return type(side) in (cst.Name, cst.Attribute) and dotted(side) in names and value == counter[1]
 
     def _method_of_same_class(self, at: Event) -> bool:
         """`at` sits in a method of the loop's own class (its `self` is the loop's `self`)."""

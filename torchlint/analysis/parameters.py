@@ -114,6 +114,7 @@ def _learnable_parameters(cls: ast.ClassDef) -> set[str]:
     fixed: set[str] = set()
     undecided: set[str] = set()
     parents = {id(c): p for p in ast.walk(init) for c in ast.iter_child_nodes(p)} if init is not None else {}
+    defaults = _defaults(init) if init is not None else {}
     for node in ast.walk(init) if init is not None else ():
         if not isinstance(node, ast.Assign) or len(node.targets) != 1:
             continue
@@ -124,7 +125,7 @@ def _learnable_parameters(cls: ast.ClassDef) -> set[str]:
             if not (isinstance(call, ast.Constant) and call.value is None):
                 fixed.add(f"self.{target.attr}")
             continue
-        taken = _taken_by_default(init, parents, node)  # type: ignore[arg-type]  # (init is set where node is)
+        taken = _taken_by_default(init, parents, defaults, node)  # type: ignore[arg-type]  # (init is set where node is)
         if taken is False:
             continue
         if taken is None:
@@ -136,12 +137,18 @@ def _learnable_parameters(cls: ast.ClassDef) -> set[str]:
     return found - (fixed & undecided)
 
 
-def _taken_by_default(init: ast.FunctionDef, parents: dict[int, ast.AST], node: ast.AST) -> bool | None:
-    """Does `__init__` reach `node` when called with its defaults? False when the test of an `if` above it
-    (`_by_default`) takes the other branch; None when one is not known."""
+def _defaults(init: ast.FunctionDef) -> dict[str, ast.expr]:
+    """The default of each parameter of `__init__` that has one."""
     defaults = dict(zip([a.arg for a in init.args.args][-len(init.args.defaults):] if init.args.defaults else [],
                         init.args.defaults))
     defaults.update((a.arg, d) for a, d in zip(init.args.kwonlyargs, init.args.kw_defaults) if d is not None)
+    return defaults
+
+
+def _taken_by_default(init: ast.FunctionDef, parents: dict[int, ast.AST], defaults: dict[str, ast.expr],
+                      node: ast.AST) -> bool | None:
+    """Does `__init__` reach `node` when called with its `defaults`? False when the test of an `if` above it
+    (`_by_default`) takes the other branch; None when one is not known."""
     child, parent = node, parents.get(id(node))
     while parent is not None and parent is not init:
         if isinstance(parent, ast.If) and child is not parent.test:

@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchlint.analysis.clearing import clears
 from torchlint.analysis.events import Event, EventKind
-from torchlint.analysis.exprs import code_of, modulo_divisor, names_in
+from torchlint.analysis.exprs import code_of, equals_integer, modulo_divisor, names_in
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
 from torchlint.source.walk import walk
@@ -89,18 +89,11 @@ def _asserted_one(loop: Loop, at: Event, name: str) -> bool:
         return False
     for line in walk(loop.node):
         if type(line) is not cst.SimpleStatementLine or not any(
-                type(s) is cst.Assert and _equal_to_one(s.test, name) for s in line.body):
+                type(s) is cst.Assert and (eq := equals_integer(s.test)) is not None and eq[1] == 1
+                and code_of(eq[0]) == name for s in line.body):
             continue
         n = flow.node(line)
         if n is not None and n != start and flow.in_loop(n, loop.node) and not flow.reaches_avoiding(
                 head, start, frozenset((n,)), normal_only=True):
             return True
     return False
-
-
-def _equal_to_one(test: cst.BaseExpression, name: str) -> bool:
-    if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.comparisons[0].operator) is not cst.Equal:
-        return False
-    sides = (test.left, test.comparisons[0].comparator)
-    return any(code_of(a) == name and type(b) is cst.Integer and b.evaluated_value == 1
-               for a, b in (sides, sides[::-1]))

@@ -25,6 +25,8 @@ LAST_LR_METHOD = "get_last_lr"
 # argparse: the call that defines a command-line option, and those that return the parsed options.
 ARGPARSE_ADD = "add_argument"
 ARGPARSE_PARSE = frozenset({"parse_args"})
+# Names that are Python's constants, not variables: never a value from outside (`requires_grad_(True)`).
+CONSTANT_NAMES = frozenset({"True", "False", "None"})
 CONTAINER_FUNCTIONS = frozenset("list dict tuple set frozenset sorted zip enumerate range reversed vars".split())
 # Methods whose result is a Python number / string / container, whatever the receiver.
 NUMBER_METHODS = frozenset("item numel dim ndimension element_size nelement get_last_lr".split())

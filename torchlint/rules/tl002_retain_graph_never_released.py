@@ -17,7 +17,7 @@ from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop, Sc
 from torchlint.analysis.bindings import trip_count
 from torchlint.analysis.engines import run_by_callers
 from torchlint.analysis.vkind import VKind
-from torchlint.analysis.semantics import FUNCTIONAL_MODULES, NOT_A_FORWARD, computes_loss
+from torchlint.analysis.semantics import CONSTANT_NAMES, FUNCTIONAL_MODULES, NOT_A_FORWARD, computes_loss
 from torchlint.analysis.exprs import argument_for, code_of, dotted, names_in, positional_params
 from torchlint.analysis.gradmode import leaf_grads_read
 from torchlint.analysis.sources import differentiated_after, graph_sources, leaves_call, operands, shared_sources
@@ -26,7 +26,6 @@ from torchlint.diagnostic import Fix
 from torchlint.rules.base import BACKWARD_CALL, LOOP, STEP_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
 
-_CONSTANTS = frozenset({"True", "False", "None"})
 RETAIN = re.compile(r"retain_graph|create_graph|,(?:\s|#[^\n]*\n)*True\b")  # also `backward(g, True)`
 CREATE_GRAPH = re.compile(r"create_graph")
 GRAD_READ = re.compile(r"\.\s*grad\b")
@@ -409,7 +408,7 @@ def _dies_with_helper(model: FileModel, loop: Loop, last: Event) -> bool:
         return False
     _, entries = shared_sources(model, scope, home, operands(home.value), None)
     entries -= model.imported  # `torch` of `torch.mean(q)`: a module, not a value
-    entries -= _CONSTANTS  # `requires_grad_(True)`
+    entries -= CONSTANT_NAMES  # `requires_grad_(True)`
     if entries:
         args = _arguments_for(scope, call, entries)
         # in a loop that trains nothing (a Grad-CAM pass per image), an argument not known to carry a graph
@@ -520,16 +519,12 @@ def _arguments_for(scope: Scope, call: cst.Call, params: set[str]) -> list[cst.B
         names = names[1:]  # a method called on its object (`self.step(x)`, `agent.update(n)`)
     if any(a.star for a in call.args):
         return None
-    by_name = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
-    by_name.update((n, a.value) for n, a in zip(names, (a for a in call.args if a.keyword is None)))
     node = scope.node
-    if type(node) is cst.FunctionDef:
-        for param in (*node.params.params, *node.params.kwonly_params):
-            if param.default is not None and param.name.value in params:
-                by_name.setdefault(param.name.value, param.default)
-    if not params <= by_name.keys():
-        return None
-    return [by_name[p] for p in params]
+    defaults = {p.name.value: p.default for p in (*node.params.params, *node.params.kwonly_params)
+                if p.default is not None} if type(node) is cst.FunctionDef else {}
+    found = [argument_for(call, names, p) or defaults.get(p) for p in params]
+    args = [a for a in found if a is not None]
+    return args if len(args) == len(found) else None
 
 
 def _built_in_iteration(model: FileModel, loop: Loop, last: Event) -> bool:
