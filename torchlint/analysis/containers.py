@@ -16,6 +16,7 @@ import libcst as cst
 from torchlint.analysis.events import AssignForm, Event
 from torchlint.analysis.exprs import COMBINING_CALLS, dotted, names_in
 from torchlint.analysis.foreign import Resolved
+from torchlint.analysis.entries import dict_entries
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.semantics import DISTRIBUTIONS, VALUES_INDICES, is_metric_key
 from torchlint.analysis.vkind import VKind, join
@@ -107,7 +108,7 @@ def element_of_iterable(k: Asker, it: cst.BaseExpression, scope: Scope, at: Even
         method = it.func.attr.value
         if method == "values" and index >= 0 or method == "items" and index not in (0, 1):
             return VKind.UNKNOWN  # a value unpacked itself, or `.items()` not taken as (key, value)
-        entries = scope.dict_entries(it.func.value, at)
+        entries = dict_entries(scope, it.func.value, at)
         keys = method == "items" and index == 0
         if entries is None and not keys:
             found = dict_values(k, it.func.value, scope, at, depth)
@@ -164,7 +165,7 @@ def over_entries(k: Asker, scope: Scope, value: cst.BaseExpression, at: Event) -
     nor knows to be all tensors with a graph (a model's output): they may mix tensors with plain numbers (`ntokens`),
     on which `.detach()` or `.item()` raises."""
     return any(type(d.stmt) is cst.For and type(it := d.stmt.iter) is cst.Call and type(it.func) is cst.Attribute
-               and it.func.attr.value in ("items", "values") and scope.dict_entries(it.func.value, d) is None
+               and it.func.attr.value in ("items", "values") and dict_entries(scope, it.func.value, d) is None
                and dict_values(k, it.func.value, scope, d, 0) is not VKind.GRAPH
                for n in names_in(value) for d in scope.reaching(n, at)[0])
 
@@ -222,11 +223,11 @@ def literal_key(key: cst.BaseExpression | None) -> str:
 def dict_kinds(k: Asker, expr: cst.BaseExpression, scope: Scope, at: Event, depth: int,
                hops: int = 0) -> dict[str, VKind] | None:
     """The kind of each entry of the dict `expr` holds at `at`, by literal key, or None when not known: entries the
-    scope builds (`Scope.dict_entries`), a name every reaching definition of which binds such a dict (a call's
+    scope builds (`entries.dict_entries`), a name every reaching definition of which binds such a dict (a call's
     result, an item of one it unpacked), or what a function returns (its `return`s, or another file's exports)."""
     if hops > _MAX_HOPS:
         return None
-    entries = scope.dict_entries(expr, at)
+    entries = dict_entries(scope, expr, at)
     if entries is not None:
         return merged([{literal_key(key): k.of(v, scope, where, depth + 1)} for key, v, where in entries])
     if type(expr) is cst.Name:

@@ -16,6 +16,7 @@ from torchlint.analysis.passing import graph_params
 from torchlint.analysis.prescan import EVENT_TEXT
 from torchlint.analysis.prune import prune_with_tree
 from torchlint.analysis.records import backpropagated_fields
+from torchlint.analysis.entries import dict_entries
 from torchlint.analysis.scopes import Scope
 from torchlint.analysis.vkind import VKind, join
 from torchlint.analysis.walker import tracked_call
@@ -159,7 +160,7 @@ def _dict_values(model: FileModel, scope: Scope, width: int) -> tuple[list[dict[
     rets = scope.own_returns()
 
     def of(value: cst.BaseExpression | None, at: Event) -> dict[str, VKind] | None:
-        entries = scope.dict_entries(value, at) if value is not None else None
+        entries = dict_entries(scope, value, at) if value is not None else None
         return dict_kinds(model.kinds, value, scope, at, 0) if entries and value is not None else None
 
     def joined(found: list[dict[str, VKind] | None]) -> dict[str, str]:

@@ -169,34 +169,6 @@ class Scope(RawScope):
         value = defs[0].value
         return value if type(value) is cst.Comparison or type(value) is cst.BooleanOperation else test
 
-    def dict_entries(self, expr: cst.BaseExpression, at: Event) -> list | None:
-        """(key, value, where) of every entry a dict may hold at `at`: a literal, or a name whose every reaching
-        definition is one (`parts = {"ce": ce, "kl": kl}`), with what is stored into it (`parts["aux"] = aux`);
-        None when some entry is not known (a `**` splat, a parameter, a dict from a call)."""
-        if type(expr) is cst.Dict:
-            if any(type(el) is not cst.DictElement for el in expr.elements):
-                return None
-            return [(el.key, el.value, at) for el in expr.elements]  # type: ignore[attr-defined]  # all DictElements (checked above)
-        name = dotted(expr)
-        if name is None or "." in name:
-            return None
-        defs, entry = self.reaching(name, at)
-        if entry or not defs:
-            return None
-        entries = []
-        for d in defs:
-            if d.kind is not EventKind.ASSIGN or d.variant is not AssignForm.PLAIN or type(d.value) is not cst.Dict:
-                return None
-            found = self.dict_entries(d.value, d)
-            if found is None:
-                return None
-            entries.extend(found)
-        for store in self.stores(name):
-            if store.kind is EventKind.APPEND or store.value is None:
-                return None
-            entries.append((None, store.value, store))  # (its key is not read: `.items()` keys stay unknown)
-        return entries
-
     def carried_round(self, d: Event, loop: cst.CSTNode) -> bool:
         """Does the value defined by `d` go round `loop` (through its head) and reach `d`'s statement again, with
         no other definition of its name on the way? (a state fed back from one iteration into the next)"""
