@@ -1545,10 +1545,99 @@ def test_a_cut_value_weighting_a_learned_leaf_is_not_a_term(leaf, factor):
 @pytest.mark.parametrize("leaf, factor", [
     ("torch.zeros(1)", "self.log_scale.exp()"),             # a tensor that requires no grad: no leaf trained
     ("torch.zeros(1, requires_grad=False)", "self.log_scale.exp()"),
-    ("torch.zeros(1, requires_grad=True)", "self.coef"),     # another attribute, not known to be learned
+    ("torch.zeros(1, requires_grad=True)", "torch.ones(1)"),  # a constant tensor, not the learned leaf
 ])
 def test_a_cut_term_beside_a_factor_not_known_to_be_learned_is_still_reported(leaf, factor):
     assert findings(DUAL_UPDATE.format(leaf=leaf, factor=factor), "TL003") == [(15, 36)]
+
+
+def test_a_cut_factor_of_a_loss_that_is_one_product_weights_the_other_factor():
+    """`backward()` needs a graph, and the cut factor has none: the other factor of a loss back-propagated as one
+    product carries it, whatever is known of its kind (here an attribute of another object): the cut is its weight."""
+    assert findings(DUAL_UPDATE.format(leaf="torch.zeros(1, requires_grad=True)", factor="self.coef"), "TL003") == []
+
+
+ONE_PRODUCT = """
+import torch
+import torch.nn.functional as F
+
+
+class ActorCritic:
+    def update(self, state, log_prob, reward, next_state):
+        value = self.critic(state)
+        advantage = reward + 0.99 * self.critic(next_state) - value
+        critic_loss = F.mse_loss(value, (reward + 0.99 * self.critic(next_state)).detach())
+        self.critic_opt.zero_grad()
+        critic_loss.backward()
+        self.critic_opt.step()
+        {loss}
+        self.actor_opt.zero_grad()
+        actor_loss.backward()
+        self.actor_opt.step()
+"""
+
+
+@pytest.mark.parametrize("loss", [
+    "actor_loss = -log_prob * advantage.detach()",          # `log_prob`: a parameter, of unknown kind
+    "actor_loss = -(log_prob * advantage.detach()).mean()",
+    "actor_loss = (advantage.detach() * -log_prob).sum() / len(state)",
+    "actor_loss = torch.mean(log_prob * self.scale * advantage.detach())",
+])
+def test_a_cut_advantage_weighting_a_parameter_of_unknown_kind_is_not_a_term(loss):
+    assert findings(ONE_PRODUCT.format(loss=loss), "TL003") == []
+
+
+@pytest.mark.parametrize("loss, at", [
+    # the cut value multiplied by a number, beside a term of unknown kind or one with a graph: a term of the sum
+    ("actor_loss = -advantage.detach() * 2 + log_prob", (14, 23)),
+    ("actor_loss = -advantage.detach() * 2 + critic_loss", (14, 23)),
+])
+def test_a_cut_term_not_alone_in_a_product_is_still_reported(loss, at):
+    assert findings(ONE_PRODUCT.format(loss=loss), "TL003") == [at]
+
+
+SHIFTED = """
+import torch
+import torch.nn.functional as F
+
+
+def contrastive_loss(features, labels, temperature=0.1):
+    z = F.normalize(features, dim=1)
+    sim = torch.matmul(z, z.T) / temperature
+    {shift}
+    logits = sim - {cut}
+    log_prob = logits - torch.log(torch.exp(logits).sum(dim=1, keepdim=True))
+    positives = torch.eye(len(labels))
+    return -(positives * log_prob).sum(dim=1).mean()
+
+
+model = torch.nn.Linear(8, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    loss = contrastive_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("shift, cut", [
+    ("logits_max, _ = sim.max(dim=1, keepdim=True)", "logits_max.detach()"),   # the log-sum-exp trick
+    ("logits_max = torch.amax(sim, dim=1, keepdim=True)", "logits_max.detach()"),
+    ("logits_max = sim.max(1, keepdim=True)[0]", "logits_max.data"),
+    ("pass", "sim.logsumexp(dim=1, keepdim=True).detach()"),
+])
+def test_the_maximum_of_logits_cut_before_it_shifts_them_is_meant(shift, cut):
+    """Softmax is unchanged by a constant shift: cutting the maximum only keeps the shift from being differentiated."""
+    assert findings(SHIFTED.format(shift=shift, cut=cut), "TL003") == []
+
+
+@pytest.mark.parametrize("shift, cut", [
+    ("other = model(features).max(dim=1, keepdim=True)[0]", "other.detach()"),  # the maximum of another tensor
+    ("_, logits_max = sim.max(dim=1, keepdim=True)", "logits_max.detach()"),    # the second item: indices
+])
+def test_a_cut_value_that_is_not_the_shifted_logits_maximum_is_still_reported(shift, cut):
+    assert findings(SHIFTED.format(shift=shift, cut=cut), "TL003") == [(10, 20)]
 
 
 KEPT_AS_LEAF = """\
@@ -2312,3 +2401,38 @@ def test_a_cut_advantage_beside_a_log_probability_is_its_weight(weighted, found)
             self.opt.step()
         """
     assert findings(src, "TL003") == found
+
+
+EPISODE_STEP = """
+import torch
+
+
+def episode_step(model, optimiser, loss_fn, x, y, train):
+    losses = 0
+    for idx in range(x.shape[0]):
+        optimiser.zero_grad()
+        loss = loss_fn(model(x[idx]), y[idx])
+        if train:
+            losses += loss
+        else:
+            losses += loss.item()
+    mean_loss = losses / x.shape[0]
+    {backward}
+    return mean_loss
+"""
+
+
+def test_a_term_cut_only_when_not_training_never_reaches_the_backward_run_only_when_training():
+    """`train` is a parameter the function never rebinds: the `.item()` total and the backward are on opposite
+    answers of the same test, so no call both cuts the term and back-propagates it."""
+    src = EPISODE_STEP.format(backward="if train:\n        mean_loss.backward()\n        optimiser.step()")
+    assert findings(src, "TL003") == []
+
+
+@pytest.mark.parametrize("backward", [
+    "mean_loss.backward()\n    optimiser.step()",  # the backward runs whatever `train` says
+    # `train` is rebound in the function: the two tests may answer differently
+    "train = not train\n    if train:\n        mean_loss.backward()\n        optimiser.step()",
+])
+def test_a_term_cut_on_a_path_the_backward_can_follow_is_still_reported(backward):
+    assert findings(EPISODE_STEP.format(backward=backward), "TL003") == [(13, 23)]

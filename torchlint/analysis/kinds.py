@@ -330,7 +330,7 @@ class KindInference(Answers):
                 return VKind.STRING
             prefix = name.rsplit(".", 1)[0] if name is not None else None
             if prefix in ("torch",) and method in sem.TENSOR_CONSTRUCTORS:
-                if any(a.keyword is not None and a.keyword.value == "requires_grad" for a in call.args):
+                if any(a.keyword is not None and a.keyword.value == "requires_grad" and dotted(a.value) != "False" for a in call.args):
                     return VKind.UNKNOWN
                 return VKind.TENSOR
             if prefix in ("np", "numpy") and method in sem.TENSOR_CONSTRUCTORS:

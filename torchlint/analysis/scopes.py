@@ -117,7 +117,23 @@ class Scope(RawScope):
         fresh = self._refreshed(name, at) if entry or len(defs) > 1 else None
         if fresh is not None and any(d is fresh for d in defs):  # a path that skips it tests an option both ways
             return tuple(d for d in defs if fresh.seq <= d.seq < at.seq), False
+        if at.guards and any(d.guards for d in defs) and at.scope is self.node:
+            held = {g.condition() for g in at.guards}
+            defs = tuple(d for d in defs if not self._opposed(d, held))
         return defs, entry
+
+    def _opposed(self, d: Event, held: set) -> bool:
+        """`d` sits under the opposite answer of one of the conditions `held` where a use runs, of a test whose
+        reads the function never rebinds (`if train: total += loss` ... `else: total += loss.item()`, then `if
+        train: total.backward()`): no path holds both."""
+        return d.scope is self.node and any(
+            (c := g.condition()) is not None and (c[0], not c[1]) in held and self._constant(g.test) for g in d.guards)
+
+    def _constant(self, test: cst.CSTNode) -> bool:
+        """`test` calls nothing, reads no attribute of `self` and no name the function binds: one answer per call."""
+        read = names_in(test) if isinstance(test, cst.BaseExpression) else {"self"}
+        return not calls_anything(test) and not any(n.split(".")[0] in self._defined_names() or n.startswith("self")
+                                                    for n in read)
 
     def _refreshed(self, name: str, at: Event) -> Event | None:
         """The last fresh binding of `name` (its value does not read it) that runs whenever `at` does: in the same
@@ -304,6 +320,7 @@ class Scope(RawScope):
         seen: set[tuple[str, int]] = set()
         seen_defs: set[int] = set()
         todo: list[tuple[str, Event, cst.BaseExpression | None]] = [(n, at, expr) for n in names_of(expr, at)]
+        held = {g.condition() for g in at.guards} if at.guards and at.scope is self.node else None
         while todo:
             name, where, read = todo.pop()
             if (name, id(where)) in seen:
@@ -316,8 +333,8 @@ class Scope(RawScope):
                 keys = read_keys(read, name)
                 adds = [e for e in adds if keys is None or e.variant is not AssignForm.ITEM
                         or (key := _store_key(e)) is None or key in keys]
-            for d in (*defs, *adds):
-                if id(d) in seen_defs or d.value is None or d.variant is AssignForm.FOR:
+            for d in (*defs, *adds):  # (not one that cannot run in a call that reaches `at`: `_opposed`)
+                if id(d) in seen_defs or d.value is None or d.variant is AssignForm.FOR or held and self._opposed(d, held):
                     continue
                 seen_defs.add(id(d))
                 out.append(d)

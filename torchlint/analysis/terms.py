@@ -16,6 +16,7 @@ import libcst as cst
 from torchlint.analysis.bindings import bound_values
 from torchlint.analysis.cuts import carries_graph, lists_to_tensor, may_carry_graph, returned_terms, summand_detachments
 from torchlint.analysis.events import AssignForm, Event, EventKind
+from torchlint.analysis.factors import stabilizing_shift
 from torchlint.analysis.exprs import (
     Detachment, as_detachment, dotted, names_in, operand_names, positional_params, term_leaves,
 )
@@ -71,8 +72,8 @@ def returned_cuts(model: FileModel, scope: Scope, d: Event) -> Iterator[Returned
         for expr, at in [t for t in returned_terms(model, callee, item, r)
                          if whole or t[1].variant is not AssignForm.ITEM]:
             for det in summand_detachments(expr, lambda e, at=at: may_carry_graph(model, callee, e, at)):
-                if carries_graph(model, callee, det.operand, at) or _from_graph_argument(
-                        model, scope, d, callee, det.operand, call):
+                if (carries_graph(model, callee, det.operand, at) or _from_graph_argument(
+                        model, scope, d, callee, det.operand, call)) and not stabilizing_shift(callee, det, expr, at):
                     yield ReturnedCut(det, callee)
             if ".detach()" in model.text or ".data" in model.text:
                 for crit, det in cut_predictions(

@@ -12,16 +12,15 @@ import libcst as cst
 
 from torchlint.analysis import EventKind, Event, FileModel
 from torchlint.analysis.cuts import (
-    APPEND_CALL, APPENDED_LIST, COPYING_REWRAPPERS, DEF_FORWARD, DEF_LOSS, DISTRIBUTION_VALUE, LEAF_FLAG,
-    LIST_TO_TENSOR_CALL, LOSS_DEF_NAME, NAMED_LEAF, NAMED_LEAVES, appended_graphs, carries_graph, copied_by_helpers,
-    cut_for_callers, in_new_tensor, learnable, lists_to_tensor, rewrapped, rewrapped_value, summand_detachments,
-    written_graphs,
+    APPEND_CALL, APPENDED_LIST, COPYING_REWRAPPERS, DEF_FORWARD, DEF_LOSS, DISTRIBUTION_VALUE, LEAF_FLAG, LIST_TO_TENSOR_CALL,
+    LOSS_DEF_NAME, NAMED_LEAF, NAMED_LEAVES, appended_graphs, carries_graph, copied_by_helpers, cut_for_callers, in_new_tensor,
+    learnable, lists_to_tensor, may_carry_graph, rewrapped, rewrapped_value, summand_detachments, written_graphs,
 )
+from torchlint.analysis.factors import stabilizing_shift, whole_factors
 from torchlint.analysis.terms import (
     CUT_ARGUMENT, calls_given, copied_names, cut_args, cut_from_trained_forward, cut_predictions, forward_cut,
     forward_sibling, hinged, log_probability, loss_function, module_call, module_output, returned_cuts, returns_cut,
-    same_model,
-    trained_by_another_backward,
+    same_model, trained_by_another_backward,
 )
 from torchlint.analysis.parameters import PARAMETER_CUT_TEXT, SELF_CUT, cut_parameters
 from torchlint.analysis.gradmode import cut_by_no_grad, from_trained_forward
@@ -240,17 +239,19 @@ a forward that returns `torch.tensor(lengths)` (numbers); a `forward` of a class
 `loss.backward(); loss = loss.item()`: the rebinding comes after the backward (only the definitions that reach
 the backward are read); a detached recurrent state fed into the model (an input, not a term of the loss).
 
-A detached value that multiplies a graph tensor is a weight, not a term (`ce * w.detach()`, `ce / scale` with `scale
-= args.gamma * ce.detach()`), and so is one computed from the factor it multiplies, whatever that factor's kind
+A detached value that multiplies a graph tensor is a weight, not a term (`ce * w.detach()`, `ce / scale` with `scale =
+args.gamma * ce.detach()`), and so is one computed from the factor it multiplies, whatever that factor's kind
 (`log_prob * (log_prob - baseline).detach()`, the score-function estimator) or a log-probability (`adv.detach() *
 dist.log_prob(a)`), and one multiplying a leaf an optimizer trains or a value computed from it elementwise
 (`self.log_beta.exp() * (kl - eps).detach()`, `log_beta` made with `requires_grad=True` or an `nn.Parameter`: a
 temperature or a Lagrange multiplier updated against a gap cut on purpose; not a loss weighted so,
-`torch.exp(-log_var) * ce.detach()`, still a term); a learnable scalar made with `torch.tensor(0.0,
+`torch.exp(-log_var) * ce.detach()`, still a term); the cut factor of a loss back-propagated as one product (`-(logp *
+adv.detach()).mean()`: the backward needs the other factor's graph); a learnable scalar made with `torch.tensor(0.0,
 requires_grad=True)`; an input re-wrapped with `requires_grad=True` and fed to the model (adversarial examples). A
 value cut from what another backward of the same step trains: the critic's prediction in an actor's `advantage =
-(target - pred_value).detach()` next to `value_loss.backward()`, a value network's baseline `q - v_pred.detach()`
-next to `vf_loss.backward()` (its own loss trains it; the cut keeps this loss from training it too).
+(target - pred_value).detach()` next to `value_loss.backward()`, a value network's baseline `q - v_pred.detach()` next
+to `vf_loss.backward()` (its own loss trains it; the cut keeps this loss from training it too). The log-sum-exp trick,
+`x - m.detach()` with `m` the `max`, `amax` or `logsumexp` of `x` (no softmax changes).
 
 ## Limits
 Only terms are checked, through arithmetic, sums and stacks; the detached value must be known to carry a graph
@@ -296,12 +297,16 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
             tuple_items: list[Event] = []  # definitions of the loss's terms (`ce, reg = helper(...)`)
             seen_defs: set[int] = set()
 
+            whole: set[int] = set()  # factors of a loss back-propagated as one product: one carries its graph
+
             def graph(x, at, scope=scope):  # (a log-probability beside a cut value: the cut is its weight)
-                return carries_graph(model, scope, x, at) or log_probability(scope, x, at)
+                return carries_graph(model, scope, x, at) or log_probability(scope, x, at) \
+                    or id(x) in whole and may_carry_graph(model, scope, x, at)
             terms = lambda e, at: summand_names(e, lambda x: graph(x, at))  # noqa: E731
 
             for b in backwards:
                 assert b.value is not None  # a backward always has its value
+                whole |= whole_factors(scope, b)
                 # Only the definitions that reach the backward: `loss.backward(); loss = loss.item()` is fine.
                 defs = scope.summand_defs(b.value, b, terms)
                 for d in defs:
@@ -337,7 +342,8 @@ function (`feature_crit(s, t).detach()`). A helper's returned terms are followed
                         continue  # what is detached is not known to carry a graph (a count, a statistic)
                     if id(det.node) in weights and not scope.is_loss(det.operand):
                         continue
-                    if trained_by_another_backward(scope, det.operand, owner[id(expr)], backwards) or hinged(scope, at):
+                    if trained_by_another_backward(scope, det.operand, owner[id(expr)], backwards) or hinged(scope, at) \
+                            or stabilizing_shift(scope, det, expr, at):
                         continue  # a baseline or critic cut on purpose: its own loss trains it; a hinge's threshold
                     operand = code_of(det.operand)
                     yield Finding(
