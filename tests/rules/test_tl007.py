@@ -4099,3 +4099,140 @@ def test_a_count_of_correct_predictions_kept_across_the_epoch():
     """
     assert findings(src.format(loss="loss.detach()"), "TL007") == []
     assert findings(src.format(loss="loss"), "TL007") == [(10, 5)]
+
+
+EPISODE_AGENT = textwrap.dedent("""
+    import torch
+    from torch.distributions import Categorical
+
+
+    class Agent:
+        def __init__(self, policy, lr=1e-3):
+            self.policy = policy
+            self.optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
+            self.log_probs, self.rewards = [], []
+
+        def act(self, state):
+            dist = Categorical(logits=self.policy(torch.as_tensor(state)))
+            action = dist.sample()
+            return action.item(), dist.log_prob(action)
+
+        def store(self, log_prob, reward):
+            self.log_probs.append(log_prob)
+            self.rewards.append(reward)
+
+        def update(self):
+            returns = torch.tensor(self.rewards).flip(0).cumsum(0).flip(0)
+            {update}
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            self.log_probs, self.rewards = [], []
+
+        def run_episode(self, env):
+            state, done = env.reset(), False
+            while not done:
+                action, log_prob = self.act(state)
+                state, reward, done, _ = env.step(action)
+                self.store(log_prob, reward)
+            self.update()
+
+
+    def train(agent, env, episodes):
+        for _ in range(episodes):
+            agent.run_episode(env)
+""")
+
+
+@pytest.mark.parametrize("update", [
+    "loss = -(torch.stack(self.log_probs) * returns).sum()",
+    "loss = sum(-lp * r for lp, r in zip(self.log_probs, returns))",
+])
+def test_an_agent_that_back_propagates_the_log_probs_it_stores_keeps_them_on_purpose(update):
+    """REINFORCE's episode buffer: the object keeps each step's log-probability with its graph for the backward of
+    its own `update()`, which then empties it."""
+    assert findings(EPISODE_AGENT.format(update=update), "TL007") == []
+
+
+def test_an_agent_whose_backward_reads_other_attributes_than_the_stored_ones_still_keeps_graphs():
+    """Nothing reads the stored log-probabilities, and nothing empties them: every step's graph stays."""
+    src = EPISODE_AGENT.format(update="loss = -(self.policy(torch.zeros(4)).sum() * returns.mean())")
+    src = src.replace("self.log_probs, self.rewards = [], []\n\n    def run", "self.rewards = []\n\n    def run")
+    assert findings(src, "TL007") == [(34, 13)]
+
+
+ROLLOUT_AGENT = textwrap.dedent("""
+    import torch
+
+
+    class Agent:
+        def __init__(self, actor, critic):
+            self.actor, self.critic = actor, critic
+            self.optimizer = torch.optim.Adam(actor.parameters())
+            self.log_probs, self.values = [], []
+
+        def store(self, log_prob, value):
+            self.log_probs.append(log_prob)
+            self.values.append(value)
+
+        def update(self):
+            loss = -torch.stack(self.log_probs).mean()
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            {after}
+
+        def empty(self):
+            self.log_probs.clear()
+            self.values.clear()
+
+        def run(self, env, steps):
+            state = env.reset()
+            for t in range(steps):
+                dist = self.actor(state)
+                action = dist.sample()
+                self.store(dist.log_prob(action), self.critic(state))
+                state = env.step(action)
+                if t % 5 == 4:
+                    self.update()
+""")
+
+
+def test_a_value_a_rollout_buffer_keeps_until_the_update_empties_it_lives_one_update():
+    """The critic's values are kept with their graphs, never back-propagated, but the update empties the buffer
+    (through a helper of the class): they live five steps, not the whole run."""
+    assert findings(ROLLOUT_AGENT.format(after="self.empty()"), "TL007") == []
+
+
+def test_a_value_kept_by_an_object_that_no_update_empties_still_keeps_graphs():
+    assert findings(ROLLOUT_AGENT.format(after="self.log_probs.clear()"), "TL007") == [(31, 13)]
+
+
+POLICY_GRADIENT_STEP = textwrap.dedent("""
+    import torch
+
+
+    def run(env, policy, optimizer, episodes):
+        for _ in range(episodes):
+            state, done, total = env.reset(), False, 0
+            while not done:
+                probs = torch.softmax(policy.heads(torch.as_tensor(state))["action"], dim=-1)
+                action = torch.multinomial(probs, 1).item()
+                state, reward, done, _ = env.step(action)
+                optimizer.zero_grad()
+                loss = -torch.log(probs[action]) * reward
+                loss.backward()
+                optimizer.step()
+                total += {kept}
+            print(total)
+""")
+
+
+def test_the_return_weighting_a_log_probability_is_no_term_of_the_loss():
+    """`-log(p) * reward`: the reward weighs the log-probability, which carries the graph; summing the rewards keeps
+    no graph."""
+    assert findings(POLICY_GRADIENT_STEP.format(kept="reward"), "TL007") == []
+
+
+def test_the_loss_of_a_policy_gradient_step_kept_in_a_total_is_still_reported():
+    assert findings(POLICY_GRADIENT_STEP.format(kept="loss"), "TL007") == [(16, 13)]

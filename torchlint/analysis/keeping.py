@@ -265,7 +265,8 @@ def _keeps(model: FileModel, scope: Scope, obj: str, method: str,
     if method in local:
         callee = model.resolve(scope, f"{obj}.{method}")
         if callee is not None and callee.class_name is not None:
-            return tuple(positional_params(callee.node)[1:]), model.summary(callee).keeps
+            keeps = _unconsumed(model, callee, model.summary(callee).keeps)
+            return (tuple(positional_params(callee.node)[1:]), keeps) if keeps else None
     if model.project is None or obj.startswith("self.") and obj.count(".") != 1:
         return None
     cls = model.receivers.class_of(scope, obj)
@@ -273,6 +274,26 @@ def _keeps(model: FileModel, scope: Scope, obj: str, method: str,
         return None
     found = model.project.kept(cls, method)
     return (found[0][1:], found[1]) if found is not None and found[1] else None
+
+
+def _unconsumed(model: FileModel, callee: Scope, kept: frozenset[str]) -> frozenset[str]:
+    """The parameters in `kept` that the method `callee` stores into attributes no method of its class that back-
+    propagates reads or empties: one stored only where such a backward reads it (`update()` back-propagates
+    `torch.stack(self.log_probs)`: REINFORCE's episode buffer, an n-step rollout) is kept for that backward, on
+    purpose, and one such a method empties (`self.values.clear()`) lives one update long."""
+    stored: dict[str, set[str]] = {}
+    for e in callee.events if kept else ():
+        if e.target and e.value is not None:
+            for p in names_in(e.value) & kept:
+                stored.setdefault(p, set()).add(e.target)
+    updates = [s for s in model.scopes if s.class_name == callee.class_name and s.own_backwards()] if stored else []
+    read = frozenset().union(*(s.backpropagated() for s in updates))
+    # (or emptied by such a method, itself or through a helper it calls: `self.clear_storage()` after the update)
+    called = {c.func.attr.value for s in updates for c in calls_in_evaluation_order(s.node)
+              if type(c.func) is cst.Attribute and type(c.func.value) is cst.Name and c.func.value.value == "self"}
+    emptied = {e.target for s in model.scopes if s in updates or s.class_name == callee.class_name and s.name in called
+               for e in s.events if e.kind is EventKind.RESET or e.kind is EventKind.ASSIGN and e.rebinds}
+    return frozenset(p for p in kept if not (stored.get(p) and stored[p] <= read | emptied))
 
 
 def _attached(model: FileModel, scope: Scope, value: cst.BaseExpression,

@@ -21,6 +21,7 @@ from torchlint.analysis.kept_callers import kept_for_callers, stored_for_callers
 from torchlint.analysis.keeping import (
     SET_ITEM, kept_by_objects, kept_by_steps, summed_by_helper, term_of_backpropagated,
 )
+from torchlint.analysis.terms import log_probability
 from torchlint.analysis.semantics import DISPLAY
 from torchlint.analysis.containers import over_entries
 from torchlint.analysis.exprs import code_of, dotted, summand_names
@@ -140,8 +141,11 @@ project file whose `__setitem__` keeps its value (appends it to a list of `self`
 its own file, or, for `self.stats` bound nowhere there, in the class its class derives from in another project
 file; a method its class inherits from the helper's class (through up to two project files) is called on `self`.
 Not reported: call sites that hand different classes or unknown objects, a collector whose `__setitem__` overwrites
-(`self.values[key] = value`), an object the loop binds afresh, a loss read with `.item()` first. Which loop
-back-propagates is read per function, not per loop (a function with two loops counts both).
+(`self.values[key] = value`), an object the loop binds afresh, a loss read with `.item()` first, and an object of a
+class of the file that keeps the value for a backward of its own: a method of the class that back-propagates reads
+the attribute (`update()` back-propagating `torch.stack(self.log_probs)`: REINFORCE's episode buffer) or empties it,
+itself or through a method of the class it calls (`self.values.clear()` after each update: an n-step rollout). Which
+loop back-propagates is read per function, not per loop (a function with two loops counts both).
 
 The loop that keeps may be an epoch loop around a function that trains (a run of its own): `a, b =
 run_epoch(...)` then `curve.append(b)`, where the run returns a total of attached losses (or the epoch's loss computed
@@ -233,35 +237,35 @@ reach each.
 
 ## Correct look-alikes (not flagged)
 Values read as numbers: `x.item() if learned else x` (the plain arm runs where `x` is one), `w * loss.item()` with
-`loss *= w` back-propagated (a shared weight is no graph); an item stored into an ndarray (`np.zeros(n)`); `stats +=
-loss` on a dict (it raises TypeError). A total that is later back-propagated (correct chunked accumulation, or
-TL001); values kept to be back-propagated later (a pipeline schedule's queue of micro-batch outputs, each popped
-into a helper that runs the backward): the container, its items or a value computed from them handed to a helper of
-the file that back-propagates, or to a call the analysis cannot follow (what it does with them is not known); a
-backward that reads them is judged by the definitions reaching it (an epoch's mean stored into `out`, which each
-batch rebinds to the model's output before `out["loss"].backward()`, does not reach it). Calls known not to
-back-propagate what they are given are followed past: a reader (builtins, display, numerics, torch's functions,
-named in full through the file's imports: `dist.all_reduce(total)` with `import torch.distributed as dist`, a
-collective working in place; a figure's plotting methods, `ax.plot(history)`; `torch.save`, `pickle.dump`), a
-scheduler's `step(metric)` (a name whose role is a scheduler, of no class of the
+`loss *= w` back-propagated (a shared weight is no graph), a reward summed that weighs a log-probability in the loss
+(`-torch.log(p) * reward`); an item stored into an ndarray (`np.zeros(n)`); `stats += loss` on a dict (a TypeError). A
+total that is later back-propagated (correct chunked accumulation, or TL001); values kept to be back-propagated later
+(a pipeline schedule's queue of micro-batch outputs, each popped into a helper that runs the backward): the container,
+its items or a value computed from them handed to a helper of the file that back-propagates, or to a call the analysis
+cannot follow (what it does with them is not known); a backward that reads them is judged by the definitions reaching
+it (an epoch's mean stored into `out`, which each batch rebinds to the model's output before `out["loss"].backward()`,
+does not reach it). Calls known not to back-propagate what they are given are followed past: a reader (builtins,
+display, numerics, torch's functions, named in full through the file's imports: `dist.all_reduce(total)` with `import
+torch.distributed as dist`, a collective working in place; a figure's plotting methods, `ax.plot(history)`;
+`torch.save`, `pickle.dump`), a scheduler's `step(metric)` (a name whose role is a scheduler, of no class of the
 project that acts), and a method of a class of the file or of another project file that neither back-propagates the
 value, nor hands it to a call not followed, nor stores it for another method of its class that may
-(`board.record("total", total)`); the object's class is known from its constructor, or from the default or
-annotation of the parameter an attribute of `self` is bound to (`def __init__(self, hooks=Hooks()): self.hooks =
-hooks`), or, for an object of no known class, by the method's name when every class of the file defining a method
-of that name is such a one (`monitor.check(net, history)` with the file's `Monitor.check` plotting it). A method
-meant to be overridden is judged by the class the code names. Anything under `torch.no_grad()` /
-`inference_mode()`; `loss.item()` / `.detach()` already; a model's forward that collects features of one call in a
-list; loops without a backward (evaluation code); a list of the totals an inner loop summed (reported once, where
-the sum grows); an object built afresh in each call of a method that steps; the micro-batch outputs of one step,
-kept in a list the batch loop binds afresh (it never holds more than one step's graphs), or in a local of a function
-summed over its one loop of micro-batches with the optimizer stepped once after it (dropped when the call returns);
-a dict entry with a literal key replaced at every iteration (`loss_dict["d"] = d_loss`: the latest value only; not
-one that reads the entry back, `log["loss"] = log.get("loss", 0) + loss`, which adds to it); a meter given
-`loss.item()`, a method that converts what it is given (`self.values.append(float(val))`) or only replaces an
-attribute (`self.last = val`), a meter bound afresh in each iteration; the slots of a tensor the function allocates
-before its loops (`q = torch.zeros_like(r)`), filled over a counted loop (`for t in range(T): q[:, t] = q_t`):
-bounded by its shape and dropped when the call returns (filled over the batches of a loader, it is reported).
+(`board.record("total", total)`); the object's class is known from its constructor, or from the default or annotation
+of the parameter an attribute of `self` is bound to (`def __init__(self, hooks=Hooks()): self.hooks = hooks`), or, for
+an object of no known class, by the method's name when every class of the file defining a method of that name is such
+a one (`monitor.check(net, history)` with the file's `Monitor.check` plotting it). A method meant to be overridden is
+judged by the class the code names. Anything under `torch.no_grad()` / `inference_mode()`; `loss.item()` / `.detach()`
+already; a model's forward that collects features of one call in a list; loops without a backward (evaluation code); a
+list of the totals an inner loop summed (reported once, where the sum grows); an object built afresh in each call of a
+method that steps; the micro-batch outputs of one step, kept in a list the batch loop binds afresh (it never holds
+more than one step's graphs), or in a local of a function summed over its one loop of micro-batches with the optimizer
+stepped once after it (dropped when the call returns); a dict entry with a literal key replaced at every iteration
+(`loss_dict["d"] = d_loss`: the latest value only; not one that reads the entry back, `log["loss"] = log.get("loss",
+0) + loss`, which adds to it); a meter given `loss.item()`, a method that converts what it is given
+(`self.values.append(float(val))`) or only replaces an attribute (`self.last = val`), a meter bound afresh in each
+iteration; the slots of a tensor the function allocates before its loops (`q = torch.zeros_like(r)`), filled over a
+counted loop (`for t in range(T): q[:, t] = q_t`): bounded by its shape and dropped when the call returns (filled over
+the batches of a loader, it is reported).
 
 ```python
 running_loss = 0.0
@@ -462,7 +466,8 @@ def _backpropagated_part(model: FileModel, loop: Loop, scope: Scope, e: Event) -
         if at.variant in (AssignForm.UNPACK_FIRST, AssignForm.UNPACK) and at is not e or at.variant in (
                 AssignForm.MUL, AssignForm.DIV) and at.kind is EventKind.ASSIGN:
             return set()  # `loss, image = out`: the image is not a term of the loss; `loss *= w`: `w` weighs it
-        names = summand_names(x, lambda y: model.kinds.of(y, scope, at) is VKind.GRAPH)
+        # (a log-probability's factor is its weight: the return of `-torch.log(p) * reward`)
+        names = summand_names(x, lambda y: model.kinds.of(y, scope, at) is VKind.GRAPH or log_probability(scope, y, at))
         # a number both share (`weight * loss.item()` kept, `loss *= weight` back-propagated) is no graph kept
         return {n for n in names if not model.kinds.of_name(n, scope, at).graph_free}
 
