@@ -1462,3 +1462,38 @@ def test_a_gradient_hook_that_clamps_scaled_gradients(hook):
 ])
 def test_gradient_hooks_that_see_true_gradients(src):
     assert findings(src, "TL010") == []
+
+
+CRITICS_IN_TURN = """
+import torch
+
+
+def train_critics(critics, optims, batches, scaler):
+    for _ in range(100):
+        for axis in {axes}:
+            {bind}
+            opt.zero_grad()
+            with torch.autocast("cuda"):
+                loss = critics[axis](batches[axis]).mean()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+        {after}
+"""
+
+
+@pytest.mark.parametrize("axes, bind", [
+    ("range(3)", "opt = optims[axis]"),              # a different optimizer on each pass, from the loop's index
+    ("critics", "opt = optims[str(axis)]"),
+    ("range(3)", "critic, opt = critics[axis], optims[axis]"),
+])
+def test_one_scaler_updated_once_after_stepping_each_optimizer_in_turn(axes, bind):
+    """PyTorch's AMP notes for several optimizers: `scaler.step(opt)` for each, then one `scaler.update()`."""
+    assert findings(CRITICS_IN_TURN.format(axes=axes, bind=bind, after="scaler.update()"), "TL010") == []
+
+
+@pytest.mark.parametrize("bind, after", [
+    ("opt = optims[0]", "scaler.update()"),  # the same optimizer on every pass: its second step has no update before it
+    ("opt = optims[axis]", "pass"),           # no update at all
+])
+def test_steps_in_turn_without_an_update_after_them_are_still_reported(bind, after):
+    assert findings(CRITICS_IN_TURN.format(axes="range(3)", bind=bind, after=after), "TL010") == [(13, 13)]

@@ -97,3 +97,20 @@ def _asserted_one(loop: Loop, at: Event, name: str) -> bool:
                 head, start, frozenset((n,)), normal_only=True):
             return True
     return False
+
+
+def optimizers_in_turn(loop: Loop, step: Event) -> bool:
+    """The loop steps a different optimizer on each pass, one scaler for all (`for axis in axes: opt = opts[axis]`,
+    `for opt in optimizers:`), and the function updates that scaler after the loop: the pattern PyTorch's AMP
+    documents for several optimizers (each `scaler.step(opt)`, then one `scaler.update()`)."""
+    if type(loop.node) is not cst.For or step.target is None or step.scope is not loop.scope.node:
+        return False
+    per_pass = names_in(loop.node.target)  # (the loop's own name, or one bound from it in the pass)
+    name = step.target
+    if name not in per_pass:
+        defs, entry = loop.scope.reaching(name, step)
+        if entry or not defs or not all(loop.node in d.loops and d.value is not None and names_in(d.value) & per_pass
+                                        for d in defs):
+            return False
+    return any(e.kind is EventKind.SCALER_UPDATE and e.target == step.via and loop.node not in e.loops
+               and e.seq > step.seq and e.loops == step.loops[:-1] for e in loop.scope.events)

@@ -13,7 +13,9 @@ from typing import Iterator
 import libcst as cst
 
 from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel, Loop
-from torchlint.analysis.scaling import conditions, crossed, decided_after, every_time_after, level, sets_scale, steps_again
+from torchlint.analysis.scaling import (
+    conditions, crossed, decided_after, every_time_after, level, optimizers_in_turn, sets_scale, steps_again,
+)
 from torchlint.analysis.engines import called_per_run
 from torchlint.analysis.loops import optimizer_loop, optimizers_loops
 from torchlint.analysis.exprs import clamping_hooks, code_of, modulo_divisor, names_in
@@ -156,11 +158,12 @@ the update under the same window test as the unscale, tested again, or under a f
 an update under the step's own window test (`if (i + 1) % k == 0:` twice), under a flag fixed for the loop
 (`if use_amp:`: a disabled scaler needs none), under a test that is not periodic, or in a helper called every
 iteration;
-one `scaler.update()` after the last of several `scaler.step(...)`, or after a loop over the optimizers; one
-scaler per network, each updated once; a loop over the optimizers that takes each its own scaler (`for opt,
-scaler in zip(optimizers, scalers)`, `scaler = scalers[i]`); an inner loop over micro-batches that steps and updates
-once per micro-batch; two training steps in one pass (a helper that steps and updates, called for two batches: the
-same optimizer steps again between the updates); a step call handed the scaler
+one `scaler.update()` after the last of several `scaler.step(...)`, or after a loop that steps another optimizer each
+pass (`for opt in optimizers:`, `opt = optims[axis]`); one scaler per network, each updated once; a loop over the
+optimizers that takes each its own scaler (`for opt, scaler in zip(optimizers, scalers)`, `scaler = scalers[i]`); an
+inner loop over micro-batches that steps and updates once per micro-batch; two training steps in one pass (a helper
+that steps and updates, called for two batches: the same optimizer steps again between the updates); a step call
+handed the scaler
 (`self.optimizer.step("generator", scaler=scaler)`): not `Optimizer.step`, which takes only a closure, but a wrapper
 that may step through the scaler itself.
 
@@ -315,6 +318,8 @@ def _no_update(loop: Loop, scaler: str) -> Iterator[Finding]:
         return  # stepped in an inner loop; judged there
     last = steps[-1]
     updates = loop.of(EventKind.SCALER_UPDATE)
+    if not updates and optimizers_in_turn(loop, last):
+        return
     periodic = None
     if updates:
         periodic = _periodic_update(loop, last, updates)
