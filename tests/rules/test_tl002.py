@@ -1008,3 +1008,40 @@ def test_a_later_backward_on_some_paths_is_no_call_that_differentiates_again():
         opt.step()
     """
     assert findings(src, "TL002") == [(4, 10)]
+
+
+INNER_ADAPTATION = """
+import torch
+
+
+class Learner(torch.nn.Module):
+    def adapt(self, x, y, steps=5, lr=0.01):
+        fast = list(self.parameters())
+        for _ in range(steps):
+            loss = torch.nn.functional.cross_entropy(self(x), y)
+            grads = torch.autograd.grad(loss, fast, create_graph=True)
+            {update}
+        return self(x)
+
+    def train_loop(self, tasks, optimizer, n_task=4):
+        losses = []
+        for i, ((xs, ys), (xq, yq)) in enumerate(tasks):
+            losses.append(torch.nn.functional.cross_entropy(self.adapt(xs, ys), yq))
+            if len(losses) == n_task:  # several tasks per meta-update
+                torch.stack(losses).sum().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                losses = []
+"""
+
+
+def test_second_order_gradients_kept_on_the_parameters_as_fast_weights_are_meant():
+    """MAML's fast weights stored on each parameter (`weight.fast`), which the layers' `forward` reads: the query
+    loss's backward goes through them, which is what `create_graph=True` is for."""
+    update = "for k, w in enumerate(self.parameters()):\n                w.fast = w - lr * grads[k]"
+    assert findings(INNER_ADAPTATION.format(update=update), "TL002") == []
+
+
+def test_second_order_gradients_of_fast_weights_that_are_thrown_away_are_still_reported():
+    update = "fast = [w - lr * g for w, g in zip(fast, grads)]\n            fast = None"
+    assert findings(INNER_ADAPTATION.format(update=update), "TL002") == [(10, 21)]

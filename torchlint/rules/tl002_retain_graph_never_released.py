@@ -108,7 +108,9 @@ iteration that differentiates the graph again, a backward of another form: given
 (`hessian_vector_product(kl, params)`, `jvp`, `compute_grads`; not torch's `clip_grad_norm_`), handed the value or
 another bound by the same statement (`loss, kl = surrogate(...)`, TRPO's Fisher-vector product). A helper whose
 backward goes through what the loop's call hands it from before the loop (`self._jvp(y, x, v)` per projection
-of one output `y`): every pass needs that graph.
+of one output `y`): every pass needs that graph. Gradients taken with `create_graph=True` and stored, in a value
+computed from them, on an attribute (MAML's fast weights, `weight.fast = weight - lr * grad[k]`, read by the layers'
+`forward`): the query loss's backward goes through them.
 
 ```python
 for real, _ in loader:
@@ -283,6 +285,16 @@ def _input_gradient_cycles(model: FileModel, reported: set[int]) -> Iterator[Fin
                 )
 
 
+def _gradients_stored_on_objects(model: FileModel, last: Event) -> bool:
+    """What `torch.autograd.grad(..., create_graph=True)` returns is stored, in a computed value, on an attribute
+    (MAML's `weight.fast = weight - lr * grad[k]`, which the modules' `forward` reads): the analysis does not follow
+    where it goes, and a second-order update is what `create_graph` is for."""
+    scope = model.scope_of(last)
+    got = {e.target for e in scope.events if e.kind is EventKind.ASSIGN and e.value is last.node and e.target}
+    return bool(got) and any(e.kind is EventKind.ASSIGN and e.target and "." in e.target and e.value is not None
+                             and names_in(e.value) & got for e in scope.events)
+
+
 def _check_last(model: FileModel, loop: Loop, last: Event) -> Iterator[Finding]:
     if last.retain_arg is None and not last.create_graph:
         return
@@ -294,6 +306,8 @@ def _check_last(model: FileModel, loop: Loop, last: Event) -> Iterator[Finding]:
         return  # the loop runs once per call and the graph dies with the call
     if _differentiated_again(model, loop, last):
         return  # a call differentiates the graph again later in the iteration (a Hessian-vector product)
+    if last.create_graph and _gradients_stored_on_objects(model, last):
+        return  # fast weights kept on the parameters (`weight.fast = weight - lr * grad[k]`): a later forward reads them
     what = "retain_graph=True" if last.retain_arg is not None else "create_graph=True"
     yield Finding(
         last.node,
