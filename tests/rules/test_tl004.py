@@ -1357,3 +1357,37 @@ def test_a_module_cleared_beside_an_optimizer_both_handed_in():
     bound_here = src.replace("def train(clf, adv, loader, crit, adv_optimizer):",
                              "def train(clf, adv, loader, crit):\n            adv_optimizer = optim.Adam(clf.parameters())")
     assert findings(bound_here, "TL004") == [(8, 9)]
+
+
+SELF_OPTIMIZER = """
+import torch
+from torch import nn, optim
+
+
+class Learner(nn.Module):
+    def __init__(self, n_in, n_out, teacher):
+        super().__init__()
+        self.net = nn.Linear(n_in, n_out)
+        self.teacher = teacher
+        self.opt = optim.SGD(self.parameters(), 0.1, momentum=0.9)
+
+    def forward(self, x):
+        return self.net(x)
+
+    def observe(self, xs, ys):
+        for x, y in zip(xs, ys):
+            {clear}
+            loss = nn.functional.cross_entropy(self.forward(x), y)
+            loss.backward()
+            self.opt.step()
+"""
+
+
+def test_a_sub_module_cleared_under_an_optimizer_of_the_whole_object_is_a_clearing():
+    """`self.opt` steps `self.parameters()`, which holds `self.net`'s: `self.net.zero_grad()` clears them."""
+    assert findings(SELF_OPTIMIZER.format(clear="self.net.zero_grad()"), "TL004") == []
+
+
+def test_an_optimizer_of_the_whole_object_is_not_cleared_by_another_objects_zero_grad():
+    assert findings(SELF_OPTIMIZER.format(clear="teacher_net = self.teacher\n            teacher_net.zero_grad()"),
+                    "TL004") == [(22, 13)]

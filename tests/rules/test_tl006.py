@@ -995,3 +995,59 @@ def test_a_clearing_under_the_branch_without_accumulation():
     """
     assert findings(src, "TL006") == []
     assert findings(src.replace("cfg.ACCUM == 1:", "cfg.ACCUM >= 1:"), "TL006") == [(5, 9)]
+
+
+HAND_WRITTEN_GRADIENT = """
+import torch
+
+
+def train(net, scale, loader, crit):
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    scale_opt = torch.optim.SGD([scale], lr=0.01)
+    for x, y in loader:
+        opt.zero_grad()
+        loss = crit(net(x) * scale, y)
+        loss.backward()
+        opt.step()
+        {first}
+        {second}
+        scale_opt.step()
+"""
+
+
+def test_a_gradient_written_by_hand_after_the_clearing_is_what_the_step_applies():
+    src = HAND_WRITTEN_GRADIENT.format(first="scale_opt.zero_grad()", second="scale.grad = torch.randn_like(scale) * 0.01")
+    assert findings(src, "TL006") == []
+
+
+def test_a_gradient_written_by_hand_before_the_clearing_is_still_wiped():
+    src = HAND_WRITTEN_GRADIENT.format(first="scale.grad = torch.randn_like(scale) * 0.01", second="scale_opt.zero_grad()")
+    assert findings(src, "TL006") == [(14, 9)]
+
+
+MONTE_CARLO_PASSES = """
+def train(net, optimizer, loader, crit, passes=4):
+    for x, y in loader:
+        for _ in range(passes):
+            {sample}
+            net.zero_grad()
+            loss = crit(net(x), y)
+            loss.backward()
+            {gather}
+        optimizer.step()
+"""
+
+
+def test_each_passs_gradients_handed_to_the_optimizers_own_method_are_not_wiped():
+    """A Bayesian optimizer samples weights, and gathers each Monte-Carlo pass's gradients into its own state
+    (`aggregate_grads`) before the next pass clears them: its `step()` uses what it gathered."""
+    src = MONTE_CARLO_PASSES.format(sample="optimizer.randomize_weights()", gather="optimizer.aggregate_grads(len(x))")
+    assert findings(src, "TL006") == []
+
+
+@pytest.mark.parametrize("sample, gather", [
+    ("pass", "pass"),
+    ("pass", "optimizer.state_dict()"),  # torch's own API reads no gradient
+])
+def test_each_passs_gradients_wiped_before_the_step_are_still_reported(sample, gather):
+    assert findings(MONTE_CARLO_PASSES.format(sample=sample, gather=gather), "TL006") == [(6, 13)]

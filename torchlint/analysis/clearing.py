@@ -156,7 +156,10 @@ def _enclosing(name: str) -> set[str]:
 
 
 def _inside(a: str, b: str) -> bool:
-    """`a` is `b` or one of its sub-modules (`self.netD` is `netD` passed to __init__)."""
+    """`a` is `b` or one of its sub-modules (`self.netD` is `netD` passed to __init__; every `self.x` is inside
+    `self`, the module whose `self.parameters()` an optimizer of its class steps)."""
+    if b == "self":
+        return a == "self" or a.startswith("self.")
     a, b = a.removeprefix("self."), b.removeprefix("self.")
     return a == b or a.startswith(b + ".")
 
@@ -223,6 +226,9 @@ def _cleared_before(loop: Loop, z: Event, step: Event) -> tuple[Event, Event] | 
     backwards = loop.backwards_into_grad()
     if any(loop.may_follow(z, b) and loop.may_follow(b, step) and _refills(loop, z, b, step) for b in backwards):
         return None  # a backward refills the gradients before the step (the usual zero_grad at the top)
+    if any(e.kind is EventKind.ASSIGN and (e.target or "").endswith(".grad") and loop.may_follow(z, e)
+           and loop.may_follow(e, step) for e in loop.events):
+        return None  # gradients written by hand after the clearing (`p.grad = noise * scale`): the step applies them
     before = [b for b in backwards if loop.may_follow(b, z) and (b.seq < z.seq or not loop.may_follow(z, b))]
     return (step, before[-1]) if before else None
 

@@ -40,7 +40,8 @@ A loop that calls an optimizer's `step()` (or `scaler.step(optimizer)`, or torch
 `xm.optimizer_step(optimizer)`, which all-reduces the gradients and steps it) after a backward, where nothing in the
 loop clears that optimizer's gradients: no `optimizer.zero_grad()`, no `model.zero_grad()` of a model it
 optimizes (any model's, for an optimizer the function is handed as a parameter: which parameters it holds is not
-known there), no `p.grad = None` / `p.grad.zero_()`, also looking into closures (`optimizer.step(closure)`, \
+known there; any sub-module's of `self`, `self.net.zero_grad()`, for one built over `self.parameters()`), no
+`p.grad = None` / `p.grad.zero_()`, also looking into closures (`optimizer.step(closure)`, \
 or the one closure a function or method of the file
 builds and returns: `optimizer.step(self.make_closure(x, y))`, or `closure = self.make_closure(x, y)` then
 `optimizer.step(closure)`) and

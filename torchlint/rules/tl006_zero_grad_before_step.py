@@ -54,8 +54,10 @@ class ZeroGradBeforeStep(Rule):
   gradients and then back-propagates on every pass, with that optimizer's `step()` after the inner loop: each pass
   wipes the micro-batches before it, so the step applies the last one only. No fix is offered (clear once before the
   inner loop, or after the step). Not followed: an inner loop that reads `.grad` or an iteration that writes it
-  (per-sample gradients gathered and set by hand), one that also steps, a `while` or one left by `break` (a retry),
-  a clearing guarded inside it (`if j == 0:`), or another clearing between the inner loop and the step;
+  (per-sample gradients gathered and set by hand), or hands them to the optimizer's own method each pass
+  (`optimizer.aggregate_grads(n)`, a Bayesian optimizer's Monte-Carlo passes), one that also steps, a `while` or
+  one left by `break` (a retry), a clearing guarded inside it (`if j == 0:`), or another clearing between the inner
+  loop and the step;
 - gradient accumulation where `zero_grad()` runs on every micro-step while `step()` runs only under a modulo
   guard (`if (i + 1) % k == 0:`): each step sees only the last micro-batch;
 - an unguarded `model.zero_grad()` inside `with accelerator.accumulate(model):` (Accelerate makes the prepared
@@ -111,7 +113,8 @@ Move the `zero_grad()` to right after the step (inside the accumulation guard wh
 
 ## Correct look-alikes (not flagged)
 `zero_grad()` at the top of the iteration before the backward, after the step, or under the same accumulation
-guard as the step; a step on all but every k-th iteration (`if i % n_critic != 0:`, `if i % k:`), each on that
+guard as the step, or before a gradient written by hand (`p.grad = noise * scale`), which the step then applies;
+a step on all but every k-th iteration (`if i % n_critic != 0:`, `if i % k:`), each on that
 iteration's own gradient: no window; `optimizer.zero_grad()` inside `accelerator.accumulate`; GANs that clear one network while
 stepping the other (`netD.zero_grad()` before `optimizerG.step()` when `optimizerG` owns only `netG`), and GANs
 that share one optimizer and clear one sub-network between the backward and the step so that the step leaves it
@@ -289,14 +292,19 @@ def _counts_calls(scope, test: cst.CSTNode) -> bool:
     return False
 
 
+# torch.optim.Optimizer's own methods: any other an optimizer is called with is its class's own (a Bayesian
+# optimizer gathering each Monte-Carlo pass's gradients, `optimizer.aggregate_grads(n)`).
+_OPTIMIZER_API = frozenset({"step", "zero_grad", "state_dict", "load_state_dict", "add_param_group"})
+
+
 def _each_micro_batch(model: FileModel, loop: Loop, z: Event, steps: list[Event]) -> tuple[Event, str] | None:
-    """An inner loop of the iteration clears the gradients and then back-propagates, on every pass, and the step
-    of that optimizer follows the inner loop (`for j in range(0, len(x), micro): optimizer.zero_grad();
-    loss.backward()`, then `optimizer.step()`): each pass wipes the micro-batches before it, so the step applies
-    the last one only. Not when the inner loop reads or the iteration writes `.grad` (per-sample gradients gathered
-    and set by hand), steps inside the inner loop (that optimizer, or any after the clearing), or clears again
-    between the inner loop and the step; nor when the clearing is guarded inside the inner loop (`if j == 0:`), nor
-    in a retry loop (`while`, or one left by `break`)."""
+    """An inner loop of the iteration clears the gradients and then back-propagates, on every pass, and the step of that
+    optimizer follows the inner loop (`for j in range(0, len(x), micro): optimizer.zero_grad(); loss.backward()`,
+    then `optimizer.step()`): each pass wipes the micro-batches before it, so the step applies the last one only.
+    Not when the inner loop reads or the iteration writes `.grad` (per-sample gradients gathered and set by hand,
+    or handed to a method of the optimizer's own class), steps inside the inner loop (that optimizer, or any
+    after the clearing), or clears again between the inner loop and the step; nor when the clearing is guarded
+    inside the inner loop (`if j == 0:`), nor in a retry loop (`while`, or one left by `break`)."""
     node = loop.node
     if node is None or node not in z.loops or "accumulate" in z.contexts:
         return None
@@ -323,8 +331,10 @@ def _each_micro_batch(model: FileModel, loop: Loop, z: Event, steps: list[Event]
             return None
         if any(type(n) is cst.Break for n in walk(inner)):
             return None  # a loop left by `break`: a retry as well
-        if _GRAD_READ.search(code_of(inner)) or _GRAD_WRITE.search(code_of(node)):
-            return None
+        if _GRAD_READ.search(code_of(inner)) or _GRAD_WRITE.search(code_of(node)) or any(
+                type(n) is cst.Call and type(n.func) is cst.Attribute and dotted(n.func.value) == step.target
+                and n.func.attr.value not in _OPTIMIZER_API for n in walk(inner)):
+            return None  # (or each pass hands them to the optimizer's own method: `opt.aggregate_grads()`)
         return step, (f"runs on every pass of the inner loop, before its `{code_of(refills[0].node)}`, and "
                       f"`{code_of(step.node)}` follows that loop: each pass wipes the gradients of the "
                       f"micro-batches before it, so the step applies the last one only; clear once, before the "
