@@ -32,6 +32,7 @@ class Receivers:
         self._known: dict[tuple[int, str], str | None] = {}
         self._made: dict[str, str] | None = None  # `_factories`
         self._asking: set[tuple[int, str]] = set()  # `_handed`: the parameters being followed to their callers
+        self._calls: dict[str, list[tuple[RawScope, cst.Call]]] | None = None  # `_handed`: the file's calls by callee
 
     def class_of(self, scope: RawScope, receiver: str) -> str | None:
         """The class (as this file names it) that `receiver` is an instance of in `scope`, or None."""
@@ -77,10 +78,15 @@ class Receivers:
         self._asking.add((id(scope.node), param))
         try:
             params = positional_params(scope.node)
-            found = {self._maker(s, arg.value) if not any(a.star for a in e.node.args)
-                     and type(arg := argument_for(e.node, params, param)) is cst.Name else None
-                     for s in self.scopes for e in s.raw
-                     if e.kind is EventKind.LOCAL_CALL and e.callee == scope.name and type(e.node) is cst.Call}
+            if self._calls is None:
+                self._calls = {}
+                for s in self.scopes:
+                    for e in s.raw:
+                        if e.kind is EventKind.LOCAL_CALL and e.callee is not None and type(e.node) is cst.Call:
+                            self._calls.setdefault(e.callee, []).append((s, e.node))
+            found = {self._maker(s, arg.value) if not any(a.star for a in call.args)
+                     and type(arg := argument_for(call, params, param)) is cst.Name else None
+                     for s, call in self._calls.get(scope.name, ())}
         finally:
             self._asking.discard((id(scope.node), param))
         return found.pop() if len(found) == 1 else None
