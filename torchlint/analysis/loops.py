@@ -4,7 +4,7 @@ event, the trip count, whether an unknown call is handed a name, which backwards
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import libcst as cst
@@ -26,9 +26,13 @@ class Loop:
     node: cst.CSTNode
     scope: Scope
     events: list[Event]
+    _of: dict = field(default_factory=dict, repr=False)  # `of`, by the kinds asked (the events never change)
 
     def of(self, *kinds: EventKind) -> list[Event]:
-        return [e for e in self.events if e.kind in kinds]
+        found = self._of.get(kinds)
+        if found is None:
+            found = self._of[kinds] = tuple(e for e in self.events if e.kind in kinds)
+        return list(found)
 
     @functools.cached_property
     def called(self) -> frozenset[str]:
