@@ -1045,3 +1045,29 @@ def test_second_order_gradients_kept_on_the_parameters_as_fast_weights_are_meant
 def test_second_order_gradients_of_fast_weights_that_are_thrown_away_are_still_reported():
     update = "fast = [w - lr * g for w, g in zip(fast, grads)]\n            fast = None"
     assert findings(INNER_ADAPTATION.format(update=update), "TL002") == [(10, 21)]
+
+
+PER_DOMAIN_GRADIENTS = """
+import torch
+
+
+def gradient_variance(losses, params, domains, n_domains, model, x):
+    grads = []
+    for d in range(n_domains):
+        mask = domains == d
+        {loss}
+        g = torch.autograd.grad(loss_d, params, retain_graph=True)
+        grads.append(torch.cat([t.flatten() for t in g]).detach())
+    return torch.stack(grads).var(dim=0).mean().item()
+"""
+
+
+def test_gradients_of_a_loss_handed_in_taken_per_domain_keep_the_callers_graph_on_purpose():
+    """The caller built the per-sample losses once, before the call: every pass differentiates that graph again, and
+    the caller may back-propagate it afterwards."""
+    assert findings(PER_DOMAIN_GRADIENTS.format(loss="loss_d = losses[mask].mean()"), "TL002") == []
+
+
+def test_gradients_of_a_loss_each_pass_computes_with_a_forward_are_still_reported():
+    src = PER_DOMAIN_GRADIENTS.format(loss="loss_d = model(x[mask]).pow(2).mean()")
+    assert findings(src, "TL002") == [(10, 13)]

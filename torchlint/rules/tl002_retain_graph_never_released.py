@@ -129,14 +129,15 @@ for real, _ in loader:
 A loop that steps no optimizer and differentiates with `create_graph=True` (`torch.autograd.grad(val, y,
 create_graph=True)` in an unrolled solver inside a forward) keeps its graph for the backward after it, and is not
 reported. A loop whose every iteration back-propagates into a graph built once before it (`s_feats = student(x)`, then
-one loss per layer with `retain_graph=True`) is not reported: all iterations but the last need the graph, and
-it is freed when the function returns. The same goes for a helper called once per batch whose own loop does that
-(`outs = model(x)`, then one backward per layer). That value must be known to carry a graph, or be computed by the
-same module or function as a forward of the iteration (`anchor = net(x)` before the loop, `noisy = net(x)` in it;
-not under `no_grad`), or be what a loss function of the loop is handed first, the prediction (`hyp` reshaped from
-a parameter, then `criterion(hyp[i:j], gold[i:j])` per chunk), and be a term or an argument of the loss: a model or
-loss function built before the loop and called in it (`model = self.train()`, `loss_fn = self.loss_fn`), or a
-target reshaped from a parameter, does not count. The right code there is
+one loss per layer with `retain_graph=True`) is not reported: all iterations but the last need the graph, and it is
+freed when the function returns. The same goes for a helper called once per batch whose own loop does that (`outs =
+model(x)`, then one backward per layer). That value must be known to carry a graph, or be computed by the same module
+or function as a forward of the iteration (`anchor = net(x)` before the loop, `noisy = net(x)` in it; not under
+`no_grad`), or be what a loss function of the loop is handed first, the prediction (`hyp` reshaped from a parameter,
+then `criterion(hyp[i:j], gold[i:j])` per chunk), and be a term or an argument of the loss: a model or loss function
+built before the loop and called in it (`model = self.train()`, `loss_fn = self.loss_fn`), or a target reshaped from a
+parameter, does not count; a loss computed, by no call of a function or module, from a parameter of a function whose
+loop steps nothing does (`loss_d = losses[mask].mean()` per domain, the caller's graph). The right code there is
 `retain_graph=<not the last layer>`, which the rule does not offer.
 
 A loop known to run once, in a function (`for _ in range(args.gradient_steps)` in an agent's `update()`, with
@@ -343,7 +344,10 @@ def _graph_from_before_loop(model: FileModel, loop: Loop, last: Event) -> bool:
         kind = model.kinds.of_def(d, scope)
         if kind is VKind.GRAPH or not kind.graph_free and (_forward_of(d) in forwards or d.target in predictions):
             return True
-    return False
+    # computed from a parameter by no call, in a loop stepping nothing (`losses[mask].mean()`): the caller's graph
+    values = [d.value for d in (at, *defs) if d.value is not None]
+    return not loop.of(EventKind.STEP) and scope is loop.scope and not any(_runs_forward(v) for v in values) and bool(
+        (set(scope.params) - {"self"}) & {n for v in values for n in names_in(v)})
 
 
 def _handed_from_before_loop(model: FileModel, loop: Loop, last: Event) -> bool:
