@@ -2436,3 +2436,13 @@ def test_a_term_cut_only_when_not_training_never_reaches_the_backward_run_only_w
 ])
 def test_a_term_cut_on_a_path_the_backward_can_follow_is_still_reported(backward):
     assert findings(EPISODE_STEP.format(backward=backward), "TL003") == [(13, 23)]
+
+
+def test_a_term_cut_under_a_flag_whose_attribute_the_function_rebinds_is_still_reported():
+    """`cfg.train = False` inside the function may change the flag between the two tests: the cut term may reach."""
+    src = EPISODE_STEP.format(backward="cfg.train = x.shape[0] > 1\n    if train:\n        mean_loss.backward()").replace(
+        "if train:\n            losses += loss", "if cfg.train:\n            losses += loss").replace(
+        "def episode_step(model, optimiser, loss_fn, x, y, train):", "def episode_step(model, optimiser, loss_fn, x, y, cfg):"
+    ).replace("    if train:\n        mean_loss.backward()", "    if cfg.train:\n        mean_loss.backward()")
+    assert "cfg.train = x.shape[0] > 1" in src and "if train" not in src
+    assert findings(src, "TL003") == [(13, 23)]

@@ -123,17 +123,11 @@ class Scope(RawScope):
         return defs, entry
 
     def _opposed(self, d: Event, held: set) -> bool:
-        """`d` sits under the opposite answer of one of the conditions `held` where a use runs, of a test whose
-        reads the function never rebinds (`if train: total += loss` ... `else: total += loss.item()`, then `if
-        train: total.backward()`): no path holds both."""
+        """`d` sits under the opposite answer of one of the conditions `held` where a use runs, of a test fixed for
+        the call (`_fixed`: `if train: total += loss` ... `else: total += loss.item()`, then `if train:
+        total.backward()`): no path holds both."""
         return d.scope is self.node and any(
-            (c := g.condition()) is not None and (c[0], not c[1]) in held and self._constant(g.test) for g in d.guards)
-
-    def _constant(self, test: cst.CSTNode) -> bool:
-        """`test` calls nothing, reads no attribute of `self` and no name the function binds: one answer per call."""
-        read = names_in(test) if isinstance(test, cst.BaseExpression) else {"self"}
-        return not calls_anything(test) and not any(n.split(".")[0] in self._defined_names() or n.startswith("self")
-                                                    for n in read)
+            (c := g.condition()) is not None and (c[0], not c[1]) in held and self._fixed(g.test, None) for g in d.guards)
 
     def _refreshed(self, name: str, at: Event) -> Event | None:
         """The last fresh binding of `name` (its value does not read it) that runs whenever `at` does: in the same
@@ -151,11 +145,12 @@ class Scope(RawScope):
                 return e
         return None
 
-    def _fixed(self, test: cst.CSTNode, loop: cst.CSTNode) -> bool:
-        """`test` calls nothing and reads nothing `loop` binds (nor `self`): it gives one answer in a pass."""
+    def _fixed(self, test: cst.CSTNode, loop: cst.CSTNode | None) -> bool:
+        """`test` calls nothing and reads nothing `loop` binds (nor `self`): it gives one answer in a pass. With no
+        `loop`, nothing the function binds: one answer in a call."""
         read = names_in(test) if isinstance(test, cst.BaseExpression) else {"self"}
         return not calls_anything(test) and "self" not in read and not any(
-            e.target.split(".")[0] in read for e in self.events if e.target and loop in e.loops and kills(e))
+            e.target.split(".")[0] in read for e in self.events if e.target and (loop is None or loop in e.loops) and kills(e))
 
     def _defined_names(self) -> set[str]:
         if self._defined is None:
