@@ -1,4 +1,6 @@
-"""The pre-commit hook, tested the honest way: `pre-commit try-repo` against a temporary git repository."""
+"""The pre-commit hook, tested the way a user runs it: a temporary git repository whose .pre-commit-config.yaml
+pins a committed snapshot of this working tree, and `pre-commit run` on it. (`pre-commit try-repo` installs the
+hook's environment anew on every call; a pinned revision is installed once into PRE_COMMIT_HOME and reused.)"""
 
 from __future__ import annotations
 
@@ -51,9 +53,14 @@ def hook_repo(tmp_path_factory):
 
 
 def _try_repo(repo, home, hook_repo, *files, hook="torchlint"):
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=hook_repo, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    config = repo / ".pre-commit-config.yaml"
+    config.write_text(f"repos:\n- repo: {hook_repo}\n  rev: {rev}\n  hooks:\n  - id: {hook}\n")
+    _git("add", config.name, cwd=repo)
     env = dict(ENV, PRE_COMMIT_HOME=str(home))
     return subprocess.run(
-        [sys.executable, "-m", "pre_commit", "try-repo", str(hook_repo), hook, "--files", *files],
+        [sys.executable, "-m", "pre_commit", "run", hook, "--files", *files],
         cwd=repo, capture_output=True, text=True, env=env, timeout=900,
     )
 
