@@ -239,6 +239,29 @@ def test_edits_from_the_pruned_text_equal_edits_from_the_whole_text():
         assert pruned == whole
 
 
+def test_fixes_applied_on_their_statements_equal_fixes_applied_to_the_whole_module(monkeypatch):
+    """`fix_source` applies and checks each fix on the top-level statements it touches; the text it writes is the
+    text that applying the fixes to the whole module writes, over every rule's positive sources, a long file with
+    fixes in many functions, two fixes in one function, and a file without a final line break."""
+    from torchlint.engine import fix_source
+    from torchlint.pipeline.apply import LocalEdits
+
+    two_in_one = ("def train(model, loader, optimizer, crit):\n    total = 0\n    for x, y in loader:\n"
+                  "        loss = crit(model(x), y)\n        loss.backward()\n        optimizer.step()\n"
+                  "        total += loss\n    return total\n")
+    helper = "# a helper\ndef helper_{0}(a, b):\n    return a * {0} + b\n\n\n"
+    functions = (helper.format(i) + two_in_one.replace("train", f"train_{i}") + "\n\n" for i in range(12))
+    many = "import torch\n\n\n" + "".join(functions)
+    sources = [src for _, src in positive_sources()] + [many, two_in_one, two_in_one.rstrip("\n")]
+    local = [fix_source(src, "t.py", unsafe=True) for src in sources]
+    assert sum(r.applied for r in local) > 100
+    monkeypatch.setattr(LocalEdits, "apply", lambda self, text, fixes: None)
+    monkeypatch.setattr(LocalEdits, "region", lambda self, fix: None)
+    for src, got in zip(sources, local):
+        whole = fix_source(src, "t.py", unsafe=True)
+        assert (got.text, got.applied) == (whole.text, whole.applied)
+
+
 def test_positions_of_identical_decorated_statements():
     """A statement whose text occurs twice is placed from the lines `ast` gives; a decorated one starts, for
     libcst, at `def`, not a line higher at its first decorator."""

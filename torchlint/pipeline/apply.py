@@ -9,7 +9,7 @@ from typing import Mapping, Sequence, cast
 import libcst as cst
 
 from torchlint.diagnostic import Edit, Fix
-from torchlint.source.lines import breaks_before, split_lines
+from torchlint.source.lines import END_BREAK, breaks_before, split_lines
 
 
 def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
@@ -63,33 +63,88 @@ class LocalEdits:
             line += _breaks(module.code_for_node(stmt))
         self._start_lines = starts
 
-    def edits(self, fix: Fix) -> tuple[Edit, ...] | None:
-        """None when the fix touches something outside the top-level statements (the caller diffs the file)."""
+    def region(self, fix: Fix) -> tuple[int, int] | None:
+        """The first and last top-level statements the fix touches; None when it touches something outside them."""
         if self._top is None:
             self._index()
-        assert self._top is not None and self._start_lines is not None
+        assert self._top is not None
         indexes = {self._top.get(id(old)) for old, _ in fix.changes}
         if not indexes or None in indexes:
             return None
         tops = cast("set[int]", indexes)  # None was ruled out just above
-        first, last = min(tops), max(tops)
+        return min(tops), max(tops)
+
+    def _sub(self, first: int, last: int) -> cst.Module:
         module = self.module
         final = last == len(module.body) - 1
-        sub = module.with_changes(
+        return module.with_changes(
             body=module.body[first : last + 1], header=(), footer=module.footer if final else (),
             has_trailing_newline=module.has_trailing_newline if final else True,
         )
+
+    def before(self, first: int, last: int) -> str:
+        """The code of the top-level statements first..last (their leading lines, and the footer after the last)."""
         before = self._before.get((first, last))
         if before is None:
-            before = self._before[(first, last)] = sub.code
+            before = self._before[(first, last)] = self._sub(first, last).code
+        return before
+
+    def after(self, first: int, last: int, fixes: Sequence[Fix]) -> str:
+        """The code of the top-level statements first..last with the fixes applied."""
+        sub = self._sub(first, last)
         try:
-            after = _replace_along_paths(sub, fix).code
+            for fix in fixes:
+                sub = _replace_along_paths(sub, fix)
+            return sub.code
         except Exception:  # a replacement path cannot take (a sentinel where a node must be): the transformer can
-            after = apply_fixes(sub, [fix]).code
-        offset = self._start_lines[first] - 1
+            return apply_fixes(self._sub(first, last), fixes).code
+
+    def start_line(self, index: int) -> int:
+        """The 1-based line where top-level statement `index` starts (its leading lines included)."""
+        if self._start_lines is None:
+            self._index()
+        assert self._start_lines is not None
+        return self._start_lines[index]
+
+    def edits(self, fix: Fix) -> tuple[Edit, ...] | None:
+        """None when the fix touches something outside the top-level statements (the caller diffs the file)."""
+        span = self.region(fix)
+        if span is None:
+            return None
+        first, last = span
+        offset = self.start_line(first) - 1
         return tuple(
-            Edit(e.line + offset, e.column, e.end_line + offset, e.end_column, e.content) for e in edits(before, after)
+            Edit(e.line + offset, e.column, e.end_line + offset, e.end_column, e.content)
+            for e in edits(self.before(first, last), self.after(first, last, [fix]))
         )
+
+    def apply(self, text: str, fixes: Sequence[Fix]) -> str | None:
+        """`text` (the module's code) with the fixes applied, each group of fixes on the top-level statements it
+        touches only; None when a fix touches something outside them, two groups' statements overlap, or the
+        statements' code is not the text's (the caller applies the fixes to the whole module)."""
+        groups: dict[tuple[int, int], list[Fix]] = {}
+        for fix in fixes:
+            span = self.region(fix)
+            if span is None:
+                return None
+            groups.setdefault(span, []).append(fix)
+        spans = sorted(groups)
+        if any(a[1] >= b[0] for a, b in zip(spans, spans[1:])):
+            return None
+        lines = split_lines(text, keepends=True)
+        out: list[str] = []
+        done = 0  # lines of `text` already copied or replaced
+        for first, last in spans:
+            start = self.start_line(first) - 1
+            before = self.before(first, last)
+            end = start + _breaks(before) + (0 if END_BREAK.search(before) else 1)
+            if "".join(lines[start:end]) != before:
+                return None
+            out.extend(lines[done:start])
+            out.append(self.after(first, last, groups[(first, last)]))
+            done = end
+        out.extend(lines[done:])
+        return "".join(out)
 
 
 def _breaks(text: str) -> int:
