@@ -1497,3 +1497,47 @@ def test_one_scaler_updated_once_after_stepping_each_optimizer_in_turn(axes, bin
 ])
 def test_steps_in_turn_without_an_update_after_them_are_still_reported(bind, after):
     assert findings(CRITICS_IN_TURN.format(axes="range(3)", bind=bind, after=after), "TL010") == [(13, 13)]
+
+
+STAND_IN = """
+import torch
+
+{head}
+    from torch.cuda.amp import GradScaler
+{other}
+    class GradScaler:
+        def scale(self, loss):
+            return loss
+
+        def unscale_(self, optimizer):
+            pass
+
+        def step(self, optimizer):
+            optimizer.step()
+
+        def update(self):
+            pass
+
+
+def train(model, loader, optimizer, scaler):
+    for x, y in loader:
+        optimizer.zero_grad()
+        scaler.scale(model(x, y)).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+
+
+def main(model, loader, optimizer):
+    train(model, loader, optimizer, GradScaler())
+"""
+
+
+@pytest.mark.parametrize("head, other", [("try:", "except ImportError:"), ("if torch.cuda.is_available():", "else:")])
+def test_a_stand_in_class_for_an_imported_scaler_is_not_what_its_calls_run(head, other):
+    """A class defined where the import of its name fails (or is not taken) stands in for it; where the import
+    runs, `scaler.step(optimizer)` is GradScaler's step and `scaler.unscale_` unscales before the clip."""
+    assert findings(STAND_IN.format(head=head, other=other), "TL010") == []
+    without_unscale = STAND_IN.format(head=head, other=other).replace("        scaler.unscale_(optimizer)\n", "")
+    assert findings(without_unscale, "TL010") == [(25, 9)]

@@ -115,6 +115,8 @@ class EventWalker:
                 self._stmt(scope, orelse, (loops, neg, contexts))
             elif type(orelse) is cst.Else:
                 self._body(scope, orelse, (loops, neg, contexts))
+                self._drop_stand_ins(stmt.body, [orelse.body])
+                self._drop_stand_ins(orelse.body, [stmt.body])
         elif type(stmt) is cst.For or type(stmt) is cst.While:
             head = [stmt.iter] if isinstance(stmt, cst.For) else [stmt.test]
             if type(stmt) is cst.For:
@@ -141,6 +143,7 @@ class EventWalker:
             self._body(scope, stmt, ctx)
             for handler in stmt.handlers:
                 self._body(scope, handler, (loops, guards + (Guard(handler, False, len(loops)),), contexts))
+            self._drop_stand_ins(stmt.body, [h.body for h in stmt.handlers])
             if stmt.orelse is not None:
                 self._body(scope, stmt.orelse, ctx)
             if stmt.finalbody is not None:
@@ -160,6 +163,24 @@ class EventWalker:
             self._exprs(scope, stmt, [stmt.subject], ctx)
             for case in stmt.cases:
                 self._body(scope, case, (loops, guards + (Guard(case, False, len(loops)),), contexts))
+
+    def _drop_stand_ins(self, imports: cst.BaseSuite, others: Sequence[cst.BaseSuite]) -> None:
+        """`try: from torch.cuda.amp import GradScaler` / `except ImportError: class GradScaler: ...` (or the two
+        arms of an `if`): the class stands in for the import only where the import fails or is not taken; where
+        the import runs, the name is the imported class. The stand-in does not name a class of the file (its
+        `step()` is not what `scaler.step(opt)` runs)."""
+        imported = {
+            (alias.asname.name.value if alias.asname is not None and type(alias.asname.name) is cst.Name
+             else dotted(alias.name))
+            for line in imports.body if type(imports) is cst.IndentedBlock and type(line) is cst.SimpleStatementLine
+            for small in line.body if isinstance(small, (cst.Import, cst.ImportFrom))
+            for alias in (small.names if not isinstance(small.names, cst.ImportStar) else ())
+        }
+        for suite in others if imported else ():
+            for member in suite.body if type(suite) is cst.IndentedBlock else ():
+                if type(member) is cst.ClassDef and member.name.value in imported \
+                        and self.classes.get(member.name.value) is member:
+                    del self.classes[member.name.value]
 
     # -- simple statements ---------------------------------------------------------------------------------------
     def _simple(self, scope: RawScope, line: cst.CSTNode, smalls: Sequence[cst.CSTNode], ctx: _Ctx) -> None:

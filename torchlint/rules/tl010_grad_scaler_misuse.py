@@ -165,7 +165,9 @@ inner loop over micro-batches that steps and updates once per micro-batch; two t
 that steps and updates, called for two batches: the same optimizer steps again between the updates); a step call
 handed the scaler
 (`self.optimizer.step("generator", scaler=scaler)`): not `Optimizer.step`, which takes only a closure, but a wrapper
-that may step through the scaler itself.
+that may step through the scaler itself; a stand-in class the file defines where the import of its name fails
+(`try: from torch.cuda.amp import GradScaler` / `except ImportError: class GradScaler: ...`, or the two arms of an
+`if`): where the import runs, `scaler.step(opt)` and `scaler.unscale_(opt)` are GradScaler's own, not the stand-in's.
 
 ```python
 scaler = torch.cuda.amp.GradScaler()
