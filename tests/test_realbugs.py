@@ -39,7 +39,7 @@ KNOWN_MISSES_MINED = frozenset({
     "mj01", "mj07", "mj08", "mj11", "mj14", "mj15",
     "mk01", "mk03", "mk05",
     "ml05", "ml06", "ml07", "ml08", "ml23", "ml24", "ml25",
-    "mm04", "mm05", "mm07", "mm10",
+    "mm04", "mm05", "mm10",
 })
 
 # variable, what to run, known misses

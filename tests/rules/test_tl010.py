@@ -1541,3 +1541,52 @@ def test_a_stand_in_class_for_an_imported_scaler_is_not_what_its_calls_run(head,
     assert findings(STAND_IN.format(head=head, other=other), "TL010") == []
     without_unscale = STAND_IN.format(head=head, other=other).replace("        scaler.unscale_(optimizer)\n", "")
     assert findings(without_unscale, "TL010") == [(25, 9)]
+
+
+SPLIT_STEP = """
+import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizers, clip):
+        self.model = model
+        self.optimizers = optimizers
+        self.scaler = torch.cuda.amp.GradScaler()
+        self.clip = clip
+
+    def backward(self, x, y):
+        with torch.autocast("cuda"):
+            loss = self.model(x, y)
+        self.scaler.scale(loss).backward()
+
+    def step(self):
+        for opt in self.optimizers:
+            for group in opt.param_groups:
+                torch.nn.utils.clip_grad_norm_(group["params"], self.clip)
+            self.scaler.step(opt)
+        self.scaler.update()
+"""
+
+
+def test_a_clip_in_the_method_that_steps_the_scaler_of_another_methods_backward():
+    """The backward in one method, the clip and `self.scaler.step(opt)` in another: the clip sees scaled
+    gradients (a trainer's backward() and step(), called in turn by a loop in another file)."""
+    assert findings(SPLIT_STEP, "TL010") == [(20, 17)]
+    assert "`self.scaler.unscale_(opt)` before it" in messages(SPLIT_STEP, "TL010")[0][2]
+
+
+@pytest.mark.parametrize("old, new", [
+    ("        self.scaler.scale(loss).backward()\n",                  # unscaled in the backward's method
+     "        self.scaler.scale(loss).backward()\n        for opt in self.optimizers:\n"
+     "            self.scaler.unscale_(opt)\n"),
+    ("            for group in opt.param_groups:\n",                  # unscaled in the step's method
+     "            self.scaler.unscale_(opt)\n            for group in opt.param_groups:\n"),
+    ("            self.scaler.step(opt)\n        self.scaler.update()\n",  # the clip after the step
+     "            pass\n        for opt in self.optimizers:\n            self.scaler.step(opt)\n"
+     "        self.scaler.update()\n        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)\n"),
+    ("self.scaler.scale(loss).backward()", "loss.backward()"),  # no scaled backward in the class
+    ("self.scaler.step(opt)", "self.other_scaler.step(opt)"),   # another scaler's step
+])
+def test_a_split_step_that_unscales_or_clips_after_is_not_reported(old, new):
+    assert old in SPLIT_STEP
+    assert findings(SPLIT_STEP.replace(old, new), "TL010") == []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.clearing import clears
-from torchlint.analysis.events import Event, EventKind
+from torchlint.analysis.events import BackwardVia, ClipVia, Event, EventKind
 from torchlint.analysis.exprs import code_of, equals_integer, modulo_divisor, names_in
 from torchlint.analysis.loops import Loop
 from torchlint.analysis.model import FileModel
@@ -114,3 +114,50 @@ def optimizers_in_turn(loop: Loop, step: Event) -> bool:
             return False
     return any(e.kind is EventKind.SCALER_UPDATE and e.target == step.via and loop.node not in e.loops
                and e.seq > step.seq and e.loops == step.loops[:-1] for e in loop.scope.events)
+
+
+def clipped_in_another_method(model: FileModel) -> list[tuple[Event, Event, Event]]:
+    """A class that back-propagates through its scaler in one method (`self.scaler.scale(loss).backward()`) and
+    clips, then steps through the same scaler, in another (`clip_grad_norm_(...)`, then `self.scaler.step(opt)`),
+    with no `unscale_` of that scaler in any method of the class, nor anywhere in the file: the gradients the clip
+    sees are the scaled ones (`scaler.step` unscales only after it). Each (clip, step, scaled backward); the step's
+    method back-propagates nothing itself (a method that does is one iteration, judged with its own backward)."""
+    if ".unscale_(" in model.text:
+        return []
+    out: list[tuple[Event, Event, Event]] = []
+    by_class: dict[str, list] = {}
+    for scope in model.scopes:
+        if scope.class_name is not None and type(scope.node) is cst.FunctionDef:
+            by_class.setdefault(scope.class_name, []).append(scope)
+    for methods in by_class.values():
+        scaled = {b.via: b for s in methods for b in s.events
+                  if b.kind is EventKind.BACKWARD and b.variant is BackwardVia.SCALER and (b.via or "").startswith("self.")
+                  and b.scope is s.node}
+        for scope in methods if scaled else ():
+            events = [e for e in scope.events if e.scope is scope.node]
+            if any(e.kind is EventKind.BACKWARD for e in scope.events):
+                continue
+            for step in (e for e in events if e.kind is EventKind.STEP and e.via in scaled):
+                clips = [c for c in events if c.kind is EventKind.CLIP and c.variant is not ClipVia.ACCELERATOR
+                         and c.seq < step.seq and set(c.loops) >= set(step.loops)]
+                if clips:
+                    out.append((clips[0], step, scaled[step.via]))
+    return out
+
+
+def without_scaler(step: Event, scaled: list[Event], scaler: str) -> bool:
+    """The plain step runs only when the scaler is absent (`if self.scaler is None: self.optimizer.step()`, in
+    the method that steps, while the one that back-propagates scales only when there is a scaler): a scaled
+    backward cannot have run in that pass, `None.scale(...)` would have raised."""
+    names = {b.via for b in scaled if b.via} | {scaler}
+    return any(g.condition() in {(n, False) for n in names} for g in step.guards)
+
+
+def handed_scaler(call: cst.CSTNode, scaled: list[Event], scaler: str) -> bool:
+    """A step call given the GradScaler as an argument (`optimizer.step('generator', scaler=scaler)`): not
+    `torch.optim.Optimizer.step`, which takes only a closure, but a wrapper that decides what to do with the scaler
+    (it may call `scaler.step(opt)` itself): not known to be a plain step."""
+    if type(call) is not cst.Call:
+        return False
+    scalers = {b.via for b in scaled if b.via} | {scaler}
+    return any(names_in(a.value) & scalers for a in call.args)

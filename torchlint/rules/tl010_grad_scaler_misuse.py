@@ -14,11 +14,12 @@ import libcst as cst
 
 from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel, Loop
 from torchlint.analysis.scaling import (
-    conditions, crossed, decided_after, every_time_after, level, optimizers_in_turn, sets_scale, steps_again,
+    clipped_in_another_method, conditions, crossed, decided_after, every_time_after, handed_scaler, level,
+    optimizers_in_turn, sets_scale, steps_again, without_scaler,
 )
 from torchlint.analysis.engines import called_per_run
 from torchlint.analysis.loops import optimizer_loop, optimizers_loops
-from torchlint.analysis.exprs import clamping_hooks, code_of, modulo_divisor, names_in
+from torchlint.analysis.exprs import clamping_hooks, code_of, modulo_divisor
 from torchlint.analysis.names import Role, role_of_value
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, insert_after, insert_before, movable
@@ -51,8 +52,10 @@ name every binding of which in the file is `scaled = scaler.scale(loss)`):
 2. `clip_grad_norm_` / `clip_grad_value_` (or the old `clip_grad_norm`), or gradients clamped by hand
    (`p.grad.data.clamp_(-c, c)`, also in a loop over the parameters), with no `scaler.unscale_(optimizer)` between
    the backward and the clip; also a clip in a function of the file or of another project file that the loop calls
-   there (even one under a test in that function, `if max_norm > 0:`), reported at the call for the latter. Not
-   followed: a helper that unscales on some path of its own;
+   there (even one under a test in that function, `if max_norm > 0:`), reported at the call for the latter; and a
+   class that back-propagates through `self.scaler.scale(loss)` in one method and clips, then calls
+   `self.scaler.step(opt)`, in another, with no `unscale_` anywhere in the file (a trainer's `backward()` and
+   `step()`). Not followed: a helper that unscales on some path of its own;
 3. `scaler.step(...)` with no `scaler.update()` in the iteration, or with updates after it only under a periodic
    test the step does not share (`if i % 100 == 0:`, or its `else:`), so that most iterations step without one;
 4. `scaler.update()` under a condition decided after `scaler.unscale_(optimizer)` (`if not skip:` with `skip`
@@ -206,6 +209,12 @@ for x, y in loader:
                 if id(finding.node) not in seen:
                     seen.add(id(finding.node))
                     yield finding
+        for clip, step, backward in clipped_in_another_method(model):
+            if id(clip.node) not in seen:
+                seen.add(id(clip.node))
+                yield Finding(clip.node, f"`{code_of(clip.node)}` clips gradients still multiplied by the loss scale "
+                              f"(`{code_of(backward.node)}` made them, in another method): call "
+                              f"`{step.via}.unscale_({step.target})` before it")
         yield from _rebuilt_scalers(model)
         yield from _clipped_every_micro_step(model)
         yield from _clamping_hooks(model)
@@ -235,9 +244,9 @@ def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Find
         if level(step) is not loop.node:
             continue  # judged in its own loop
         call = step.node
-        if _handed_scaler(call, scaled, scaler):
+        if handed_scaler(call, scaled, scaler):
             continue  # `opt.step(name, scaler=scaler)`: a wrapper that steps through the scaler, not a plain step
-        if _without_scaler(step, scaled, scaler):
+        if without_scaler(step, scaled, scaler):
             continue
         stepped = [s for s in loop.of(EventKind.STEP) if s.via is not None and s.target == step.target
                    and loop.may_follow(s, step) and s.seq < step.seq]
@@ -259,24 +268,6 @@ def _direct_steps(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Find
             f"scale and skips the inf/nan check; call `{scaler}.step({step.target})`",
             fix,
         )
-
-
-def _without_scaler(step: Event, scaled: list[Event], scaler: str) -> bool:
-    """The plain step runs only when the scaler is absent (`if self.scaler is None: self.optimizer.step()`, in
-    the method that steps, while the one that back-propagates scales only when there is a scaler): a scaled
-    backward cannot have run in that pass, `None.scale(...)` would have raised."""
-    names = {b.via for b in scaled if b.via} | {scaler}
-    return any(g.condition() in {(n, False) for n in names} for g in step.guards)
-
-
-def _handed_scaler(call: cst.CSTNode, scaled: list[Event], scaler: str) -> bool:
-    """A step call given the GradScaler as an argument (`optimizer.step('generator', scaler=scaler)`): not
-    `torch.optim.Optimizer.step`, which takes only a closure, but a wrapper that decides what to do with the scaler
-    (it may call `scaler.step(opt)` itself): not known to be a plain step."""
-    if type(call) is not cst.Call:
-        return False
-    scalers = {b.via for b in scaled if b.via} | {scaler}
-    return any(names_in(a.value) & scalers for a in call.args)
 
 
 def _clip_before_unscale(loop: Loop, scaled: list[Event], scaler: str) -> Iterator[Finding]:
