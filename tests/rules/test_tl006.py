@@ -1051,3 +1051,43 @@ def test_each_passs_gradients_handed_to_the_optimizers_own_method_are_not_wiped(
 ])
 def test_each_passs_gradients_wiped_before_the_step_are_still_reported(sample, gather):
     assert findings(MONTE_CARLO_PASSES.format(sample=sample, gather=gather), "TL006") == [(6, 13)]
+
+
+SCHEDULE = """
+import torch
+
+
+class Agent:
+    def __init__(self, policy, critic, every):
+        self.policy, self.critic = policy, critic
+        self.opt_policy = torch.optim.Adam(policy.parameters())
+        self.opt_critic = torch.optim.Adam(critic.parameters())
+        self.updates = 0
+        self.every = every
+
+    def train(self, batches):
+        for batch in batches:
+            self.opt_policy.zero_grad()
+            self.opt_critic.zero_grad()
+            loss = self.policy(batch).mean() + self.critic(batch).mean()
+            loss.backward()
+            self.opt_critic.step()
+            if self.updates % self.every == 0:
+                self.opt_policy.step()
+            {inside}
+        {after}
+"""
+
+
+def test_a_schedule_fixed_for_the_whole_loop_is_not_an_accumulation_window():
+    """`self.updates` advances after the loop: in one call every iteration steps the policy, or none does (it
+    trains every `every`-th call); clearing it every iteration is what that schedule wants."""
+    assert findings(SCHEDULE.format(inside="", after="self.updates += 1"), "TL006") == []
+
+
+@pytest.mark.parametrize("inside, after", [
+    ("self.updates += 1", ""),           # the counter advances inside the loop: a window of `every` iterations
+    ("self.advance()", "\n    def advance(self):\n        self.updates += 1"),  # advanced by a method the loop calls
+])
+def test_a_window_counted_inside_the_loop_is_still_reported(inside, after):
+    assert findings(SCHEDULE.format(inside=inside, after=after), "TL006") == [(15, 13)]

@@ -4236,3 +4236,51 @@ def test_the_return_weighting_a_log_probability_is_no_term_of_the_loss():
 
 def test_the_loss_of_a_policy_gradient_step_kept_in_a_total_is_still_reported():
     assert findings(POLICY_GRADIENT_STEP.format(kept="loss"), "TL007") == [(16, 13)]
+
+
+PER_CALL = """
+import torch
+
+
+class Learner:
+    def __init__(self, model, optimizer):
+        self.model = model
+        self.optimizer = optimizer
+
+    def get_loss(self, batch):
+        mean_loss = torch.tensor(0.)
+        for x, y in zip(*batch):
+            loss = self.model(x, y)
+            loss.backward()
+            mean_loss += loss
+        return mean_loss
+
+    def train(self, loader):
+        for batch in loader:
+            self.optimizer.zero_grad()
+            loss = self.get_loss(batch)
+            self.optimizer.step()
+
+    def evaluate(self, loader):
+        for batch in loader:
+            _ = self.get_loss(batch)
+"""
+
+
+def test_a_per_call_total_of_one_steps_micro_batches_is_not_kept_across_steps():
+    """`get_loss` back-propagates each task of one batch and sums them; the loop that calls it steps after each
+    call and rebinds the result: the total holds one step's graphs, dropped at the next call."""
+    assert findings(PER_CALL, "TL007") == []
+
+
+@pytest.mark.parametrize("old, new", [
+    ("            self.optimizer.step()\n", ""),                            # no caller steps after the call
+    ("    def train(self, loader):\n        for batch in loader:\n",       # a call outside any loop
+     "    def train(self, loader):\n        if loader:\n"),
+    ("            loss.backward()\n",                                     # the function steps itself
+     "            loss.backward()\n            self.optimizer.step()\n"),
+])
+def test_a_total_of_a_function_not_run_once_per_step_is_still_reported(old, new):
+    assert old in PER_CALL
+    src = PER_CALL.replace(old, new)
+    assert findings(src, "TL007") == [(src.splitlines().index("            mean_loss += loss") + 1, 13)]

@@ -450,3 +450,21 @@ def _entry_terms(callee: Scope, expr: cst.BaseExpression, at: Event, depth: int)
                     return None
                 out |= held
     return out or None
+
+
+def one_step_per_call(model: FileModel, loop: Loop, e: Event) -> bool:
+    """A local total of a function, bound outside any loop and added to in its one loop, which steps nothing,
+    while every call of the function in the file runs in a loop, one of which steps an optimizer after it (`loss =
+    self.get_loss(batch)` then `optimizer.step()`, with `get_loss` back-propagating each task of the batch and
+    summing the losses; an evaluation loop calling it too): the loop is one step's micro-batches, and the total is
+    dropped when the next call's result replaces it (a caller that keeps it is judged in its own loop)."""
+    scope, target = loop.scope, e.target or ""
+    if (type(scope.node) is not cst.FunctionDef or "." in target or e.loops != (loop.node,)
+            or loop.of(EventKind.STEP, EventKind.RUN) or any(s.kind is EventKind.STEP for s in scope.events)):
+        return False
+    if any(a.loops for a in scope.assignments(target) if a.rebinds):
+        return False
+    calls = model.calls_of(scope)
+    return all(call.loops for _, call in calls) and any(
+        any(s.kind is EventKind.STEP and s.seq > call.seq and call.loops[-1] in s.loops for s in caller.events)
+        for caller, call in calls)

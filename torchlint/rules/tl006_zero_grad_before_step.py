@@ -16,7 +16,8 @@ from torchlint.analysis.bindings import module_constant
 from torchlint.analysis.clearing import (
     clears, cleared_between, cleared_early, divided_without_window, stepped_outside_window,
 )
-from torchlint.analysis.exprs import code_of, dotted, names_in, modulo_divisor
+from torchlint.analysis.exprs import calls_anything, code_of, dotted, names_in, modulo_divisor
+from torchlint.analysis.scopes import kills
 from torchlint.analysis.hooks import lightning_steps
 from torchlint.diagnostic import Fix
 from torchlint.fixes import expression, movable, move_after
@@ -115,7 +116,10 @@ Move the `zero_grad()` to right after the step (inside the accumulation guard wh
 `zero_grad()` at the top of the iteration before the backward, after the step, or under the same accumulation
 guard as the step, or before a gradient written by hand (`p.grad = noise * scale`), which the step then applies;
 a step on all but every k-th iteration (`if i % n_critic != 0:`, `if i % k:`), each on that
-iteration's own gradient: no window; `optimizer.zero_grad()` inside `accelerator.accumulate`; GANs that clear one network while
+iteration's own gradient: no window; a step under a modulo test that the loop does not change
+(`if self.updates % k == 0:` with the counter advanced after the loop, no method of `self` called in it that binds
+it): every iteration of one run steps, or none does, an alternating schedule, not a window;
+`optimizer.zero_grad()` inside `accelerator.accumulate`; GANs that clear one network while
 stepping the other (`netD.zero_grad()` before `optimizerG.step()` when `optimizerG` owns only `netG`), and GANs
 that share one optimizer and clear one sub-network between the backward and the step so that the step leaves it
 out (`model.generator.zero_grad()` before `optimizer.step()` when the optimizer owns all of `model`, or when its
@@ -273,11 +277,40 @@ def _every_micro_step(model: FileModel, loop: Loop, z: Event, steps: list[Event]
                 # sibling one): it runs between runs of that loop, dropping at most an unfinished window, not
                 # every micro-step
                 continue
+            if k is not None and _fixed_schedule(model, loop, test):
+                continue  # `if self.updates % k == 0:` with `self.updates` advanced after the loop: an alternating
+                # schedule (each pass of the loop steps on every iteration, or on none), not a window
             if k is not None and not any(g2.test is g.test for g2 in z_guards):
                 every = "iteration" if loop.node is not None else "call of this step function"
                 return step, (f"runs on every {every} but `{code_of(step.node)}` only every `{code_of(k)}`: "
                               f"gradient accumulation is lost, each step sees one micro-batch; move it after the step")
     return None
+
+
+def _fixed_schedule(model: FileModel, loop: Loop, test: cst.CSTNode) -> bool:
+    """Does the left side of the window test's modulo read only what stays the same while the loop runs: nothing
+    the loop binds, no call, and no attribute of `self` that a method of the class binds while the loop calls a
+    method of `self`? Then every iteration of one run of the loop gives the same answer."""
+    if loop.node is None:
+        return False
+    left = next((n.left for n in walk(test, prune=lambda n: type(n) is cst.Call)
+                 if type(n) is cst.BinaryOperation and type(n.operator) is cst.Modulo), None)
+    if left is None or calls_anything(left):
+        return False
+    read = {d for n in walk(left, prune=lambda n: type(n) is cst.Attribute)
+            if type(n) in (cst.Name, cst.Attribute) and (d := dotted(n)) is not None}
+    scope = loop.scope
+    bound = {e.target for e in scope.events if e.target and kills(e) and (loop.node in e.loops or e.stmt is loop.node)}
+    if not read or any(n in bound or n.split(".")[0] in bound for n in read):
+        return False
+    cls = scope.class_name
+    attrs = {e.target for s in model.scopes if cls is not None and s.class_name == cls for e in s.events
+             if e.target and e.target.startswith("self.") and kills(e)}
+    methods = [c for c in loop.called if c.startswith("self.") and c.count(".") == 1 and c not in attrs]
+    if methods and any(n in attrs for n in read):
+        return False
+    plain = [n for n in read if not n.startswith("self.")]
+    return not (plain and any(not n.startswith("self.") for n in loop.called if model.resolve(scope, n)))
 
 
 def _counts_calls(scope, test: cst.CSTNode) -> bool:

@@ -19,7 +19,7 @@ from torchlint.analysis.evaluations import kept_by_passes, summed_by_evaluations
 from torchlint.analysis.handing import escapes, handed_on
 from torchlint.analysis.kept_callers import kept_for_callers, stored_for_callers
 from torchlint.analysis.keeping import (
-    SET_ITEM, kept_by_objects, kept_by_steps, summed_by_helper, term_of_backpropagated,
+    SET_ITEM, kept_by_objects, kept_by_steps, one_step_per_call, summed_by_helper, term_of_backpropagated,
 )
 from torchlint.analysis.terms import log_probability
 from torchlint.analysis.semantics import DISPLAY
@@ -259,7 +259,9 @@ already; a model's forward that collects features of one call in a list; loops w
 list of the totals an inner loop summed (reported once, where the sum grows); an object built afresh in each call of a
 method that steps; the micro-batch outputs of one step, kept in a list the batch loop binds afresh (it never holds
 more than one step's graphs), or in a local of a function summed over its one loop of micro-batches with the optimizer
-stepped once after it (dropped when the call returns); a dict entry with a literal key replaced at every iteration
+stepped once after it (dropped when the call returns), also when the function steps nothing and a loop that calls
+it steps after the call (`loss = self.get_loss(batch)`, then `optimizer.step()`; every call of it in a loop); a
+dict entry with a literal key replaced at every iteration
 (`loss_dict["d"] = d_loss`: the latest value only; not one that reads the entry back, `log["loss"] = log.get("loss",
 0) + loss`, which adds to it); a meter given `loss.item()`, a method that converts what it is given
 (`self.values.append(float(val))`) or only replaces an attribute (`self.last = val`), a meter bound afresh in each
@@ -398,7 +400,7 @@ for x, y in loader:
                     if part is None and (kind.graph_free or not term_of_backpropagated(model, scope, e.value)):
                         continue  # a number, a string, a detached tensor, or a value the analysis cannot see
                 if (not loop.carries(e) or escapes(model, loop, e.target) or loop.within_one_step(e)
-                        or loop.repeats_one_batch(e)):
+                        or loop.repeats_one_batch(e) or one_step_per_call(model, loop, e)):
                     continue
                 if loop.fills_local_buffer(e) or kind is VKind.GRAPH and loop.keeps_inner_total(
                         e, lambda name: kinds.of_name(name, scope, e).graph_free):
