@@ -16,6 +16,7 @@ from torchlint.source.cstfast import parse_read_only
 from torchlint.source.ipython import mask_ipython_lines
 from torchlint.analysis import FileModel
 from torchlint.analysis.expected import expected_regions
+from torchlint.analysis.liveness import never_run
 from torchlint.analysis.foreign import ProjectLookup
 from torchlint.project import Project, ProjectView
 from torchlint.project_callers import callers_text
@@ -162,6 +163,8 @@ def _analyze(text: str, path: str, firing: Sequence[type[Rule]], whole: bool, vi
     if findings:
         # A test that checks PyTorch warns or raises misbehaves on purpose (analysis.expected).
         expected = expected_regions(module, text)
+        if path.endswith(".ipynb"):
+            expected |= never_run(module, whole_text)  # a definition no cell reaches never runs (analysis.liveness)
         findings = [(rule, f) for rule, f in findings if id(f.node) not in expected]
     return Analysis(module, findings, errors, source, model.top_of, model.statement_of, tree)
 
