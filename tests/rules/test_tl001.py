@@ -840,3 +840,87 @@ def test_a_loss_module_that_returns_the_total_it_keeps():
     assert findings(src, "TL001") == [(16, 5)]
     assert findings(_TOTAL_RETURNING_CRITERION.format(reset="self.total = 0", returned="self.total"), "TL001") == []
     assert findings(_TOTAL_RETURNING_CRITERION.format(reset="pass", returned="F.mse_loss(out, y)"), "TL001") == []
+
+
+FIRST_PASS = """
+import torch
+
+
+def train(model, loader, optimizer, criterion):
+    for {head}:
+        l = criterion(model(x), y)
+        if {test}:
+            loss = l
+        else:
+            loss = loss + l
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("head, test", [
+    ("i, (x, y) in enumerate(loader)", "i == 0"),
+    ("i, (x, y) in enumerate(loader, start=0)", "0 == i"),
+    ("i in range(100)", "not i"),
+])
+def test_a_total_seeded_on_the_first_pass_is_carried(head, test):
+    """`if i == 0: loss = l` binds the total on the loop's first pass only: from the second on, every backward
+    re-walks the earlier passes' graphs."""
+    src = FIRST_PASS.format(head=head, test=test)
+    if "range" in head:
+        src = src.replace("        l = criterion(model(x), y)", "        x, y = next(loader)\n        l = criterion(model(x), y)")
+    line = src.splitlines().index("        loss.backward()") + 1
+    assert findings(src, "TL001") == [(line, 9)]
+
+
+@pytest.mark.parametrize("head, test", [
+    ("i, (x, y) in enumerate(loader)", "i % 8 == 0"),      # rebound every 8th pass: at most 8 passes' graphs
+    ("i, (x, y) in enumerate(loader, 1)", "i == 0"),       # counted from 1: not the first pass's test
+    ("i, (x, y) in enumerate(loader)", "i == 1"),
+])
+def test_other_tests_of_the_counter_are_not_seeds(head, test):
+    """A binding under another test of the counter is a rebinding the analysis cannot place: not reported."""
+    assert findings(FIRST_PASS.format(head=head, test=test), "TL001") == []
+
+
+METER = """
+import torch
+
+
+class Meter:
+    def __init__(self):
+        self.sum = 0
+
+    def add(self, v):
+        self.sum = self.sum + v
+        return self.sum
+
+
+def train(model, loader, optimizer, criterion):
+    meter = Meter()
+    for x, y in loader:
+        total = meter.add(criterion(model(x), y))
+        optimizer.zero_grad()
+        total.backward()
+        optimizer.step()
+"""
+
+
+def test_the_running_sum_a_helper_object_returns_is_back_propagated():
+    """`meter.add(loss)` adds each loss into `self.sum` and returns it; the loop back-propagates what it returns:
+    from the second batch on, the backward re-walks the first batch's freed graph."""
+    assert findings(METER, "TL001") == [(19, 9)]
+    assert "what `meter.add()` returns, `self.sum`" in messages(METER, "TL001")[0][2]
+
+
+@pytest.mark.parametrize("old, new", [
+    ("    meter = Meter()\n    for x, y in loader:\n", "    for x, y in loader:\n        meter = Meter()\n"),  # fresh
+    ("meter.add(criterion(model(x), y))", "meter.add(criterion(model(x), y).item())"),                       # a number
+    ("        optimizer.step()\n", "        optimizer.step()\n        meter.reset()\n"),                        # reset
+])
+def test_a_helper_total_made_fresh_reset_or_fed_numbers_is_not_reported(old, new):
+    src = METER.replace(old, new)
+    if "reset()" in new:
+        src = src.replace("        return self.sum\n", "        return self.sum\n\n    def reset(self):\n        self.sum = 0\n")
+    assert old in METER and findings(src, "TL001") == []

@@ -187,6 +187,39 @@ def _literal(test: cst.BaseExpression, polarity: bool) -> tuple[str, bool]:
     return (name if name is not None else code_of(test)), polarity
 
 
+def _first_pass(test: cst.CSTNode, loop: cst.CSTNode) -> bool:
+    """`i == 0` (`0 == i`, `not i`) where `i` counts the passes of `loop` from 0: its `range(n)` / `range(0, n)`
+    target, or the index of `enumerate(xs)` (no start, or 0). True on the loop's first pass only."""
+    if type(loop) is not cst.For or type(loop.iter) is not cst.Call:
+        return False
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        counted = test.expression
+    elif type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.comparisons[0].operator) is cst.Equal:
+        left, right = test.left, test.comparisons[0].comparator
+        if type(right) is cst.Integer and right.value == "0":
+            counted = left
+        elif type(left) is cst.Integer and left.value == "0":
+            counted = right
+        else:
+            return False
+    else:
+        return False
+    if type(counted) is not cst.Name:
+        return False
+    func, args = dotted(loop.iter.func), loop.iter.args
+    index: cst.BaseExpression
+    if func == "range" and type(loop.target) is cst.Name:
+        index, starts_at_zero = loop.target, len(args) == 1 or len(args) >= 2 and code_of(args[0].value) == "0"
+    elif func == "enumerate" and type(loop.target) is cst.Tuple and loop.target.elements:
+        index = loop.target.elements[0].value
+        start = next((a.value for a in args if a.keyword is not None and a.keyword.value == "start"),
+                     args[1].value if len(args) > 1 and args[1].keyword is None else None)
+        starts_at_zero = start is None or code_of(start) == "0"
+    else:
+        return False
+    return starts_at_zero and type(index) is cst.Name and index.value == counted.value
+
+
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     """`a and b and c` -> [a, b, c]; anything else -> [itself]."""
     if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
@@ -310,9 +343,13 @@ class Event:
 
     @property
     def seeds(self) -> bool:
-        """A binding under its own target's `is None` test (`if total is None: total = loss`): it starts a total
-        once, and the additions after it never bring `None` back, so it drops no graph."""
-        return self.target is not None and any(g.condition() == (self.target, False) for g in self.guards)
+        """A binding under its own target's `is None` test (`if total is None: total = loss`), or under the test of
+        a loop's first pass (`if i == 0: total = loss` in `for i, b in enumerate(loader)` or `for i in range(n)`):
+        it starts a total once, and the additions after it never bring `None` back, so it drops no graph."""
+        return self.target is not None and any(
+            g.condition() == (self.target, False)
+            or not g.negated and 0 < g.depth <= len(self.loops) and _first_pass(g.test, self.loops[g.depth - 1])
+            for g in self.guards)
 
     def guards_within(self, loop: cst.CSTNode) -> tuple[Guard, ...]:
         """Guards between `loop` and the event (ignoring those outside the loop)."""

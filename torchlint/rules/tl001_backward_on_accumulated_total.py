@@ -14,7 +14,7 @@ import libcst as cst
 from torchlint.analysis import AssignForm, Event, EventKind, FileModel, Loop
 from torchlint.analysis.buffers import ATTRIBUTE_APPEND, unemptied_buffers
 from torchlint.analysis.cuts import DISTRIBUTION_VALUE
-from torchlint.analysis.exprs import code_of, dotted, graph_operand_names
+from torchlint.analysis.exprs import argument_for, code_of, dotted, graph_operand_names, names_in, positional_params
 from torchlint.analysis.vkind import VKind
 from torchlint.diagnostic import Fix
 from torchlint.fixes import insert_after, statements
@@ -50,7 +50,8 @@ A `.backward()` (or `accelerator.backward`, `scaler.scale(...).backward()`, `tor
 is — or is computed from — a running total that the loop keeps adding to (`total = total + loss`, `total += loss`,
 `losses.append(loss)` then `sum(losses)` / `torch.stack(losses)`, a moving average `avg = 0.9 * avg + 0.1 * loss`),
 when nothing rebinds the total between that backward and the next addition. A rebinding under the total's own
-`is None` test (`if avg is None: avg = loss`) only seeds it: it runs once and drops no graph.
+`is None` test (`if avg is None: avg = loss`), or under the test of the loop's first pass (`if i == 0:` with `i`
+the index of `enumerate(loader)` or the target of `range(n)`), only seeds it: it runs once and drops no graph.
 `total.data.zero_()` is not a reset: it zeroes the value and keeps the graph.
 
 Also in a method run once per training step (it back-propagates outside any loop of its own and steps an
@@ -63,7 +64,8 @@ more (`self.total = 0` once per epoch, then `for batch in loader: self.train_ste
 re-walks every earlier call's graph. Reported without a fix. Likewise a method of the class that adds each call's
 loss into such an attribute and returns it (`self.loss_sum += loss; return self.loss_sum`), whose result a loop
 back-propagates (`out = self.compute(x, y)`; `out.backward()`; or `loss = crit(out, y)`, the forward of a loss
-module of the file doing so), unless the loop binds the attribute again.
+module of the file doing so; or a method of a helper object the loop hands each loss to, `total =
+meter.add(loss)`), unless the loop binds the attribute again or builds the object anew in each pass.
 
 Likewise a buffer kept across updates: a list attribute that `__init__` binds empty (`self.log_probs = []`, or
 `self.saved_log_probs` of a module-level object, `policy = Policy()`), that a method or function of the file appends
@@ -244,9 +246,15 @@ def _returned_totals(model: FileModel, scope, backward: Event, defs: list[Event]
         total = totals.pop() if len(totals) == 1 else None
         if callee is None or not rets or not total or not total.startswith("self.") or total.count(".") != 1:
             continue
+        receiver = func.rpartition(".")[0]
+        if receiver and receiver != "self" and any(
+                a.rebinds and (backward.loops[-1] in a.loops if backward.loops else True)
+                for a in scope.assignments(receiver)):
+            continue  # `meter = Meter()` in each pass (or in the per-step function): a total of this pass only
         adds = [e for e in callee.events if e.scope is callee.node and e.target == total and e.accumulates
                 and not e.loops and e.value is not None]
-        if adds and VKind.GRAPH in (model.kinds.of(adds[0].value, callee, adds[0]), model.kinds.of(d.value, scope, d)) \
+        if adds and (VKind.GRAPH in (model.kinds.of(adds[0].value, callee, adds[0]), model.kinds.of(d.value, scope, d))
+                     or _graph_given(model, scope, d, callee, adds[0])) \
                 and _kept_by_self(model, callee, adds[0]):  # (a graph added, or returned at this call, given its arguments)
             yield Finding(
                 backward.node,
@@ -255,6 +263,18 @@ def _returned_totals(model: FileModel, scope, backward: Event, defs: list[Event]
                 f"backward through the graph a second time'); return the loss itself, or rebind `{total}` each step",
             )
             return
+
+
+def _graph_given(model: FileModel, scope, d: Event, callee, add: Event) -> bool:
+    """The call `d` binds hands the method, for a parameter its addition reads, a value with a graph
+    (`total = meter.add(criterion(out, y))` for `def add(self, v): self.sum = self.sum + v`)."""
+    assert type(d.value) is cst.Call
+    params = positional_params(callee.node)
+    if callee.class_name is not None:
+        params = params[1:]  # `self`, bound by the object the method is called on
+    read = names_in(add.value) if add.value is not None else set()
+    return any((arg := argument_for(d.value, params, p)) is not None and model.kinds.of(arg, scope, d) is VKind.GRAPH
+               for p in params if p in read)
 
 
 def _graph_by_use(model: FileModel, scope, defs: list[Event], acc: Event) -> bool:
