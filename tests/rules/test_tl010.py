@@ -1590,3 +1590,48 @@ def test_a_clip_in_the_method_that_steps_the_scaler_of_another_methods_backward(
 def test_a_split_step_that_unscales_or_clips_after_is_not_reported(old, new):
     assert old in SPLIT_STEP
     assert findings(SPLIT_STEP.replace(old, new), "TL010") == []
+
+
+UPDATER = """
+import torch
+
+
+class Updater:
+    def __init__(self, model, optimizer, clip):
+        self.model = model
+        self.optimizer = optimizer
+        self.clip = clip
+
+    def step(self, grad_scaler=None):
+        if self.clip:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+        if grad_scaler is not None:
+            grad_scaler.step(self.optimizer)
+            grad_scaler.update()
+        else:
+            self.optimizer.step()
+
+
+def fit(model, loader, updater, criterion, scaler):
+    for x, y in loader:
+        with torch.autocast("cuda"):
+            loss = criterion(model(x), y)
+        {backward}
+        updater.step(scaler)
+"""
+
+
+def test_a_step_method_handed_the_scaler_clips_the_callers_scaled_gradients():
+    """`Updater.step(grad_scaler)` clips, then `grad_scaler.step(...)`: the gradients are the scaled ones the
+    caller's `scaler.scale(loss).backward()` made, and nothing in the file unscales them."""
+    src = UPDATER.format(backward="scaler.scale(loss).backward()")
+    assert findings(src, "TL010") == [(13, 13)]
+    assert "`grad_scaler.step(self.optimizer)` unscales them only after it" in messages(src, "TL010")[0][2]
+
+
+@pytest.mark.parametrize("backward", [
+    "loss.backward()",                                                     # a plain backward: not known to be scaled
+    "scaler.scale(loss).backward()\n        scaler.unscale_(updater.optimizer)",  # unscaled by the caller
+])
+def test_a_step_method_after_a_plain_backward_or_an_unscale_is_not_reported(backward):
+    assert findings(UPDATER.format(backward=backward), "TL010") == []

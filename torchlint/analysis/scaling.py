@@ -116,32 +116,35 @@ def optimizers_in_turn(loop: Loop, step: Event) -> bool:
                and e.seq > step.seq and e.loops == step.loops[:-1] for e in loop.scope.events)
 
 
-def clipped_in_another_method(model: FileModel) -> list[tuple[Event, Event, Event]]:
-    """A class that back-propagates through its scaler in one method (`self.scaler.scale(loss).backward()`) and
-    clips, then steps through the same scaler, in another (`clip_grad_norm_(...)`, then `self.scaler.step(opt)`),
-    with no `unscale_` of that scaler in any method of the class, nor anywhere in the file: the gradients the clip
-    sees are the scaled ones (`scaler.step` unscales only after it). Each (clip, step, scaled backward); the step's
-    method back-propagates nothing itself (a method that does is one iteration, judged with its own backward)."""
+def clipped_before_scaler_step(model: FileModel) -> list[tuple[Event, Event, Event | None]]:
+    """A function that back-propagates nothing itself, clips gradients and then steps through a GradScaler
+    (`clip_grad_norm_(...)`, then `scaler.step(opt)`, the scaler a parameter or an attribute of `self`), with no
+    `unscale_` anywhere in the file: the gradients the clip sees are the scaled ones, made by a backward elsewhere
+    (another method of the class, `self.scaler.scale(loss).backward()`, or the caller's), since `scaler.step`
+    unscales only after the clip (PyTorch: unscale before modifying `.grad` between the backward and the step).
+    Each (clip, step, the class's scaled backward through that scaler or None); a function that back-propagates is
+    one iteration, judged with its own backward."""
     if ".unscale_(" in model.text:
         return []
-    out: list[tuple[Event, Event, Event]] = []
-    by_class: dict[str, list] = {}
+    out: list[tuple[Event, Event, Event | None]] = []
     for scope in model.scopes:
-        if scope.class_name is not None and type(scope.node) is cst.FunctionDef:
-            by_class.setdefault(scope.class_name, []).append(scope)
-    for methods in by_class.values():
-        scaled = {b.via: b for s in methods for b in s.events
-                  if b.kind is EventKind.BACKWARD and b.variant is BackwardVia.SCALER and (b.via or "").startswith("self.")
-                  and b.scope is s.node}
-        for scope in methods if scaled else ():
-            events = [e for e in scope.events if e.scope is scope.node]
-            if any(e.kind is EventKind.BACKWARD for e in scope.events):
+        if type(scope.node) is not cst.FunctionDef or any(e.kind is EventKind.BACKWARD for e in scope.events):
+            continue
+        events = [e for e in scope.events if e.scope is scope.node]
+        for step in (e for e in events if e.kind is EventKind.STEP and e.via):
+            clips = [c for c in events if c.kind is EventKind.CLIP and c.variant is not ClipVia.ACCELERATOR
+                     and c.seq < step.seq and set(c.loops) >= set(step.loops)]
+            if not clips:
                 continue
-            for step in (e for e in events if e.kind is EventKind.STEP and e.via in scaled):
-                clips = [c for c in events if c.kind is EventKind.CLIP and c.variant is not ClipVia.ACCELERATOR
-                         and c.seq < step.seq and set(c.loops) >= set(step.loops)]
-                if clips:
-                    out.append((clips[0], step, scaled[step.via]))
+            # The backwards of the class (of the file, for a function outside any): one that is not through this
+            # scaler (a plain `loss.backward()`, another scaler's) says the gradients may not be this scaler's.
+            backwards = [(s, b) for s in model.scopes for b in s.events
+                         if b.kind is EventKind.BACKWARD and b.scope is s.node]
+            near = [b for s, b in backwards if s.class_name == scope.class_name]
+            if any(b.variant is not BackwardVia.SCALER or b.via != step.via for b in near) or not near and any(
+                    b.variant is not BackwardVia.SCALER for _, b in backwards):
+                continue  # (the file's other functions name the scaler as they like: `scaler` handed as `grad_scaler`)
+            out.append((clips[0], step, near[0] if near else None))
     return out
 
 

@@ -14,7 +14,7 @@ import libcst as cst
 
 from torchlint.analysis import BackwardVia, ClipVia, Event, EventKind, FileModel, Loop
 from torchlint.analysis.scaling import (
-    clipped_in_another_method, conditions, crossed, decided_after, every_time_after, handed_scaler, level,
+    clipped_before_scaler_step, conditions, crossed, decided_after, every_time_after, handed_scaler, level,
     optimizers_in_turn, sets_scale, steps_again, without_scaler,
 )
 from torchlint.analysis.engines import called_per_run
@@ -27,6 +27,8 @@ from torchlint.rules.base import BACKWARD_CALL, STEP_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
 
 SCALE_CALL = re.compile(r"\.\s*scale\s*\(")  # scaler.scale(loss).backward()
+SCALER_STEP = re.compile(r"scaler\s*\.\s*step\s*\(", re.IGNORECASE)  # `self.grad_scaler.step(opt)`
+CLIP_CALL = re.compile(r"clip_grad|clamp_\s*\(")  # `clip_grad_norm_(...)`, `p.grad.data.clamp_(-c, c)`
 SCALER_BUILT = re.compile(r"GradScaler\s*\(")  # a scaler built in the file, whose step unscales what was not scaled
 ACCUMULATE_CALL = re.compile(r"accumulate\s*\(")  # `with accelerator.accumulate(model):` around a clip (8.)
 
@@ -38,7 +40,8 @@ class GradScalerMisuse(Rule):
     fix_safety = "unsafe"
     requires = (BACKWARD_CALL, (SCALE_CALL, SCALER_BUILT, ACCUMULATE_CALL))  # no loop: a per-step function runs in its caller's loop
     scope_requires = (BACKWARD_CALL, SCALE_CALL)
-    scope_alternatives = ((BACKWARD_CALL, STEP_CALL),)  # a plain backward before a scaler's step
+    # a plain backward before a scaler's step; a clip before a scaler's step in a function with no backward
+    scope_alternatives = ((BACKWARD_CALL, STEP_CALL), (SCALER_STEP, CLIP_CALL))
     runtime_signs = (Sign.CLIPPED_WHILE_SCALED, Sign.SCALER_REFUSED)
     fix_promise = "GradScaler now unscales before clipping, checks for inf and updates at every step"
     fixture_errors = {"direct_step": "No inf checks were recorded prior to update",
@@ -53,9 +56,10 @@ name every binding of which in the file is `scaled = scaler.scale(loss)`):
    (`p.grad.data.clamp_(-c, c)`, also in a loop over the parameters), with no `scaler.unscale_(optimizer)` between
    the backward and the clip; also a clip in a function of the file or of another project file that the loop calls
    there (even one under a test in that function, `if max_norm > 0:`), reported at the call for the latter; and a
-   class that back-propagates through `self.scaler.scale(loss)` in one method and clips, then calls
-   `self.scaler.step(opt)`, in another, with no `unscale_` anywhere in the file (a trainer's `backward()` and
-   `step()`). Not followed: a helper that unscales on some path of its own;
+   function that back-propagates nothing, clips, then calls `scaler.step(opt)` (the scaler a parameter or an
+   attribute), with no `unscale_` anywhere in the file: a trainer's `step()` after its `backward()` method, an
+   updater's `step(grad_scaler)` after the caller's scaled backward. Not followed: a helper that unscales on some
+   path of its own;
 3. `scaler.step(...)` with no `scaler.update()` in the iteration, or with updates after it only under a periodic
    test the step does not share (`if i % 100 == 0:`, or its `else:`), so that most iterations step without one;
 4. `scaler.update()` under a condition decided after `scaler.unscale_(optimizer)` (`if not skip:` with `skip`
@@ -209,12 +213,13 @@ for x, y in loader:
                 if id(finding.node) not in seen:
                     seen.add(id(finding.node))
                     yield finding
-        for clip, step, backward in clipped_in_another_method(model):
+        for clip, step, backward in clipped_before_scaler_step(model):
             if id(clip.node) not in seen:
                 seen.add(id(clip.node))
+                made = f"`{code_of(backward.node)}` made them, in another method" if backward is not None else \
+                    f"`{code_of(step.node)}` unscales them only after it"
                 yield Finding(clip.node, f"`{code_of(clip.node)}` clips gradients still multiplied by the loss scale "
-                              f"(`{code_of(backward.node)}` made them, in another method): call "
-                              f"`{step.via}.unscale_({step.target})` before it")
+                              f"({made}): call `{step.via}.unscale_({step.target})` before it")
         yield from _rebuilt_scalers(model)
         yield from _clipped_every_micro_step(model)
         yield from _clamping_hooks(model)
