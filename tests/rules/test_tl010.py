@@ -1635,3 +1635,16 @@ def test_a_step_method_handed_the_scaler_clips_the_callers_scaled_gradients():
 ])
 def test_a_step_method_after_a_plain_backward_or_an_unscale_is_not_reported(backward):
     assert findings(UPDATER.format(backward=backward), "TL010") == []
+
+
+def test_a_step_function_in_a_file_with_no_backward_is_checked():
+    """An updater in a file of its own (the backward is the caller's, in another file): its clip before
+    `grad_scaler.step(...)` is reported; without a clip, or with `grad_scaler.unscale_` first, nothing is."""
+    src = UPDATER[:UPDATER.index("\n\ndef fit(")] + "\n"
+    assert findings(src, "TL010") == [(13, 13)]
+    assert findings(src.replace("torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)", "pass"),
+                    "TL010") == []
+    unscaled = src.replace("        if self.clip:\n",
+                           "        if grad_scaler is not None:\n            grad_scaler.unscale_(self.optimizer)\n"
+                           "        if self.clip:\n")
+    assert findings(unscaled, "TL010") == []

@@ -38,7 +38,8 @@ class GradScalerMisuse(Rule):
     name = "grad-scaler-misuse"
     summary = "GradScaler misuse: optimizer.step() instead of scaler.step(), clipping scaled grads, no update()"
     fix_safety = "unsafe"
-    requires = (BACKWARD_CALL, (SCALE_CALL, SCALER_BUILT, ACCUMULATE_CALL))  # no loop: a per-step function runs in its caller's loop
+    # no loop: a per-step function runs in its caller's loop; no backward: a step function handed the scaler
+    requires = ((BACKWARD_CALL, SCALER_STEP), (SCALE_CALL, SCALER_BUILT, ACCUMULATE_CALL, SCALER_STEP))
     scope_requires = (BACKWARD_CALL, SCALE_CALL)
     # a plain backward before a scaler's step; a clip before a scaler's step in a function with no backward
     scope_alternatives = ((BACKWARD_CALL, STEP_CALL), (SCALER_STEP, CLIP_CALL))
@@ -58,7 +59,7 @@ name every binding of which in the file is `scaled = scaler.scale(loss)`):
    there (even one under a test in that function, `if max_norm > 0:`), reported at the call for the latter; and a
    function that back-propagates nothing, clips, then calls `scaler.step(opt)` (the scaler a parameter or an
    attribute), with no `unscale_` anywhere in the file: a trainer's `step()` after its `backward()` method, an
-   updater's `step(grad_scaler)` after the caller's scaled backward. Not followed: a helper that unscales on some
+   updater's `step(grad_scaler)` after the caller's scaled backward (also in a file of its own). Not followed: a helper that unscales on some
    path of its own;
 3. `scaler.step(...)` with no `scaler.update()` in the iteration, or with updates after it only under a periodic
    test the step does not share (`if i % 100 == 0:`, or its `else:`), so that most iterations step without one;
