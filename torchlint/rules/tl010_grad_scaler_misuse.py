@@ -59,8 +59,8 @@ name every binding of which in the file is `scaled = scaler.scale(loss)`):
    there (even one under a test in that function, `if max_norm > 0:`), reported at the call for the latter; and a
    function that back-propagates nothing, clips, then calls `scaler.step(opt)` (the scaler a parameter or an
    attribute), with no `unscale_` anywhere in the file: a trainer's `step()` after its `backward()` method, an
-   updater's `step(grad_scaler)` after the caller's scaled backward (also in a file of its own). Not followed: a helper that unscales on some
-   path of its own;
+   updater's `step(grad_scaler)` after the caller's scaled backward (also in a file of its own). Not followed: a
+   helper that unscales on some path of its own;
 3. `scaler.step(...)` with no `scaler.update()` in the iteration, or with updates after it only under a periodic
    test the step does not share (`if i % 100 == 0:`, or its `else:`), so that most iterations step without one;
 4. `scaler.update()` under a condition decided after `scaler.unscale_(optimizer)` (`if not skip:` with `skip`
