@@ -127,6 +127,7 @@ def clipped_before_scaler_step(model: FileModel) -> list[tuple[Event, Event, Eve
     if ".unscale_(" in model.text:
         return []
     out: list[tuple[Event, Event, Event | None]] = []
+    backwards = [(s, b) for s in model.scopes for b in s.events if b.kind is EventKind.BACKWARD and b.scope is s.node]
     for scope in model.scopes:
         if type(scope.node) is not cst.FunctionDef or any(e.kind is EventKind.BACKWARD for e in scope.events):
             continue
@@ -138,8 +139,6 @@ def clipped_before_scaler_step(model: FileModel) -> list[tuple[Event, Event, Eve
                 continue
             # The backwards of the class (of the file, for a function outside any): one that is not through this
             # scaler (a plain `loss.backward()`, another scaler's) says the gradients may not be this scaler's.
-            backwards = [(s, b) for s in model.scopes for b in s.events
-                         if b.kind is EventKind.BACKWARD and b.scope is s.node]
             near = [b for s, b in backwards if s.class_name == scope.class_name]
             if any(b.variant is not BackwardVia.SCALER or b.via != step.via for b in near) or not near and any(
                     b.variant is not BackwardVia.SCALER for _, b in backwards):

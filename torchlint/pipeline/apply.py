@@ -45,6 +45,7 @@ class LocalEdits:
         self._top: dict[int, int] | None = None
         self._start_lines: list[int] | None = None
         self._before: dict[tuple[int, int], str] = {}
+        self._after: dict[tuple[int, int, tuple[int, ...]], str] = {}  # `fix_source` checks a fix, then writes it
 
     def _index(self) -> None:
         from torchlint.source.walk import walk
@@ -91,13 +92,18 @@ class LocalEdits:
 
     def after(self, first: int, last: int, fixes: Sequence[Fix]) -> str:
         """The code of the top-level statements first..last with the fixes applied."""
-        sub = self._sub(first, last)
-        try:
-            for fix in fixes:
-                sub = _replace_along_paths(sub, fix)
-            return sub.code
-        except Exception:  # a replacement path cannot take (a sentinel where a node must be): the transformer can
-            return apply_fixes(self._sub(first, last), fixes).code
+        key = (first, last, tuple(id(fix) for fix in fixes))
+        after = self._after.get(key)
+        if after is None:
+            sub = self._sub(first, last)
+            try:
+                for fix in fixes:
+                    sub = _replace_along_paths(sub, fix)
+                after = sub.code
+            except Exception:  # a replacement path cannot take (a sentinel where a node must be): the transformer can
+                after = apply_fixes(self._sub(first, last), fixes).code
+            self._after[key] = after
+        return after
 
     def start_line(self, index: int) -> int:
         """The 1-based line where top-level statement `index` starts (its leading lines included)."""

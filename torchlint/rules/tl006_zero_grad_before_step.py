@@ -293,12 +293,10 @@ def _fixed_schedule(model: FileModel, loop: Loop, test: cst.CSTNode) -> bool:
     method of `self`? Then every iteration of one run of the loop gives the same answer."""
     if loop.node is None:
         return False
-    left = next((n.left for n in walk(test, prune=lambda n: type(n) is cst.Call)
-                 if type(n) is cst.BinaryOperation and type(n.operator) is cst.Modulo), None)
-    if left is None or calls_anything(left):
+    counted = _modulo_counts(test)
+    if counted is None or calls_anything(counted[0]):
         return False
-    read = {d for n in walk(left, prune=lambda n: type(n) is cst.Attribute)
-            if type(n) in (cst.Name, cst.Attribute) and (d := dotted(n)) is not None}
+    read = counted[1]
     scope = loop.scope
     bound = {e.target for e in scope.events if e.target and kills(e) and (loop.node in e.loops or e.stmt is loop.node)}
     if not read or any(n in bound or n.split(".")[0] in bound for n in read):
@@ -316,13 +314,19 @@ def _fixed_schedule(model: FileModel, loop: Loop, test: cst.CSTNode) -> bool:
 def _counts_calls(scope, test: cst.CSTNode) -> bool:
     """Does a step function's window test count what changes from call to call: its modulo's left side reads one of
     its parameters (`itr`, handed in by the loop that calls it) or an attribute of `self` (`self.global_step`)?"""
+    counted = _modulo_counts(test)
+    return counted is not None and any(n in scope.params or n.startswith("self.") and n.count(".") == 1
+                                       for n in counted[1])
+
+
+def _modulo_counts(test: cst.CSTNode) -> tuple[cst.BaseExpression, set[str]] | None:
+    """The left side of the first modulo in a window test (outside calls), and the names and attribute chains it
+    reads outside calls (`len(batch) % k` counts no call); None without a modulo."""
     for node in walk(test, prune=lambda n: type(n) is cst.Call):
         if type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo:
-            counted = {dotted(n) for n in walk(node.left, prune=lambda n: type(n) in (cst.Call, cst.Attribute))
-                       if type(n) in (cst.Name, cst.Attribute)}  # `len(batch) % k` counts no call
-            return any(n is not None and (n in scope.params or n.startswith("self.") and n.count(".") == 1)
-                       for n in counted)
-    return False
+            return node.left, {d for n in walk(node.left, prune=lambda n: type(n) in (cst.Call, cst.Attribute))
+                               if type(n) in (cst.Name, cst.Attribute) and (d := dotted(n)) is not None}
+    return None
 
 
 # torch.optim.Optimizer's own methods: any other an optimizer is called with is its class's own (a Bayesian
