@@ -10,6 +10,7 @@ from tests.conftest import positive_sources
 from torchlint.engine import INTERNAL_ERROR, lint_source, rules_that_may_fire
 from torchlint.rules import ALL_RULES
 from torchlint.source import positions as positions_module
+from torchlint.source.words import branches
 
 
 @pytest.mark.parametrize(
@@ -159,7 +160,8 @@ def test_text_patterns_are_linear_on_hostile_text():
     # a test of a rule's own (tl003's AppendedListCopied) is built from patterns (`parts`): those are checked
     patterns = {q for p in required for q in ((p,) if isinstance(p, re.Pattern) else p.parts)}
     patterns |= {q for r in ALL_RULES for c in r.scope_conditions() for q in c}
-    patterns |= {prune._DEFINES, prune._DEF_START, prune._BARE_NAME, prune._SELF_ATTRIBUTE}
+    patterns |= {prune._DEFINES, prune._DEF_LINE, prune._WORD}
+    patterns |= {b for p in list(patterns) for b in branches(p)}  # as prune and the prefilter search them
     hostile = ["#" * 5000, "# " * 5000, ", " * 2000 + "#" * 3000, "." * 5000, "a" * 5000 + "(", "self . " * 2000,
                "x.data " * 2000, "\t" * 5000 + "def", "schedule" * 1000, ", #" * 2000 + "\n" * 10 + "True"]
     order = sorted(patterns, key=lambda p: (p.pattern, p.flags))

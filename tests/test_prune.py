@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import re
 import functools
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -324,3 +326,40 @@ def test_definitions_under_module_blocks_and_in_nested_classes_are_pruned():
     assert {"fit", "clear"} <= names
     cleared = src.splitlines().index("            self.optimizer.zero_grad()") + 1
     assert _same_findings(src) == [("TL006", cleared)]
+
+
+REFERENCES = '''
+def helper(x):
+    return x
+def helper_2(x):
+    return helper(x) + fit
+class T:
+    def fit(self, x):
+        self.fit; self .fit; self.
+fit; myself.fit(x); a.self.fit(x); obj.fit (x); obj.
+  fit(x); obj. helper(x); fit2(x); xhelper(x); obj.helper
+        def  helper(y): return helper_2
+'''
+
+
+@pytest.mark.parametrize("text", [REFERENCES] + [p.read_text(encoding="utf-8") for p in sorted(
+    (Path(__file__).parent.parent / "torchlint" / "analysis").glob("*.py"))[:12]])
+def test_references_are_the_words_the_call_patterns_find(text):
+    """A name's uses found by looking for the name are those that reading every word with the three call patterns
+    (a bare name, `self.name`, `obj.name(`) finds: written here as those patterns, for the functions of the text."""
+    from torchlint.analysis.prune import _references
+
+    names = set(re.findall(r"def\s+(\w+)", text))
+    bare = re.compile(r"(?<![\w.])(?<!def )[A-Za-z_]\w*")
+    own = re.compile(r"\bself\s*\.\s*([A-Za-z_]\w*)")
+    method = re.compile(r"(?<!self)\.\s*([A-Za-z_]\w*)\s*\(")
+    expected = {(m.start(), "bare", m.group()) for m in bare.finditer(text) if m.group() in names}
+    expected |= {(m.start(1), "self", m.group(1)) for m in own.finditer(text) if m.group(1) in names}
+    expected |= {(m.start(1), "method", m.group(1)) for m in method.finditer(text) if m.group(1) in names}
+    found = _references(text, names)
+    assert found == sorted(found)
+    assert set(found) == expected
+    if text is REFERENCES:
+        assert {(how, n) for _, how, n in found} == {
+            ("bare", "helper"), ("bare", "helper_2"), ("bare", "fit"), ("self", "fit"), ("method", "fit"), ("method", "helper")
+        }

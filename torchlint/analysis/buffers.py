@@ -21,7 +21,7 @@ from torchlint.analysis.vkind import VKind
 
 
 # `self.log_probs.append(`, `policy.saved_log_probs.append(`: the text of a function that may fill such a buffer
-ATTRIBUTE_APPEND = re.compile(r"\w\.\w+\s*\.\s*append\s*\(")
+ATTRIBUTE_APPEND = re.compile(r"\.(?<=\w\.)\w+\s*\.\s*append\s*\(")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from typing import Iterable, Mapping, Sequence
 
 from torchlint.source import pyast
 from torchlint.source.lines import split_lines
-from torchlint.source.words import any_word, word_start
+from torchlint.source.words import any_word, occurs, starts, word_start
 from torchlint.analysis.events import INLINE_DEPTH  # how deep the model inlines helpers
 from torchlint.analysis.names import OPTIMIZER_CLASSES
 
@@ -36,12 +36,10 @@ from torchlint.analysis.names import OPTIMIZER_CLASSES
 # file, where most functions cannot matter, it saves most of the parse.
 MIN_LINES = 50  # below this there is too little to blank
 KEEP_SHARE = 0.9  # when definitions that may hold a finding alone are more of the text, it is not pruned
-# How the model resolves a call: a bare name is a function of the module (or a closure passed by name), `self.x`
-# a method of the caller's class; attributes of anything else are not followed.
-_BARE_NAME = re.compile(r"(?<![\w.])(?<!def )[A-Za-z_]\w*")
-_SELF_ATTRIBUTE = re.compile(word_start("self") + r"\s*\.\s*([A-Za-z_]\w*)")
-_METHOD_CALL = re.compile(r"(?<!self)\.\s*([A-Za-z_]\w*)\s*\(")
-_DEF_START = re.compile(r"(?m)^(?=[ \t]{0,8}(?:@|(?:async[ \t]+)?def[ \t]|class[ \t]))")
+_WORD = re.compile(r"\w")
+# A line that starts a definition (its decorator, `def`, `class`), found from the line break before it: a pattern
+# that starts with `^` is tried at every position, one that starts with a literal only where it stands.
+_DEF_LINE = re.compile(r"\n(?=[ \t]{0,8}(?:@|(?:async[ \t]+)?def[ \t]|class[ \t]))")
 _Def = ast.FunctionDef | ast.AsyncFunctionDef  # what pruning may blank
 _BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith, getattr(ast, "TryStar", ast.Try))  # holding definitions
 # Every call that torchlint.analysis.names.role_of_value recognises (optimizer classes and `optim.*`, scheduler
@@ -81,16 +79,16 @@ def prune_with_tree(
         # are scanned for every position (each pattern searched at most once, the condition's last, rarest, first).
         found: dict[re.Pattern[str], bool] = {}
 
-        def occurs(p: re.Pattern[str]) -> bool:
+        def seen(p: re.Pattern[str]) -> bool:
             known = found.get(p)
             if known is None:
-                known = found[p] = p.search(text) is not None
+                known = found[p] = occurs(p, text)
             return known
-        conds = [c for c in conds if all(occurs(p) for p in reversed(c))]
+        conds = [c for c in conds if all(seen(p) for p in reversed(c))]
     patterns = list(dict.fromkeys(p for c in conds for p in c))
     bit = {p: 1 << i for i, p in enumerate(patterns)}
     needs = [sum(bit[p] for p in c) for c in conds]
-    hits = {p: [m.start() for m in p.finditer(text)] for p in patterns}
+    hits = {p: starts(p, text) for p in patterns}
     for name, events in (stand_ins or {}).items():
         head = r"self\s*\." + re.escape(name[5:]) if name.startswith("self.") else re.escape(name).replace(r"\.", r"\s*\.\s*")
         call_starts = [m.start() for m in re.finditer(rf"(?<![\w.]){head}\s*\(", text)]
@@ -115,7 +113,7 @@ def prune_with_tree(
 
     # Cheap estimate first: when most of the text sits in definitions that could hold a finding by themselves
     # (a file of training code), the `ast` pass would cost more than it saves.
-    bounds = [m.start() for m in _DEF_START.finditer(text)] + [len(text)]
+    bounds = [0] * bool(_DEF_LINE.match("\n" + text)) + [m.end() for m in _DEF_LINE.finditer(text)] + [len(text)]
     chunks = list(zip(bounds, bounds[1:]))
     if sum(b - a for (a, b), m in zip(chunks, masks(chunks)) if sufficient(m)) > len(text) * KEEP_SHARE:
         return text, None
@@ -128,10 +126,10 @@ def prune_with_tree(
         return text, tree
 
     lines = split_lines(text, keepends=True)
-    starts = list(accumulate(map(len, lines), initial=0))
+    offsets = list(accumulate(map(len, lines), initial=0))
 
     def span(node: _Def) -> tuple[int, int]:
-        return starts[pyast.first_line(node) - 1], starts[node.end_lineno or node.lineno]
+        return offsets[pyast.first_line(node) - 1], offsets[node.end_lineno or node.lineno]
 
     spans = [span(d) for d, _ in defs]
     functions: dict[str, list[int]] = {}
@@ -146,18 +144,28 @@ def prune_with_tree(
     for (_, name), indices in methods.items():
         by_method.setdefault(name, []).extend(indices)
 
-    def callees(start: int, end: int, cls: str | None = None) -> set[int]:
-        found = {j for n in set(_BARE_NAME.findall(text, start, end)) & functions.keys() for j in functions[n]}
-        if cls is not None:
-            for n in set(_SELF_ATTRIBUTE.findall(text, start, end)):
+    refs = _references(text, functions.keys() | by_method.keys())
+    firsts = [a for a, _ in spans]
+
+    def callees(where: Iterable[tuple[int, str, str]], cls: str | None = None) -> set[int]:
+        found: set[int] = set()
+        for _, how, n in where:
+            if how == "bare":
+                found.update(functions.get(n, ()))
+            elif how == "self" and cls is not None:
                 found.update(methods.get((cls, n), ()))
-        # `trainer.train_step(x)`: a method of an object may be any class's of the file (receiver types decide)
-        for n in set(_METHOD_CALL.findall(text, start, end)) & by_method.keys():
-            found.update(by_method[n])
+            elif how == "method":
+                # `trainer.train_step(x)`: a method of an object may be any class's of the file (receiver types decide)
+                found.update(by_method.get(n, ()))
         return found
 
+    inside: list[list[tuple[int, str, str]]] = [[] for _ in spans]
+    outside_refs: list[tuple[int, str, str]] = []
+    for ref in refs:
+        k = bisect_right(firsts, ref[0]) - 1
+        (inside[k] if k >= 0 and ref[0] < spans[k][1] else outside_refs).append(ref)
     own = masks(spans)
-    calls = [callees(a, b, cls) for (a, b), (_, cls) in zip(spans, defs)]
+    calls = [callees(found, cls) for found, (_, cls) in zip(inside, defs)]
 
     def reach(first: set[int]) -> set[int]:
         """Helpers reached from calls `first`, as deep as the model inlines."""
@@ -189,8 +197,7 @@ def prune_with_tree(
         outside.append((pos, a))
         pos = b
     outside.append((pos, len(text)))
-    helpers = set().union(*(callees(a, b) for a, b in outside))
-    helpers = reach(helpers)
+    helpers = reach(callees(outside_refs))
     closure = 0
     for m in masks(outside):
         closure |= m
@@ -218,6 +225,41 @@ def prune_with_tree(
             out[i] = _ending(lines[i]) or "\n"
         out[last - 1] = f'"""{_ending(lines[last - 1])}'
     return "".join(out), tree
+
+
+def _references(text: str, names: Iterable[str]) -> list[tuple[int, str, str]]:
+    """Where each of `names` stands in `text` as a whole identifier, and as what, by position. How the model resolves
+    a call: a "bare" name (`helper(x)`, or `fn` passed by name; never after `def ` or a dot) is a function of the
+    module or a closure; "self" (`self.fit`, spaces allowed around the dot) a method of the caller's class;
+    "method" (`obj.fit(`, a dot not after `self`) a method of any class of the file, as receiver types decide.
+    Each name is looked for as a string (`str.find`), where reading every word of the text would cost more."""
+    found: list[tuple[int, str, str]] = []
+    for name in names:
+        i = -1
+        while (i := text.find(name, i + 1)) >= 0:
+            end = i + len(name)
+            if i and _WORD.match(text, i - 1) or _WORD.match(text, end):
+                continue  # inside a longer identifier
+            if not i or text[i - 1] != "." and not (i >= 4 and text.startswith("def ", i - 4)):
+                found.append((i, "bare", name))
+            dot = i
+            while dot and text[dot - 1].isspace():
+                dot -= 1
+            if not dot or text[dot - 1] != ".":
+                continue
+            dot -= 1
+            head = dot
+            while head and text[head - 1].isspace():
+                head -= 1
+            if head >= 4 and text.startswith("self", head - 4) and not (head > 4 and _WORD.match(text, head - 5)):
+                found.append((i, "self", name))
+            after = end
+            while after < len(text) and text[after].isspace():
+                after += 1
+            if text.startswith("(", after) and not (dot >= 4 and text.startswith("self", dot - 4)):
+                found.append((i, "method", name))
+    found.sort()
+    return found
 
 
 def _ending(line: str) -> str:

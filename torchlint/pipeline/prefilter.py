@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, Sequence
 
 from torchlint.rules import Rule, all_rules
 from torchlint.rules.base import Requirement, TextTest
+from torchlint.source.words import occurs
 
 
 def select_rules(codes: Iterable[str] | None = None) -> list[type[Rule]]:
@@ -28,5 +30,5 @@ def _has(p: Requirement, text: str, found: dict[TextTest, bool]) -> bool:
         return any(_has(q, text, found) for q in p)  # one of them (`Rule.requires`)
     hit = found.get(p)
     if hit is None:
-        hit = found[p] = p.search(text) is not None
+        hit = found[p] = occurs(p, text) if isinstance(p, re.Pattern) else p.search(text) is not None
     return hit

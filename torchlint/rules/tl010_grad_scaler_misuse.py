@@ -27,7 +27,7 @@ from torchlint.rules.base import BACKWARD_CALL, STEP_CALL, Finding, Rule
 from torchlint.verify.signs import Sign
 
 SCALE_CALL = re.compile(r"\.\s*scale\s*\(")  # scaler.scale(loss).backward()
-SCALER_STEP = re.compile(r"scaler\s*\.\s*step\s*\(", re.IGNORECASE)  # `self.grad_scaler.step(opt)`
+SCALER_STEP = re.compile(r"[sSſ](?i:caler\s*\.\s*step\s*\()")  # `self.grad_scaler.step(opt)`
 CLIP_CALL = re.compile(r"clip_grad|clamp_\s*\(")  # `clip_grad_norm_(...)`, `p.grad.data.clamp_(-c, c)`
 SCALER_BUILT = re.compile(r"GradScaler\s*\(")  # a scaler built in the file, whose step unscales what was not scaled
 ACCUMULATE_CALL = re.compile(r"accumulate\s*\(")  # `with accelerator.accumulate(model):` around a clip (8.)
