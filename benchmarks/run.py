@@ -8,7 +8,8 @@ Builds two corpora under benchmarks/.corpus/ (git-ignored):
 Then measures, each in a fresh process: `ast.parse` and `libcst.parse_module` of every file (floors), torchlint
 cold (no cache) with the default jobs and with --jobs 1, torchlint warm (cache primed), flake8 without and with
 the torchlint plugin, and the peers (TorchFix, torch-preflight) on a sample of files, projected to the corpus.
-Prints wall time, files/s and peak RSS for each, and the ratios the targets in docs/performance.md are about.
+Prints wall time, files/s, peak RSS and CPU seconds for each, and the ratios the targets in docs/performance.md
+are about (of wall times; the ratio of CPU seconds beside them).
 Each command runs `--repeat` times (default 3) and its fastest run counts, floors and torchlint alike, as timeit
 does: on a shared machine the slower runs measure the neighbours. The floors and the cold runs are measured in
 rounds (one of each per round), and their ratios are also given per round (median and range).
@@ -34,18 +35,20 @@ CORPUS = HERE / ".corpus"
 PY = sys.executable
 
 
-def measure(cmd: list[str], cwd: Path | None = None) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB, largest process of the tree) of a command, run in a fresh helper."""
+def measure(cmd: list[str], cwd: Path | None = None) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MB, largest process of the tree) and CPU seconds (user and system, every process of
+    the tree) of a command, run in a fresh helper."""
     helper = (
         "import json, resource, subprocess, sys, time\n"
         "t = time.perf_counter()\n"
         "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
         "wall = time.perf_counter() - t\n"
-        "print(json.dumps([wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024]))\n"
+        "use = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+        "print(json.dumps([wall, use.ru_maxrss / 1024, use.ru_utime + use.ru_stime]))\n"
     )
     out = subprocess.run([PY, "-c", helper, *cmd], capture_output=True, text=True, cwd=cwd, check=True)
-    wall, rss = json.loads(out.stdout)
-    return wall, rss
+    wall, rss, cpu = json.loads(out.stdout)
+    return wall, rss, cpu
 
 
 def build_torch_corpus() -> Path:
@@ -196,23 +199,29 @@ def main() -> int:
     jobs = os.cpu_count() or 1
     rows: list[tuple[str, str, int, float, float]] = []
 
-    rounds: dict[str, list[tuple[float, float]]] = {}
+    rounds: dict[str, list[tuple[float, float, float]]] = {}
+    cpus: dict[str, float] = {}  # the least CPU seconds of each command's runs
 
-    def report(corpus: str, name: str, nfiles: int, runs: list[tuple[float, float]]) -> float:
-        wall, rss = min(runs)
+    def report(corpus: str, name: str, nfiles: int, runs: list[tuple[float, float, float]], key: str = "") -> float:
+        wall, rss, _ = min(runs)
+        cpu = min(r[2] for r in runs)
+        if key:
+            cpus[key] = cpu
         rows.append((corpus, name, nfiles, wall, rss))
-        print(f"{corpus:10} {name:44} {wall:8.2f} s {nfiles / wall:9.1f} files/s {rss:8.0f} MB", flush=True)
+        print(f"{corpus:10} {name:44} {wall:8.2f} s {nfiles / wall:9.1f} files/s {rss:8.0f} MB {cpu:8.2f} s CPU", flush=True)
         return wall
 
     def record(corpus: str, name: str, nfiles: int, cmd: list[str], cwd: Path | None = None) -> float:
         return report(corpus, name, nfiles, [measure(cmd, cwd) for _ in range(max(1, args.repeat))])
 
     def per_round(a: str, b: str) -> str:
-        """The median and range of a/b over the rounds in which both were measured."""
+        """The median and range of a/b over the rounds in which both were measured, and the ratio of their CPU
+        seconds (every process; steadier than wall time where neighbours take the machine's cores by turns)."""
         ratios = sorted(x[0] / y[0] for x, y in zip(rounds.get(a, []), rounds.get(b, [])))
         if not ratios:
             return ""
-        return f"; per round: median {statistics.median(ratios):.2f}x, {ratios[0]:.2f}x-{ratios[-1]:.2f}x"
+        return (f"; per round: median {statistics.median(ratios):.2f}x, {ratios[0]:.2f}x-{ratios[-1]:.2f}x"
+                f"; CPU seconds {cpus[a] / cpus[b]:.2f}x")
 
     floor = CORPUS / "floor.py"
     CORPUS.mkdir(exist_ok=True)
@@ -244,7 +253,7 @@ def main() -> int:
             for key, (name, cmd) in paired.items():
                 rounds[f"{label}/{key}"].append(measure(cmd))
         for key, (name, cmd) in paired.items():
-            results[f"{label}/{key}"] = report(label, name, n, rounds[f"{label}/{key}"])
+            results[f"{label}/{key}"] = report(label, name, n, rounds[f"{label}/{key}"], f"{label}/{key}")
         cache_home = CORPUS / f"cache-{label}"
         shutil.rmtree(cache_home, ignore_errors=True)
         cache_home.mkdir()
