@@ -49,7 +49,7 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
         value = getattr(node, name)
         cls = type(value)
         if cls is list or cls is tuple:
-            out.extend(v for v in value if _is_node(v))
+            out.extend(value)  # libcst's sequences hold nodes only
         elif _is_node(value):
             out.append(value)
     return out
