@@ -40,7 +40,7 @@ def test_children_are_the_nodes_of_the_fields_walked(path):
     assert _check_children(cst.parse_module(path.read_text(encoding="utf-8"))) > 10
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(hypothesmith.from_grammar())
 def test_children_of_any_parsed_text_are_nodes(text):
     try:
