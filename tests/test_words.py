@@ -46,7 +46,8 @@ def test_branches_find_where_the_whole_pattern_matches():
     from torchlint.source.words import branches, occurs, starts
 
     patterns = {p for rule in ALL_RULES for c in rule.scope_conditions() for p in c}
-    patterns |= {re.compile(r"(?:a|(?:b|c)d)e|[xy]z"), re.compile(r"[|]x|y"), re.compile(r"(a)b|\1")}
+    patterns |= {re.compile(r"(?:a|(?:b|c)d)e|[xy]z"), re.compile(r"[|]x|y"), re.compile(r"(a)b|\1"),
+                 re.compile(r"(?:se|fo)*r"), re.compile(r"(?:x|lo)?ss")}
     split = [p for p in patterns if len(branches(p)) > 1]
     assert len(split) >= 8  # backward, loop and step calls, scheduler names, cuts ...
     for p in patterns:
@@ -73,4 +74,7 @@ def test_branches_split_only_the_top_level_alternation():
     assert parts(r"[a-c]x|y") == ["[a-c]x", "y"]  # a range is not a few characters
     assert parts(r"(a)x|(b)\1") == [r"(a)x|(b)\1"]  # a backreference: group numbers would shift
     assert parts(r"(?i)ab|cd") == ["(?i)ab|cd"]  # flags for the whole pattern
+    assert parts(r"(?:a|b)*x") == [r"(?:a|b)*x"] and parts(r"(?:a|b){2}x") == [r"(?:a|b){2}x"]  # a repeated group
+    assert parts(r"(a)?(?(1)x|y)") == [r"(a)?(?(1)x|y)"]  # a conditional names a group by its number
+    assert parts(r"a # or b|c", re.VERBOSE) == [r"a # or b|c"]  # a verbose pattern's `|` may be in a comment
     assert [b.flags & re.IGNORECASE for b in branches(re.compile("ab|cd", re.IGNORECASE))] == [re.IGNORECASE] * 2

@@ -24,7 +24,8 @@ def any_word(words, tail: str = "") -> str:
 
 
 _FEW = re.compile(r"\[([^]\\^-]{1,3})\](?![*+?{])")  # `[sSſ]`, not repeated
-_REFERENCES = re.compile(r"\\[1-9]|\(\?P=|^\(\?[aiLmsux]+\)")  # backreferences, global flags: not split
+# backreferences and conditionals (group numbers shift when split), flags for the whole pattern: not split
+_REFERENCES = re.compile(r"\\[1-9]|\(\?P=|\(\?\(|^\(\?[aiLmsux]+\)")
 
 
 @lru_cache(maxsize=None)
@@ -37,13 +38,13 @@ def branches(p: re.Pattern[str]) -> tuple[re.Pattern[str], ...]:
     at every `.` and `m`). `p` matches at a position exactly where one of its branches does, so searching the
     branches one by one finds the same positions, in a fifth of the time over training code."""
     text = p.pattern
-    if not isinstance(text, str) or _REFERENCES.search(text):
-        return (p,)
+    if not isinstance(text, str) or p.flags & re.VERBOSE or _REFERENCES.search(text):
+        return (p,)  # (a verbose pattern's `|` may sit in a comment)
     parts = _split(text)
     if len(parts) == 1 and text.startswith("(?:"):
         # `(?:for|while)\b`: a leading group's alternatives, each followed by the rest
         inner = _split(text[3:], closing=True)
-        if len(inner) > 1:
+        if len(inner) > 1 and inner[-1][:1] not in ("*", "+", "?", "{"):  # (not a repeated group)
             rest = inner.pop()
             parts = [part + rest for part in inner]
     # `[sSſ](?i:ched)`: a first character from a few, a branch for each (each then starts with a literal)
