@@ -11,7 +11,7 @@ from enum import Enum
 
 import libcst as cst
 
-from torchlint.analysis.exprs import dotted
+from torchlint.analysis.exprs import dotted, equals_integer
 from torchlint.source.cstfast import code_of
 
 # How deep a helper's events are placed at its call (a helper of a helper, no further): the file model inlines
@@ -188,36 +188,35 @@ def _literal(test: cst.BaseExpression, polarity: bool) -> tuple[str, bool]:
 
 
 def _first_pass(test: cst.CSTNode, loop: cst.CSTNode) -> bool:
-    """`i == 0` (`0 == i`, `not i`) where `i` counts the passes of `loop` from 0: its `range(n)` / `range(0, n)`
-    target, or the index of `enumerate(xs)` (no start, or 0). True on the loop's first pass only."""
-    if type(loop) is not cst.For or type(loop.iter) is not cst.Call:
-        return False
+    """`i == 0` (`0 == i`, `not i`) where `i` is the counter of `loop` and counts from 0 (`loop_counter`): true on
+    the loop's first pass only."""
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        counted = test.expression
-    elif type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.comparisons[0].operator) is cst.Equal:
-        left, right = test.left, test.comparisons[0].comparator
-        if type(right) is cst.Integer and right.value == "0":
-            counted = left
-        elif type(left) is cst.Integer and left.value == "0":
-            counted = right
-        else:
-            return False
+        compared: tuple[cst.BaseExpression, int] | None = (test.expression, 0)
     else:
-        return False
-    if type(counted) is not cst.Name:
-        return False
-    func, args = dotted(loop.iter.func), loop.iter.args
-    index: cst.BaseExpression
-    if func == "range" and type(loop.target) is cst.Name:
-        index, starts_at_zero = loop.target, len(args) == 1 or len(args) >= 2 and code_of(args[0].value) == "0"
-    elif func == "enumerate" and type(loop.target) is cst.Tuple and loop.target.elements:
-        index = loop.target.elements[0].value
-        start = next((a.value for a in args if a.keyword is not None and a.keyword.value == "start"),
-                     args[1].value if len(args) > 1 and args[1].keyword is None else None)
-        starts_at_zero = start is None or code_of(start) == "0"
+        compared = equals_integer(test)
+    return compared is not None and compared[1] == 0 and type(compared[0]) is cst.Name \
+        and loop_counter(loop) == (compared[0].value, 0)
+
+
+def loop_counter(loop: cst.CSTNode) -> tuple[str, int] | None:
+    """The counter a `for` loop's header binds and its first value: `i` from 0 in `for i in range(n)` and `for i,
+    x in enumerate(xs)`, from `a` in `range(a, n)` and `enumerate(xs, a)` (integer literals); None for any other
+    loop. Whether the body assigns the counter too is the loop's to say (`Loop.counter`)."""
+    if type(loop) is not cst.For or type(loop.iter) is not cst.Call:
+        return None
+    func = dotted(loop.iter.func)
+    args = [a for a in loop.iter.args if not a.star]
+    target: cst.BaseExpression = loop.target
+    if func == "enumerate" and type(target) is cst.Tuple and len(target.elements) == 2:
+        target = target.elements[0].value
+        start = [a.value for a in args[1:2] if a.keyword is None or a.keyword.value == "start"]
+    elif func == "range" and len(args) in (1, 2, 3) and all(a.keyword is None for a in args):
+        start = [args[0].value] if len(args) > 1 else []
     else:
-        return False
-    return starts_at_zero and type(index) is cst.Name and index.value == counted.value
+        return None
+    if type(target) is not cst.Name or (start and type(start[0]) is not cst.Integer):
+        return None
+    return target.value, int(start[0].evaluated_value) if start else 0  # type: ignore[attr-defined]  # an Integer
 
 
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:

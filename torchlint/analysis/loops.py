@@ -9,7 +9,7 @@ from typing import Callable
 
 import libcst as cst
 
-from torchlint.analysis.events import AssignForm, CallVia, Event, EventKind, Guard
+from torchlint.analysis.events import AssignForm, CallVia, Event, EventKind, Guard, loop_counter
 from torchlint.analysis.exprs import (
     calls_anything, code_of, dotted, equals_integer, modulo_divisor, names_in, summand_names,
 )
@@ -147,26 +147,13 @@ class Loop:
         """The loop's counter and its first value: `i` from 0 in `for i in range(n)` and `for i, x in
         enumerate(xs)`, from `a` in `range(a, n)` and `enumerate(xs, a)` (integer literals); None when the loop has
         none or assigns it in its body."""
-        node = self.node
-        if type(node) is not cst.For or type(node.iter) is not cst.Call:
+        counter = loop_counter(self.node)
+        if counter is None:
             return None
-        func = dotted(node.iter.func)
-        args = [a for a in node.iter.args if not a.star]
-        target: cst.BaseExpression | None = node.target
-        if func == "enumerate" and type(target) is cst.Tuple and len(target.elements) == 2:
-            target = target.elements[0].value
-            start = [a.value for a in args[1:2] if a.keyword is None or a.keyword.value == "start"]
-        elif func == "range" and len(args) in (1, 2, 3) and all(a.keyword is None for a in args):
-            start = [args[0].value] if len(args) > 1 else []
-        else:
-            return None
-        if type(target) is not cst.Name or (start and type(start[0]) is not cst.Integer):
-            return None
-        name = target.value
-        if any(e.kind is EventKind.ASSIGN and e.target == name and e.variant is not AssignForm.FOR
+        if any(e.kind is EventKind.ASSIGN and e.target == counter[0] and e.variant is not AssignForm.FOR
                for e in self.events):
             return None
-        return name, int(start[0].evaluated_value) if start else 0  # type: ignore[attr-defined]  # an Integer
+        return counter
 
     @functools.cached_property
     def bound(self) -> frozenset[str]:
